@@ -1,0 +1,58 @@
+//! What the kernel programs could not do, counted per CPU so nothing is lost silently.
+
+/// Index into the per-CPU `STATS` array. Every loss the kernel side can suffer has one.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stat {
+    /// A slice could not be charged: the `THREADS` map was full.
+    ThreadMapFull = 0,
+    /// A dead thread's final record could not be sent: the `EXITS` ring buffer was full.
+    ExitRingFull = 1,
+    /// `bpf_perf_event_read_value` failed for a counter (missing or foreign-CPU event).
+    CounterReadError = 2,
+    /// A counter was enabled but not running during a slice (multiplexed out): its count
+    /// for that slice was not charged.
+    CounterNotRunning = 3,
+    /// Context switches seen (not a loss: lets userspace check the others against a total).
+    Switches = 4,
+    /// Collector ticks that charged a running thread's slice so far.
+    Ticks = 5,
+}
+
+/// Number of [`Stat`] slots.
+pub const NR_STATS: u32 = 6;
+
+impl Stat {
+    /// Every stat, in index order.
+    pub const ALL: [Self; NR_STATS as usize] = [
+        Self::ThreadMapFull,
+        Self::ExitRingFull,
+        Self::CounterReadError,
+        Self::CounterNotRunning,
+        Self::Switches,
+        Self::Ticks,
+    ];
+
+    /// Whether a non-zero value of this stat means lost or uncharged data.
+    pub const fn is_loss(self) -> bool {
+        matches!(
+            self,
+            Self::ThreadMapFull
+                | Self::ExitRingFull
+                | Self::CounterReadError
+                | Self::CounterNotRunning
+        )
+    }
+
+    /// Name shown to the user.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::ThreadMapFull => "thread map full",
+            Self::ExitRingFull => "exit ring buffer full",
+            Self::CounterReadError => "counter read errors",
+            Self::CounterNotRunning => "counter not running",
+            Self::Switches => "context switches",
+            Self::Ticks => "ticks",
+        }
+    }
+}

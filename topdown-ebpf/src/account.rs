@@ -1,0 +1,168 @@
+//! Charging counter deltas to the thread that is on this CPU.
+
+use aya_ebpf::{
+    EbpfContext,
+    bindings::BPF_NOEXIST,
+    helpers::{
+        bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid,
+        bpf_get_smp_processor_id,
+    },
+    macros::map,
+    maps::{HashMap, PerCpuArray, PerfEventArray, RingBuf},
+};
+use aya_log_ebpf::warn;
+use topdown_common::{
+    MAX_COUNTERS,
+    reading::Readings,
+    stats::{NR_STATS, Stat},
+    thread::ThreadTotals,
+};
+
+/// How many counters the live set has (`<= MAX_COUNTERS`); set by the loader.
+#[unsafe(no_mangle)]
+static NR_COUNTERS: u32 = 0;
+
+/// Per-CPU counters opened by userspace: slot `cpu * MAX_COUNTERS + i`.
+#[map]
+static COUNTERS: PerfEventArray<u32> = PerfEventArray::new(0);
+
+/// This CPU's readings at its previous charge.
+#[map]
+static PREV_READINGS: PerCpuArray<Readings> = PerCpuArray::with_max_entries(1, 0);
+
+/// Live threads' totals, by tid. Size set by the loader (`--max-threads`).
+#[map]
+static THREADS: HashMap<u32, ThreadTotals> = HashMap::with_max_entries(32768, 0);
+
+/// Each CPU's idle task (tid 0), kept per CPU.
+#[map]
+static IDLE: PerCpuArray<ThreadTotals> = PerCpuArray::with_max_entries(1, 0);
+
+/// Scratch space for a thread not (or no longer) in `THREADS`: too big for the BPF stack.
+#[map]
+static SCRATCH: PerCpuArray<ThreadTotals> = PerCpuArray::with_max_entries(1, 0);
+
+/// Final totals of threads that died.
+#[map]
+static EXITS: RingBuf = RingBuf::with_byte_size(4 * 1024 * 1024, 0);
+
+/// Loss and activity counters, indexed by [`Stat`].
+#[map]
+static STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(NR_STATS, 0);
+
+/// Why the current slice ends.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum SliceEnd {
+    /// Switched out; will run again.
+    Switch,
+    /// Still running: a tick charges what it used so far.
+    Tick,
+    /// Switched out for the last time: the thread is dead.
+    Exit,
+}
+
+#[inline(always)]
+fn count(stat: Stat) {
+    if let Some(slot) = STATS.get_ptr_mut(stat as u32) {
+        // SAFETY: per-CPU slot; BPF programs on one CPU do not nest here.
+        unsafe { *slot += 1 };
+    }
+}
+
+/// Charges this CPU's counter deltas since its previous charge to the current thread.
+#[inline(always)]
+pub fn charge_current<C: EbpfContext>(ctx: &C, end: SliceEnd) {
+    let Some(prev) = PREV_READINGS.get_ptr_mut(0) else {
+        return;
+    };
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let tid = pid_tgid as u32;
+    let Some(totals) = totals_of(ctx, tid, (pid_tgid >> 32) as u32) else {
+        return;
+    };
+    // SAFETY: both point into map values owned by this CPU for the duration of the program.
+    let (prev, totals) = unsafe { (&mut *prev, &mut *totals) };
+    // SAFETY: plain helpers without arguments.
+    let (cpu, cgroup_id) = unsafe { (bpf_get_smp_processor_id(), bpf_get_current_cgroup_id()) };
+    add_deltas(cpu, prev, &mut totals.charged);
+
+    totals.cgroup_id = cgroup_id;
+    totals.last_cpu = cpu;
+    if end != SliceEnd::Tick {
+        totals.switches += 1;
+        count(Stat::Switches);
+    } else {
+        count(Stat::Ticks);
+    }
+    if end != SliceEnd::Switch || totals.switches == 1 {
+        if let Ok(comm) = bpf_get_current_comm() {
+            totals.comm = comm;
+        }
+    }
+    if end == SliceEnd::Exit && tid != 0 {
+        totals.flags = ThreadTotals::FLAG_EXITED;
+        if EXITS.output(totals, 0).is_err() {
+            count(Stat::ExitRingFull);
+            warn!(
+                ctx,
+                "exit ring buffer full: final record of tid {} lost", tid
+            );
+        }
+        // Absent when the map was full: the loss is already counted.
+        let _ = THREADS.remove(&tid);
+    }
+}
+
+/// The totals `tid` is charged to: its `THREADS` slot (created on first sight), the CPU's idle
+/// slot for tid 0, or a scratch slot when the map is full (the loss is counted).
+#[inline(always)]
+fn totals_of<C: EbpfContext>(ctx: &C, tid: u32, tgid: u32) -> Option<*mut ThreadTotals> {
+    if tid == 0 {
+        return IDLE.get_ptr_mut(0);
+    }
+    if let Some(totals) = THREADS.get_ptr_mut(&tid) {
+        return Some(totals);
+    }
+    let scratch = SCRATCH.get_ptr_mut(0)?;
+    // SAFETY: per-CPU scratch slot, not shared with another program run.
+    unsafe { *scratch = ThreadTotals::new(tid, tgid) };
+    // SAFETY: as above.
+    match THREADS.insert(&tid, unsafe { &*scratch }, u64::from(BPF_NOEXIST)) {
+        Ok(()) => THREADS.get_ptr_mut(&tid).or(Some(scratch)),
+        Err(_) => {
+            count(Stat::ThreadMapFull);
+            warn!(ctx, "thread map full: slice of tid {} not charged", tid);
+            Some(scratch)
+        }
+    }
+}
+
+/// Reads every counter of this CPU, adds the deltas since `prev` to `charged`, and makes the
+/// new readings `prev`. A counter that did not run during the slice charges nothing.
+#[inline(always)]
+fn add_deltas(cpu: u32, prev: &mut Readings, charged: &mut Readings) {
+    // SAFETY: a read-only global the loader sets before loading.
+    let nr_counters = unsafe { core::ptr::read_volatile(&NR_COUNTERS) } as usize;
+    let base = cpu * MAX_COUNTERS as u32;
+    for i in 0..MAX_COUNTERS {
+        if i >= nr_counters {
+            break;
+        }
+        let Ok(now) = COUNTERS.read_value(base + i as u32) else {
+            count(Stat::CounterReadError);
+            continue;
+        };
+        let enabled = now.enabled_nanos.wrapping_sub(prev.enabled_ns[i]);
+        let running = now.running_nanos.wrapping_sub(prev.running_ns[i]);
+        if running > 0 {
+            charged.counts[i] += now.counter.wrapping_sub(prev.counts[i]);
+        } else if enabled > 0 {
+            count(Stat::CounterNotRunning);
+        }
+        charged.enabled_ns[i] += enabled;
+        charged.running_ns[i] += running;
+        prev.counts[i] = now.counter;
+        prev.enabled_ns[i] = now.enabled_nanos;
+        prev.running_ns[i] = now.running_nanos;
+    }
+}

@@ -1,0 +1,49 @@
+//! The kernel half of topdown-bpf: programs and maps only, no policy.
+//!
+//! `sched_switch` charges this CPU's counter deltas since the previous charge to the outgoing
+//! thread; `tick` does the same for the running thread from a per-CPU timer, so long slices
+//! show up while they run. A thread's last switch (`prev_state` has `TASK_DEAD`) sends its final
+//! totals to userspace and frees its slot. Every loss is counted in `STATS`.
+#![no_std]
+#![no_main]
+
+mod account;
+
+use aya_ebpf::{
+    macros::{btf_tracepoint, perf_event},
+    programs::{BtfTracePointContext, PerfEventContext},
+};
+
+/// `TASK_DEAD` in `task_struct::__state`: the switch away from a thread that has exited.
+const TASK_DEAD: u32 = 0x80;
+
+/// `tp_btf/sched_switch(bool preempt, struct task_struct *prev, struct task_struct *next,
+/// unsigned int prev_state)`. `current` is still `prev` here.
+#[btf_tracepoint(function = "sched_switch")]
+pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
+    let prev_state: u32 = ctx.arg(3);
+    let end = if prev_state & TASK_DEAD != 0 {
+        account::SliceEnd::Exit
+    } else {
+        account::SliceEnd::Switch
+    };
+    account::charge_current(&ctx, end);
+    0
+}
+
+/// Per-CPU timer (a cpu-clock sampling event): charges the running thread's slice so far.
+#[perf_event]
+pub fn tick(ctx: PerfEventContext) -> i32 {
+    account::charge_current(&ctx, account::SliceEnd::Tick);
+    0
+}
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo<'_>) -> ! {
+    loop {}
+}
+
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 13] = *b"Dual MIT/GPL\0";

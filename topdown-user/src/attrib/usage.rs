@@ -1,0 +1,151 @@
+//! Per-thread usage over a window of time: what the kernel charged, as deltas.
+
+use topdown_common::{reading::Readings, thread::ThreadTotals};
+
+/// One counter over a window: its count and how long it was enabled and running.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CounterValue {
+    /// Counted events (or ns, cycles) while running.
+    pub raw: u64,
+    /// Nanoseconds the counter was enabled while this thread ran.
+    pub enabled_ns: u64,
+    /// Nanoseconds it was running while this thread ran.
+    pub running_ns: u64,
+}
+
+impl CounterValue {
+    /// The count scaled to the whole enabled time, as perf scales multiplexed counters.
+    pub fn scaled(&self) -> f64 {
+        if self.running_ns == 0 || self.running_ns >= self.enabled_ns {
+            return self.raw as f64;
+        }
+        self.raw as f64 * self.enabled_ns as f64 / self.running_ns as f64
+    }
+
+    /// Fraction of the enabled time the counter was running (1.0 when never enabled).
+    pub fn running_fraction(&self) -> f64 {
+        if self.enabled_ns == 0 {
+            return 1.0;
+        }
+        self.running_ns as f64 / self.enabled_ns as f64
+    }
+
+    fn add(&mut self, other: Self) {
+        self.raw += other.raw;
+        self.enabled_ns += other.enabled_ns;
+        self.running_ns += other.running_ns;
+    }
+}
+
+/// What one thread used over a window.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThreadUsage {
+    /// Thread id.
+    pub tid: u32,
+    /// Process id.
+    pub pid: u32,
+    /// Thread name.
+    pub comm: String,
+    /// cgroup2 id at the latest charge.
+    pub cgroup_id: u64,
+    /// Switches out in the window.
+    pub switches: u64,
+    /// One value per counter of the set, in slot order.
+    pub counters: Vec<CounterValue>,
+    /// The thread died (in this window, or in the run for run totals).
+    pub exited: bool,
+}
+
+impl ThreadUsage {
+    /// `now` minus `before` (a zero-charged thread when `before` is `None`), for `nr` counters.
+    pub fn between(before: Option<&ThreadTotals>, now: &ThreadTotals, nr: usize) -> Self {
+        let zero = Readings::ZERO;
+        let old = before.map_or(&zero, |t| &t.charged);
+        let counters = (0..nr)
+            .map(|i| CounterValue {
+                raw: now.charged.counts[i].saturating_sub(old.counts[i]),
+                enabled_ns: now.charged.enabled_ns[i].saturating_sub(old.enabled_ns[i]),
+                running_ns: now.charged.running_ns[i].saturating_sub(old.running_ns[i]),
+            })
+            .collect();
+        Self {
+            tid: now.tid,
+            pid: now.tgid,
+            comm: comm_string(&now.comm),
+            cgroup_id: now.cgroup_id,
+            switches: now
+                .switches
+                .saturating_sub(before.map_or(0, |t| t.switches)),
+            counters,
+            exited: now.flags & ThreadTotals::FLAG_EXITED != 0,
+        }
+    }
+
+    /// On-CPU nanoseconds (counter 0 of every set).
+    pub fn on_cpu_ns(&self) -> u64 {
+        self.counters.first().map_or(0, |c| c.raw)
+    }
+
+    /// Whether nothing at all was charged in the window.
+    pub fn is_idle(&self) -> bool {
+        self.switches == 0
+            && self
+                .counters
+                .iter()
+                .all(|c| c.raw == 0 && c.enabled_ns == 0)
+    }
+
+    /// Adds `other`'s usage into this one.
+    pub fn absorb(&mut self, other: &Self) {
+        self.switches += other.switches;
+        for (mine, theirs) in self.counters.iter_mut().zip(&other.counters) {
+            mine.add(*theirs);
+        }
+    }
+}
+
+fn comm_string(comm: &[u8]) -> String {
+    let end = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
+    String::from_utf8_lossy(&comm[..end]).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn totals(tid: u32, ns: u64, switches: u64) -> ThreadTotals {
+        let mut t = ThreadTotals::new(tid, 7);
+        t.charged.counts[0] = ns;
+        t.charged.enabled_ns[0] = ns;
+        t.charged.running_ns[0] = ns;
+        t.switches = switches;
+        t.comm[..4].copy_from_slice(b"work");
+        t
+    }
+
+    #[test]
+    fn window_is_the_difference_of_cumulative_totals() {
+        let before = totals(42, 1_000, 3);
+        let now = totals(42, 5_500, 10);
+        let usage = ThreadUsage::between(Some(&before), &now, 1);
+        assert_eq!(usage.on_cpu_ns(), 4_500);
+        assert_eq!(usage.switches, 7);
+        assert_eq!(usage.comm, "work");
+        assert_eq!(usage.pid, 7);
+        let fresh = ThreadUsage::between(None, &now, 1);
+        assert_eq!(fresh.on_cpu_ns(), 5_500);
+    }
+
+    #[test]
+    fn multiplexed_counts_scale_to_enabled_time() {
+        let value = CounterValue {
+            raw: 100,
+            enabled_ns: 1_000,
+            running_ns: 250,
+        };
+        assert!((value.scaled() - 400.0).abs() < 1e-9);
+        assert!((value.running_fraction() - 0.25).abs() < 1e-9);
+        let never = CounterValue::default();
+        assert!((never.running_fraction() - 1.0).abs() < 1e-9);
+    }
+}

@@ -1,0 +1,223 @@
+//! Loads and attaches the kernel programs, opens the per-CPU counters, and reads what the kernel
+//! charged into typed [`Snapshot`]s. Nothing else in the crate touches aya.
+
+mod object;
+pub mod perf_open;
+mod snapshot;
+
+use std::{collections::HashMap as StdHashMap, time::Duration};
+
+use anyhow::{Context as _, Result, anyhow};
+use aya::{
+    Btf, Ebpf, EbpfLoader,
+    maps::{HashMap, MapData, PerCpuArray, PerfEventArray, RingBuf},
+    programs::{
+        BtfTracePoint, PerfEvent,
+        perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
+    },
+};
+use aya_log::EbpfLogger;
+pub use snapshot::{Snapshot, Stats};
+use topdown_common::{MAX_COUNTERS, stats::Stat, thread::ThreadTotals};
+
+use self::perf_open::OpenCounters;
+use crate::pmu::counter_set::CounterSet;
+
+/// How the collector runs.
+#[derive(Clone, Debug)]
+pub struct CollectorOptions {
+    /// Capacity of the kernel's live-thread map.
+    pub max_threads: u32,
+    /// How often the running thread's slice so far is charged on each CPU.
+    pub tick: Duration,
+}
+
+impl Default for CollectorOptions {
+    fn default() -> Self {
+        Self {
+            max_threads: 32768,
+            tick: Duration::from_millis(10),
+        }
+    }
+}
+
+/// The live collector: programs attached, counters counting.
+pub struct Collector {
+    bpf: Ebpf,
+    exits: RingBuf<MapData>,
+    /// Exit records drained from the ring buffer since the last snapshot.
+    pending_exits: Vec<ThreadTotals>,
+    counters: OpenCounters,
+    nr_counters: usize,
+}
+
+impl Collector {
+    /// Opens `set` on every online CPU, loads and attaches the kernel programs, and starts
+    /// counting. Everything charged from now on is in the next [`Collector::snapshot`].
+    pub fn start(set: &CounterSet, options: &CollectorOptions) -> Result<Self> {
+        let cpus = aya::util::online_cpus()
+            .map_err(|(path, error)| anyhow!("reading online CPUs from {path}: {error}"))?;
+        let possible = aya::util::nr_cpus()
+            .map_err(|(path, error)| anyhow!("reading possible CPUs from {path}: {error}"))?;
+        let counters = OpenCounters::open(set, &cpus)?;
+        let nr_counters = set.counters.len() as u32;
+
+        let mut bpf = EbpfLoader::new()
+            .override_global("NR_COUNTERS", &nr_counters, true)
+            .map_max_entries("THREADS", options.max_threads)
+            .map_max_entries("COUNTERS", possible.get() * MAX_COUNTERS as u32)
+            .load(object::bytes()?)
+            .map_err(|error| explain_bpf_error(error.into()))
+            .context("loading the BPF programs")?;
+
+        let mut slots = PerfEventArray::try_from(map(&mut bpf, "COUNTERS")?)?;
+        for (cpu, index, fd) in counters.iter() {
+            slots
+                .set(cpu * MAX_COUNTERS as u32 + index as u32, &fd)
+                .with_context(|| format!("storing counter {index} of CPU {cpu}"))?;
+        }
+
+        let btf = Btf::from_sys_fs().context(
+            "reading kernel BTF from /sys/kernel/btf/vmlinux (needs CONFIG_DEBUG_INFO_BTF=y)",
+        )?;
+        let switch: &mut BtfTracePoint = program(&mut bpf, "sched_switch")?.try_into()?;
+        switch
+            .load("sched_switch", &btf)
+            .map_err(|error| explain_bpf_error(error.into()))
+            .context("loading the sched_switch program")?;
+        switch
+            .attach()
+            .context("attaching to tp_btf/sched_switch")?;
+
+        let tick: &mut PerfEvent = program(&mut bpf, "tick")?.try_into()?;
+        tick.load().context("loading the tick program")?;
+        let period = u64::try_from(options.tick.as_nanos())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        for &cpu in &cpus {
+            tick.attach(
+                PerfEventConfig::Software(SoftwareEvent::CpuClock),
+                PerfEventScope::AllProcessesOneCpu { cpu },
+                SamplePolicy::Period(period),
+                false,
+            )
+            .with_context(|| format!("attaching the tick program on CPU {cpu}"))?;
+        }
+
+        let exits = RingBuf::try_from(
+            bpf.take_map("EXITS")
+                .context("the BPF object has no EXITS map")?,
+        )?;
+        counters.enable()?;
+        Ok(Self {
+            bpf,
+            exits,
+            pending_exits: Vec::new(),
+            counters,
+            nr_counters: nr_counters as usize,
+        })
+    }
+
+    /// The logger that forwards the kernel programs' `aya-log` messages, if they have any.
+    pub fn take_logger(&mut self) -> Option<EbpfLogger<&'static dyn log::Log>> {
+        EbpfLogger::init(&mut self.bpf)
+            .inspect_err(|error| log::debug!("no BPF logger: {error}"))
+            .ok()
+    }
+
+    /// How many counters the running set has.
+    pub const fn nr_counters(&self) -> usize {
+        self.nr_counters
+    }
+
+    /// How many CPUs counters are open on.
+    pub fn nr_open_counters(&self) -> usize {
+        self.counters.iter().count()
+    }
+
+    /// Everything charged so far: live threads, threads that died since the previous snapshot,
+    /// idle per CPU, and the loss counters.
+    pub fn snapshot(&mut self) -> Result<Snapshot> {
+        let live = self.live_threads()?;
+        self.drain_exits();
+        let exited = std::mem::take(&mut self.pending_exits);
+        let idle: PerCpuArray<_, ThreadTotals> =
+            PerCpuArray::try_from(self.bpf.map("IDLE").context("no IDLE map")?)?;
+        let idle = idle.get(&0, 0)?.iter().copied().collect();
+        Ok(Snapshot {
+            at: std::time::Instant::now(),
+            live,
+            exited,
+            idle,
+            stats: self.stats()?,
+        })
+    }
+
+    /// Moves dead threads' records out of the ring buffer so it never fills between snapshots;
+    /// they are handed out by the next [`Collector::snapshot`].
+    pub fn drain_exits(&mut self) {
+        while let Some(item) = self.exits.next() {
+            if item.len() >= size_of::<ThreadTotals>() {
+                // SAFETY: the kernel wrote a whole ThreadTotals (a Pod) into this record.
+                let record = unsafe { item.as_ptr().cast::<ThreadTotals>().read_unaligned() };
+                self.pending_exits.push(record);
+            }
+        }
+    }
+
+    fn live_threads(&self) -> Result<Vec<ThreadTotals>> {
+        let threads: HashMap<_, u32, ThreadTotals> =
+            HashMap::try_from(self.bpf.map("THREADS").context("no THREADS map")?)?;
+        // Deleting the key being visited restarts the walk: keep one entry per tid.
+        let mut by_tid = StdHashMap::new();
+        for entry in threads.iter() {
+            match entry {
+                Ok((tid, totals)) => {
+                    by_tid.insert(tid, totals);
+                }
+                Err(aya::maps::MapError::KeyNotFound) => {}
+                Err(error) => return Err(error).context("reading the THREADS map"),
+            }
+        }
+        Ok(by_tid.into_values().collect())
+    }
+
+    fn stats(&self) -> Result<Stats> {
+        let stats: PerCpuArray<_, u64> =
+            PerCpuArray::try_from(self.bpf.map("STATS").context("no STATS map")?)?;
+        let mut out = Stats::default();
+        for stat in Stat::ALL {
+            let per_cpu = stats.get(&(stat as u32), 0)?;
+            out.set(stat, per_cpu.iter().sum());
+        }
+        Ok(out)
+    }
+}
+
+fn map<'a>(bpf: &'a mut Ebpf, name: &str) -> Result<&'a mut aya::maps::Map> {
+    bpf.map_mut(name)
+        .with_context(|| format!("the BPF object has no map {name}"))
+}
+
+fn program<'a>(bpf: &'a mut Ebpf, name: &str) -> Result<&'a mut aya::programs::Program> {
+    bpf.program_mut(name)
+        .with_context(|| format!("the BPF object has no program {name}"))
+}
+
+/// Turns the errno behind a BPF failure into advice.
+fn explain_bpf_error(error: anyhow::Error) -> anyhow::Error {
+    let errno = error
+        .chain()
+        .find_map(|cause| cause.downcast_ref::<std::io::Error>())
+        .and_then(std::io::Error::raw_os_error);
+    match errno {
+        Some(libc::ENOSYS) => error.context(
+            "this kernel has no bpf() system call (CONFIG_BPF_SYSCALL is off): BPF is disabled",
+        ),
+        Some(libc::EPERM | libc::EACCES) => error.context(
+            "the kernel refused BPF: run as root (CAP_BPF and CAP_PERFMON), and check \
+             kernel.unprivileged_bpf_disabled and lockdown",
+        ),
+        _ => error,
+    }
+}

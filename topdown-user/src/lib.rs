@@ -1,0 +1,14 @@
+//! topdown-bpf: per-thread counters charged in the kernel at every context switch.
+//!
+//! Data flows one way: the kernel programs (`topdown-ebpf`) charge per-CPU counter deltas to
+//! threads; [`collect`] loads them, opens the counters and reads the maps into snapshots;
+//! [`attrib`] turns snapshots into per-thread usage for a window of time; [`report`] draws it.
+//! [`pmu`] says what the machine can count and which counter set runs.
+
+pub mod attrib;
+pub mod cli;
+pub mod collect;
+pub mod pmu;
+pub mod preflight;
+pub mod report;
+pub mod run;

@@ -1,0 +1,42 @@
+//! The `topdown-bpf` binary: parse, dispatch, and turn every error into one line.
+
+use std::process::ExitCode;
+
+use clap::Parser as _;
+use topdown_user::{cli::Cli, run};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!("topdown-bpf: internal error: {info} (please report it)");
+    }));
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("topdown-bpf: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run::run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("topdown-bpf: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(verbose: u8) {
+    let level = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(level))
+        .format_timestamp(None)
+        .init();
+}

@@ -1,0 +1,210 @@
+//! Counter sets: which events the kernel program reads at every switch, how to open them and
+//! what to call them. A set is data; the kernel and collection code are the same for all.
+
+use anyhow::{Result, bail};
+use topdown_common::MAX_COUNTERS;
+
+use super::sysfs::SysRoot;
+
+/// `PERF_TYPE_SOFTWARE`.
+const PERF_TYPE_SOFTWARE: u32 = 1;
+/// `PERF_COUNT_SW_CPU_CLOCK`.
+const PERF_COUNT_SW_CPU_CLOCK: u64 = 0;
+
+/// PMUs whose presence means the CPU has a hardware PMU (x86 core, hybrid, Arm).
+const HARDWARE_PMUS: [&str; 4] = ["cpu", "cpu_core", "cpu_atom", "armv8_pmuv3_0"];
+
+/// What a counter's value is measured in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unit {
+    /// Nanoseconds (the on-CPU clock).
+    Nanoseconds,
+    /// Clock cycles.
+    Cycles,
+    /// A plain event count.
+    Events,
+}
+
+impl Unit {
+    /// Short unit name for headers and JSON.
+    pub const fn label(self) -> &'static str {
+        match self {
+            Self::Nanoseconds => "ns",
+            Self::Cycles => "cycles",
+            Self::Events => "events",
+        }
+    }
+}
+
+/// How to open one counter with `perf_event_open` (one per CPU, pid = -1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EventAttr {
+    /// `perf_event_attr.type`.
+    pub pmu_type: u32,
+    /// `perf_event_attr.config`.
+    pub config: u64,
+    /// `perf_event_attr.config1`.
+    pub config1: u64,
+    /// Index (in the set) of this counter's group leader; `None` for a leader or a lone counter.
+    pub leader: Option<usize>,
+    /// Keep the group on the PMU at all times (`perf_event_attr.pinned`).
+    pub pinned: bool,
+}
+
+/// One counter of a set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Counter {
+    /// Column and JSON name, e.g. `cpu-clock`, `msr/tsc`.
+    pub name: String,
+    /// What the value is measured in.
+    pub unit: Unit,
+    /// How to open it.
+    pub attr: EventAttr,
+}
+
+/// The counters the kernel program reads at every switch, in slot order.
+///
+/// Counter 0 is always the on-CPU clock (`cpu-clock`), so every set reports on-CPU time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CounterSet {
+    /// Name shown to the user, e.g. `software`.
+    pub name: &'static str,
+    /// Why this set is the one running, for the first output line.
+    pub reason: String,
+    /// The counters, at most [`MAX_COUNTERS`].
+    pub counters: Vec<Counter>,
+}
+
+impl CounterSet {
+    /// Index of the on-CPU clock.
+    pub const ON_CPU: usize = 0;
+
+    /// The software set: on-CPU time from `cpu-clock`, plus `msr/tsc` cycles where the `msr`
+    /// PMU exists. Switch counts come with every set.
+    pub fn software(sys: &SysRoot, reason: String) -> Result<Self> {
+        let mut counters = vec![Counter {
+            name: "cpu-clock".into(),
+            unit: Unit::Nanoseconds,
+            attr: EventAttr {
+                pmu_type: PERF_TYPE_SOFTWARE,
+                config: PERF_COUNT_SW_CPU_CLOCK,
+                config1: 0,
+                leader: None,
+                pinned: false,
+            },
+        }];
+        if let Some(msr) = sys.pmu("msr")?
+            && let Some(terms) = msr.event_terms("tsc")?
+        {
+            let config = msr.encode(&terms)?;
+            counters.push(Counter {
+                name: "msr/tsc".into(),
+                unit: Unit::Cycles,
+                attr: EventAttr {
+                    pmu_type: msr.pmu_type,
+                    config: config.config,
+                    config1: config.config1,
+                    leader: None,
+                    pinned: false,
+                },
+            });
+        }
+        Self::checked(Self {
+            name: "software",
+            reason,
+            counters,
+        })
+    }
+
+    /// The set to run on this machine, and why.
+    pub fn for_machine(sys: &SysRoot) -> Result<Self> {
+        let names = sys.pmu_names()?;
+        let hardware = HARDWARE_PMUS
+            .iter()
+            .find(|pmu| names.iter().any(|name| name == *pmu));
+        let reason = match hardware {
+            None => "no hardware PMU: software counters only".to_owned(),
+            Some(pmu) => format!(
+                "hardware PMU `{pmu}` present but this build has no TopDown set for it yet: \
+                 software counters only"
+            ),
+        };
+        Self::software(sys, reason)
+    }
+
+    fn checked(self) -> Result<Self> {
+        if self.counters.is_empty() || self.counters.len() > MAX_COUNTERS {
+            bail!(
+                "counter set `{}` has {} counters; 1 to {MAX_COUNTERS} fit",
+                self.name,
+                self.counters.len()
+            );
+        }
+        Ok(self)
+    }
+
+    /// Counter names, in slot order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.counters.iter().map(|c| c.name.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+
+    use super::*;
+
+    fn tree(pmus: &[(&str, u32, &[(&str, &str)], &[(&str, &str)])]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, ty, formats, events) in pmus {
+            let pmu = dir.path().join("sys/bus/event_source/devices").join(name);
+            fs::create_dir_all(pmu.join("format")).unwrap();
+            fs::create_dir_all(pmu.join("events")).unwrap();
+            fs::write(pmu.join("type"), format!("{ty}\n")).unwrap();
+            for (f, v) in *formats {
+                fs::write(pmu.join("format").join(f), v).unwrap();
+            }
+            for (e, v) in *events {
+                fs::write(pmu.join("events").join(e), v).unwrap();
+            }
+        }
+        dir
+    }
+
+    #[test]
+    fn vm_without_pmu_gets_cpu_clock_and_msr_tsc() {
+        let dir = tree(&[
+            ("software", 1, &[], &[]),
+            (
+                "msr",
+                11,
+                &[("event", "config:0-63\n")],
+                &[("tsc", "event=0x00\n")],
+            ),
+        ]);
+        let set = CounterSet::for_machine(&SysRoot::at(dir.path())).unwrap();
+        assert_eq!(set.name, "software");
+        assert!(set.reason.starts_with("no hardware PMU"), "{}", set.reason);
+        assert_eq!(set.names().collect::<Vec<_>>(), ["cpu-clock", "msr/tsc"]);
+        assert_eq!(set.counters[0].attr.pmu_type, PERF_TYPE_SOFTWARE);
+        assert_eq!(set.counters[0].attr.config, PERF_COUNT_SW_CPU_CLOCK);
+        assert_eq!(set.counters[1].attr.pmu_type, 11);
+        assert_eq!(set.counters[1].attr.config, 0);
+        assert_eq!(set.counters[1].unit, Unit::Cycles);
+    }
+
+    #[test]
+    fn no_msr_pmu_means_cpu_clock_only() {
+        let dir = tree(&[("software", 1, &[], &[])]);
+        let set = CounterSet::for_machine(&SysRoot::at(dir.path())).unwrap();
+        assert_eq!(set.names().collect::<Vec<_>>(), ["cpu-clock"]);
+    }
+
+    #[test]
+    fn hardware_pmu_is_named_in_the_reason() {
+        let dir = tree(&[("cpu", 4, &[], &[])]);
+        let set = CounterSet::for_machine(&SysRoot::at(dir.path())).unwrap();
+        assert!(set.reason.contains("`cpu`"), "{}", set.reason);
+    }
+}

@@ -1,0 +1,4 @@
+//! What the machine can count: PMUs from sysfs, and the counter sets built on them.
+
+pub mod counter_set;
+pub mod sysfs;

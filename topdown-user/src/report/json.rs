@@ -1,0 +1,63 @@
+//! One JSON document per window (schema in the README, `topdown-bpf/threads/v1`).
+
+use anyhow::Result;
+use serde_json::{Map, Value, json};
+use topdown_common::stats::Stat;
+
+use super::rows::Row;
+use crate::{attrib::Window, pmu::counter_set::CounterSet};
+
+/// The document for one window.
+pub fn document(window: &Window, rows: &[Row], set: &CounterSet, is_final: bool) -> Result<String> {
+    let threads: Vec<Value> = rows
+        .iter()
+        .map(|row| {
+            let counters: Map<String, Value> = set
+                .counters
+                .iter()
+                .zip(&row.counters)
+                .map(|(counter, value)| {
+                    (
+                        counter.name.clone(),
+                        json!({
+                            "value": value.scaled(),
+                            "raw": value.raw,
+                            "unit": counter.unit.label(),
+                            "enabled_ns": value.enabled_ns,
+                            "running_ns": value.running_ns,
+                        }),
+                    )
+                })
+                .collect();
+            json!({
+                "tid": row.tid,
+                "pid": row.pid,
+                "comm": row.comm,
+                "cgroup": row.cgroup,
+                "cgroup_id": row.cgroup_id,
+                "on_cpu_ns": row.on_cpu_ns,
+                "cpu_percent": row.cpu_percent,
+                "switches": row.switches,
+                "exited": row.exited,
+                "counters": counters,
+            })
+        })
+        .collect();
+    let stats: Map<String, Value> = Stat::ALL
+        .into_iter()
+        .map(|stat| (stat.name().replace(' ', "_"), json!(window.stats.get(stat))))
+        .collect();
+    let doc = json!({
+        "schema": "topdown-bpf/threads/v1",
+        "final": is_final,
+        "counter_set": { "name": set.name, "reason": set.reason,
+                         "counters": set.names().collect::<Vec<_>>() },
+        "interval": { "start_s": window.start.as_secs_f64(),
+                      "length_s": window.length.as_secs_f64() },
+        "threads": threads,
+        "idle_ns": window.idle.iter().map(|v| v.raw).collect::<Vec<_>>(),
+        "kernel_stats": stats,
+        "lost_anything": window.stats.lost_anything(),
+    });
+    Ok(serde_json::to_string(&doc)?)
+}

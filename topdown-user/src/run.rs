@@ -1,0 +1,182 @@
+//! The live per-thread session: start the collector, read it every interval, render, and print
+//! the run's totals at the end (duration over, command exited, Ctrl-C or SIGTERM).
+
+use std::{
+    fs::File,
+    io::{IsTerminal as _, Write},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, Result, bail};
+use tokio::{
+    process::Command,
+    signal::unix::{SignalKind, signal},
+    time::{MissedTickBehavior, interval, sleep_until},
+};
+
+use crate::{
+    attrib::{
+        Attributor,
+        cgroups::CgroupNames,
+        target::{Target, TargetFilter},
+    },
+    cli::Cli,
+    collect::{Collector, CollectorOptions},
+    pmu::{counter_set::CounterSet, sysfs::SysRoot},
+    preflight,
+    report::{
+        Format, Renderer,
+        rows::{RowOptions, SortKey},
+    },
+};
+
+/// How often dead threads' records are moved out of the kernel's ring buffer.
+const EXIT_DRAIN: Duration = Duration::from_millis(100);
+/// Refresh period of the live table when no `-I` is given.
+const DEFAULT_REFRESH: Duration = Duration::from_secs(1);
+
+/// Runs the per-thread session the command line describes.
+pub async fn run(cli: Cli) -> Result<()> {
+    let format = format_of(&cli);
+    let sort: SortKey = cli.sort.parse().unwrap_or(SortKey::OnCpu);
+    if cli.duration.is_some_and(|d| !(d > 0.0 && d.is_finite())) {
+        bail!("--duration must be a positive number of seconds");
+    }
+    let set = CounterSet::for_machine(&SysRoot::host())?;
+    sort.validate(&set)?;
+    let target = if !cli.pids.is_empty() {
+        Target::Pids(cli.pids.clone())
+    } else if !cli.tids.is_empty() {
+        Target::Tids(cli.tids.clone())
+    } else {
+        Target::All
+    };
+    target.validate()?;
+    let out = open_output(cli.output.as_deref())?;
+    preflight::check()?;
+
+    let mut collector = Collector::start(
+        &set,
+        &CollectorOptions {
+            max_threads: cli.max_threads,
+            ..CollectorOptions::default()
+        },
+    )?;
+    let started = Instant::now();
+    let mut logger = collector.take_logger();
+
+    let (target, mut child) = if cli.command.is_empty() {
+        (target, None)
+    } else {
+        let child = Command::new(&cli.command[0])
+            .args(&cli.command[1..])
+            .spawn()
+            .with_context(|| format!("starting `{}`", cli.command[0]))?;
+        let pid = child
+            .id()
+            .context("the command exited before it could be watched")?;
+        (Target::Command(pid), Some(child))
+    };
+
+    let mut renderer = Renderer::new(
+        out,
+        format,
+        RowOptions { sort, top: cli.top },
+        set.clone(),
+        CgroupNames::host(),
+    );
+    renderer.header()?;
+    let mut attrib = Attributor::new(set.counters.len(), TargetFilter::new(target));
+    attrib.start(started);
+
+    let period = cli
+        .interval_ms
+        .map_or(DEFAULT_REFRESH, Duration::from_millis);
+    let mut report_tick = interval(period);
+    report_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    report_tick.tick().await;
+    let mut drain_tick = interval(EXIT_DRAIN);
+    let deadline = cli
+        .duration
+        .map(|s| tokio::time::Instant::from_std(started + Duration::from_secs_f64(s)));
+    let mut sigterm = signal(SignalKind::terminate()).context("installing a SIGTERM handler")?;
+
+    loop {
+        tokio::select! {
+            _ = report_tick.tick() => {
+                let snapshot = collector.snapshot()?;
+                let window = attrib.window(&snapshot);
+                if renderer.wants_windows() {
+                    renderer.window(&window)?;
+                }
+            }
+            _ = drain_tick.tick() => {
+                collector.drain_exits();
+                if let Some(logger) = logger.as_mut() {
+                    logger.flush();
+                }
+            }
+            () = async { sleep_until(deadline.unwrap_or_else(far_future)).await }, if deadline.is_some() => break,
+            status = wait_for(child.as_mut()), if child.is_some() => {
+                let status = status.context("waiting for the command")?;
+                log::info!("command exited: {status}");
+                break;
+            }
+            _ = tokio::signal::ctrl_c() => break,
+            _ = sigterm.recv() => break,
+        }
+    }
+
+    let snapshot = collector.snapshot()?;
+    attrib.window(&snapshot);
+    let totals = attrib.run_totals(&snapshot);
+    renderer.summary(&totals)?;
+    if totals.stats.lost_anything() {
+        log::warn!("the kernel side lost data: see the losses line");
+    }
+    Ok(())
+}
+
+fn far_future() -> tokio::time::Instant {
+    tokio::time::Instant::now() + Duration::from_secs(86400 * 365)
+}
+
+/// Waits for the command to exit; never completes when there is none.
+async fn wait_for(
+    child: Option<&mut tokio::process::Child>,
+) -> std::io::Result<std::process::ExitStatus> {
+    match child {
+        Some(child) => child.wait().await,
+        None => std::future::pending().await,
+    }
+}
+
+fn format_of(cli: &Cli) -> Format {
+    if cli.json {
+        Format::Json
+    } else if let Some(separator) = &cli.field_separator {
+        Format::Csv {
+            separator: separator.clone(),
+        }
+    } else if cli.csv {
+        Format::Csv {
+            separator: ",".into(),
+        }
+    } else if cli.interval_ms.is_some() {
+        Format::Interval
+    } else if cli.output.is_none() && std::io::stdout().is_terminal() {
+        Format::Refresh
+    } else {
+        Format::Summary
+    }
+}
+
+fn open_output(path: Option<&std::path::Path>) -> Result<Box<dyn Write>> {
+    Ok(match path {
+        Some(path) => Box::new(
+            File::create(path)
+                .with_context(|| format!("cannot write the report to {}", path.display()))?,
+        ),
+        None => Box::new(std::io::stdout()),
+    })
+}
