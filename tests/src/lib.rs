@@ -1,1 +1,152 @@
+//! Helpers for the integration tests: privilege checks that skip loudly, the workload process,
+//! and the kernel's own books (`/proc/<pid>/task/<tid>/schedstat`).
 
+use std::{
+    env, fs,
+    io::{BufRead as _, BufReader},
+    path::PathBuf,
+    process::{Child, ChildStdin, Command, Stdio},
+    sync::mpsc::{self, Receiver},
+    thread,
+    time::Duration,
+};
+
+use serde_json::Value;
+
+/// Whether this process may load BPF and open system-wide counters. When it may not, says so
+/// loudly and returns false, except under CI (which runs as root), where it panics: a skipped
+/// kernel test there would hide a broken set-up.
+pub fn privileged(test: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    assert!(
+        env::var_os("CI").is_none(),
+        "{test}: CI must run the kernel tests as root"
+    );
+    eprintln!(
+        "\n*** SKIPPED {test}: needs root (CAP_BPF + CAP_PERFMON) to load BPF programs ***\n"
+    );
+    false
+}
+
+/// The `topdown-bpf` binary under test: `TOPDOWN_BPF_BIN` (set by `cargo xtask test`), or the
+/// debug build in the workspace's target directory.
+pub fn topdown_bpf_binary() -> PathBuf {
+    env::var_os("TOPDOWN_BPF_BIN").map_or_else(
+        || {
+            PathBuf::from(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../target/debug/topdown-bpf"
+            ))
+        },
+        PathBuf::from,
+    )
+}
+
+/// The workload binary (integration tests pass `env!("CARGO_BIN_EXE_workload")`).
+pub type WorkloadPath = &'static str;
+
+/// The workload process (`src/bin/workload.rs`), with its JSON event lines on a channel.
+pub struct Workload {
+    /// The running process.
+    pub child: Child,
+    stdin: Option<ChildStdin>,
+    /// One parsed JSON line per event the workload printed.
+    pub events: Receiver<Value>,
+}
+
+impl Workload {
+    /// Starts the workload binary at `path` with `args`.
+    pub fn spawn(path: WorkloadPath, args: &[&str]) -> Self {
+        let mut child = Command::new(path)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("starting the workload (built by cargo test)");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, events) = mpsc::channel();
+        thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Ok(value) = serde_json::from_str(&line)
+                    && tx.send(value).is_err()
+                {
+                    break;
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        Self {
+            child,
+            stdin,
+            events,
+        }
+    }
+
+    /// The workload's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Lets a parked workload exit, and waits for it.
+    pub fn finish(mut self) {
+        drop(self.stdin.take());
+        let status = self.child.wait().expect("waiting for the workload");
+        assert!(status.success(), "workload failed: {status}");
+    }
+}
+
+/// First field of `/proc/<pid>/task/<tid>/schedstat`: the thread's on-CPU nanoseconds as the
+/// scheduler counts them (`sum_exec_runtime`).
+pub fn schedstat_ns(pid: u32, tid: u32) -> u64 {
+    let text =
+        fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat")).expect("reading schedstat");
+    text.split_whitespace()
+        .next()
+        .and_then(|f| f.parse().ok())
+        .expect("schedstat's first field")
+}
+
+/// Asserts that `charged` is within 2 % of `expected`, or within 2 ms for tiny values.
+pub fn assert_close(what: &str, charged: u64, expected: u64) {
+    let diff = charged.abs_diff(expected);
+    let tolerance = (expected / 50).max(2_000_000);
+    eprintln!("{what}: charged {charged} ns, expected {expected} ns, off by {diff} ns");
+    assert!(
+        diff <= tolerance,
+        "{what}: charged {charged} ns, expected {expected} ns (off by {diff} ns, tolerance \
+         {tolerance} ns)"
+    );
+}
+
+/// Waits up to `timeout` for the workload event whose `event` field is `name`, passing every
+/// event seen on the way to `seen`, and calling `idle` between polls.
+pub fn wait_for_event(
+    events: &Receiver<Value>,
+    name: &str,
+    timeout: Duration,
+    mut seen: impl FnMut(&Value),
+    mut idle: impl FnMut(),
+) -> Value {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        match events.recv_timeout(Duration::from_millis(50)) {
+            Ok(event) => {
+                seen(&event);
+                if event["event"] == name {
+                    return event;
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => idle(),
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                panic!("the workload ended before `{name}`")
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no `{name}` event within {timeout:?}"
+        );
+    }
+}

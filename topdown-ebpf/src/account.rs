@@ -94,10 +94,11 @@ pub fn charge_current<C: EbpfContext>(ctx: &C, end: SliceEnd) {
     } else {
         count(Stat::Ticks);
     }
-    if end != SliceEnd::Switch || totals.switches == 1 {
-        if let Ok(comm) = bpf_get_current_comm() {
-            totals.comm = comm;
-        }
+    // The name is refreshed on ticks, the first switch and the last one, not on every switch.
+    if (end != SliceEnd::Switch || totals.switches == 1)
+        && let Ok(comm) = bpf_get_current_comm()
+    {
+        totals.comm = comm;
     }
     if end == SliceEnd::Exit && tid != 0 {
         totals.flags = ThreadTotals::FLAG_EXITED;

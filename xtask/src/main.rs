@@ -1,1 +1,193 @@
-fn main() {}
+//! `cargo xtask`: the build and privilege plumbing, so that one command runs the tool and one
+//! runs the tests on a fresh machine.
+//!
+//! - `build-ebpf`: builds the BPF object (installing bpf-linker and its LLVM when missing).
+//! - `run -- ARGS`: builds everything and runs `topdown-bpf ARGS` (through sudo when not root).
+//! - `test`: builds everything and runs the whole test suite.
+//! - `bench`: the collector-cost benchmark (see BENCHMARKS.md).
+
+mod deps;
+
+use std::{
+    env,
+    ffi::OsString,
+    path::{Path, PathBuf},
+    process::{Command, ExitCode},
+};
+
+use anyhow::{Context as _, Result, bail};
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "cargo xtask")]
+struct Cli {
+    #[command(subcommand)]
+    command: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    /// Build the BPF object (target/bpfel-unknown-none/release/topdown-ebpf).
+    BuildEbpf,
+    /// Build everything and run topdown-bpf with ARGS (through sudo when not root).
+    Run {
+        /// Build the optimised binary.
+        #[arg(long, default_value_t = true)]
+        release: bool,
+        /// Arguments for topdown-bpf.
+        #[arg(last = true)]
+        args: Vec<OsString>,
+    },
+    /// Build everything and run the whole test suite (root-only tests skip loudly otherwise).
+    Test {
+        /// Extra arguments for `cargo test`.
+        #[arg(last = true)]
+        args: Vec<OsString>,
+    },
+    /// Measure the collector's cost (needs root; writes a Markdown table to stdout).
+    Bench {
+        /// Repetitions per configuration.
+        #[arg(long, default_value_t = 7)]
+        runs: usize,
+    },
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("xtask: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    let root = workspace_root();
+    match cli.command {
+        Task::BuildEbpf => build_ebpf(&root).map(|_| ()),
+        Task::Run { release, args } => {
+            let binary = build_user(&root, release)?;
+            exec_privileged(&binary, &args)
+        }
+        Task::Test { args } => {
+            build_user(&root, false)?;
+            let object = ebpf_object(&root);
+            let status = cargo()
+                .current_dir(&root)
+                .arg("test")
+                .args(&args)
+                .env("TOPDOWN_EBPF_OBJ", &object)
+                .env("TOPDOWN_BPF_BIN", root.join("target/debug/topdown-bpf"))
+                .status()
+                .context("running cargo test")?;
+            check(status, "cargo test")
+        }
+        Task::Bench { runs } => {
+            let binary = build_user(&root, true)?;
+            deps::ensure_bench_tools()?;
+            let status = Command::new("bash")
+                .arg(root.join("xtask/bench/collector-cost.sh"))
+                .arg(&binary)
+                .arg(runs.to_string())
+                .status()
+                .context("running the benchmark script")?;
+            check(status, "the benchmark")
+        }
+    }
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace")
+        .to_path_buf()
+}
+
+fn cargo() -> Command {
+    Command::new(env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+}
+
+fn ebpf_object(root: &Path) -> PathBuf {
+    root.join("target/bpfel-unknown-none/release/topdown-ebpf")
+}
+
+/// Builds the BPF object with bpf-linker and BTF, and returns its path.
+fn build_ebpf(root: &Path) -> Result<PathBuf> {
+    deps::ensure_bpf_linker()?;
+    let flags = [
+        "--cfg=bpf_target_arch=\"x86_64\"",
+        "-Cdebuginfo=2",
+        "-Clink-arg=--btf",
+    ]
+    .join("\x1f");
+    let status = cargo()
+        .current_dir(root)
+        .args([
+            "build",
+            "--package",
+            "topdown-ebpf",
+            "--bins",
+            "--release",
+            "--target",
+            "bpfel-unknown-none",
+            "-Z",
+            "build-std=core",
+        ])
+        .env("CARGO_ENCODED_RUSTFLAGS", flags)
+        .env_remove("RUSTFLAGS")
+        .env("PATH", deps::path_with_cargo_bin())
+        .status()
+        .context("running cargo build for the BPF object")?;
+    check(status, "building the BPF object")?;
+    Ok(ebpf_object(root))
+}
+
+/// Builds the BPF object and the `topdown-bpf` binary that embeds it; returns the binary.
+fn build_user(root: &Path, release: bool) -> Result<PathBuf> {
+    let object = build_ebpf(root)?;
+    let mut build = cargo();
+    build
+        .current_dir(root)
+        .args(["build", "--package", "topdown-user", "--bins"])
+        .env("TOPDOWN_EBPF_OBJ", &object);
+    if release {
+        build.arg("--release");
+    }
+    check(
+        build.status().context("running cargo build")?,
+        "building topdown-bpf",
+    )?;
+    Ok(root
+        .join("target")
+        .join(if release { "release" } else { "debug" })
+        .join("topdown-bpf"))
+}
+
+fn exec_privileged(binary: &Path, args: &[OsString]) -> Result<()> {
+    let mut command = if deps::is_root() {
+        Command::new(binary)
+    } else {
+        let mut sudo = Command::new("sudo");
+        sudo.arg("--preserve-env=RUST_LOG").arg(binary);
+        sudo
+    };
+    let status = command
+        .args(args)
+        .status()
+        .with_context(|| format!("starting {}", binary.display()))?;
+    match status.code() {
+        Some(0) => Ok(()),
+        // topdown-bpf already printed its one-line error.
+        Some(code) => std::process::exit(code),
+        None => bail!("topdown-bpf was killed by a signal"),
+    }
+}
+
+fn check(status: std::process::ExitStatus, what: &str) -> Result<()> {
+    if status.success() {
+        Ok(())
+    } else {
+        bail!("{what} failed ({status})")
+    }
+}

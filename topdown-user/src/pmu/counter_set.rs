@@ -155,7 +155,10 @@ mod tests {
 
     use super::*;
 
-    fn tree(pmus: &[(&str, u32, &[(&str, &str)], &[(&str, &str)])]) -> tempfile::TempDir {
+    /// A PMU for a fixture: name, type, format files, event files.
+    type FixturePmu<'a> = (&'a str, u32, &'a [(&'a str, &'a str)], &'a [(&'a str, &'a str)]);
+
+    fn tree(pmus: &[FixturePmu<'_>]) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
         for (name, ty, formats, events) in pmus {
             let pmu = dir.path().join("sys/bus/event_source/devices").join(name);

@@ -1,0 +1,188 @@
+//! The `topdown-bpf` binary as a user runs it: a command's threads, JSON and CSV output, and
+//! one-line errors.
+
+use std::{collections::HashSet, process::Command};
+
+use serde_json::Value;
+use topdown_tests::{privileged, topdown_bpf_binary};
+
+fn topdown() -> Command {
+    Command::new(topdown_bpf_binary())
+}
+
+#[test]
+fn json_report_of_a_command_lists_every_thread_including_exited_ones() {
+    if !privileged("json_report_of_a_command") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("report.json");
+    let output = topdown()
+        .args([
+            "--per-thread",
+            "--duration",
+            "20",
+            "-I",
+            "500",
+            "--json",
+            "-o",
+        ])
+        .arg(&report)
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_workload"))
+        .args(["--run-ms", "1500", "--churn", "5", "--no-wait"])
+        .output()
+        .expect("running topdown-bpf");
+    assert!(
+        output.status.success(),
+        "topdown-bpf failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // The workload's own stdout (inherited) names its threads.
+    let mut tids = HashSet::new();
+    let mut exited = HashSet::new();
+    for line in String::from_utf8_lossy(&output.stdout).lines() {
+        let Ok(event) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        match event["event"].as_str() {
+            Some("thread") => {
+                tids.insert(event["tid"].as_u64().unwrap());
+            }
+            Some("exit") => {
+                exited.insert(event["tid"].as_u64().unwrap());
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(tids.len(), 3);
+    assert_eq!(exited.len(), 5);
+
+    let text = std::fs::read_to_string(&report).unwrap();
+    let docs: Vec<Value> = text
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("every line is a JSON document"))
+        .collect();
+    assert!(
+        docs.len() >= 3,
+        "interval documents and a final one: {}",
+        docs.len()
+    );
+    let last = docs.last().unwrap();
+    assert_eq!(last["final"], true);
+    assert!(docs[..docs.len() - 1].iter().all(|d| d["final"] == false));
+    assert_eq!(last["schema"], "topdown-bpf/threads/v1");
+    assert_eq!(last["lost_anything"], false);
+    let threads = last["threads"].as_array().unwrap();
+    let reported: HashSet<u64> = threads.iter().map(|t| t["tid"].as_u64().unwrap()).collect();
+    for tid in tids.iter().chain(&exited) {
+        assert!(
+            reported.contains(tid),
+            "thread {tid} missing from {reported:?}"
+        );
+    }
+    for thread in threads {
+        let tid = thread["tid"].as_u64().unwrap();
+        if tids.contains(&tid) || exited.contains(&tid) {
+            assert_eq!(
+                thread["exited"], true,
+                "the command ended, so thread {tid} died"
+            );
+        }
+        assert_eq!(
+            thread["on_cpu_ns"].as_u64().unwrap(),
+            thread["counters"]["cpu-clock"]["raw"].as_u64().unwrap()
+        );
+    }
+    let busy = threads
+        .iter()
+        .find(|t| t["comm"] == "busy")
+        .expect("busy thread");
+    assert!(
+        busy["on_cpu_ns"].as_u64().unwrap() > 500_000_000,
+        "busy ran most of 1.5 s"
+    );
+}
+
+#[test]
+fn csv_has_a_header_and_one_line_per_thread() {
+    if !privileged("csv_has_a_header") {
+        return;
+    }
+    let output = topdown()
+        .args([
+            "-x",
+            ";",
+            "--",
+            "/bin/sh",
+            "-c",
+            "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done",
+        ])
+        .output()
+        .expect("running topdown-bpf");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8_lossy(&output.stdout);
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(';').collect();
+    assert_eq!(&header[..3], ["time_s", "tid", "pid"]);
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(';').collect()).collect();
+    assert!(!rows.is_empty());
+    assert!(
+        rows.iter()
+            .all(|r| r.len() == header.len() && r[0] == "total")
+    );
+    assert!(
+        rows.iter().any(|r| r[3] == "sh"),
+        "the shell is reported: {rows:?}"
+    );
+}
+
+fn assert_one_line_error(output: &std::process::Output, needle: &str) {
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+    assert!(stderr.contains(needle), "`{needle}` in: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn unknown_pid_and_unwritable_output_are_one_line_errors() {
+    let output = topdown().args(["-p", "4000000000"]).output().unwrap();
+    assert_one_line_error(&output, "no process with pid 4000000000");
+    let output = topdown().args(["-t", "4000000000"]).output().unwrap();
+    assert_one_line_error(&output, "no thread with tid 4000000000");
+    let output = topdown()
+        .args(["-o", "/nonexistent-dir/report.txt", "--duration", "1"])
+        .output()
+        .unwrap();
+    assert_one_line_error(
+        &output,
+        "cannot write the report to /nonexistent-dir/report.txt",
+    );
+    let output = topdown().args(["--sort", "bogus"]).output().unwrap();
+    assert_one_line_error(&output, "unknown sort field `bogus`");
+}
+
+#[test]
+fn without_privileges_it_says_what_to_do() {
+    if !privileged("without_privileges_it_says_what_to_do") {
+        return;
+    }
+    // Drop to nobody with no capabilities, as an unprivileged user would run it.
+    let output = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
+        .arg(topdown_bpf_binary())
+        .args(["--duration", "1"])
+        .output()
+        .expect("setpriv (util-linux)");
+    assert_one_line_error(&output, "needs root, or CAP_BPF and CAP_PERFMON");
+}

@@ -1,0 +1,133 @@
+//! Installs what the build needs when it is missing, and skips what is there: bpf-linker 0.13.0
+//! built against Debian's LLVM 22 (which matches the pinned nightly's LLVM).
+
+use std::{
+    env,
+    ffi::OsString,
+    path::PathBuf,
+    process::{Command, Stdio},
+};
+
+use anyhow::{Context as _, Result, bail};
+
+const BPF_LINKER_VERSION: &str = "0.13.0";
+const LLVM_PACKAGES: [&str; 3] = ["llvm-22-dev", "libpolly-22-dev", "libzstd-dev"];
+const BENCH_PACKAGES: [&str; 2] = ["linux-perf", "bpftrace"];
+
+/// Whether we run as root.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc_geteuid() == 0 }
+}
+
+unsafe extern "C" {
+    #[link_name = "geteuid"]
+    fn libc_geteuid() -> u32;
+}
+
+/// `$PATH` with `~/.cargo/bin` in front, where `cargo install` puts bpf-linker.
+pub fn path_with_cargo_bin() -> OsString {
+    let mut paths = vec![cargo_bin()];
+    if let Some(path) = env::var_os("PATH") {
+        paths.extend(env::split_paths(&path));
+    }
+    env::join_paths(paths).unwrap_or_default()
+}
+
+fn cargo_bin() -> PathBuf {
+    env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| env::var_os("HOME").map(|home| PathBuf::from(home).join(".cargo")))
+        .unwrap_or_else(|| PathBuf::from("/root/.cargo"))
+        .join("bin")
+}
+
+/// Makes sure bpf-linker 0.13.0 (LLVM 22) is installed.
+pub fn ensure_bpf_linker() -> Result<()> {
+    let installed = Command::new(cargo_bin().join("bpf-linker"))
+        .arg("--version")
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+        .map(|out| String::from_utf8_lossy(&out.stdout).into_owned());
+    if installed.is_some_and(|v| v.contains(BPF_LINKER_VERSION)) {
+        return Ok(());
+    }
+    ensure_debian_packages(&LLVM_PACKAGES)?;
+    eprintln!("xtask: installing bpf-linker {BPF_LINKER_VERSION} (LLVM 22), about a minute");
+    let status = Command::new(env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        .args([
+            "install",
+            "bpf-linker",
+            "--version",
+            BPF_LINKER_VERSION,
+            "--no-default-features",
+            "--features",
+            "llvm-22",
+        ])
+        .env("LLVM_PREFIX", "/usr/lib/llvm-22")
+        .env("PATH", {
+            let mut paths = vec![PathBuf::from("/usr/lib/llvm-22/bin")];
+            paths.extend(env::split_paths(&path_with_cargo_bin()));
+            env::join_paths(paths)?
+        })
+        .status()
+        .context("running cargo install bpf-linker")?;
+    if !status.success() {
+        bail!(
+            "installing bpf-linker failed: run `LLVM_PREFIX=/usr/lib/llvm-22 cargo install \
+             bpf-linker --version {BPF_LINKER_VERSION} --no-default-features --features llvm-22`"
+        );
+    }
+    Ok(())
+}
+
+/// Makes sure the benchmark's peers and load generator are installed.
+pub fn ensure_bench_tools() -> Result<()> {
+    ensure_debian_packages(&BENCH_PACKAGES)
+}
+
+/// Installs the Debian packages of `names` that are missing (root only; otherwise says what to
+/// run).
+fn ensure_debian_packages(names: &[&str]) -> Result<()> {
+    let missing: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|name| !debian_package_installed(name))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    if !is_root() {
+        bail!(
+            "missing Debian packages: run `sudo apt-get install -y {}` and try again",
+            missing.join(" ")
+        );
+    }
+    eprintln!("xtask: installing {}", missing.join(" "));
+    let update = Command::new("apt-get")
+        .args(["update", "-qq"])
+        .status()
+        .context("running apt-get update")?;
+    if !update.success() {
+        bail!("apt-get update failed");
+    }
+    let install = Command::new("apt-get")
+        .args(["install", "-y", "-qq", "--no-install-recommends"])
+        .args(&missing)
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .status()
+        .context("running apt-get install")?;
+    if !install.success() {
+        bail!("apt-get install {} failed", missing.join(" "));
+    }
+    Ok(())
+}
+
+fn debian_package_installed(name: &str) -> bool {
+    Command::new("dpkg-query")
+        .args(["-W", "-f=${Status}", name])
+        .stderr(Stdio::null())
+        .output()
+        .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).contains("install ok installed"))
+}
