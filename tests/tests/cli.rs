@@ -10,6 +10,8 @@ fn topdown() -> Command {
     Command::new(topdown_bpf_binary())
 }
 
+/// The workload runs as a grandchild (under `sh`), after a short-lived `true`: the kernel
+/// follows every process the command starts.
 #[test]
 fn json_report_of_a_command_lists_every_thread_including_exited_ones() {
     if !privileged("json_report_of_a_command") {
@@ -28,9 +30,11 @@ fn json_report_of_a_command_lists_every_thread_including_exited_ones() {
             "-o",
         ])
         .arg(&report)
-        .arg("--")
-        .arg(env!("CARGO_BIN_EXE_workload"))
-        .args(["--run-ms", "1500", "--churn", "5", "--no-wait"])
+        .args(["--", "/bin/sh", "-c"])
+        .arg(format!(
+            "/bin/true; {} --run-ms 1500 --churn 5 --no-wait; true",
+            env!("CARGO_BIN_EXE_workload")
+        ))
         .output()
         .expect("running topdown-bpf");
     assert!(

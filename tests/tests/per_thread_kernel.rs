@@ -5,11 +5,7 @@ use std::{collections::HashMap, time::Duration};
 
 use topdown_tests::{Workload, assert_close, privileged, schedstat_ns, wait_for_event};
 use topdown_user::{
-    attrib::{
-        Attributor,
-        target::{Target, TargetFilter},
-        usage::ThreadUsage,
-    },
+    attrib::{Attributor, target::Target, usage::ThreadUsage},
     collect::{Collector, CollectorOptions},
     pmu::{counter_set::CounterSet, sysfs::SysRoot},
 };
@@ -55,10 +51,7 @@ fn charged_time_matches_schedstat_and_exited_threads_match_their_own_clock() {
         .map(|&tid| (tid, schedstat_ns(pid, tid)))
         .collect();
 
-    let mut attrib = Attributor::new(
-        set.counters.len(),
-        TargetFilter::new(Target::Pids(vec![pid])),
-    );
+    let mut attrib = Attributor::new(set.counters.len(), Target::Pids(vec![pid]));
     let snapshot = collector.snapshot().expect("snapshot");
     attrib.window(&snapshot);
     let totals = attrib.run_totals(&snapshot);

@@ -17,10 +17,12 @@ pub enum Stat {
     Switches = 4,
     /// Collector ticks that charged a running thread's slice so far.
     Ticks = 5,
+    /// A followed process forked a child that could not be followed: `FOLLOWED` was full.
+    FollowMapFull = 6,
 }
 
 /// Number of [`Stat`] slots.
-pub const NR_STATS: u32 = 6;
+pub const NR_STATS: u32 = 7;
 
 impl Stat {
     /// Every stat, in index order.
@@ -31,6 +33,7 @@ impl Stat {
         Self::CounterNotRunning,
         Self::Switches,
         Self::Ticks,
+        Self::FollowMapFull,
     ];
 
     /// Whether a non-zero value of this stat means lost or uncharged data.
@@ -53,6 +56,7 @@ impl Stat {
             Self::CounterNotRunning => "counter not running",
             Self::Switches => "context switches",
             Self::Ticks => "ticks",
+            Self::FollowMapFull => "follow map full",
         }
     }
 }

@@ -24,7 +24,7 @@ pub struct ThreadTotals {
     pub switches: u64,
     /// CPU of the latest charge.
     pub last_cpu: u32,
-    /// [`ThreadTotals::FLAG_EXITED`] in records sent at exit.
+    /// [`ThreadTotals::FLAG_EXITED`], [`ThreadTotals::FLAG_FOLLOWED`].
     pub flags: u32,
     /// Thread name as of the latest charge (NUL-padded).
     pub comm: [u8; COMM_LEN],
@@ -35,6 +35,9 @@ pub struct ThreadTotals {
 impl ThreadTotals {
     /// Set in the record sent when the thread died.
     pub const FLAG_EXITED: u32 = 1;
+    /// The thread's process was in the kernel's `FOLLOWED` set when the thread was first
+    /// charged: it descends from a process the user asked to follow (a command it ran).
+    pub const FLAG_FOLLOWED: u32 = 2;
 
     /// Nothing charged yet to thread `tid` of process `tgid`.
     pub const fn new(tid: u32, tgid: u32) -> Self {

@@ -11,6 +11,8 @@ use aya_ebpf::{
     maps::{HashMap, PerCpuArray, PerfEventArray, RingBuf},
 };
 use aya_log_ebpf::warn;
+
+use crate::follow;
 use topdown_common::{
     MAX_COUNTERS,
     reading::Readings,
@@ -61,8 +63,9 @@ pub enum SliceEnd {
     Exit,
 }
 
+/// Counts one occurrence of `stat` on this CPU.
 #[inline(always)]
-fn count(stat: Stat) {
+pub fn count(stat: Stat) {
     if let Some(slot) = STATS.get_ptr_mut(stat as u32) {
         // SAFETY: per-CPU slot; BPF programs on one CPU do not nest here.
         unsafe { *slot += 1 };
@@ -101,7 +104,7 @@ pub fn charge_current<C: EbpfContext>(ctx: &C, end: SliceEnd) {
         totals.comm = comm;
     }
     if end == SliceEnd::Exit && tid != 0 {
-        totals.flags = ThreadTotals::FLAG_EXITED;
+        totals.flags |= ThreadTotals::FLAG_EXITED;
         if EXITS.output(totals, 0).is_err() {
             count(Stat::ExitRingFull);
             warn!(
@@ -111,6 +114,9 @@ pub fn charge_current<C: EbpfContext>(ctx: &C, end: SliceEnd) {
         }
         // Absent when the map was full: the loss is already counted.
         let _ = THREADS.remove(&tid);
+        if tid == totals.tgid {
+            follow::forget(tid);
+        }
     }
 }
 
@@ -126,7 +132,12 @@ fn totals_of<C: EbpfContext>(ctx: &C, tid: u32, tgid: u32) -> Option<*mut Thread
     }
     let scratch = SCRATCH.get_ptr_mut(0)?;
     // SAFETY: per-CPU scratch slot, not shared with another program run.
-    unsafe { *scratch = ThreadTotals::new(tid, tgid) };
+    unsafe {
+        *scratch = ThreadTotals::new(tid, tgid);
+        if follow::is_followed(tgid) {
+            (*scratch).flags = ThreadTotals::FLAG_FOLLOWED;
+        }
+    }
     // SAFETY: as above.
     match THREADS.insert(&tid, unsafe { &*scratch }, u64::from(BPF_NOEXIST)) {
         Ok(()) => THREADS.get_ptr_mut(&tid).or(Some(scratch)),

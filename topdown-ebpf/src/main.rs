@@ -3,11 +3,13 @@
 //! `sched_switch` charges this CPU's counter deltas since the previous charge to the outgoing
 //! thread; `tick` does the same for the running thread from a per-CPU timer, so long slices
 //! show up while they run. A thread's last switch (`prev_state` has `TASK_DEAD`) sends its final
-//! totals to userspace and frees its slot. Every loss is counted in `STATS`.
+//! totals to userspace and frees its slot. `sched_process_fork` follows a command's descendants.
+//! Every loss is counted in `STATS`.
 #![no_std]
 #![no_main]
 
 mod account;
+mod follow;
 
 use aya_ebpf::{
     macros::{btf_tracepoint, perf_event},
@@ -28,6 +30,13 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
         account::SliceEnd::Switch
     };
     account::charge_current(&ctx, end);
+    0
+}
+
+/// A new task: processes forked by followed processes are followed too.
+#[btf_tracepoint(function = "sched_process_fork")]
+pub fn sched_process_fork(ctx: BtfTracePointContext) -> i32 {
+    follow::on_fork(&ctx);
     0
 }
 

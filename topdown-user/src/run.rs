@@ -9,17 +9,13 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 use tokio::{
-    process::Command,
+    process::{Child, Command},
     signal::unix::{SignalKind, signal},
     time::{MissedTickBehavior, interval, sleep_until},
 };
 
 use crate::{
-    attrib::{
-        Attributor,
-        cgroups::CgroupNames,
-        target::{Target, TargetFilter},
-    },
+    attrib::{Attributor, cgroups::CgroupNames, target::Target},
     cli::Cli,
     collect::{Collector, CollectorOptions},
     pmu::{counter_set::CounterSet, sysfs::SysRoot},
@@ -68,13 +64,7 @@ pub async fn run(cli: Cli) -> Result<()> {
     let (target, mut child) = if cli.command.is_empty() {
         (target, None)
     } else {
-        let child = Command::new(&cli.command[0])
-            .args(&cli.command[1..])
-            .spawn()
-            .with_context(|| format!("starting `{}`", cli.command[0]))?;
-        let pid = child
-            .id()
-            .context("the command exited before it could be watched")?;
+        let (pid, child) = spawn_followed(&cli.command, &mut collector)?;
         (Target::Command(pid), Some(child))
     };
 
@@ -86,7 +76,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         CgroupNames::host(),
     );
     renderer.header()?;
-    let mut attrib = Attributor::new(set.counters.len(), TargetFilter::new(target));
+    let mut attrib = Attributor::new(set.counters.len(), target);
     attrib.start(started);
 
     let period = cli
@@ -135,6 +125,21 @@ pub async fn run(cli: Cli) -> Result<()> {
         log::warn!("the kernel side lost data: see the losses line");
     }
     Ok(())
+}
+
+/// Starts the command so that the kernel follows it and everything it forks from its first
+/// instruction on: while we fork it, we are followed ourselves, and the fork hook follows the
+/// child.
+fn spawn_followed(argv: &[String], collector: &mut Collector) -> Result<(u32, Child)> {
+    let own = std::process::id();
+    collector.follow(own)?;
+    let spawned = Command::new(&argv[0]).args(&argv[1..]).spawn();
+    collector.unfollow(own)?;
+    let child = spawned.with_context(|| format!("cannot run `{}`", argv[0]))?;
+    let pid = child
+        .id()
+        .context("the command exited before it could be watched")?;
+    Ok((pid, child))
 }
 
 fn far_future() -> tokio::time::Instant {

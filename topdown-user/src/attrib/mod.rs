@@ -10,7 +10,7 @@ use std::{collections::HashMap, time::Duration};
 use topdown_common::thread::ThreadTotals;
 
 use self::{
-    target::TargetFilter,
+    target::Target,
     usage::{CounterValue, ThreadUsage},
 };
 use crate::collect::{Snapshot, Stats};
@@ -34,7 +34,7 @@ pub struct Window {
 #[derive(Debug)]
 pub struct Attributor {
     nr_counters: usize,
-    filter: TargetFilter,
+    target: Target,
     /// Latest cumulative totals of live, reported threads.
     live: HashMap<u32, ThreadTotals>,
     /// Final totals of reported threads that died.
@@ -46,11 +46,11 @@ pub struct Attributor {
 }
 
 impl Attributor {
-    /// Attributes a set of `nr_counters` counters to the threads `filter` keeps.
-    pub fn new(nr_counters: usize, filter: TargetFilter) -> Self {
+    /// Attributes a set of `nr_counters` counters to the threads `target` keeps.
+    pub fn new(nr_counters: usize, target: Target) -> Self {
         Self {
             nr_counters,
-            filter,
+            target,
             live: HashMap::new(),
             exited: Vec::new(),
             idle: Vec::new(),
@@ -72,7 +72,7 @@ impl Attributor {
         let mut threads = Vec::new();
         let mut still_live = HashMap::with_capacity(self.live.len());
         for now in &snapshot.live {
-            if !self.filter.keeps(now.tid, now.tgid) {
+            if !self.target.keeps(now) {
                 continue;
             }
             let usage = ThreadUsage::between(self.live.get(&now.tid), now, self.nr_counters);
@@ -82,7 +82,7 @@ impl Attributor {
             still_live.insert(now.tid, *now);
         }
         for dead in &snapshot.exited {
-            if !self.filter.keeps(dead.tid, dead.tgid) {
+            if !self.target.keeps(dead) {
                 continue;
             }
             threads.retain(|t| t.tid != dead.tid);
@@ -182,7 +182,7 @@ mod tests {
     #[test]
     fn windows_are_deltas_and_exits_are_kept_for_the_run() {
         let t0 = Instant::now();
-        let mut attrib = Attributor::new(1, TargetFilter::new(Target::Pids(vec![10])));
+        let mut attrib = Attributor::new(1, Target::Pids(vec![10]));
         attrib.start(t0);
         let s1 = snapshot(
             t0 + Duration::from_secs(1),

@@ -1,6 +1,7 @@
 //! Loads and attaches the kernel programs, opens the per-CPU counters, and reads what the kernel
 //! charged into typed [`Snapshot`]s. Nothing else in the crate touches aya.
 
+pub mod btf;
 mod object;
 pub mod perf_open;
 mod snapshot;
@@ -61,9 +62,15 @@ impl Collector {
             .map_err(|(path, error)| anyhow!("reading possible CPUs from {path}: {error}"))?;
         let counters = OpenCounters::open(set, &cpus)?;
         let nr_counters = set.counters.len() as u32;
+        let task_tgid_offset = btf::KernelBtf::from_sys_fs()
+            .and_then(|btf| btf.member_offset("task_struct", "tgid"))
+            .context(
+                "finding task_struct.tgid in the kernel's BTF (needs CONFIG_DEBUG_INFO_BTF=y)",
+            )?;
 
         let mut bpf = EbpfLoader::new()
             .override_global("NR_COUNTERS", &nr_counters, true)
+            .override_global("TASK_TGID_OFFSET", &task_tgid_offset, true)
             .map_max_entries("THREADS", options.max_threads)
             .map_max_entries("COUNTERS", possible.get() * MAX_COUNTERS as u32)
             .load(object::bytes()?)
@@ -88,6 +95,12 @@ impl Collector {
         switch
             .attach()
             .context("attaching to tp_btf/sched_switch")?;
+
+        let fork: &mut BtfTracePoint = program(&mut bpf, "sched_process_fork")?.try_into()?;
+        fork.load("sched_process_fork", &btf)
+            .context("loading the sched_process_fork program")?;
+        fork.attach()
+            .context("attaching to tp_btf/sched_process_fork")?;
 
         let tick: &mut PerfEvent = program(&mut bpf, "tick")?.try_into()?;
         tick.load().context("loading the tick program")?;
@@ -116,6 +129,24 @@ impl Collector {
             counters,
             nr_counters: nr_counters as usize,
         })
+    }
+
+    /// Follows process `pid`: every process it forks from now on is followed too, and their
+    /// threads carry [`ThreadTotals::FLAG_FOLLOWED`].
+    pub fn follow(&mut self, pid: u32) -> Result<()> {
+        let mut followed: HashMap<_, u32, u8> = HashMap::try_from(map(&mut self.bpf, "FOLLOWED")?)?;
+        followed
+            .insert(&pid, &1, 0)
+            .with_context(|| format!("following process {pid}"))
+    }
+
+    /// Stops following process `pid` (processes it forked stay followed).
+    pub fn unfollow(&mut self, pid: u32) -> Result<()> {
+        let mut followed: HashMap<_, u32, u8> = HashMap::try_from(map(&mut self.bpf, "FOLLOWED")?)?;
+        match followed.remove(&pid) {
+            Ok(()) | Err(aya::maps::MapError::KeyNotFound) => Ok(()),
+            Err(error) => Err(error).with_context(|| format!("unfollowing process {pid}")),
+        }
     }
 
     /// The logger that forwards the kernel programs' `aya-log` messages, if they have any.

@@ -156,7 +156,12 @@ mod tests {
     use super::*;
 
     /// A PMU for a fixture: name, type, format files, event files.
-    type FixturePmu<'a> = (&'a str, u32, &'a [(&'a str, &'a str)], &'a [(&'a str, &'a str)]);
+    type FixturePmu<'a> = (
+        &'a str,
+        u32,
+        &'a [(&'a str, &'a str)],
+        &'a [(&'a str, &'a str)],
+    );
 
     fn tree(pmus: &[FixturePmu<'_>]) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
