@@ -24,6 +24,11 @@ impl SysRoot {
         Self(root.into())
     }
 
+    /// A path below the root, e.g. `proc/cpuinfo`.
+    pub fn path(&self, relative: &str) -> PathBuf {
+        self.0.join(relative)
+    }
+
     fn devices(&self) -> PathBuf {
         self.0.join("sys/bus/event_source/devices")
     }

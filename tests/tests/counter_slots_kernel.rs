@@ -1,0 +1,163 @@
+//! The per-thread plumbing of N counters, end to end through the kernel, with software events
+//! standing in for TopDown counters (N = 5 and N = 9, the sizes the TopDown sets need, one set
+//! with a group). Each slot holds an event whose per-thread value is known independently: copies
+//! of `cpu-clock` must equal counter 0, and `context-switches` must match the switches the
+//! kernel program counted. A slot read from the wrong place shows up as a wrong kind of number.
+//! Needs root.
+
+use std::{collections::HashMap, time::Duration};
+
+use topdown_tests::{Workload, privileged, wait_for_event};
+use topdown_user::{
+    attrib::{Attributor, target::Target, usage::ThreadUsage},
+    collect::{Collector, CollectorOptions},
+    pmu::counter_set::{Counter, CounterSet, EventAttr, Unit},
+};
+
+const SOFTWARE: u32 = 1;
+const CPU_CLOCK: u64 = 0;
+const PAGE_FAULTS: u64 = 2;
+const CONTEXT_SWITCHES: u64 = 3;
+const CPU_MIGRATIONS: u64 = 4;
+
+fn software(name: &str, config: u64, leader: Option<usize>) -> Counter {
+    Counter {
+        name: name.to_owned(),
+        unit: if config == CPU_CLOCK {
+            Unit::Nanoseconds
+        } else {
+            Unit::Events
+        },
+        attr: EventAttr {
+            pmu_type: SOFTWARE,
+            config,
+            config1: 0,
+            leader,
+            pinned: false,
+        },
+    }
+}
+
+/// Runs the workload under `set` and returns each long-lived thread's usage by name.
+fn run(set: &CounterSet) -> HashMap<String, ThreadUsage> {
+    let mut collector = Collector::start(set, &CollectorOptions::default()).expect("collector");
+    let workload = Workload::spawn(
+        env!("CARGO_BIN_EXE_workload"),
+        &["--run-ms", "1500", "--churn", "3"],
+    );
+    let mut names = HashMap::new();
+    wait_for_event(
+        &workload.events,
+        "parked",
+        Duration::from_secs(30),
+        |event| {
+            if event["event"] == "thread" {
+                names.insert(
+                    event["tid"].as_u64().unwrap() as u32,
+                    event["name"].as_str().unwrap().to_owned(),
+                );
+            }
+        },
+        || collector.drain_exits(),
+    );
+    let mut attrib = Attributor::new(set.counters.len(), Target::Pids(vec![workload.pid()]));
+    let snapshot = collector.snapshot().expect("snapshot");
+    attrib.window(&snapshot);
+    assert!(!snapshot.stats.lost_anything(), "{:?}", snapshot.stats);
+    let usage = attrib
+        .run_totals(&snapshot)
+        .threads
+        .into_iter()
+        .filter_map(|t| Some((names.get(&t.tid)?.clone(), t)))
+        .collect();
+    workload.finish();
+    usage
+}
+
+fn check(set: &CounterSet) {
+    let usage = run(set);
+    assert_eq!(
+        usage.len(),
+        3,
+        "busy, half and sleepy are reported: {usage:?}"
+    );
+    for (name, thread) in &usage {
+        assert_eq!(thread.counters.len(), set.counters.len());
+        let on_cpu = thread.on_cpu_ns();
+        assert!(on_cpu > 1_000_000, "{name} ran");
+        for (i, counter) in set.counters.iter().enumerate() {
+            let value = thread.counters[i];
+            assert!(value.enabled_ns > 0, "{name} slot {i} was enabled");
+            match counter.attr.config {
+                // Read back to back at the same switches: equal up to the read gap per slice.
+                CPU_CLOCK => {
+                    let slices = thread.switches + 2 * on_cpu / 10_000_000 + 2;
+                    let gap = value.raw.abs_diff(on_cpu);
+                    assert!(
+                        gap <= slices * 20_000,
+                        "{name} slot {i} ({}) = {} vs on-CPU {on_cpu}",
+                        counter.name,
+                        value.raw
+                    );
+                }
+                // Counted after the switch tracepoint: a thread is charged its switches in.
+                // Observed here: switches in exceed switches out by 0 to 3 per ~200 (not yet
+                // explained; no program runs were missed). Far from any other slot's values.
+                CONTEXT_SWITCHES => assert!(
+                    value.raw.abs_diff(thread.switches) <= (thread.switches / 50).max(3),
+                    "{name} slot {i}: {} context switches vs {} switches out",
+                    value.raw,
+                    thread.switches
+                ),
+                // Small counts, far below any clock: not a clock read from the wrong slot.
+                _ => assert!(
+                    value.raw < on_cpu / 1000 + 1000,
+                    "{name} slot {i} ({}) = {}",
+                    counter.name,
+                    value.raw
+                ),
+            }
+        }
+    }
+}
+
+#[test]
+fn five_counters_land_in_their_slots() {
+    if !privileged("five_counters_land_in_their_slots") {
+        return;
+    }
+    check(&CounterSet {
+        name: "stand-in-5",
+        reason: "software events standing in for a TopDown L1 set".into(),
+        counters: vec![
+            software("cpu-clock", CPU_CLOCK, None),
+            software("context-switches", CONTEXT_SWITCHES, None),
+            software("cpu-clock#2", CPU_CLOCK, None),
+            software("page-faults", PAGE_FAULTS, None),
+            software("cpu-clock#4", CPU_CLOCK, None),
+        ],
+    });
+}
+
+#[test]
+fn nine_counters_with_a_group_land_in_their_slots() {
+    if !privileged("nine_counters_with_a_group_land_in_their_slots") {
+        return;
+    }
+    check(&CounterSet {
+        name: "stand-in-9",
+        reason: "software events standing in for a TopDown L2 set".into(),
+        counters: vec![
+            software("cpu-clock", CPU_CLOCK, None),
+            // A group like slots + metrics: leader at slot 1, members after it.
+            software("cpu-clock#1", CPU_CLOCK, None),
+            software("context-switches#2", CONTEXT_SWITCHES, Some(1)),
+            software("cpu-clock#3", CPU_CLOCK, Some(1)),
+            software("page-faults#4", PAGE_FAULTS, Some(1)),
+            software("cpu-migrations#5", CPU_MIGRATIONS, None),
+            software("cpu-clock#6", CPU_CLOCK, None),
+            software("context-switches#7", CONTEXT_SWITCHES, None),
+            software("cpu-clock#8", CPU_CLOCK, None),
+        ],
+    });
+}

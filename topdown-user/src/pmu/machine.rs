@@ -1,0 +1,246 @@
+//! What machine this is: CPU identity (x86 vendor-family-model-stepping, Arm MIDR), SMT state,
+//! and the core PMUs with the CPUs each covers (hybrid parts have `cpu_core` and `cpu_atom`).
+//! Everything is read below one root, so tests describe whole machines as fixture trees.
+
+use std::{fmt, fs, str::FromStr};
+
+use anyhow::{Context as _, Result, bail};
+
+use super::sysfs::SysRoot;
+
+/// CPU identity, as perf's and Intel's mapfiles key it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CpuId {
+    /// x86: `GenuineIntel-6-8F-8`, `AuthenticAMD-25-11-1`.
+    X86 {
+        /// `vendor_id`: `GenuineIntel`, `AuthenticAMD`.
+        vendor: String,
+        /// Family (decimal, as in the mapfiles).
+        family: u32,
+        /// Model.
+        model: u32,
+        /// Stepping, when known.
+        stepping: Option<u32>,
+    },
+    /// Arm: implementer and part number from `MIDR_EL1`.
+    Arm {
+        /// Implementer (0x41 is Arm Ltd).
+        implementer: u32,
+        /// Part number (0xd40 is Neoverse V1, 0xd49 Neoverse N2).
+        part: u32,
+    },
+    /// Neither could be read.
+    Unknown,
+}
+
+impl fmt::Display for CpuId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::X86 {
+                vendor,
+                family,
+                model,
+                stepping,
+            } => {
+                write!(f, "{vendor}-{family}-{model:X}")?;
+                stepping.map_or(Ok(()), |s| write!(f, "-{s:X}"))
+            }
+            Self::Arm { implementer, part } => write!(f, "arm-0x{implementer:02x}-0x{part:03x}"),
+            Self::Unknown => f.write_str("unknown"),
+        }
+    }
+}
+
+impl FromStr for CpuId {
+    type Err = anyhow::Error;
+
+    /// Parses mapfile style `GenuineIntel-6-8F[-stepping]` (family decimal, model and stepping
+    /// hex) or `arm-0x41-0xd40`.
+    fn from_str(text: &str) -> Result<Self> {
+        let parts: Vec<&str> = text.trim().split('-').collect();
+        let hex = |s: &str| u32::from_str_radix(s.trim_start_matches("0x"), 16);
+        match parts.as_slice() {
+            ["arm", implementer, part] => Ok(Self::Arm {
+                implementer: hex(implementer)?,
+                part: hex(part)?,
+            }),
+            [vendor, family, model, rest @ ..] if rest.len() <= 1 => Ok(Self::X86 {
+                vendor: (*vendor).to_owned(),
+                family: family
+                    .parse()
+                    .with_context(|| format!("family `{family}` in `{text}`"))?,
+                model: hex(model).with_context(|| format!("model `{model}` in `{text}`"))?,
+                stepping: rest.first().map(|s| hex(s)).transpose()?,
+            }),
+            _ => bail!(
+                "`{text}` is not a CPU id: use VENDOR-FAMILY-MODEL as in perfmon's mapfile, \
+                 e.g. GenuineIntel-6-8F or AuthenticAMD-25-11, or arm-0x41-0xd40"
+            ),
+        }
+    }
+}
+
+/// A core PMU (one that counts CPU pipeline events).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CorePmu {
+    /// `cpu`, `cpu_core`, `cpu_atom`, `armv8_pmuv3_0`, ...
+    pub name: String,
+    /// The CPUs it covers (`cpus` in sysfs); all CPUs when the file is absent.
+    pub cpus: Option<Vec<u32>>,
+    /// `caps/slots` (Arm: pipeline width), when present.
+    pub slots: Option<u32>,
+}
+
+/// The machine as far as TopDown cares.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Machine {
+    /// CPU identity.
+    pub cpu: CpuId,
+    /// Whether SMT siblings are active (`/sys/devices/system/cpu/smt/active`).
+    pub smt_active: bool,
+    /// Core PMUs, by name.
+    pub core_pmus: Vec<CorePmu>,
+}
+
+/// Names of the PMUs that count core pipeline events.
+const CORE_PMU_NAMES: [&str; 4] = ["cpu", "cpu_core", "cpu_atom", "armv8_pmuv3_0"];
+
+impl Machine {
+    /// Reads the machine below `sys`.
+    pub fn read(sys: &SysRoot) -> Result<Self> {
+        let cpuinfo = fs::read_to_string(sys.path("proc/cpuinfo")).unwrap_or_default();
+        let midr = fs::read_to_string(
+            sys.path("sys/devices/system/cpu/cpu0/regs/identification/midr_el1"),
+        )
+        .ok();
+        let cpu = cpu_id(&cpuinfo, midr.as_deref());
+        let smt_active = fs::read_to_string(sys.path("sys/devices/system/cpu/smt/active"))
+            .is_ok_and(|s| s.trim() == "1");
+        let mut core_pmus = Vec::new();
+        for name in sys.pmu_names()? {
+            if !CORE_PMU_NAMES.contains(&name.as_str()) && !name.starts_with("armv8_") {
+                continue;
+            }
+            let dir = sys.path(&format!("sys/bus/event_source/devices/{name}"));
+            let cpus = fs::read_to_string(dir.join("cpus"))
+                .ok()
+                .map(|list| parse_cpu_list(&list))
+                .transpose()?;
+            let slots = fs::read_to_string(dir.join("caps/slots"))
+                .ok()
+                .and_then(|s| s.trim().parse().ok());
+            core_pmus.push(CorePmu { name, cpus, slots });
+        }
+        Ok(Self {
+            cpu,
+            smt_active,
+            core_pmus,
+        })
+    }
+
+    /// The core PMU called `name`.
+    pub fn core_pmu(&self, name: &str) -> Option<&CorePmu> {
+        self.core_pmus.iter().find(|pmu| pmu.name == name)
+    }
+
+    /// Whether the machine has any core PMU.
+    pub fn has_hardware_pmu(&self) -> bool {
+        !self.core_pmus.is_empty()
+    }
+}
+
+fn cpu_id(cpuinfo: &str, midr: Option<&str>) -> CpuId {
+    let field = |name: &str| {
+        cpuinfo.lines().find_map(|line| {
+            let (key, value) = line.split_once(':')?;
+            (key.trim() == name).then(|| value.trim().to_owned())
+        })
+    };
+    if let (Some(vendor), Some(family), Some(model)) =
+        (field("vendor_id"), field("cpu family"), field("model"))
+        && let (Ok(family), Ok(model)) = (family.parse(), model.parse())
+    {
+        return CpuId::X86 {
+            vendor,
+            family,
+            model,
+            stepping: field("stepping").and_then(|s| s.parse().ok()),
+        };
+    }
+    let midr = midr.and_then(|m| u64::from_str_radix(m.trim().trim_start_matches("0x"), 16).ok());
+    match midr {
+        Some(midr) => CpuId::Arm {
+            implementer: ((midr >> 24) & 0xff) as u32,
+            part: ((midr >> 4) & 0xfff) as u32,
+        },
+        None => CpuId::Unknown,
+    }
+}
+
+/// Parses a kernel CPU list such as `0-3,8,10-11`.
+pub fn parse_cpu_list(list: &str) -> Result<Vec<u32>> {
+    let mut cpus = Vec::new();
+    for part in list.trim().split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((lo, hi)) => cpus.extend(lo.parse::<u32>()?..=hi.parse::<u32>()?),
+            None => cpus.push(part.parse()?),
+        }
+    }
+    Ok(cpus)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_ids_round_trip_in_mapfile_style() {
+        let spr: CpuId = "GenuineIntel-6-8F".parse().unwrap();
+        assert_eq!(
+            spr,
+            CpuId::X86 {
+                vendor: "GenuineIntel".into(),
+                family: 6,
+                model: 0x8f,
+                stepping: None
+            }
+        );
+        assert_eq!(spr.to_string(), "GenuineIntel-6-8F");
+        let zen4: CpuId = "AuthenticAMD-25-11-1".parse().unwrap();
+        assert_eq!(zen4.to_string(), "AuthenticAMD-25-11-1");
+        let v1: CpuId = "arm-0x41-0xd40".parse().unwrap();
+        assert_eq!(
+            v1,
+            CpuId::Arm {
+                implementer: 0x41,
+                part: 0xd40
+            }
+        );
+        assert!("Intel".parse::<CpuId>().is_err());
+        assert!("GenuineIntel-six-8F".parse::<CpuId>().is_err());
+    }
+
+    #[test]
+    fn reads_x86_cpuinfo_and_arm_midr() {
+        let info = "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 143\n\
+                    stepping\t: 8\n";
+        assert_eq!(cpu_id(info, None).to_string(), "GenuineIntel-6-8F-8");
+        assert_eq!(
+            cpu_id("", Some("0x00000000410fd401\n")),
+            CpuId::Arm {
+                implementer: 0x41,
+                part: 0xd40
+            }
+        );
+        assert_eq!(cpu_id("", None), CpuId::Unknown);
+    }
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(
+            parse_cpu_list("0-3,8,10-11\n").unwrap(),
+            [0, 1, 2, 3, 8, 10, 11]
+        );
+        assert!(parse_cpu_list("x").is_err());
+    }
+}
