@@ -191,3 +191,4 @@ pub fn wait_for_event(
         );
     }
 }
+pub mod metric_expr;

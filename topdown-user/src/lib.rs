@@ -12,3 +12,4 @@ pub mod pmu;
 pub mod preflight;
 pub mod report;
 pub mod run;
+pub mod tma;

@@ -1,0 +1,33 @@
+//! What the generated formulas read and return.
+
+/// Counts by perf event name, and the literals perf resolves at run time (`#slots`, `#smt_on`).
+pub trait Inputs {
+    /// The count of event `name` (perf's spelling, e.g. `topdown-fe-bound`,
+    /// `INT_MISC.UOP_DROPPING`, `cpu@INT_MISC.RECOVERY_CYCLES,cmask=1,edge@`).
+    fn event(&self, name: &str) -> f64;
+    /// The value of literal `name` (with its `#`).
+    fn literal(&self, name: &str) -> f64;
+}
+
+/// A model's formula values (fractions of slots) and threshold verdicts, by perf metric name.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Evaluation {
+    /// `(metric name, value)` for every Level 1 and Level 2 node the model has.
+    pub values: Vec<(&'static str, f64)>,
+    /// `(metric name, over its MetricThreshold)` for nodes whose data gives a threshold.
+    pub over_threshold: Vec<(&'static str, bool)>,
+}
+
+/// perf's `d_ratio`: a division that is 0 when the divisor is 0.
+pub fn d_ratio(numerator: f64, denominator: f64) -> f64 {
+    if denominator == 0.0 {
+        0.0
+    } else {
+        numerator / denominator
+    }
+}
+
+/// perf's truth values: comparisons and logic yield 1 or 0.
+pub fn truth(condition: bool) -> f64 {
+    if condition { 1.0 } else { 0.0 }
+}

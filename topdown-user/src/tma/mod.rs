@@ -1,0 +1,216 @@
+//! The TopDown (TMA) model: pure functions from counts to Level 1 and Level 2 nodes.
+//!
+//! The formulas are Linux perf's pmu-events metrics, transpiled into [`generated`] by
+//! `xtask/gen/tma_formulas.py` from `../shared/data`; a test regenerates them and another
+//! checks them against an independent interpreter of the same JSON. [`node`] holds the tree
+//! (names, levels, parents, default thresholds); [`evaluate`] turns counts into node values, marks
+//! nodes over their thresholds and picks the bottleneck.
+
+#[rustfmt::skip]
+pub mod generated;
+pub mod inputs;
+pub mod node;
+
+use anyhow::{Result, bail};
+
+use self::{
+    inputs::{Evaluation, Inputs},
+    node::Node,
+};
+
+/// A model: one CPU family's formulas and the events they read.
+#[derive(Clone, Copy, Debug)]
+pub struct Model {
+    /// Short name, e.g. `sapphirerapids`.
+    pub name: &'static str,
+    /// What it covers.
+    pub description: &'static str,
+    evaluate: fn(&dyn Inputs) -> Evaluation,
+    /// Events the formulas read, as perf names them.
+    pub events: &'static [&'static str],
+    /// Literals the formulas need (`#slots`, `#smt_on`).
+    pub literals: &'static [&'static str],
+}
+
+impl Model {
+    /// The model called `name`.
+    pub fn named(name: &str) -> Result<Self> {
+        match generated::MODELS.iter().find(|m| m.0 == name) {
+            Some(&(name, description, evaluate, events, literals)) => Ok(Self {
+                name,
+                description,
+                evaluate,
+                events,
+                literals,
+            }),
+            None => bail!(
+                "no TopDown model `{name}`: known models are {}",
+                generated::MODELS
+                    .iter()
+                    .map(|m| m.0)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }
+    }
+
+    /// Every model.
+    pub fn all() -> impl Iterator<Item = Self> {
+        generated::MODELS
+            .iter()
+            .map(|&(name, description, evaluate, events, literals)| Self {
+                name,
+                description,
+                evaluate,
+                events,
+                literals,
+            })
+    }
+
+    /// The raw formula values (fractions of slots), by perf metric name.
+    pub fn values(&self, inputs: &dyn Inputs) -> Evaluation {
+        (self.evaluate)(inputs)
+    }
+
+    /// The node values down to `max_level`, with thresholds and the bottleneck.
+    pub fn evaluate(&self, inputs: &dyn Inputs, max_level: u8) -> TopDown {
+        let evaluation = self.values(inputs);
+        let mut nodes: Vec<NodeValue> = evaluation
+            .values
+            .iter()
+            .filter_map(|&(name, value)| {
+                let node = Node::named(name)?;
+                (node.level <= max_level).then(|| NodeValue {
+                    node,
+                    value,
+                    over_threshold: evaluation
+                        .over_threshold
+                        .iter()
+                        .find(|(n, _)| *n == name)
+                        .map_or_else(|| node.default_over(value), |&(_, over)| over),
+                })
+            })
+            .collect();
+        nodes.sort_by_key(|n| n.node.order);
+        let bottleneck = bottleneck(&nodes);
+        TopDown { nodes, bottleneck }
+    }
+}
+
+/// One node's value.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NodeValue {
+    /// Which node.
+    pub node: Node,
+    /// Fraction of pipeline slots, 0..1.
+    pub value: f64,
+    /// Over its threshold (perf's `MetricThreshold`, or the default for the node).
+    pub over_threshold: bool,
+}
+
+/// TopDown nodes for one thread (or CPU, or file) and the bottleneck among them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TopDown {
+    /// Nodes in tree order (each L1 node followed by its children).
+    pub nodes: Vec<NodeValue>,
+    /// The deepest node over its threshold whose parent is over its own (toplev's `<==`).
+    pub bottleneck: Option<&'static str>,
+}
+
+impl TopDown {
+    /// The value of the node with perf metric name `name`.
+    pub fn value(&self, name: &str) -> Option<f64> {
+        self.nodes
+            .iter()
+            .find(|n| n.node.name == name)
+            .map(|n| n.value)
+    }
+}
+
+/// The deepest node over its threshold whose parent (if any) is over its own; the largest
+/// value among equally deep ones.
+fn bottleneck(nodes: &[NodeValue]) -> Option<&'static str> {
+    let over = |name: &str| {
+        nodes
+            .iter()
+            .any(|n| n.node.name == name && n.over_threshold)
+    };
+    nodes
+        .iter()
+        .filter(|n| n.over_threshold && n.value.is_finite())
+        .filter(|n| n.node.parent.is_none_or(over))
+        .max_by(|a, b| {
+            a.node
+                .level
+                .cmp(&b.node.level)
+                .then(a.value.total_cmp(&b.value))
+        })
+        .map(|n| n.node.name)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    struct Counts(HashMap<&'static str, f64>);
+
+    impl Inputs for Counts {
+        fn event(&self, name: &str) -> f64 {
+            self.0.get(name).copied().unwrap_or(0.0)
+        }
+        fn literal(&self, _name: &str) -> f64 {
+            0.0
+        }
+    }
+
+    fn spr(fe: f64, bad: f64, ret: f64, be: f64, l2: [f64; 4]) -> Counts {
+        let slots = 1e9;
+        Counts(HashMap::from([
+            ("TOPDOWN.SLOTS", slots),
+            ("topdown-fe-bound", fe * slots),
+            ("topdown-bad-spec", bad * slots),
+            ("topdown-retiring", ret * slots),
+            ("topdown-be-bound", be * slots),
+            ("topdown-heavy-ops", l2[0] * slots),
+            ("topdown-br-mispredict", l2[1] * slots),
+            ("topdown-fetch-lat", l2[2] * slots),
+            ("topdown-mem-bound", l2[3] * slots),
+            ("INT_MISC.UOP_DROPPING", 0.0),
+            ("INST_RETIRED.ANY", 1e9),
+            ("CPU_CLK_UNHALTED.THREAD", 1e9),
+        ]))
+    }
+
+    #[test]
+    fn level_one_is_normalised_by_the_sum_of_the_four_metrics() {
+        let model = Model::named("sapphirerapids").unwrap();
+        // Metrics that do not sum to 1 (as PERF_METRICS' 8-bit fields do not) are normalised.
+        let td = model.evaluate(&spr(0.2, 0.1, 0.3, 0.4 + 0.1, [0.1, 0.05, 0.1, 0.3]), 1);
+        assert_eq!(td.nodes.len(), 4);
+        assert!((td.value("tma_backend_bound").unwrap() - 0.5 / 1.1).abs() < 1e-12);
+        let sum: f64 = td.nodes.iter().map(|n| n.value).sum();
+        assert!((sum - 1.0).abs() < 1e-12, "L1 sums to 1: {sum}");
+    }
+
+    #[test]
+    fn bottleneck_is_the_deepest_node_over_threshold_under_a_parent_over_its_own() {
+        let model = Model::named("sapphirerapids").unwrap();
+        let td = model.evaluate(&spr(0.1, 0.05, 0.25, 0.6, [0.05, 0.02, 0.05, 0.5]), 2);
+        assert_eq!(td.bottleneck, Some("tma_memory_bound"));
+        assert!(td.value("tma_core_bound").unwrap() < 0.11);
+        let l1_only = model.evaluate(&spr(0.1, 0.05, 0.25, 0.6, [0.05, 0.02, 0.05, 0.5]), 1);
+        assert_eq!(l1_only.bottleneck, Some("tma_backend_bound"));
+        // Backend under its threshold: its children cannot be the bottleneck.
+        let td = model.evaluate(&spr(0.5, 0.1, 0.25, 0.15, [0.05, 0.02, 0.45, 0.14]), 2);
+        assert_eq!(td.bottleneck, Some("tma_fetch_latency"));
+    }
+
+    #[test]
+    fn unknown_model_names_the_known_ones() {
+        let error = Model::named("pentium").unwrap_err().to_string();
+        assert!(error.contains("sapphirerapids"), "{error}");
+        assert!(Model::all().count() >= 10);
+    }
+}

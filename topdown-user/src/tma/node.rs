@@ -1,0 +1,117 @@
+//! The TopDown tree: every node the models produce, with its level, parent and display order,
+//! and the default thresholds for models whose data gives none (AMD, Arm, old Skylake files):
+//! Intel's big-core thresholds from perf's metrics for the same nodes.
+
+/// One node of the tree.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Node {
+    /// perf's metric name, e.g. `tma_frontend_bound`.
+    pub name: &'static str,
+    /// 1 or 2.
+    pub level: u8,
+    /// The Level 1 node above a Level 2 node.
+    pub parent: Option<&'static str>,
+    /// Position in tree order.
+    pub order: u8,
+    /// Over-threshold when the value exceeds this (used when the data has no threshold).
+    pub default_threshold: f64,
+}
+
+macro_rules! nodes {
+    ($(($name:literal, $level:literal, $parent:expr, $threshold:literal)),* $(,)?) => {
+        &[$(($name, $level, $parent, $threshold)),*]
+    };
+}
+
+/// Tree order: each Level 1 node, then its children.
+const TREE: &[(&str, u8, Option<&str>, f64)] = nodes![
+    ("tma_frontend_bound", 1, None, 0.15),
+    ("tma_fetch_latency", 2, Some("tma_frontend_bound"), 0.1),
+    ("tma_fetch_bandwidth", 2, Some("tma_frontend_bound"), 0.1),
+    ("tma_bad_speculation", 1, None, 0.15),
+    (
+        "tma_branch_mispredicts",
+        2,
+        Some("tma_bad_speculation"),
+        0.1
+    ),
+    ("tma_machine_clears", 2, Some("tma_bad_speculation"), 0.1),
+    ("tma_backend_bound", 1, None, 0.2),
+    ("tma_memory_bound", 2, Some("tma_backend_bound"), 0.2),
+    ("tma_core_bound", 2, Some("tma_backend_bound"), 0.1),
+    ("tma_backend_bound_aux", 1, None, 0.2),
+    ("tma_resource_bound", 2, Some("tma_backend_bound_aux"), 0.2),
+    ("tma_smt_contention", 1, None, 0.1),
+    ("tma_retiring", 1, None, 0.7),
+    ("tma_light_operations", 2, Some("tma_retiring"), 0.6),
+    ("tma_heavy_operations", 2, Some("tma_retiring"), 0.1),
+    ("tma_base", 2, Some("tma_retiring"), 0.6),
+    ("tma_ms_uops", 2, Some("tma_retiring"), 0.05),
+];
+
+impl Node {
+    /// The node with perf metric name `name`.
+    pub fn named(name: &str) -> Option<Self> {
+        TREE.iter()
+            .enumerate()
+            .find(|(_, node)| node.0 == name)
+            .map(|(order, &(name, level, parent, default_threshold))| Self {
+                name,
+                level,
+                parent,
+                order: order as u8,
+                default_threshold,
+            })
+    }
+
+    /// Whether `value` is over this node's default threshold.
+    pub fn default_over(&self, value: f64) -> bool {
+        value > self.default_threshold
+    }
+
+    /// Short column title, e.g. `FE` or `FE.lat`.
+    pub fn short(&self) -> &'static str {
+        match self.name {
+            "tma_frontend_bound" => "Frontend",
+            "tma_fetch_latency" => "FE.latency",
+            "tma_fetch_bandwidth" => "FE.bandwidth",
+            "tma_bad_speculation" => "BadSpec",
+            "tma_branch_mispredicts" => "BS.mispredict",
+            "tma_machine_clears" => "BS.clears",
+            "tma_backend_bound" => "Backend",
+            "tma_memory_bound" => "BE.memory",
+            "tma_core_bound" => "BE.core",
+            "tma_backend_bound_aux" => "BackendAux",
+            "tma_resource_bound" => "BEA.resource",
+            "tma_smt_contention" => "SMT",
+            "tma_retiring" => "Retiring",
+            "tma_light_operations" => "RET.light",
+            "tma_heavy_operations" => "RET.heavy",
+            "tma_base" => "RET.base",
+            "tma_ms_uops" => "RET.ms",
+            other => other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_level_two_node_hangs_under_a_level_one_node_listed_before_it() {
+        for (order, &(name, level, parent, _)) in TREE.iter().enumerate() {
+            let node = Node::named(name).unwrap();
+            assert_eq!(node.order as usize, order);
+            match parent {
+                None => assert_eq!(level, 1, "{name}"),
+                Some(parent) => {
+                    let parent = Node::named(parent).unwrap();
+                    assert_eq!((level, parent.level), (2, 1), "{name}");
+                    assert!(parent.order < node.order, "{name} after its parent");
+                }
+            }
+        }
+        assert!(Node::named("tma_nope").is_none());
+    }
+}

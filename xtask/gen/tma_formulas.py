@@ -1,0 +1,335 @@
+#!/usr/bin/env python3
+"""Generates topdown-user/src/tma/generated.rs from Linux perf's pmu-events metric JSON in
+../shared/data/linux-pmu-events: for each supported model, the TopDown Level 1 and Level 2
+metrics (and every metric they reference) transpiled to Rust, their thresholds, and the events
+they read.
+
+    python3 xtask/gen/tma_formulas.py [DATA_DIR] > topdown-user/src/tma/generated.rs
+
+The output is checked in; `tma_formulas_are_generated_from_the_data` (tests/) regenerates it
+and fails if it differs. An independent interpreter in the tests evaluates the same JSON strings
+and checks the generated code against it.
+"""
+import json
+import os
+import re
+import sys
+
+DATA = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
+    os.path.dirname(__file__), "../../../shared/data/linux-pmu-events")
+
+# Our node names (perf's Intel metric names) for each model's L1/L2 metrics.
+AMD = {
+    "frontend_bound": "tma_frontend_bound", "bad_speculation": "tma_bad_speculation",
+    "backend_bound": "tma_backend_bound", "retiring": "tma_retiring",
+    "smt_contention": "tma_smt_contention",
+}
+ZEN4 = dict(AMD, **{
+    "frontend_bound_latency": "tma_fetch_latency", "frontend_bound_bandwidth": "tma_fetch_bandwidth",
+    "bad_speculation_mispredicts": "tma_branch_mispredicts",
+    "bad_speculation_pipeline_restarts": "tma_machine_clears",
+    "backend_bound_memory": "tma_memory_bound", "backend_bound_cpu": "tma_core_bound",
+    "retiring_fastpath": "tma_light_operations", "retiring_microcode": "tma_heavy_operations",
+})
+ZEN5 = dict(AMD, **{
+    "frontend_bound_by_latency": "tma_fetch_latency",
+    "frontend_bound_by_bandwidth": "tma_fetch_bandwidth",
+    "bad_speculation_from_mispredicts": "tma_branch_mispredicts",
+    "bad_speculation_from_pipeline_restarts": "tma_machine_clears",
+    "backend_bound_by_memory": "tma_memory_bound", "backend_bound_by_cpu": "tma_core_bound",
+    "retiring_from_fastpath": "tma_light_operations",
+    "retiring_from_microcode": "tma_heavy_operations",
+})
+SKL = {"Frontend_Bound": "tma_frontend_bound", "Bad_Speculation": "tma_bad_speculation",
+       "Backend_Bound": "tma_backend_bound", "Retiring": "tma_retiring"}
+SKL_SMT = {k + "_SMT": v for k, v in SKL.items()}
+ARM = {"frontend_bound": "tma_frontend_bound", "bad_speculation": "tma_bad_speculation",
+       "backend_bound": "tma_backend_bound", "retiring": "tma_retiring"}
+
+# name, description, metric files (later ones override by ArchStdEvent), unit filter,
+# {source metric -> node} (None: every TopdownL1/L2 metric keeps its tma_ name).
+MODELS = [
+    ("icelake", "Intel Ice Lake / Tiger Lake (PERF_METRICS L1, generic-counter L2)",
+     ["x86/icelake/icl-metrics.json"], None, None),
+    ("sapphirerapids", "Intel Sapphire Rapids and later (PERF_METRICS L1 and L2)",
+     ["x86/sapphirerapids/spr-metrics.json"], None, None),
+    ("alderlake_core", "Intel Alder Lake P-core, cpu_core (PERF_METRICS L1 and L2)",
+     ["x86/alderlake/adl-metrics.json"], "cpu_core", None),
+    ("alderlake_atom", "Intel Alder Lake E-core, cpu_atom (Gracemont, width 5)",
+     ["x86/alderlake/adl-metrics.json"], "cpu_atom", None),
+    ("skylake", "Intel Skylake-class, SMT off (generic counters, width 4)",
+     ["x86/skylake/skl-metrics.json"], None, SKL),
+    ("skylake_smt", "Intel Skylake-class, SMT on: per-core inputs (per-core mode only)",
+     ["x86/skylake/skl-metrics.json"], None, SKL_SMT),
+    ("zen4", "AMD Zen 4 (pipeline utilization, width 6)",
+     ["x86/amdzen4/pipeline.json"], None, ZEN4),
+    ("zen5", "AMD Zen 5 (pipeline utilization, width 8)",
+     ["x86/amdzen5/pipeline.json"], None, ZEN5),
+    ("neoverse_v1", "Arm Neoverse V1 (STALL_SLOT based, 8 slots)",
+     ["arm64/sbsa.json", "arm64/arm/neoverse-v1/metrics.json"], None, ARM),
+    ("neoverse_n2", "Arm Neoverse N2 / V2 (STALL_SLOT based, slots from caps/slots)",
+     ["arm64/sbsa.json", "arm64/arm/neoverse-n2-v2/metrics.json"], None, ARM),
+]
+
+# --- perf metric expressions: tokens and a precedence-climbing parser -----------------------
+TOKEN = re.compile(r"\s*(?:(?P<num>(?:\d+\.?\d*|\.\d+)(?:e-?\d+)?(?![\w.@:?\\]))"
+                   r"|(?P<sym>(?:\\[-,=]|[0-9a-zA-Z_.:@?#])+)|(?P<op>[-+*/%()<>&|^,]))")
+BINARY = {"|": 1, "^": 2, "&": 3, "<": 4, ">": 4, "+": 5, "-": 5, "*": 6, "/": 6, "%": 6}
+
+
+def tokenize(text):
+    pos, out = 0, []
+    text = text.strip()
+    while pos < len(text):
+        m = TOKEN.match(text, pos)
+        if not m or m.end() == pos:
+            raise ValueError(f"cannot tokenize at {text[pos:]!r}")
+        pos = m.end()
+        if m.group("num"):
+            out.append(("num", float(m.group("num"))))
+        elif m.group("sym"):
+            sym = m.group("sym").replace("\\", "")
+            out.append(("kw", sym) if sym in ("if", "else") else ("sym", sym))
+        else:
+            out.append(("op", m.group("op")))
+    return out
+
+
+class Parser:
+    def __init__(self, tokens):
+        self.t, self.i = tokens, 0
+
+    def peek(self):
+        return self.t[self.i] if self.i < len(self.t) else (None, None)
+
+    def take(self, kind=None, value=None):
+        tok = self.peek()
+        if (kind and tok[0] != kind) or (value is not None and tok[1] != value):
+            raise ValueError(f"expected {value or kind}, got {tok}")
+        self.i += 1
+        return tok
+
+    def expr(self):  # lowest: X if C else Y
+        value = self.binary(1)
+        if self.peek() == ("kw", "if"):
+            self.take()
+            cond = self.binary(1)
+            self.take("kw", "else")
+            other = self.expr()
+            return ("if", cond, value, other)
+        return value
+
+    def binary(self, level):
+        left = self.unary()
+        while True:
+            kind, op = self.peek()
+            if kind != "op" or op not in BINARY or BINARY[op] < level:
+                return left
+            self.take()
+            right = self.binary(BINARY[op] + 1)
+            left = ("bin", op, left, right)
+
+    def unary(self):
+        kind, value = self.peek()
+        if (kind, value) == ("op", "-"):
+            self.take()
+            return ("neg", self.unary())
+        if (kind, value) == ("op", "("):
+            self.take()
+            inner = self.expr()
+            self.take("op", ")")
+            return inner
+        if kind == "num":
+            self.take()
+            return ("num", value)
+        if kind == "sym":
+            self.take()
+            if self.peek() == ("op", "(") and value in ("d_ratio", "min", "max"):
+                self.take()
+                a = self.expr()
+                self.take("op", ",")
+                b = self.expr()
+                self.take("op", ")")
+                return ("call", value, a, b)
+            return ("sym", value)
+        raise ValueError(f"unexpected {kind} {value}")
+
+
+def parse(text):
+    p = Parser(tokenize(text))
+    tree = p.expr()
+    if p.i != len(p.t):
+        raise ValueError(f"trailing tokens in {text!r}")
+    return tree
+
+
+# --- metrics of a model ------------------------------------------------------------------------
+def load(model_files, unit):
+    metrics = {}
+    for path in model_files:
+        for m in json.load(open(os.path.join(DATA, path))):
+            if unit and m.get("Unit") != unit:
+                continue
+            name = m.get("MetricName") or m.get("ArchStdEvent", "").lower()
+            if not name:
+                continue
+            name = name.lower() if "ArchStdEvent" in m else name
+            merged = dict(metrics.get(name, {}))
+            merged.update({k: v for k, v in m.items() if v is not None})
+            metrics[name] = merged
+    return metrics
+
+
+def rust_ident(name):
+    return "m_" + re.sub(r"[^0-9a-zA-Z_]", "_", name).lower()
+
+
+LOWERCASE_EVENTS = False
+
+
+def event_name(name):
+    """perf's spelling of one event: `pmu@EVENT@` without modifiers is just EVENT; Arm event
+    names are case-insensitive and spelt in lower case, as sysfs has them."""
+    plain = re.fullmatch(r"(?:cpu|cpu_core|cpu_atom)@([^,@]+)@", name)
+    if plain:
+        name = plain.group(1)
+    return name.lower() if LOWERCASE_EVENTS else name
+
+
+def emit(tree, metrics, events, literals):
+    kind = tree[0]
+    if kind == "num":
+        return repr(float(tree[1])) if tree[1] != int(tree[1]) else f"{int(tree[1])}.0"
+    if kind == "neg":
+        return f"(-{emit(tree[1], metrics, events, literals)})"
+    if kind == "sym":
+        name = tree[1]
+        if name in metrics:
+            return rust_ident(name)
+        if name.startswith("#"):
+            literals.add(name)
+            return f"x.literal({json.dumps(name)})"
+        name = event_name(name)
+        events.add(name)
+        return f"x.event({json.dumps(name)})"
+    if kind == "call":
+        a = emit(tree[2], metrics, events, literals)
+        b = emit(tree[3], metrics, events, literals)
+        return {"d_ratio": f"d_ratio({a}, {b})", "min": f"f64::min({a}, {b})",
+                "max": f"f64::max({a}, {b})"}[tree[1]]
+    if kind == "if":
+        c, y, n = (emit(t, metrics, events, literals) for t in tree[1:])
+        return f"(if {c} != 0.0 {{ {y} }} else {{ {n} }})"
+    op, a, b = tree[1], emit(tree[2], metrics, events, literals), emit(tree[3], metrics, events, literals)
+    if op in "<>":
+        return f"truth({a} {op} {b})"
+    if op in "&|":
+        return f"truth(({a} != 0.0) {op}{op} ({b} != 0.0))"
+    if op == "^":
+        return f"truth(({a} != 0.0) != ({b} != 0.0))"
+    return f"({a} {op} {b})"
+
+
+def refs(tree, metrics, out):
+    if tree[0] == "sym" and tree[1] in metrics:
+        out.add(tree[1])
+    for child in tree[1:]:
+        if isinstance(child, tuple):
+            refs(child, metrics, out)
+
+
+def is_percent(expr):
+    return re.match(r"^\(?\s*100 \*", expr) is not None
+
+
+def model_code(name, doc, files, unit, mapping):
+    global LOWERCASE_EVENTS
+    LOWERCASE_EVENTS = all(f.startswith("arm64/") for f in files)
+    metrics = load(files, unit)
+    groups = lambda m: (m.get("MetricGroup") or "").split(";")
+    if mapping is None:
+        wanted = {n: n for n, m in metrics.items()
+                  if {"TopdownL1", "TopdownL2"} & set(groups(m)) and n.startswith("tma_")}
+    else:
+        wanted = mapping
+    trees = {}
+
+    def tree_of(n):
+        if n not in trees:
+            try:
+                trees[n] = parse(metrics[n]["MetricExpr"])
+            except (KeyError, ValueError) as error:
+                raise SystemExit(f"{name}: metric {n}: {error}")
+        return trees[n]
+    thresholds = {n: parse(metrics[n]["MetricThreshold"]) for n in wanted
+                  if metrics[n].get("MetricThreshold")}
+    # Every metric the wanted ones (and their thresholds) reach, in dependency order.
+    order, seen = [], set()
+
+    def visit(n):
+        if n in seen:
+            return
+        seen.add(n)
+        deps = set()
+        refs(tree_of(n), metrics, deps)
+        for d in sorted(deps):
+            visit(d)
+        order.append(n)
+
+    for n in sorted(wanted):
+        visit(n)
+    for n in sorted(thresholds):
+        deps = set()
+        refs(thresholds[n], metrics, deps)
+        for d in sorted(deps):
+            visit(d)
+    events, literals, lines = set(), set(), []
+    for n in order:
+        body = emit(tree_of(n), metrics, events, literals)
+        if is_percent(metrics[n]["MetricExpr"]):
+            body = f"{body} / 100.0"
+        lines.append(f"    let {rust_ident(n)} = {body};")
+    out_values = ", ".join(f'("{wanted[n]}", {rust_ident(n)})' for n in sorted(wanted))
+    out_thresholds = ", ".join(
+        f'("{wanted[n]}", {emit(thresholds[n], metrics, events, literals)} != 0.0)'
+        for n in sorted(thresholds))
+    upper = name.upper()
+    code = [f"/// {doc}.", f"pub fn {name}(x: &dyn Inputs) -> Evaluation {{"]
+    code += lines
+    code += [f"    Evaluation {{", f"        values: vec![{out_values}],",
+             f"        over_threshold: vec![{out_thresholds}],", "    }", "}", ""]
+    code += [f"/// Events {name} reads, as perf names them.",
+             f"pub const {upper}_EVENTS: &[&str] = &[{', '.join(json.dumps(e) for e in sorted(events))}];",
+             "", f"/// Literals {name} needs (`#slots`, `#smt_on`, ...).",
+             f"pub const {upper}_LITERALS: &[&str] = &[{', '.join(json.dumps(l) for l in sorted(literals))}];",
+             ""]
+    return "\n".join(code)
+
+
+def main():
+    print("// @generated by xtask/gen/tma_formulas.py from ../shared/data/linux-pmu-events.")
+    print("// Do not edit: change the generator and run it again (see its doc string).")
+    print("#![allow(clippy::all, clippy::pedantic, unused_parens)]")
+    print()
+    print("use super::inputs::{Evaluation, Inputs, d_ratio, truth};")
+    print()
+    for model in MODELS:
+        print(model_code(*model))
+    print("/// Where each model's formulas come from: metric files (later ones override by")
+    print("/// ArchStdEvent), the PMU unit they are for, and source metric -> node names (empty: the")
+    print("/// TopdownL1/L2 `tma_` metrics keep their names). Read by the cross-check test.")
+    print("pub const SOURCES: &[(&str, &[&str], Option<&str>, &[(&str, &str)])] = &[")
+    for name, _doc, files, unit, mapping in MODELS:
+        pairs = ", ".join(f"({json.dumps(k)}, {json.dumps(v)})" for k, v in sorted((mapping or {}).items()))
+        unit_text = f"Some({json.dumps(unit)})" if unit else "None"
+        print(f"    ({json.dumps(name)}, &[{', '.join(json.dumps(f) for f in files)}], {unit_text}, &[{pairs}]),")
+    print("];")
+    print()
+    print("/// Every generated model: name, description, evaluator, events, literals.")
+    print("pub const MODELS: &[(&str, &str, fn(&dyn Inputs) -> Evaluation, &[&str], &[&str])] = &[")
+    for name, doc, *_ in MODELS:
+        print(f"    ({json.dumps(name)}, {json.dumps(doc)}, {name}, {name.upper()}_EVENTS, {name.upper()}_LITERALS),")
+    print("];")
+
+
+main()
