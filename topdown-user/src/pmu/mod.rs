@@ -3,3 +3,4 @@
 pub mod counter_set;
 pub mod machine;
 pub mod sysfs;
+pub mod topdown_model;
