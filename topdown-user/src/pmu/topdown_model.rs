@@ -198,7 +198,7 @@ mod tests {
         // As perf does: the whole id must match, with the stepping only when the pattern has
         // one (`GenuineIntel-6-55-[01234]`).
         let perf_dir = |cpuid: &str| {
-            let without_stepping = cpuid.rsplitn(2, '-').nth(1).unwrap_or(cpuid);
+            let without_stepping = cpuid.rsplit_once('-').map_or(cpuid, |(head, _)| head);
             rows.iter()
                 .find(|(re, _)| re.is_match(cpuid) || re.is_match(without_stepping))
                 .map(|(_, dir)| dir.clone())
