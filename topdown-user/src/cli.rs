@@ -2,15 +2,86 @@
 
 use std::path::PathBuf;
 
-use clap::{ArgAction, Parser};
+use clap::{ArgAction, Args, Parser, Subcommand};
 
 /// Counters and TopDown per thread, charged in the kernel at every context switch.
 ///
 /// With no target, every thread on the machine is reported. The first line says which counter
 /// set is live and why (e.g. no hardware PMU: software counters only).
 #[derive(Debug, Parser)]
-#[command(name = "topdown-bpf", version, after_help = AFTER_HELP)]
+#[command(name = "topdown-bpf", version, after_help = AFTER_HELP, args_conflicts_with_subcommands = true)]
 pub struct Cli {
+    /// A subcommand; without one, the live per-thread view.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
+    /// The live per-thread view's options.
+    #[command(flatten)]
+    pub stat: StatArgs,
+
+    /// More diagnostics, including the kernel programs' messages (-v, -vv); or set RUST_LOG.
+    /// In reports, also the TopDown nodes under their thresholds.
+    #[arg(short, long, action = ArgAction::Count, global = true)]
+    pub verbose: u8,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// TopDown from `perf stat -x,` output recorded anywhere (like toplev --import).
+    Analyze(AnalyzeArgs),
+}
+
+/// `topdown-bpf analyze`.
+#[derive(Debug, Args)]
+#[command(after_help = ANALYZE_HELP)]
+pub struct AnalyzeArgs {
+    /// The `perf stat -x SEP` output to read (`-` for standard input).
+    #[arg(value_name = "FILE", required_unless_present = "events")]
+    pub file: Option<PathBuf>,
+
+    /// The CPU it was recorded on, perfmon mapfile style (GenuineIntel-6-8F, AuthenticAMD-25-11,
+    /// arm-0x41-0xd40); default: this machine's CPU.
+    #[arg(long, value_name = "VENDOR-FAMILY-MODEL")]
+    pub cpu: Option<String>,
+
+    /// Core PMU on hybrid parts: cpu_core (P-cores, default) or cpu_atom (E-cores).
+    #[arg(long, value_name = "PMU", default_value = "cpu_core")]
+    pub pmu: String,
+
+    /// The recording had SMT on (Skylake-class: per-core inputs).
+    #[arg(long)]
+    pub smt: bool,
+
+    /// Pipeline slots per cycle, for Arm (`caps/slots`); default: the model's width.
+    #[arg(long, value_name = "N")]
+    pub slots: Option<u32>,
+
+    /// TopDown level: 1, or 2 for Level 1 and Level 2.
+    #[arg(long = "td-level", value_name = "LEVEL", default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
+    pub td_level: u8,
+
+    /// Field separator of the file (perf stat -x).
+    #[arg(
+        short = 'x',
+        long = "field-separator",
+        value_name = "SEP",
+        default_value = ","
+    )]
+    pub separator: String,
+
+    /// JSON keyed by perf's metric names, values as fractions 0..1.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Print the `perf stat` command that records what this CPU's model needs, and exit.
+    #[arg(long)]
+    pub events: bool,
+}
+
+/// The live per-thread view.
+#[derive(Debug, Args)]
+pub struct StatArgs {
     /// Report per thread (the default view).
     #[arg(long)]
     pub per_thread: bool,
@@ -61,10 +132,6 @@ pub struct Cli {
     #[arg(short = 'o', long, value_name = "FILE")]
     pub output: Option<PathBuf>,
 
-    /// More diagnostics, including the kernel programs' messages (-v, -vv); or set RUST_LOG.
-    #[arg(short, long, action = ArgAction::Count)]
-    pub verbose: u8,
-
     /// Capacity of the kernel's live-thread map.
     #[arg(long, value_name = "N", default_value_t = 32768)]
     pub max_threads: u32,
@@ -78,4 +145,11 @@ const AFTER_HELP: &str = "\
 Examples:
   sudo topdown-bpf --per-thread                      every thread, refreshing
   sudo topdown-bpf -I 1000 -p 1234                   one block per second for pid 1234
-  sudo topdown-bpf --duration 5 --json -- make -j2   a command's threads, as JSON";
+  sudo topdown-bpf --duration 5 --json -- make -j2   a command's threads, as JSON
+  topdown-bpf analyze --events --cpu GenuineIntel-6-8F   what to record with perf stat
+  topdown-bpf analyze stat.csv --cpu GenuineIntel-6-8F --td-level 2";
+
+const ANALYZE_HELP: &str = "\
+Record with the command `--events` prints, e.g.
+  perf stat -x, -o stat.csv -e '{slots,topdown-retiring,...},INT_MISC.UOP_DROPPING' -a sleep 10
+then: topdown-bpf analyze stat.csv --cpu GenuineIntel-6-8F --td-level 2";

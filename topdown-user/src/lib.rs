@@ -5,9 +5,11 @@
 //! [`attrib`] turns snapshots into per-thread usage for a window of time; [`report`] draws it.
 //! [`pmu`] says what the machine can count and which counter set runs.
 
+pub mod analyze;
 pub mod attrib;
 pub mod cli;
 pub mod collect;
+pub mod import;
 pub mod pmu;
 pub mod preflight;
 pub mod report;

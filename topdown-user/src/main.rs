@@ -3,7 +3,11 @@
 use std::process::ExitCode;
 
 use clap::Parser as _;
-use topdown_user::{cli::Cli, run};
+use topdown_user::{
+    analyze,
+    cli::{Cli, Command},
+    run,
+};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -11,6 +15,15 @@ fn main() -> ExitCode {
     std::panic::set_hook(Box::new(|info| {
         eprintln!("topdown-bpf: internal error: {info} (please report it)");
     }));
+    if let Some(Command::Analyze(args)) = &cli.command {
+        return match analyze::run(args, cli.verbose > 0) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("topdown-bpf: {error:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -21,7 +34,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run::run(cli)) {
+    match runtime.block_on(run::run(cli.stat)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("topdown-bpf: {error:#}");

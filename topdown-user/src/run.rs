@@ -16,7 +16,7 @@ use tokio::{
 
 use crate::{
     attrib::{Attributor, cgroups::CgroupNames, target::Target},
-    cli::Cli,
+    cli::StatArgs,
     collect::{Collector, CollectorOptions},
     pmu::{counter_set::CounterSet, sysfs::SysRoot},
     preflight,
@@ -32,7 +32,7 @@ const EXIT_DRAIN: Duration = Duration::from_millis(100);
 const DEFAULT_REFRESH: Duration = Duration::from_secs(1);
 
 /// Runs the per-thread session the command line describes.
-pub async fn run(cli: Cli) -> Result<()> {
+pub async fn run(cli: StatArgs) -> Result<()> {
     let format = format_of(&cli);
     let sort: SortKey = cli.sort.parse().unwrap_or(SortKey::OnCpu);
     if cli.duration.is_some_and(|d| !(d > 0.0 && d.is_finite())) {
@@ -156,7 +156,7 @@ async fn wait_for(
     }
 }
 
-fn format_of(cli: &Cli) -> Format {
+fn format_of(cli: &StatArgs) -> Format {
     if cli.json {
         Format::Json
     } else if let Some(separator) = &cli.field_separator {

@@ -215,8 +215,8 @@ def emit(tree, metrics, events, literals):
     if kind == "call":
         a = emit(tree[2], metrics, events, literals)
         b = emit(tree[3], metrics, events, literals)
-        return {"d_ratio": f"d_ratio({a}, {b})", "min": f"f64::min({a}, {b})",
-                "max": f"f64::max({a}, {b})"}[tree[1]]
+        return {"d_ratio": f"d_ratio({a}, {b})", "min": f"min({a}, {b})",
+                "max": f"max({a}, {b})"}[tree[1]]
     if kind == "if":
         c, y, n = (emit(t, metrics, events, literals) for t in tree[1:])
         return f"(if {c} != 0.0 {{ {y} }} else {{ {n} }})"
@@ -311,7 +311,7 @@ def main():
     print("// Do not edit: change the generator and run it again (see its doc string).")
     print("#![allow(clippy::all, clippy::pedantic, unused_parens)]")
     print()
-    print("use super::inputs::{Evaluation, Inputs, d_ratio, truth};")
+    print("use super::inputs::{Evaluation, Inputs, d_ratio, max, min, truth};")
     print()
     for model in MODELS:
         print(model_code(*model))

@@ -5,6 +5,7 @@ mod csv;
 mod json;
 pub mod rows;
 mod table;
+pub mod topdown;
 
 use std::io::Write;
 

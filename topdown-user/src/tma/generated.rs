@@ -2,7 +2,7 @@
 // Do not edit: change the generator and run it again (see its doc string).
 #![allow(clippy::all, clippy::pedantic, unused_parens)]
 
-use super::inputs::{Evaluation, Inputs, d_ratio, truth};
+use super::inputs::{Evaluation, Inputs, d_ratio, max, min, truth};
 
 /// Intel Ice Lake / Tiger Lake (PERF_METRICS L1, generic-counter L2).
 pub fn icelake(x: &dyn Inputs) -> Evaluation {
@@ -10,16 +10,16 @@ pub fn icelake(x: &dyn Inputs) -> Evaluation {
     let m_tma_backend_bound = ((x.event("topdown-be-bound") / (((x.event("topdown-fe-bound") + x.event("topdown-bad-spec")) + x.event("topdown-retiring")) + x.event("topdown-be-bound"))) + ((5.0 * x.event("cpu@INT_MISC.RECOVERY_CYCLES,cmask=1,edge@")) / m_tma_info_thread_slots));
     let m_tma_frontend_bound = ((x.event("topdown-fe-bound") / (((x.event("topdown-fe-bound") + x.event("topdown-bad-spec")) + x.event("topdown-retiring")) + x.event("topdown-be-bound"))) - (x.event("INT_MISC.UOP_DROPPING") / m_tma_info_thread_slots));
     let m_tma_retiring = ((x.event("topdown-retiring") / (((x.event("topdown-fe-bound") + x.event("topdown-bad-spec")) + x.event("topdown-retiring")) + x.event("topdown-be-bound"))) + (0.0 * m_tma_info_thread_slots));
-    let m_tma_bad_speculation = f64::max((1.0 - ((m_tma_frontend_bound + m_tma_backend_bound) + m_tma_retiring)), 0.0);
+    let m_tma_bad_speculation = max((1.0 - ((m_tma_frontend_bound + m_tma_backend_bound) + m_tma_retiring)), 0.0);
     let m_tma_branch_mispredicts = ((x.event("BR_MISP_RETIRED.ALL_BRANCHES") / (x.event("BR_MISP_RETIRED.ALL_BRANCHES") + x.event("MACHINE_CLEARS.COUNT"))) * m_tma_bad_speculation);
     let m_tma_memory_bound = (((x.event("CYCLE_ACTIVITY.STALLS_MEM_ANY") + x.event("EXE_ACTIVITY.BOUND_ON_STORES")) / ((x.event("CYCLE_ACTIVITY.STALLS_TOTAL") + (x.event("EXE_ACTIVITY.1_PORTS_UTIL") + (m_tma_retiring * x.event("EXE_ACTIVITY.2_PORTS_UTIL")))) + x.event("EXE_ACTIVITY.BOUND_ON_STORES"))) * m_tma_backend_bound);
-    let m_tma_core_bound = f64::max(0.0, (m_tma_backend_bound - m_tma_memory_bound));
+    let m_tma_core_bound = max(0.0, (m_tma_backend_bound - m_tma_memory_bound));
     let m_tma_fetch_latency = (((5.0 * x.event("IDQ_UOPS_NOT_DELIVERED.CYCLES_0_UOPS_DELIV.CORE")) - x.event("INT_MISC.UOP_DROPPING")) / m_tma_info_thread_slots);
-    let m_tma_fetch_bandwidth = f64::max(0.0, (m_tma_frontend_bound - m_tma_fetch_latency));
+    let m_tma_fetch_bandwidth = max(0.0, (m_tma_frontend_bound - m_tma_fetch_latency));
     let m_tma_microcode_sequencer = ((((m_tma_retiring * m_tma_info_thread_slots) / x.event("UOPS_ISSUED.ANY")) * x.event("IDQ.MS_UOPS")) / m_tma_info_thread_slots);
     let m_tma_heavy_operations = (m_tma_microcode_sequencer + ((m_tma_retiring * (x.event("UOPS_DECODED.DEC0") - x.event("cpu@UOPS_DECODED.DEC0,cmask=1@"))) / x.event("IDQ.MITE_UOPS")));
-    let m_tma_light_operations = f64::max(0.0, (m_tma_retiring - m_tma_heavy_operations));
-    let m_tma_machine_clears = f64::max(0.0, (m_tma_bad_speculation - m_tma_branch_mispredicts));
+    let m_tma_light_operations = max(0.0, (m_tma_retiring - m_tma_heavy_operations));
+    let m_tma_machine_clears = max(0.0, (m_tma_bad_speculation - m_tma_branch_mispredicts));
     let m_tma_info_thread_clks = x.event("CPU_CLK_UNHALTED.THREAD");
     let m_tma_info_thread_ipc = (x.event("INST_RETIRED.ANY") / m_tma_info_thread_clks);
     Evaluation {
@@ -40,15 +40,15 @@ pub fn sapphirerapids(x: &dyn Inputs) -> Evaluation {
     let m_tma_backend_bound = ((x.event("topdown-be-bound") / (((x.event("topdown-fe-bound") + x.event("topdown-bad-spec")) + x.event("topdown-retiring")) + x.event("topdown-be-bound"))) + (0.0 * m_tma_info_slots));
     let m_tma_frontend_bound = ((x.event("topdown-fe-bound") / (((x.event("topdown-fe-bound") + x.event("topdown-bad-spec")) + x.event("topdown-retiring")) + x.event("topdown-be-bound"))) - (x.event("INT_MISC.UOP_DROPPING") / m_tma_info_slots));
     let m_tma_retiring = ((x.event("topdown-retiring") / (((x.event("topdown-fe-bound") + x.event("topdown-bad-spec")) + x.event("topdown-retiring")) + x.event("topdown-be-bound"))) + (0.0 * m_tma_info_slots));
-    let m_tma_bad_speculation = f64::max((1.0 - ((m_tma_frontend_bound + m_tma_backend_bound) + m_tma_retiring)), 0.0);
+    let m_tma_bad_speculation = max((1.0 - ((m_tma_frontend_bound + m_tma_backend_bound) + m_tma_retiring)), 0.0);
     let m_tma_branch_mispredicts = ((x.event("topdown-br-mispredict") / (((x.event("topdown-fe-bound") + x.event("topdown-bad-spec")) + x.event("topdown-retiring")) + x.event("topdown-be-bound"))) + (0.0 * m_tma_info_slots));
     let m_tma_memory_bound = ((x.event("topdown-mem-bound") / (((x.event("topdown-fe-bound") + x.event("topdown-bad-spec")) + x.event("topdown-retiring")) + x.event("topdown-be-bound"))) + (0.0 * m_tma_info_slots));
-    let m_tma_core_bound = f64::max(0.0, (m_tma_backend_bound - m_tma_memory_bound));
+    let m_tma_core_bound = max(0.0, (m_tma_backend_bound - m_tma_memory_bound));
     let m_tma_fetch_latency = ((x.event("topdown-fetch-lat") / (((x.event("topdown-fe-bound") + x.event("topdown-bad-spec")) + x.event("topdown-retiring")) + x.event("topdown-be-bound"))) - (x.event("INT_MISC.UOP_DROPPING") / m_tma_info_slots));
-    let m_tma_fetch_bandwidth = f64::max(0.0, (m_tma_frontend_bound - m_tma_fetch_latency));
+    let m_tma_fetch_bandwidth = max(0.0, (m_tma_frontend_bound - m_tma_fetch_latency));
     let m_tma_heavy_operations = ((x.event("topdown-heavy-ops") / (((x.event("topdown-fe-bound") + x.event("topdown-bad-spec")) + x.event("topdown-retiring")) + x.event("topdown-be-bound"))) + (0.0 * m_tma_info_slots));
-    let m_tma_light_operations = f64::max(0.0, (m_tma_retiring - m_tma_heavy_operations));
-    let m_tma_machine_clears = f64::max(0.0, (m_tma_bad_speculation - m_tma_branch_mispredicts));
+    let m_tma_light_operations = max(0.0, (m_tma_retiring - m_tma_heavy_operations));
+    let m_tma_machine_clears = max(0.0, (m_tma_bad_speculation - m_tma_branch_mispredicts));
     let m_tma_info_clks = x.event("CPU_CLK_UNHALTED.THREAD");
     let m_tma_info_ipc = (x.event("INST_RETIRED.ANY") / m_tma_info_clks);
     Evaluation {
@@ -69,15 +69,15 @@ pub fn alderlake_core(x: &dyn Inputs) -> Evaluation {
     let m_tma_backend_bound = ((x.event("topdown-be-bound") / (((x.event("topdown-fe-bound") + x.event("topdown-bad-spec")) + x.event("topdown-retiring")) + x.event("topdown-be-bound"))) + (0.0 * m_tma_info_thread_slots));
     let m_tma_frontend_bound = ((x.event("topdown-fe-bound") / (((x.event("topdown-fe-bound") + x.event("topdown-bad-spec")) + x.event("topdown-retiring")) + x.event("topdown-be-bound"))) - (x.event("INT_MISC.UOP_DROPPING") / m_tma_info_thread_slots));
     let m_tma_retiring = ((x.event("topdown-retiring") / (((x.event("topdown-fe-bound") + x.event("topdown-bad-spec")) + x.event("topdown-retiring")) + x.event("topdown-be-bound"))) + (0.0 * m_tma_info_thread_slots));
-    let m_tma_bad_speculation = f64::max((1.0 - ((m_tma_frontend_bound + m_tma_backend_bound) + m_tma_retiring)), 0.0);
+    let m_tma_bad_speculation = max((1.0 - ((m_tma_frontend_bound + m_tma_backend_bound) + m_tma_retiring)), 0.0);
     let m_tma_branch_mispredicts = ((x.event("topdown-br-mispredict") / (((x.event("topdown-fe-bound") + x.event("topdown-bad-spec")) + x.event("topdown-retiring")) + x.event("topdown-be-bound"))) + (0.0 * m_tma_info_thread_slots));
     let m_tma_memory_bound = ((x.event("topdown-mem-bound") / (((x.event("topdown-fe-bound") + x.event("topdown-bad-spec")) + x.event("topdown-retiring")) + x.event("topdown-be-bound"))) + (0.0 * m_tma_info_thread_slots));
-    let m_tma_core_bound = f64::max(0.0, (m_tma_backend_bound - m_tma_memory_bound));
+    let m_tma_core_bound = max(0.0, (m_tma_backend_bound - m_tma_memory_bound));
     let m_tma_fetch_latency = ((x.event("topdown-fetch-lat") / (((x.event("topdown-fe-bound") + x.event("topdown-bad-spec")) + x.event("topdown-retiring")) + x.event("topdown-be-bound"))) - (x.event("INT_MISC.UOP_DROPPING") / m_tma_info_thread_slots));
-    let m_tma_fetch_bandwidth = f64::max(0.0, (m_tma_frontend_bound - m_tma_fetch_latency));
+    let m_tma_fetch_bandwidth = max(0.0, (m_tma_frontend_bound - m_tma_fetch_latency));
     let m_tma_heavy_operations = ((x.event("topdown-heavy-ops") / (((x.event("topdown-fe-bound") + x.event("topdown-bad-spec")) + x.event("topdown-retiring")) + x.event("topdown-be-bound"))) + (0.0 * m_tma_info_thread_slots));
-    let m_tma_light_operations = f64::max(0.0, (m_tma_retiring - m_tma_heavy_operations));
-    let m_tma_machine_clears = f64::max(0.0, (m_tma_bad_speculation - m_tma_branch_mispredicts));
+    let m_tma_light_operations = max(0.0, (m_tma_retiring - m_tma_heavy_operations));
+    let m_tma_machine_clears = max(0.0, (m_tma_bad_speculation - m_tma_branch_mispredicts));
     let m_tma_info_thread_clks = x.event("CPU_CLK_UNHALTED.THREAD");
     let m_tma_info_thread_ipc = (x.event("INST_RETIRED.ANY") / m_tma_info_thread_clks);
     Evaluation {
@@ -103,8 +103,8 @@ pub fn alderlake_atom(x: &dyn Inputs) -> Evaluation {
     let m_tma_branch_mispredicts = (x.event("TOPDOWN_BAD_SPECULATION.MISPREDICT") / m_tma_info_core_slots);
     let m_tma_mem_scheduler = (x.event("TOPDOWN_BE_BOUND.MEM_SCHEDULER") / m_tma_info_core_slots);
     let m_tma_store_bound = (m_tma_mem_scheduler * (x.event("MEM_SCHEDULER_BLOCK.ST_BUF") / x.event("MEM_SCHEDULER_BLOCK.ALL")));
-    let m_tma_memory_bound = f64::min((x.event("TOPDOWN_BE_BOUND.ALL") / m_tma_info_core_slots), ((x.event("LD_HEAD.ANY_AT_RET") / m_tma_info_core_clks) + m_tma_store_bound));
-    let m_tma_core_bound = f64::max(0.0, (m_tma_backend_bound - m_tma_memory_bound));
+    let m_tma_memory_bound = min((x.event("TOPDOWN_BE_BOUND.ALL") / m_tma_info_core_slots), ((x.event("LD_HEAD.ANY_AT_RET") / m_tma_info_core_clks) + m_tma_store_bound));
+    let m_tma_core_bound = max(0.0, (m_tma_backend_bound - m_tma_memory_bound));
     let m_tma_fetch_bandwidth = (x.event("TOPDOWN_FE_BOUND.FRONTEND_BANDWIDTH") / m_tma_info_core_slots);
     let m_tma_fetch_latency = (x.event("TOPDOWN_FE_BOUND.FRONTEND_LATENCY") / m_tma_info_core_slots);
     let m_tma_frontend_bound = (x.event("TOPDOWN_FE_BOUND.ALL") / m_tma_info_core_slots);

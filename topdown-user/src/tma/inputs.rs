@@ -27,6 +27,25 @@ pub fn d_ratio(numerator: f64, denominator: f64) -> f64 {
     }
 }
 
+/// perf's `max`, except that an unmeasured (NaN) input makes the result unmeasured too:
+/// `f64::max` would quietly pick the other side and print a number nobody measured.
+pub fn max(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.max(b)
+    }
+}
+
+/// perf's `min`, NaN-propagating like [`max`].
+pub fn min(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.min(b)
+    }
+}
+
 /// perf's truth values: comparisons and logic yield 1 or 0.
 pub fn truth(condition: bool) -> f64 {
     if condition { 1.0 } else { 0.0 }

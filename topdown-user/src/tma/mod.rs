@@ -10,6 +10,7 @@
 pub mod generated;
 pub mod inputs;
 pub mod node;
+pub mod spelling;
 
 use anyhow::{Result, bail};
 

@@ -1,0 +1,165 @@
+//! `topdown-bpf analyze`: TopDown from `perf stat -x` output recorded on any machine (toplev's
+//! `--import`), and the `perf stat` command that records what a CPU's model needs.
+
+use std::{
+    cell::RefCell,
+    collections::{BTreeSet, HashMap},
+    io::Read as _,
+};
+
+use anyhow::{Context as _, Result, bail};
+use serde_json::json;
+
+use crate::{
+    cli::AnalyzeArgs,
+    import::perf_stat_csv::{self, PerfStatCounts},
+    pmu::{
+        machine::{CpuId, Machine},
+        sysfs::SysRoot,
+        topdown_model::{Selection, select},
+    },
+    report::topdown,
+    tma::{
+        Model,
+        inputs::Inputs,
+        spelling::{formula_name, perf_event_list},
+    },
+};
+
+/// Runs `analyze` as the arguments say.
+pub fn run(args: &AnalyzeArgs, verbose: bool) -> Result<()> {
+    let cpu: CpuId = match &args.cpu {
+        Some(text) => text.parse()?,
+        None => Machine::read(&SysRoot::host())?.cpu,
+    };
+    let model = model_for(&cpu, &args.pmu, args.smt)?;
+    if args.events {
+        println!(
+            "perf stat -x, -o stat.csv -e '{}' -a -- sleep 10",
+            perf_event_list(model.events)
+        );
+        println!(
+            "topdown-bpf analyze stat.csv --cpu {cpu} --td-level 2   # model {}: {}",
+            model.name, model.description
+        );
+        return Ok(());
+    }
+    let path = args
+        .file
+        .as_deref()
+        .context("name the perf stat -x output to analyze")?;
+    let text = if path.as_os_str() == "-" {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .context("reading standard input")?;
+        text
+    } else {
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?
+    };
+    let counts = perf_stat_csv::parse(&text, &args.separator)
+        .with_context(|| format!("{}", path.display()))?;
+    let inputs = Recorded::new(&counts, &cpu, args);
+    let td = model.evaluate(&inputs, args.td_level);
+    let missing: Vec<String> = inputs.missing.borrow().iter().cloned().collect();
+    let measured: Vec<_> = td.nodes.iter().filter(|n| n.value.is_finite()).collect();
+    if measured.is_empty() {
+        bail!(
+            "no Level {} node can be computed from {}: missing events {}; record them with the \
+             command `topdown-bpf analyze --events --cpu {cpu}` prints",
+            args.td_level,
+            path.display(),
+            missing.join(", ")
+        );
+    }
+    let mut td = td;
+    td.nodes.retain(|n| n.value.is_finite());
+    let min_run = counts
+        .events
+        .values()
+        .map(|c| c.min_run_percent)
+        .fold(100.0, f64::min);
+    if args.json {
+        let doc = json!({
+            "cpu": cpu.to_string(),
+            "model": model.name,
+            "td_level": args.td_level,
+            "nodes": topdown::values_json(&td),
+            "bottleneck": td.bottleneck,
+            "over_threshold": td.nodes.iter().filter(|n| n.over_threshold).map(|n| n.node.name).collect::<Vec<_>>(),
+            "missing_events": missing,
+            "min_run_percent": min_run,
+        });
+        println!("{doc}");
+    } else {
+        println!(
+            "TopDown of {} (CPU {cpu}, model {}: {})",
+            path.display(),
+            model.name,
+            model.description
+        );
+        print!("{}", topdown::tree(&td, verbose));
+        if min_run < 100.0 {
+            println!(
+                "some events counted only {min_run:.1} % of the time (multiplexed; perf scaled them)"
+            );
+        }
+        if !missing.is_empty() {
+            println!("not computed: nodes that need {}", missing.join(", "));
+        }
+    }
+    Ok(())
+}
+
+fn model_for(cpu: &CpuId, pmu: &str, smt: bool) -> Result<Model> {
+    match select(cpu, pmu, smt) {
+        Selection::Model(name) => Model::named(name),
+        Selection::PerCoreOnly => Model::named("skylake_smt"),
+        Selection::Unsupported(why) => bail!("{why}"),
+    }
+}
+
+/// Counts from the file, by formula name; events it lacks read as NaN and are remembered, so
+/// every node that needs them is left out rather than guessed.
+struct Recorded {
+    counts: HashMap<String, f64>,
+    literals: HashMap<&'static str, f64>,
+    missing: RefCell<BTreeSet<String>>,
+}
+
+impl Recorded {
+    fn new(file: &PerfStatCounts, cpu: &CpuId, args: &AnalyzeArgs) -> Self {
+        let arm = matches!(cpu, CpuId::Arm { .. });
+        let counts = file
+            .events
+            .iter()
+            .map(|(name, count)| (formula_name(name, arm), count.value))
+            .collect();
+        let default_slots = match cpu {
+            CpuId::Arm { part: 0xd49, .. } => 5,
+            _ => 8,
+        };
+        let literals = HashMap::from([
+            ("#slots", f64::from(args.slots.unwrap_or(default_slots))),
+            ("#smt_on", if args.smt { 1.0 } else { 0.0 }),
+        ]);
+        Self {
+            counts,
+            literals,
+            missing: RefCell::default(),
+        }
+    }
+}
+
+impl Inputs for Recorded {
+    fn event(&self, name: &str) -> f64 {
+        self.counts.get(name).copied().unwrap_or_else(|| {
+            self.missing.borrow_mut().insert(name.to_owned());
+            f64::NAN
+        })
+    }
+
+    fn literal(&self, name: &str) -> f64 {
+        self.literals.get(name).copied().unwrap_or(f64::NAN)
+    }
+}

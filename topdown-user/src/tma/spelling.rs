@@ -1,0 +1,104 @@
+//! perf's spellings of one event, as the model formulas name it and as `perf stat -e` takes it.
+//!
+//! The formulas use pmu-events spelling: `topdown-fe-bound`, `TOPDOWN.SLOTS`,
+//! `INT_MISC.UOP_DROPPING`, `cpu@INT_MISC.RECOVERY_CYCLES,cmask=1,edge@`. On a command line and
+//! in `perf stat -x` output the same events read `slots`, `cpu/INT_MISC...,cmask=1,edge/`,
+//! `cpu_core/topdown-fe-bound/`, `cycles:u`.
+
+/// The formula spelling of an event perf wrote as `perf_name`; Arm names are lower-cased.
+pub fn formula_name(perf_name: &str, arm: bool) -> String {
+    let mut name = perf_name.trim().to_owned();
+    if let Some((pmu, rest)) = name.split_once('/')
+        && let Some((inner, _modifiers)) = rest.rsplit_once('/')
+    {
+        name = if inner.contains(',') {
+            format!("{pmu}@{inner}@")
+        } else {
+            inner.to_owned()
+        };
+    } else if let Some((event, modifiers)) = name.rsplit_once(':')
+        && !event.contains('@')
+        && modifiers.chars().all(|c| c.is_ascii_alphabetic())
+    {
+        name = event.to_owned();
+    }
+    if name == "slots" {
+        name = "TOPDOWN.SLOTS".to_owned();
+    }
+    if arm { name.to_lowercase() } else { name }
+}
+
+/// The `perf stat -e` list that records `events` (formula spellings): PERF_METRICS events in
+/// one group led by `slots`, the rest one by one (perf and the kernel multiplex them).
+pub fn perf_event_list(events: &[&str]) -> String {
+    let metrics: Vec<&str> = events
+        .iter()
+        .copied()
+        .filter(|e| e.starts_with("topdown-"))
+        .collect();
+    let mut list = Vec::new();
+    if !metrics.is_empty() {
+        list.push(format!("{{slots,{}}}", metrics.join(",")));
+    }
+    for event in events {
+        if event.starts_with("topdown-") || (*event == "TOPDOWN.SLOTS" && !metrics.is_empty()) {
+            continue;
+        }
+        list.push(match event.split_once('@') {
+            Some((pmu, rest)) => format!("{pmu}/{}/", rest.trim_end_matches('@')),
+            None => (*event).to_owned(),
+        });
+    }
+    list.join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn perf_spellings_map_to_formula_names() {
+        assert_eq!(formula_name("slots", false), "TOPDOWN.SLOTS");
+        assert_eq!(
+            formula_name("cpu_core/topdown-fe-bound/", false),
+            "topdown-fe-bound"
+        );
+        assert_eq!(
+            formula_name("cpu/INT_MISC.RECOVERY_CYCLES,cmask=1,edge/", false),
+            "cpu@INT_MISC.RECOVERY_CYCLES,cmask=1,edge@"
+        );
+        assert_eq!(formula_name("cycles:u", false), "cycles");
+        assert_eq!(
+            formula_name("INT_MISC.UOP_DROPPING", false),
+            "INT_MISC.UOP_DROPPING"
+        );
+        assert_eq!(
+            formula_name("armv8_pmuv3_0/STALL_SLOT/", true),
+            "stall_slot"
+        );
+    }
+
+    #[test]
+    fn event_lists_group_perf_metrics_under_slots() {
+        let list = perf_event_list(&[
+            "INT_MISC.UOP_DROPPING",
+            "TOPDOWN.SLOTS",
+            "cpu@INT_MISC.RECOVERY_CYCLES,cmask=1,edge@",
+            "topdown-bad-spec",
+            "topdown-fe-bound",
+        ]);
+        assert_eq!(
+            list,
+            "{slots,topdown-bad-spec,topdown-fe-bound},INT_MISC.UOP_DROPPING,\
+             cpu/INT_MISC.RECOVERY_CYCLES,cmask=1,edge/"
+        );
+        // Every listed event reads back to the formula name it came from.
+        for perf in [
+            "slots",
+            "INT_MISC.UOP_DROPPING",
+            "cpu/INT_MISC.RECOVERY_CYCLES,cmask=1,edge/",
+        ] {
+            assert!(!formula_name(perf, false).contains('/'));
+        }
+    }
+}
