@@ -172,6 +172,28 @@ fn unknown_pid_and_unwritable_output_are_one_line_errors() {
 }
 
 #[test]
+fn topdown_without_a_hardware_pmu_is_one_clear_line() {
+    let has_pmu = ["cpu", "cpu_core", "armv8_pmuv3_0"].iter().any(|pmu| {
+        std::path::Path::new("/sys/bus/event_source/devices")
+            .join(pmu)
+            .exists()
+    });
+    if has_pmu {
+        eprintln!("SKIPPED topdown_without_a_hardware_pmu: this machine has a hardware PMU");
+        return;
+    }
+    let output = topdown()
+        .args(["--per-thread", "--td-level", "1"])
+        .output()
+        .unwrap();
+    assert_one_line_error(&output, "needs a hardware PMU and this machine has none");
+    assert!(
+        output.stdout.is_empty(),
+        "nothing printed on stdout, no number"
+    );
+}
+
+#[test]
 fn without_privileges_it_says_what_to_do() {
     if !privileged("without_privileges_it_says_what_to_do") {
         return;

@@ -44,6 +44,28 @@ fn tma_formulas_are_generated_from_the_data() {
     );
 }
 
+#[test]
+fn event_encodings_are_generated_from_the_data() {
+    let root = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+    let output = Command::new("python3")
+        .arg(root.join("xtask/gen/event_encodings.py"))
+        .arg(data_dir())
+        .output()
+        .expect("python3 runs the generator");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let checked_in =
+        std::fs::read_to_string(root.join("topdown-user/src/pmu/generated_events.rs")).unwrap();
+    assert!(
+        String::from_utf8_lossy(&output.stdout) == checked_in,
+        "topdown-user/src/pmu/generated_events.rs is stale: run python3 \
+         xtask/gen/event_encodings.py > it"
+    );
+}
+
 /// Metrics of a model as perf merges them: later files override by `ArchStdEvent`.
 fn metrics(files: &[&str], unit: Option<&str>) -> HashMap<String, Value> {
     let mut merged: HashMap<String, Value> = HashMap::new();

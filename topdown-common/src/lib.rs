@@ -12,5 +12,5 @@ pub mod thread;
 
 /// How many counters one counter set may hold per CPU. The kernel program reads the counter
 /// of slot `cpu * MAX_COUNTERS + i` for `i < nr_counters`; TopDown sets need up to 9
-/// (slots, 8 metrics) plus the on-CPU clock.
-pub const MAX_COUNTERS: usize = 12;
+/// (slots, 8 metrics) plus the on-CPU clock, and Sapphire Rapids Level 2 with its thresholds 13.
+pub const MAX_COUNTERS: usize = 16;

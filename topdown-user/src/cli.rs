@@ -132,6 +132,10 @@ pub struct StatArgs {
     #[arg(short = 'o', long, value_name = "FILE")]
     pub output: Option<PathBuf>,
 
+    /// TopDown per thread down to this level (1 or 2); needs a hardware PMU.
+    #[arg(long = "td-level", value_name = "LEVEL", value_parser = clap::value_parser!(u8).range(1..=2))]
+    pub td_level: Option<u8>,
+
     /// Capacity of the kernel's live-thread map.
     #[arg(long, value_name = "N", default_value_t = 32768)]
     pub max_threads: u32,

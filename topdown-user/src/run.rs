@@ -18,7 +18,12 @@ use crate::{
     attrib::{Attributor, cgroups::CgroupNames, target::Target},
     cli::StatArgs,
     collect::{Collector, CollectorOptions},
-    pmu::{counter_set::CounterSet, sysfs::SysRoot},
+    pmu::{
+        counter_set::CounterSet,
+        machine::Machine,
+        sysfs::SysRoot,
+        topdown_model::{Selection, select},
+    },
     preflight,
     report::{
         Format, Renderer,
@@ -38,7 +43,11 @@ pub async fn run(cli: StatArgs) -> Result<()> {
     if cli.duration.is_some_and(|d| !(d > 0.0 && d.is_finite())) {
         bail!("--duration must be a positive number of seconds");
     }
-    let set = CounterSet::for_machine(&SysRoot::host())?;
+    let sys = SysRoot::host();
+    if let Some(level) = cli.td_level {
+        topdown_unavailable(&Machine::read(&sys)?, level)?;
+    }
+    let set = CounterSet::for_machine(&sys)?;
     sort.validate(&set)?;
     let target = if !cli.pids.is_empty() {
         Target::Pids(cli.pids.clone())
@@ -140,6 +149,30 @@ fn spawn_followed(argv: &[String], collector: &mut Collector) -> Result<(u32, Ch
         .id()
         .context("the command exited before it could be watched")?;
     Ok((pid, child))
+}
+
+/// Why TopDown cannot run here: there is no hardware PMU, or no model for its CPU, or (for now)
+/// the live TopDown sets are not wired to the collector yet. Never a made-up number.
+fn topdown_unavailable(machine: &Machine, level: u8) -> Result<()> {
+    let Some(pmu) = machine.core_pmus.first() else {
+        bail!(
+            "--td-level {level} needs a hardware PMU and this machine has none (a VM without a \
+             virtual PMU?): run without --td-level for the software counters, or record \
+             `perf stat` on the target machine and read it with `topdown-bpf analyze`"
+        );
+    };
+    match select(&machine.cpu, &pmu.name, machine.smt_active) {
+        Selection::Unsupported(why) => bail!("--td-level: {why}"),
+        Selection::PerCoreOnly => bail!(
+            "--td-level: on this Skylake-class CPU with SMT on, the TopDown inputs count per \
+             core, so per-thread TopDown would be wrong; per-core mode is not built yet"
+        ),
+        Selection::Model(model) => bail!(
+            "--td-level: model `{model}` fits this CPU, but live TopDown counter sets are not \
+             wired to the collector yet: record `perf stat` (see `topdown-bpf analyze --events`) \
+             and use `topdown-bpf analyze`"
+        ),
+    }
 }
 
 fn far_future() -> tokio::time::Instant {

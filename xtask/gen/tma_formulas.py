@@ -185,6 +185,8 @@ def rust_ident(name):
 
 
 LOWERCASE_EVENTS = False
+L1_NODES = {"tma_frontend_bound", "tma_bad_speculation", "tma_backend_bound", "tma_retiring",
+            "tma_smt_contention", "tma_backend_bound_aux"}
 
 
 def event_name(name):
@@ -283,6 +285,32 @@ def model_code(name, doc, files, unit, mapping):
         refs(thresholds[n], metrics, deps)
         for d in sorted(deps):
             visit(d)
+    # Events each node needs (through the metrics and thresholds it references), so a live
+    # counter set can hold only what the requested level uses.
+    def events_of(tree, acc, seen_metrics):
+        if tree[0] == "sym":
+            if tree[1] in metrics:
+                if tree[1] not in seen_metrics:
+                    seen_metrics.add(tree[1])
+                    events_of(tree_of(tree[1]), acc, seen_metrics)
+            elif not tree[1].startswith("#"):
+                acc.add(event_name(tree[1]))
+        for child in tree[1:]:
+            if isinstance(child, tuple):
+                events_of(child, acc, seen_metrics)
+
+    level_events = {1: set(), 2: set()}
+    for n in wanted:
+        level = 1 if wanted[n] in L1_NODES else 2
+        acc = set()
+        events_of(tree_of(n), acc, set())
+        for at in range(level, 3):
+            level_events[at] |= acc
+        # Thresholds may reach deeper nodes (ICL: retiring's looks at heavy operations): their
+        # events count only at Level 2; at Level 1 a missing one reads as "not over".
+        if n in thresholds:
+            events_of(thresholds[n], level_events[2], set())
+
     events, literals, lines = set(), set(), []
     for n in order:
         body = emit(tree_of(n), metrics, events, literals)
@@ -300,6 +328,8 @@ def model_code(name, doc, files, unit, mapping):
              f"        over_threshold: vec![{out_thresholds}],", "    }", "}", ""]
     code += [f"/// Events {name} reads, as perf names them.",
              f"pub const {upper}_EVENTS: &[&str] = &[{', '.join(json.dumps(e) for e in sorted(events))}];",
+             "", f"/// Events {name} needs for the values of its Level 1 nodes.",
+             f"pub const {upper}_L1_EVENTS: &[&str] = &[{', '.join(json.dumps(e) for e in sorted(level_events[1]))}];",
              "", f"/// Literals {name} needs (`#slots`, `#smt_on`, ...).",
              f"pub const {upper}_LITERALS: &[&str] = &[{', '.join(json.dumps(l) for l in sorted(literals))}];",
              ""]
@@ -325,10 +355,12 @@ def main():
         print(f"    ({json.dumps(name)}, &[{', '.join(json.dumps(f) for f in files)}], {unit_text}, &[{pairs}]),")
     print("];")
     print()
-    print("/// Every generated model: name, description, evaluator, events, literals.")
-    print("pub const MODELS: &[(&str, &str, fn(&dyn Inputs) -> Evaluation, &[&str], &[&str])] = &[")
+    print("/// Every generated model: name, description, evaluator, events (all levels), Level 1")
+    print("/// events, literals.")
+    print("pub const MODELS: &[(&str, &str, fn(&dyn Inputs) -> Evaluation, &[&str], &[&str], &[&str])] = &[")
     for name, doc, *_ in MODELS:
-        print(f"    ({json.dumps(name)}, {json.dumps(doc)}, {name}, {name.upper()}_EVENTS, {name.upper()}_LITERALS),")
+        u = name.upper()
+        print(f"    ({json.dumps(name)}, {json.dumps(doc)}, {name}, {u}_EVENTS, {u}_L1_EVENTS, {u}_LITERALS),")
     print("];")
 
 

@@ -126,9 +126,14 @@ impl Machine {
                 .ok()
                 .map(|list| parse_cpu_list(&list))
                 .transpose()?;
+            // Arm prints it as 0x%08x.
             let slots = fs::read_to_string(dir.join("caps/slots"))
                 .ok()
-                .and_then(|s| s.trim().parse().ok());
+                .and_then(|s| {
+                    let s = s.trim();
+                    s.strip_prefix("0x")
+                        .map_or_else(|| s.parse().ok(), |hex| u32::from_str_radix(hex, 16).ok())
+                });
             core_pmus.push(CorePmu { name, cpus, slots });
         }
         Ok(Self {

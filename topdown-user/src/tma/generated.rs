@@ -31,6 +31,9 @@ pub fn icelake(x: &dyn Inputs) -> Evaluation {
 /// Events icelake reads, as perf names them.
 pub const ICELAKE_EVENTS: &[&str] = &["BR_MISP_RETIRED.ALL_BRANCHES", "CPU_CLK_UNHALTED.THREAD", "CYCLE_ACTIVITY.STALLS_MEM_ANY", "CYCLE_ACTIVITY.STALLS_TOTAL", "EXE_ACTIVITY.1_PORTS_UTIL", "EXE_ACTIVITY.2_PORTS_UTIL", "EXE_ACTIVITY.BOUND_ON_STORES", "IDQ.MITE_UOPS", "IDQ.MS_UOPS", "IDQ_UOPS_NOT_DELIVERED.CYCLES_0_UOPS_DELIV.CORE", "INST_RETIRED.ANY", "INT_MISC.UOP_DROPPING", "MACHINE_CLEARS.COUNT", "TOPDOWN.SLOTS", "UOPS_DECODED.DEC0", "UOPS_ISSUED.ANY", "cpu@INT_MISC.RECOVERY_CYCLES,cmask=1,edge@", "cpu@UOPS_DECODED.DEC0,cmask=1@", "topdown-bad-spec", "topdown-be-bound", "topdown-fe-bound", "topdown-retiring"];
 
+/// Events icelake needs for the values of its Level 1 nodes.
+pub const ICELAKE_L1_EVENTS: &[&str] = &["INT_MISC.UOP_DROPPING", "TOPDOWN.SLOTS", "cpu@INT_MISC.RECOVERY_CYCLES,cmask=1,edge@", "topdown-bad-spec", "topdown-be-bound", "topdown-fe-bound", "topdown-retiring"];
+
 /// Literals icelake needs (`#slots`, `#smt_on`, ...).
 pub const ICELAKE_LITERALS: &[&str] = &[];
 
@@ -60,6 +63,9 @@ pub fn sapphirerapids(x: &dyn Inputs) -> Evaluation {
 /// Events sapphirerapids reads, as perf names them.
 pub const SAPPHIRERAPIDS_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.THREAD", "INST_RETIRED.ANY", "INT_MISC.UOP_DROPPING", "TOPDOWN.SLOTS", "topdown-bad-spec", "topdown-be-bound", "topdown-br-mispredict", "topdown-fe-bound", "topdown-fetch-lat", "topdown-heavy-ops", "topdown-mem-bound", "topdown-retiring"];
 
+/// Events sapphirerapids needs for the values of its Level 1 nodes.
+pub const SAPPHIRERAPIDS_L1_EVENTS: &[&str] = &["INT_MISC.UOP_DROPPING", "TOPDOWN.SLOTS", "topdown-bad-spec", "topdown-be-bound", "topdown-fe-bound", "topdown-retiring"];
+
 /// Literals sapphirerapids needs (`#slots`, `#smt_on`, ...).
 pub const SAPPHIRERAPIDS_LITERALS: &[&str] = &[];
 
@@ -88,6 +94,9 @@ pub fn alderlake_core(x: &dyn Inputs) -> Evaluation {
 
 /// Events alderlake_core reads, as perf names them.
 pub const ALDERLAKE_CORE_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.THREAD", "INST_RETIRED.ANY", "INT_MISC.UOP_DROPPING", "TOPDOWN.SLOTS", "topdown-bad-spec", "topdown-be-bound", "topdown-br-mispredict", "topdown-fe-bound", "topdown-fetch-lat", "topdown-heavy-ops", "topdown-mem-bound", "topdown-retiring"];
+
+/// Events alderlake_core needs for the values of its Level 1 nodes.
+pub const ALDERLAKE_CORE_L1_EVENTS: &[&str] = &["INT_MISC.UOP_DROPPING", "TOPDOWN.SLOTS", "topdown-bad-spec", "topdown-be-bound", "topdown-fe-bound", "topdown-retiring"];
 
 /// Literals alderlake_core needs (`#slots`, `#smt_on`, ...).
 pub const ALDERLAKE_CORE_LITERALS: &[&str] = &[];
@@ -121,6 +130,9 @@ pub fn alderlake_atom(x: &dyn Inputs) -> Evaluation {
 /// Events alderlake_atom reads, as perf names them.
 pub const ALDERLAKE_ATOM_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.CORE", "LD_HEAD.ANY_AT_RET", "MEM_SCHEDULER_BLOCK.ALL", "MEM_SCHEDULER_BLOCK.ST_BUF", "TOPDOWN_BAD_SPECULATION.MACHINE_CLEARS", "TOPDOWN_BAD_SPECULATION.MISPREDICT", "TOPDOWN_BE_BOUND.ALL", "TOPDOWN_BE_BOUND.MEM_SCHEDULER", "TOPDOWN_FE_BOUND.ALL", "TOPDOWN_FE_BOUND.FRONTEND_BANDWIDTH", "TOPDOWN_FE_BOUND.FRONTEND_LATENCY", "TOPDOWN_RETIRING.ALL", "UOPS_RETIRED.MS"];
 
+/// Events alderlake_atom needs for the values of its Level 1 nodes.
+pub const ALDERLAKE_ATOM_L1_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.CORE", "TOPDOWN_BE_BOUND.ALL", "TOPDOWN_FE_BOUND.ALL", "TOPDOWN_RETIRING.ALL"];
+
 /// Literals alderlake_atom needs (`#slots`, `#smt_on`, ...).
 pub const ALDERLAKE_ATOM_LITERALS: &[&str] = &[];
 
@@ -139,6 +151,9 @@ pub fn skylake(x: &dyn Inputs) -> Evaluation {
 /// Events skylake reads, as perf names them.
 pub const SKYLAKE_EVENTS: &[&str] = &["IDQ_UOPS_NOT_DELIVERED.CORE", "INT_MISC.RECOVERY_CYCLES", "UOPS_ISSUED.ANY", "UOPS_RETIRED.RETIRE_SLOTS", "cycles"];
 
+/// Events skylake needs for the values of its Level 1 nodes.
+pub const SKYLAKE_L1_EVENTS: &[&str] = &["IDQ_UOPS_NOT_DELIVERED.CORE", "INT_MISC.RECOVERY_CYCLES", "UOPS_ISSUED.ANY", "UOPS_RETIRED.RETIRE_SLOTS", "cycles"];
+
 /// Literals skylake needs (`#slots`, `#smt_on`, ...).
 pub const SKYLAKE_LITERALS: &[&str] = &[];
 
@@ -156,6 +171,9 @@ pub fn skylake_smt(x: &dyn Inputs) -> Evaluation {
 
 /// Events skylake_smt reads, as perf names them.
 pub const SKYLAKE_SMT_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.ONE_THREAD_ACTIVE", "CPU_CLK_UNHALTED.REF_XCLK", "CPU_CLK_UNHALTED.THREAD", "IDQ_UOPS_NOT_DELIVERED.CORE", "INT_MISC.RECOVERY_CYCLES_ANY", "UOPS_ISSUED.ANY", "UOPS_RETIRED.RETIRE_SLOTS"];
+
+/// Events skylake_smt needs for the values of its Level 1 nodes.
+pub const SKYLAKE_SMT_L1_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.ONE_THREAD_ACTIVE", "CPU_CLK_UNHALTED.REF_XCLK", "CPU_CLK_UNHALTED.THREAD", "IDQ_UOPS_NOT_DELIVERED.CORE", "INT_MISC.RECOVERY_CYCLES_ANY", "UOPS_ISSUED.ANY", "UOPS_RETIRED.RETIRE_SLOTS"];
 
 /// Literals skylake_smt needs (`#slots`, `#smt_on`, ...).
 pub const SKYLAKE_SMT_LITERALS: &[&str] = &[];
@@ -185,6 +203,9 @@ pub fn zen4(x: &dyn Inputs) -> Evaluation {
 /// Events zen4 reads, as perf names them.
 pub const ZEN4_EVENTS: &[&str] = &["cpu@de_no_dispatch_per_slot.no_ops_from_frontend,cmask=0x6@", "de_no_dispatch_per_slot.backend_stalls", "de_no_dispatch_per_slot.no_ops_from_frontend", "de_no_dispatch_per_slot.smt_contention", "de_src_op_disp.all", "ex_no_retire.load_not_complete", "ex_no_retire.not_complete", "ex_ret_brn_misp", "ex_ret_ops", "ex_ret_ucode_ops", "ls_not_halted_cyc", "resyncs_or_nc_redirects"];
 
+/// Events zen4 needs for the values of its Level 1 nodes.
+pub const ZEN4_L1_EVENTS: &[&str] = &["de_no_dispatch_per_slot.backend_stalls", "de_no_dispatch_per_slot.no_ops_from_frontend", "de_no_dispatch_per_slot.smt_contention", "de_src_op_disp.all", "ex_ret_ops", "ls_not_halted_cyc"];
+
 /// Literals zen4 needs (`#slots`, `#smt_on`, ...).
 pub const ZEN4_LITERALS: &[&str] = &[];
 
@@ -213,6 +234,9 @@ pub fn zen5(x: &dyn Inputs) -> Evaluation {
 /// Events zen5 reads, as perf names them.
 pub const ZEN5_EVENTS: &[&str] = &["bp_redirects.resync", "cpu@de_no_dispatch_per_slot.no_ops_from_frontend,cmask=0x8@", "de_no_dispatch_per_slot.backend_stalls", "de_no_dispatch_per_slot.no_ops_from_frontend", "de_no_dispatch_per_slot.smt_contention", "de_src_op_disp.all", "ex_no_retire.load_not_complete", "ex_no_retire.not_complete", "ex_ret_brn_misp", "ex_ret_ops", "ex_ret_ucode_ops", "ls_not_halted_cyc"];
 
+/// Events zen5 needs for the values of its Level 1 nodes.
+pub const ZEN5_L1_EVENTS: &[&str] = &["de_no_dispatch_per_slot.backend_stalls", "de_no_dispatch_per_slot.no_ops_from_frontend", "de_no_dispatch_per_slot.smt_contention", "de_src_op_disp.all", "ex_ret_ops", "ls_not_halted_cyc"];
+
 /// Literals zen5 needs (`#slots`, `#smt_on`, ...).
 pub const ZEN5_LITERALS: &[&str] = &[];
 
@@ -231,6 +255,9 @@ pub fn neoverse_v1(x: &dyn Inputs) -> Evaluation {
 /// Events neoverse_v1 reads, as perf names them.
 pub const NEOVERSE_V1_EVENTS: &[&str] = &["br_mis_pred", "cpu_cycles", "op_retired", "op_spec", "stall_slot", "stall_slot_backend", "stall_slot_frontend"];
 
+/// Events neoverse_v1 needs for the values of its Level 1 nodes.
+pub const NEOVERSE_V1_L1_EVENTS: &[&str] = &["br_mis_pred", "cpu_cycles", "op_retired", "op_spec", "stall_slot", "stall_slot_backend", "stall_slot_frontend"];
+
 /// Literals neoverse_v1 needs (`#slots`, `#smt_on`, ...).
 pub const NEOVERSE_V1_LITERALS: &[&str] = &["#slots"];
 
@@ -248,6 +275,9 @@ pub fn neoverse_n2(x: &dyn Inputs) -> Evaluation {
 
 /// Events neoverse_n2 reads, as perf names them.
 pub const NEOVERSE_N2_EVENTS: &[&str] = &["cpu_cycles", "op_retired", "op_spec", "stall_slot", "stall_slot_backend", "stall_slot_frontend"];
+
+/// Events neoverse_n2 needs for the values of its Level 1 nodes.
+pub const NEOVERSE_N2_L1_EVENTS: &[&str] = &["cpu_cycles", "op_retired", "op_spec", "stall_slot", "stall_slot_backend", "stall_slot_frontend"];
 
 /// Literals neoverse_n2 needs (`#slots`, `#smt_on`, ...).
 pub const NEOVERSE_N2_LITERALS: &[&str] = &["#slots"];
@@ -268,16 +298,17 @@ pub const SOURCES: &[(&str, &[&str], Option<&str>, &[(&str, &str)])] = &[
     ("neoverse_n2", &["arm64/sbsa.json", "arm64/arm/neoverse-n2-v2/metrics.json"], None, &[("backend_bound", "tma_backend_bound"), ("bad_speculation", "tma_bad_speculation"), ("frontend_bound", "tma_frontend_bound"), ("retiring", "tma_retiring")]),
 ];
 
-/// Every generated model: name, description, evaluator, events, literals.
-pub const MODELS: &[(&str, &str, fn(&dyn Inputs) -> Evaluation, &[&str], &[&str])] = &[
-    ("icelake", "Intel Ice Lake / Tiger Lake (PERF_METRICS L1, generic-counter L2)", icelake, ICELAKE_EVENTS, ICELAKE_LITERALS),
-    ("sapphirerapids", "Intel Sapphire Rapids and later (PERF_METRICS L1 and L2)", sapphirerapids, SAPPHIRERAPIDS_EVENTS, SAPPHIRERAPIDS_LITERALS),
-    ("alderlake_core", "Intel Alder Lake P-core, cpu_core (PERF_METRICS L1 and L2)", alderlake_core, ALDERLAKE_CORE_EVENTS, ALDERLAKE_CORE_LITERALS),
-    ("alderlake_atom", "Intel Alder Lake E-core, cpu_atom (Gracemont, width 5)", alderlake_atom, ALDERLAKE_ATOM_EVENTS, ALDERLAKE_ATOM_LITERALS),
-    ("skylake", "Intel Skylake-class, SMT off (generic counters, width 4)", skylake, SKYLAKE_EVENTS, SKYLAKE_LITERALS),
-    ("skylake_smt", "Intel Skylake-class, SMT on: per-core inputs (per-core mode only)", skylake_smt, SKYLAKE_SMT_EVENTS, SKYLAKE_SMT_LITERALS),
-    ("zen4", "AMD Zen 4 (pipeline utilization, width 6)", zen4, ZEN4_EVENTS, ZEN4_LITERALS),
-    ("zen5", "AMD Zen 5 (pipeline utilization, width 8)", zen5, ZEN5_EVENTS, ZEN5_LITERALS),
-    ("neoverse_v1", "Arm Neoverse V1 (STALL_SLOT based, 8 slots)", neoverse_v1, NEOVERSE_V1_EVENTS, NEOVERSE_V1_LITERALS),
-    ("neoverse_n2", "Arm Neoverse N2 / V2 (STALL_SLOT based, slots from caps/slots)", neoverse_n2, NEOVERSE_N2_EVENTS, NEOVERSE_N2_LITERALS),
+/// Every generated model: name, description, evaluator, events (all levels), Level 1
+/// events, literals.
+pub const MODELS: &[(&str, &str, fn(&dyn Inputs) -> Evaluation, &[&str], &[&str], &[&str])] = &[
+    ("icelake", "Intel Ice Lake / Tiger Lake (PERF_METRICS L1, generic-counter L2)", icelake, ICELAKE_EVENTS, ICELAKE_L1_EVENTS, ICELAKE_LITERALS),
+    ("sapphirerapids", "Intel Sapphire Rapids and later (PERF_METRICS L1 and L2)", sapphirerapids, SAPPHIRERAPIDS_EVENTS, SAPPHIRERAPIDS_L1_EVENTS, SAPPHIRERAPIDS_LITERALS),
+    ("alderlake_core", "Intel Alder Lake P-core, cpu_core (PERF_METRICS L1 and L2)", alderlake_core, ALDERLAKE_CORE_EVENTS, ALDERLAKE_CORE_L1_EVENTS, ALDERLAKE_CORE_LITERALS),
+    ("alderlake_atom", "Intel Alder Lake E-core, cpu_atom (Gracemont, width 5)", alderlake_atom, ALDERLAKE_ATOM_EVENTS, ALDERLAKE_ATOM_L1_EVENTS, ALDERLAKE_ATOM_LITERALS),
+    ("skylake", "Intel Skylake-class, SMT off (generic counters, width 4)", skylake, SKYLAKE_EVENTS, SKYLAKE_L1_EVENTS, SKYLAKE_LITERALS),
+    ("skylake_smt", "Intel Skylake-class, SMT on: per-core inputs (per-core mode only)", skylake_smt, SKYLAKE_SMT_EVENTS, SKYLAKE_SMT_L1_EVENTS, SKYLAKE_SMT_LITERALS),
+    ("zen4", "AMD Zen 4 (pipeline utilization, width 6)", zen4, ZEN4_EVENTS, ZEN4_L1_EVENTS, ZEN4_LITERALS),
+    ("zen5", "AMD Zen 5 (pipeline utilization, width 8)", zen5, ZEN5_EVENTS, ZEN5_L1_EVENTS, ZEN5_LITERALS),
+    ("neoverse_v1", "Arm Neoverse V1 (STALL_SLOT based, 8 slots)", neoverse_v1, NEOVERSE_V1_EVENTS, NEOVERSE_V1_L1_EVENTS, NEOVERSE_V1_LITERALS),
+    ("neoverse_n2", "Arm Neoverse N2 / V2 (STALL_SLOT based, slots from caps/slots)", neoverse_n2, NEOVERSE_N2_EVENTS, NEOVERSE_N2_L1_EVENTS, NEOVERSE_N2_LITERALS),
 ];

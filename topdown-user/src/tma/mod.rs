@@ -29,6 +29,8 @@ pub struct Model {
     evaluate: fn(&dyn Inputs) -> Evaluation,
     /// Events the formulas read, as perf names them.
     pub events: &'static [&'static str],
+    /// The events Level 1 nodes (values and thresholds) need.
+    pub level1_events: &'static [&'static str],
     /// Literals the formulas need (`#slots`, `#smt_on`).
     pub literals: &'static [&'static str],
 }
@@ -37,11 +39,12 @@ impl Model {
     /// The model called `name`.
     pub fn named(name: &str) -> Result<Self> {
         match generated::MODELS.iter().find(|m| m.0 == name) {
-            Some(&(name, description, evaluate, events, literals)) => Ok(Self {
+            Some(&(name, description, evaluate, events, level1_events, literals)) => Ok(Self {
                 name,
                 description,
                 evaluate,
                 events,
+                level1_events,
                 literals,
             }),
             None => bail!(
@@ -57,15 +60,25 @@ impl Model {
 
     /// Every model.
     pub fn all() -> impl Iterator<Item = Self> {
-        generated::MODELS
-            .iter()
-            .map(|&(name, description, evaluate, events, literals)| Self {
+        generated::MODELS.iter().map(
+            |&(name, description, evaluate, events, level1_events, literals)| Self {
                 name,
                 description,
                 evaluate,
                 events,
+                level1_events,
                 literals,
-            })
+            },
+        )
+    }
+
+    /// The events nodes down to `level` need.
+    pub const fn events_for_level(&self, level: u8) -> &'static [&'static str] {
+        if level <= 1 {
+            self.level1_events
+        } else {
+            self.events
+        }
     }
 
     /// The raw formula values (fractions of slots), by perf metric name.

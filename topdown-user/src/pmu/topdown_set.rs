@@ -1,0 +1,332 @@
+//! TopDown counter sets: a model's events for one level, encoded for this machine's core PMU.
+//!
+//! PERF_METRICS events (`topdown-*`) go in one group led by `slots`, pinned, as the kernel
+//! requires; every other event is its own group, so the kernel may multiplex it and its
+//! enabled/running times scale it. Named events are encoded from the generated tables through
+//! the PMU's sysfs `format/` files; `slots`, `topdown-*` and Arm's events come from the PMU's own
+//! `events/` aliases.
+
+use anyhow::{Context as _, Result, bail};
+use topdown_common::MAX_COUNTERS;
+
+use super::{
+    counter_set::{Counter, CounterSet, EventAttr, Unit},
+    generated_events::ENCODINGS,
+    sysfs::{Pmu, SysRoot},
+};
+use crate::tma::Model;
+
+/// `PERF_TYPE_HARDWARE`, for perf's generic `cycles`.
+const PERF_TYPE_HARDWARE: u32 = 0;
+
+/// The PERF_METRICS members in the order perf opens them.
+const METRICS_ORDER: [&str; 8] = [
+    "topdown-retiring",
+    "topdown-bad-spec",
+    "topdown-fe-bound",
+    "topdown-be-bound",
+    "topdown-heavy-ops",
+    "topdown-br-mispredict",
+    "topdown-fetch-lat",
+    "topdown-mem-bound",
+];
+
+/// The counter set that measures `model` down to `level` on core PMU `pmu_name`.
+pub fn topdown_set(sys: &SysRoot, pmu_name: &str, model: &Model, level: u8) -> Result<CounterSet> {
+    let pmu = sys
+        .pmu(pmu_name)?
+        .with_context(|| format!("this machine has no `{pmu_name}` PMU"))?;
+    let events = model.events_for_level(level);
+    let mut set = CounterSet::software(&SysRoot::at("/nonexistent"), String::new())?;
+    let metrics: Vec<&str> = METRICS_ORDER
+        .iter()
+        .copied()
+        .filter(|m| events.contains(m))
+        .collect();
+    if !metrics.is_empty() {
+        let leader = set.counters.len();
+        set.counters
+            .push(alias(&pmu, "slots", "TOPDOWN.SLOTS", None, true)?);
+        for metric in &metrics {
+            set.counters
+                .push(alias(&pmu, metric, metric, Some(leader), false)?);
+        }
+    }
+    for &event in events {
+        if metrics.contains(&event) || (event == "TOPDOWN.SLOTS" && !metrics.is_empty()) {
+            continue;
+        }
+        let counter = if event == "cycles" {
+            Counter {
+                name: event.to_owned(),
+                unit: Unit::Cycles,
+                attr: EventAttr {
+                    pmu_type: PERF_TYPE_HARDWARE,
+                    config: 0,
+                    config1: 0,
+                    leader: None,
+                    pinned: false,
+                },
+            }
+        } else if let Some((_, _, terms)) = ENCODINGS
+            .iter()
+            .find(|(m, e, _)| *m == model.name && *e == event)
+        {
+            encoded(&pmu, event, terms)?
+        } else {
+            alias(&pmu, event, event, None, false).with_context(|| {
+                format!(
+                    "model {} needs {event}, which has no encoding here",
+                    model.name
+                )
+            })?
+        };
+        set.counters.push(counter);
+    }
+    if set.counters.len() > MAX_COUNTERS {
+        bail!(
+            "model {} at level {level} needs {} counters per CPU, more than the {MAX_COUNTERS} a \
+             per-thread set holds: use a lower --td-level, or `topdown-bpf analyze` on a perf \
+             stat recording",
+            model.name,
+            set.counters.len()
+        );
+    }
+    set.name = "topdown";
+    set.reason = format!("model {}: {}, level {level}", model.name, model.description);
+    Ok(set)
+}
+
+fn alias(
+    pmu: &Pmu,
+    alias: &str,
+    name: &str,
+    leader: Option<usize>,
+    pinned: bool,
+) -> Result<Counter> {
+    let terms = pmu
+        .event_terms(alias)?
+        .with_context(|| format!("PMU {} has no event `{alias}` in sysfs", pmu.name))?;
+    let mut counter = encoded(pmu, name, &terms)?;
+    counter.attr.leader = leader;
+    counter.attr.pinned = pinned;
+    Ok(counter)
+}
+
+fn encoded(pmu: &Pmu, name: &str, terms: &str) -> Result<Counter> {
+    let config = pmu.encode(terms)?;
+    Ok(Counter {
+        name: name.to_owned(),
+        unit: Unit::Events,
+        attr: EventAttr {
+            pmu_type: pmu.pmu_type,
+            config: config.config,
+            config1: config.config1,
+            leader: None,
+            pinned: false,
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        collect::perf_open::attr_for,
+        pmu::{
+            machine::Machine,
+            topdown_model::{Selection, select},
+        },
+    };
+
+    /// One opened counter as the tests see it: name, type, config, config1, pinned, leader.
+    type Row = (String, u32, u64, u64, bool, Option<usize>);
+
+    fn fixture(name: &str) -> SysRoot {
+        SysRoot::at(format!(
+            "{}/../tests/fixtures/sysfs/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+    }
+
+    /// The set the machine gets for its first core PMU at `level`, as (name, type, config,
+    /// config1, pinned, leader) per counter, checked through the exact perf_event_attr.
+    fn attrs(machine: &str, pmu: &str, level: u8) -> Result<Vec<Row>> {
+        let sys = fixture(machine);
+        let m = Machine::read(&sys)?;
+        let model = match select(&m.cpu, pmu, m.smt_active) {
+            Selection::Model(name) => Model::named(name)?,
+            other => bail!("{other:?}"),
+        };
+        let set = topdown_set(&sys, pmu, &model, level)?;
+        Ok(set
+            .counters
+            .iter()
+            .map(|c| {
+                let attr = attr_for(&c.attr, c.attr.leader.is_none());
+                assert_eq!(
+                    attr.read_format, 0b11,
+                    "{}: enabled and running times",
+                    c.name
+                );
+                assert_eq!(
+                    attr.disabled(),
+                    u64::from(c.attr.leader.is_none()),
+                    "{}",
+                    c.name
+                );
+                // SAFETY: a plain u64 union member.
+                let config1 = unsafe { attr.__bindgen_anon_3.config1 };
+                (
+                    c.name.clone(),
+                    attr.type_,
+                    attr.config,
+                    config1,
+                    attr.pinned() == 1,
+                    c.attr.leader,
+                )
+            })
+            .collect())
+    }
+
+    fn row(name: &str, ty: u32, config: u64, pinned: bool, leader: Option<usize>) -> Row {
+        (name.to_owned(), ty, config, 0, pinned, leader)
+    }
+
+    #[test]
+    fn sapphire_rapids_level_two_is_one_pinned_slots_group() {
+        let got = attrs("sapphirerapids", "cpu", 2).unwrap();
+        let mut want = vec![
+            row("cpu-clock", 1, 0, false, None),
+            row("TOPDOWN.SLOTS", 4, 0x0400, true, None),
+        ];
+        for (i, m) in METRICS_ORDER.iter().enumerate() {
+            want.push(row(m, 4, 0x8000 + (i as u64) * 0x100, false, Some(1)));
+        }
+        want.push(row("CPU_CLK_UNHALTED.THREAD", 4, 0x0200, false, None));
+        want.push(row("INST_RETIRED.ANY", 4, 0x0100, false, None));
+        want.push(row("INT_MISC.UOP_DROPPING", 4, 0x10ad, false, None));
+        assert_eq!(got, want);
+        // Level 1 needs only the four L1 metrics: retiring's threshold looks at heavy
+        // operations, but thresholds that reach deeper are left to Level 2.
+        let l1: Vec<String> = attrs("sapphirerapids", "cpu", 1)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.0)
+            .collect();
+        assert_eq!(
+            l1,
+            [
+                "cpu-clock",
+                "TOPDOWN.SLOTS",
+                "topdown-retiring",
+                "topdown-bad-spec",
+                "topdown-fe-bound",
+                "topdown-be-bound",
+                "INT_MISC.UOP_DROPPING"
+            ]
+        );
+    }
+
+    #[test]
+    fn ice_lake_level_one_adds_recovery_cycles_with_cmask_and_edge() {
+        let got = attrs("icelake", "cpu", 1).unwrap();
+        let names: Vec<&str> = got.iter().map(|r| r.0.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "cpu-clock",
+                "TOPDOWN.SLOTS",
+                "topdown-retiring",
+                "topdown-bad-spec",
+                "topdown-fe-bound",
+                "topdown-be-bound",
+                "INT_MISC.UOP_DROPPING",
+                "cpu@INT_MISC.RECOVERY_CYCLES,cmask=1,edge@"
+            ]
+        );
+        let recovery = got.last().unwrap();
+        assert_eq!(recovery.2, 0x0d | 0x01 << 8 | 1 << 18 | 1 << 24);
+        assert_eq!(got[1], row("TOPDOWN.SLOTS", 4, 0x0400, true, None));
+        // ICL Level 2 needs more counters than a per-thread set holds: a clear error.
+        let error = attrs("icelake", "cpu", 2).unwrap_err().to_string();
+        assert!(error.contains("more than the 16"), "{error}");
+    }
+
+    #[test]
+    fn alder_lake_cores_and_atoms_get_their_own_pmu_and_model() {
+        let core = attrs("alderlake", "cpu_core", 1).unwrap();
+        assert!(
+            core.iter().skip(1).all(|r| r.1 == 4),
+            "cpu_core type 4: {core:?}"
+        );
+        let atom = attrs("alderlake", "cpu_atom", 1).unwrap();
+        let want = [
+            row("cpu-clock", 1, 0, false, None),
+            row("CPU_CLK_UNHALTED.CORE", 10, 0x0200, false, None),
+            row("TOPDOWN_BE_BOUND.ALL", 10, 0x74, false, None),
+            row("TOPDOWN_FE_BOUND.ALL", 10, 0x71, false, None),
+            row("TOPDOWN_RETIRING.ALL", 10, 0xc2, false, None),
+        ];
+        assert_eq!(atom, want);
+        let machine = Machine::read(&fixture("alderlake")).unwrap();
+        assert_eq!(
+            machine.core_pmu("cpu_atom").unwrap().cpus.as_deref(),
+            Some(&[16, 17, 18, 19, 20, 21, 22, 23][..])
+        );
+    }
+
+    #[test]
+    fn skylake_smt_decides_between_per_thread_and_per_core() {
+        let off = attrs("skylake-smt-off", "cpu", 1).unwrap();
+        let names: Vec<&str> = off.iter().map(|r| r.0.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "cpu-clock",
+                "IDQ_UOPS_NOT_DELIVERED.CORE",
+                "INT_MISC.RECOVERY_CYCLES",
+                "UOPS_ISSUED.ANY",
+                "UOPS_RETIRED.RETIRE_SLOTS",
+                "cycles"
+            ]
+        );
+        assert_eq!(
+            off[1],
+            row("IDQ_UOPS_NOT_DELIVERED.CORE", 4, 0x019c, false, None)
+        );
+        assert_eq!(off[5], row("cycles", 0, 0, false, None));
+        let on = attrs("skylake-smt-on", "cpu", 1).unwrap_err().to_string();
+        assert!(on.contains("PerCoreOnly"), "{on}");
+    }
+
+    #[test]
+    fn zen4_and_neoverse_v1_and_goldmont() {
+        let zen4 = attrs("zen4", "cpu", 1).unwrap();
+        let backend = zen4
+            .iter()
+            .find(|r| r.0 == "de_no_dispatch_per_slot.backend_stalls")
+            .unwrap();
+        // EventCode 0x1a0: low byte in bits 0-7, high nibble in bits 32-35.
+        assert_eq!(backend.2, 0xa0 | 0x1e << 8 | 1 << 32);
+        assert_eq!(zen4.len(), 7);
+        let v1 = attrs("neoverse-v1", "armv8_pmuv3_0", 1).unwrap();
+        let stall = v1.iter().find(|r| r.0 == "stall_slot").unwrap();
+        assert_eq!((stall.1, stall.2), (8, 0x3f));
+        assert_eq!(v1.len(), 8);
+        let machine = Machine::read(&fixture("neoverse-v1")).unwrap();
+        assert_eq!(machine.core_pmu("armv8_pmuv3_0").unwrap().slots, Some(8));
+        let goldmont = attrs("goldmont", "cpu", 1).unwrap_err().to_string();
+        assert!(goldmont.contains("Unsupported"), "{goldmont}");
+    }
+
+    #[test]
+    fn a_vm_without_pmu_has_no_core_pmu_and_runs_the_software_set() {
+        let sys = fixture("vm-no-pmu");
+        let machine = Machine::read(&sys).unwrap();
+        assert!(!machine.has_hardware_pmu());
+        let set = CounterSet::for_machine(&sys).unwrap();
+        assert_eq!(set.names().collect::<Vec<_>>(), ["cpu-clock", "msr/tsc"]);
+        assert!(set.reason.starts_with("no hardware PMU"));
+    }
+}
