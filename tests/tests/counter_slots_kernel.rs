@@ -12,6 +12,8 @@ use topdown_user::{
     attrib::{Attributor, target::Target, usage::ThreadUsage},
     collect::{Collector, CollectorOptions},
     pmu::counter_set::{Counter, CounterSet, EventAttr, Unit},
+    report::rows::TopdownView,
+    tma::Model,
 };
 
 const SOFTWARE: u32 = 1;
@@ -160,4 +162,48 @@ fn nine_counters_with_a_group_land_in_their_slots() {
             software("cpu-clock#8", CPU_CLOCK, None),
         ],
     });
+}
+
+/// The TopDown path end to end: a set named like Sapphire Rapids' Level 1 (slots leader pinned,
+/// four metrics in its group, `INT_MISC.UOP_DROPPING`) but backed by software counters: slots
+/// and the four metrics all count `cpu-clock`, so every thread's four Level 1 nodes must come out
+/// at a quarter each, through the kernel, attribution, and the model reading counters by name.
+#[test]
+fn topdown_names_flow_from_kernel_counters_into_the_model() {
+    if !privileged("topdown_names_flow_from_kernel_counters_into_the_model") {
+        return;
+    }
+    let mut slots = software("TOPDOWN.SLOTS", CPU_CLOCK, None);
+    slots.attr.pinned = true;
+    let set = CounterSet {
+        name: "stand-in-spr-l1",
+        reason: "software events named as Sapphire Rapids Level 1".into(),
+        counters: vec![
+            software("cpu-clock", CPU_CLOCK, None),
+            slots,
+            software("topdown-retiring", CPU_CLOCK, Some(1)),
+            software("topdown-bad-spec", CPU_CLOCK, Some(1)),
+            software("topdown-fe-bound", CPU_CLOCK, Some(1)),
+            software("topdown-be-bound", CPU_CLOCK, Some(1)),
+            software("INT_MISC.UOP_DROPPING", PAGE_FAULTS, None),
+        ],
+    };
+    let view = TopdownView {
+        model: Model::named("sapphirerapids").unwrap(),
+        level: 1,
+        slots: 8,
+        smt_on: false,
+    };
+    for (name, thread) in run(&set) {
+        let td = view.of(&set, &thread.counters).expect("every thread ran");
+        assert_eq!(td.nodes.len(), 4, "{name}: {td:?}");
+        for node in &td.nodes {
+            assert!(
+                (node.value - 0.25).abs() < 0.005,
+                "{name} {}: {}",
+                node.node.name,
+                node.value
+            );
+        }
+    }
 }

@@ -1,11 +1,7 @@
 //! `topdown-bpf analyze`: TopDown from `perf stat -x` output recorded on any machine (toplev's
 //! `--import`), and the `perf stat` command that records what a CPU's model needs.
 
-use std::{
-    cell::RefCell,
-    collections::{BTreeSet, HashMap},
-    io::Read as _,
-};
+use std::io::Read as _;
 
 use anyhow::{Context as _, Result, bail};
 use serde_json::json;
@@ -21,7 +17,7 @@ use crate::{
     report::topdown,
     tma::{
         Model,
-        inputs::Inputs,
+        inputs::NamedCounts,
         spelling::{formula_name, perf_event_list},
     },
 };
@@ -59,9 +55,9 @@ pub fn run(args: &AnalyzeArgs, verbose: bool) -> Result<()> {
     };
     let counts = perf_stat_csv::parse(&text, &args.separator)
         .with_context(|| format!("{}", path.display()))?;
-    let inputs = Recorded::new(&counts, &cpu, args);
+    let inputs = named_counts(&counts, &cpu, args);
     let td = model.evaluate(&inputs, args.td_level);
-    let missing: Vec<String> = inputs.missing.borrow().iter().cloned().collect();
+    let missing = inputs.missing();
     let measured: Vec<_> = td.nodes.iter().filter(|n| n.value.is_finite()).collect();
     if measured.is_empty() {
         bail!(
@@ -119,47 +115,18 @@ fn model_for(cpu: &CpuId, pmu: &str, smt: bool) -> Result<Model> {
     }
 }
 
-/// Counts from the file, by formula name; events it lacks read as NaN and are remembered, so
-/// every node that needs them is left out rather than guessed.
-struct Recorded {
-    counts: HashMap<String, f64>,
-    literals: HashMap<&'static str, f64>,
-    missing: RefCell<BTreeSet<String>>,
-}
-
-impl Recorded {
-    fn new(file: &PerfStatCounts, cpu: &CpuId, args: &AnalyzeArgs) -> Self {
-        let arm = matches!(cpu, CpuId::Arm { .. });
-        let counts = file
-            .events
+/// The file's counts by formula name, with the literals this CPU and the arguments give.
+fn named_counts(file: &PerfStatCounts, cpu: &CpuId, args: &AnalyzeArgs) -> NamedCounts {
+    let arm = matches!(cpu, CpuId::Arm { .. });
+    let default_slots = match cpu {
+        CpuId::Arm { part: 0xd49, .. } => 5,
+        _ => 8,
+    };
+    NamedCounts::new(
+        file.events
             .iter()
-            .map(|(name, count)| (formula_name(name, arm), count.value))
-            .collect();
-        let default_slots = match cpu {
-            CpuId::Arm { part: 0xd49, .. } => 5,
-            _ => 8,
-        };
-        let literals = HashMap::from([
-            ("#slots", f64::from(args.slots.unwrap_or(default_slots))),
-            ("#smt_on", if args.smt { 1.0 } else { 0.0 }),
-        ]);
-        Self {
-            counts,
-            literals,
-            missing: RefCell::default(),
-        }
-    }
-}
-
-impl Inputs for Recorded {
-    fn event(&self, name: &str) -> f64 {
-        self.counts.get(name).copied().unwrap_or_else(|| {
-            self.missing.borrow_mut().insert(name.to_owned());
-            f64::NAN
-        })
-    }
-
-    fn literal(&self, name: &str) -> f64 {
-        self.literals.get(name).copied().unwrap_or(f64::NAN)
-    }
+            .map(|(name, count)| (formula_name(name, arm), count.value)),
+        args.slots.unwrap_or(default_slots),
+        args.smt,
+    )
 }

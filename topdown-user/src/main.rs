@@ -34,7 +34,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run::run(cli.stat)) {
+    match runtime.block_on(run::run(cli.stat, cli.verbose > 0)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("topdown-bpf: {error:#}");

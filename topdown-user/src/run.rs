@@ -23,12 +23,14 @@ use crate::{
         machine::Machine,
         sysfs::SysRoot,
         topdown_model::{Selection, select},
+        topdown_set::topdown_set,
     },
     preflight,
     report::{
         Format, Renderer,
-        rows::{RowOptions, SortKey},
+        rows::{RowOptions, SortKey, TopdownView},
     },
+    tma::Model,
 };
 
 /// How often dead threads' records are moved out of the kernel's ring buffer.
@@ -37,17 +39,29 @@ const EXIT_DRAIN: Duration = Duration::from_millis(100);
 const DEFAULT_REFRESH: Duration = Duration::from_secs(1);
 
 /// Runs the per-thread session the command line describes.
-pub async fn run(cli: StatArgs) -> Result<()> {
+pub async fn run(cli: StatArgs, verbose: bool) -> Result<()> {
     let format = format_of(&cli);
     let sort: SortKey = cli.sort.parse().unwrap_or(SortKey::OnCpu);
     if cli.duration.is_some_and(|d| !(d > 0.0 && d.is_finite())) {
         bail!("--duration must be a positive number of seconds");
     }
     let sys = SysRoot::host();
-    if let Some(level) = cli.td_level {
-        topdown_unavailable(&Machine::read(&sys)?, level)?;
-    }
-    let set = CounterSet::for_machine(&sys)?;
+    let (set, topdown) = match cli.td_level {
+        None => (CounterSet::for_machine(&sys)?, None),
+        Some(level) => {
+            let machine = Machine::read(&sys)?;
+            let (model, pmu) = topdown_model_here(&machine, level)?;
+            let set = topdown_set(&sys, &pmu, &model, level)?;
+            let slots = machine.core_pmu(&pmu).and_then(|p| p.slots).unwrap_or(8);
+            let view = TopdownView {
+                model,
+                level,
+                slots,
+                smt_on: machine.smt_active,
+            };
+            (set, Some(view))
+        }
+    };
     sort.validate(&set)?;
     let target = if !cli.pids.is_empty() {
         Target::Pids(cli.pids.clone())
@@ -80,7 +94,12 @@ pub async fn run(cli: StatArgs) -> Result<()> {
     let mut renderer = Renderer::new(
         out,
         format,
-        RowOptions { sort, top: cli.top },
+        RowOptions {
+            sort,
+            top: cli.top,
+            topdown,
+            verbose,
+        },
         set.clone(),
         CgroupNames::host(),
     );
@@ -151,9 +170,9 @@ fn spawn_followed(argv: &[String], collector: &mut Collector) -> Result<(u32, Ch
     Ok((pid, child))
 }
 
-/// Why TopDown cannot run here: there is no hardware PMU, or no model for its CPU, or (for now)
-/// the live TopDown sets are not wired to the collector yet. Never a made-up number.
-fn topdown_unavailable(machine: &Machine, level: u8) -> Result<()> {
+/// The model (and core PMU) TopDown runs with on this machine, or why it cannot: no hardware
+/// PMU, no model for the CPU, SMT-shared inputs, or a hybrid part. Never a made-up number.
+fn topdown_model_here(machine: &Machine, level: u8) -> Result<(Model, String)> {
     let Some(pmu) = machine.core_pmus.first() else {
         bail!(
             "--td-level {level} needs a hardware PMU and this machine has none (a VM without a \
@@ -161,17 +180,26 @@ fn topdown_unavailable(machine: &Machine, level: u8) -> Result<()> {
              `perf stat` on the target machine and read it with `topdown-bpf analyze`"
         );
     };
+    if machine.core_pmus.len() > 1 {
+        bail!(
+            "--td-level: hybrid CPU ({}): per-core-type TopDown sets are not wired to the \
+             collector yet; use `topdown-bpf analyze --pmu cpu_core|cpu_atom` on a perf stat \
+             recording",
+            machine
+                .core_pmus
+                .iter()
+                .map(|p| p.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     match select(&machine.cpu, &pmu.name, machine.smt_active) {
         Selection::Unsupported(why) => bail!("--td-level: {why}"),
         Selection::PerCoreOnly => bail!(
             "--td-level: on this Skylake-class CPU with SMT on, the TopDown inputs count per \
              core, so per-thread TopDown would be wrong; per-core mode is not built yet"
         ),
-        Selection::Model(model) => bail!(
-            "--td-level: model `{model}` fits this CPU, but live TopDown counter sets are not \
-             wired to the collector yet: record `perf stat` (see `topdown-bpf analyze --events`) \
-             and use `topdown-bpf analyze`"
-        ),
+        Selection::Model(model) => Ok((Model::named(model)?, pmu.name.clone())),
     }
 }
 

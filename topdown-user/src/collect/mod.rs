@@ -84,6 +84,11 @@ impl Collector {
                 .with_context(|| format!("storing counter {index} of CPU {cpu}"))?;
         }
 
+        // Count before the programs run: a pinned group (TopDown's `slots`) that is not yet
+        // enabled makes every read fail with EBUSY. What counts between here and the attach
+        // (microseconds) is charged to the first thread switched out on each CPU.
+        counters.enable()?;
+
         let btf = Btf::from_sys_fs().context(
             "reading kernel BTF from /sys/kernel/btf/vmlinux (needs CONFIG_DEBUG_INFO_BTF=y)",
         )?;
@@ -121,7 +126,6 @@ impl Collector {
             bpf.take_map("EXITS")
                 .context("the BPF object has no EXITS map")?,
         )?;
-        counters.enable()?;
         Ok(Self {
             bpf,
             exits,

@@ -2,11 +2,19 @@
 
 use std::fmt::Write as _;
 
-use super::rows::Row;
-use crate::{attrib::Window, pmu::counter_set::CounterSet};
+use super::rows::{Row, RowOptions};
+use crate::{attrib::Window, pmu::counter_set::CounterSet, tma::node::Node};
+
+/// The model's node columns (empty without TopDown).
+fn nodes(options: &RowOptions) -> Vec<Node> {
+    options
+        .topdown
+        .as_ref()
+        .map_or_else(Vec::new, |view| view.model.nodes(view.level))
+}
 
 /// The header line.
-pub fn header(set: &CounterSet, sep: &str) -> String {
+pub fn header(set: &CounterSet, options: &RowOptions, sep: &str) -> String {
     let mut fields: Vec<String> = [
         "time_s",
         "tid",
@@ -24,12 +32,24 @@ pub fn header(set: &CounterSet, sep: &str) -> String {
         fields.push(name.to_owned());
         fields.push(format!("{name}:run_percent"));
     }
+    fields.extend(nodes(options).iter().map(|n| n.name.to_owned()));
+    if options.topdown.is_some() {
+        fields.push("bottleneck".into());
+    }
     fields.push("exited".into());
     fields.join(sep) + "\n"
 }
 
 /// One line per row; the time field is the window's end, or `total` for the run summary.
-pub fn lines(window: &Window, rows: &[Row], set: &CounterSet, sep: &str, is_final: bool) -> String {
+pub fn lines(
+    window: &Window,
+    rows: &[Row],
+    set: &CounterSet,
+    options: &RowOptions,
+    sep: &str,
+    is_final: bool,
+) -> String {
+    let nodes = nodes(options);
     let time = if is_final {
         "total".to_owned()
     } else {
@@ -50,6 +70,14 @@ pub fn lines(window: &Window, rows: &[Row], set: &CounterSet, sep: &str, is_fina
         for value in row.counters.iter().take(set.counters.len()) {
             fields.push(format!("{:.0}", value.scaled()));
             fields.push(format!("{:.2}", value.running_fraction() * 100.0));
+        }
+        for node in &nodes {
+            let value = row.topdown.as_ref().and_then(|td| td.value(node.name));
+            fields.push(value.map_or_else(String::new, |v| format!("{v:.6}")));
+        }
+        if options.topdown.is_some() {
+            let bottleneck = row.topdown.as_ref().and_then(|td| td.bottleneck);
+            fields.push(bottleneck.unwrap_or_default().to_owned());
         }
         fields.push(u8::from(row.exited).to_string());
         let _ = writeln!(out, "{}", fields.join(sep));

@@ -40,6 +40,9 @@ pub fn document(window: &Window, rows: &[Row], set: &CounterSet, is_final: bool)
                 "switches": row.switches,
                 "exited": row.exited,
                 "counters": counters,
+                "run_percent": row.run_fraction * 100.0,
+                "topdown": row.topdown.as_ref().map(super::topdown::values_json),
+                "bottleneck": row.topdown.as_ref().and_then(|td| td.bottleneck),
             })
         })
         .collect();

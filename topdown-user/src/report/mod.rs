@@ -94,20 +94,20 @@ impl Renderer {
                 format!(
                     "\x1b[H\x1b[2J{}\n{}",
                     table::set_line(&self.set),
-                    table::block(window, &rows, total, &self.set, false)
+                    table::block(window, &rows, total, &self.set, &self.rows, false)
                 )
             }
             Format::Refresh | Format::Interval | Format::Summary => {
-                table::block(window, &rows, total, &self.set, is_final)
+                table::block(window, &rows, total, &self.set, &self.rows, is_final)
             }
             Format::Json => json::document(window, &rows, &self.set, is_final)? + "\n",
             Format::Csv { separator } => {
                 let mut text = String::new();
                 if !self.csv_header_written {
                     self.csv_header_written = true;
-                    text = csv::header(&self.set, separator);
+                    text = csv::header(&self.set, &self.rows, separator);
                 }
-                text + &csv::lines(window, &rows, &self.set, separator, is_final)
+                text + &csv::lines(window, &rows, &self.set, &self.rows, separator, is_final)
             }
         };
         self.write(&text)
@@ -118,5 +118,151 @@ impl Renderer {
             .write_all(text.as_bytes())
             .and_then(|()| self.out.flush())
             .context("writing the report")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{
+        rows::{RowOptions, SortKey, TopdownView},
+        *,
+    };
+    use crate::{
+        attrib::usage::{CounterValue, ThreadUsage},
+        collect::Stats,
+        pmu::counter_set::{Counter, EventAttr, Unit},
+        tma::Model,
+    };
+
+    /// A thread that spent its slots 10 % frontend, 5 % bad speculation, 60 % backend, 25 %
+    /// retiring, with one counter multiplexed half the time.
+    fn spr_window() -> (Window, CounterSet) {
+        let names = [
+            "cpu-clock",
+            "TOPDOWN.SLOTS",
+            "topdown-retiring",
+            "topdown-bad-spec",
+            "topdown-fe-bound",
+            "topdown-be-bound",
+            "INT_MISC.UOP_DROPPING",
+        ];
+        let raw = [
+            1_000_000_000u64,
+            4_000_000_000,
+            1_000_000_000,
+            200_000_000,
+            400_000_000,
+            2_400_000_000,
+            0,
+        ];
+        let counters = names
+            .iter()
+            .map(|name| Counter {
+                name: (*name).into(),
+                unit: Unit::Events,
+                attr: EventAttr {
+                    pmu_type: 4,
+                    config: 0,
+                    config1: 0,
+                    leader: None,
+                    pinned: false,
+                },
+            })
+            .collect();
+        let set = CounterSet {
+            name: "topdown",
+            reason: "test".into(),
+            counters,
+        };
+        let values = raw
+            .iter()
+            .enumerate()
+            .map(|(i, &raw)| CounterValue {
+                raw,
+                enabled_ns: 1_000_000_000,
+                running_ns: if i == 6 { 500_000_000 } else { 1_000_000_000 },
+            })
+            .collect();
+        let thread = ThreadUsage {
+            tid: 7,
+            pid: 7,
+            comm: "worker".into(),
+            cgroup_id: 1,
+            switches: 3,
+            counters: values,
+            exited: false,
+        };
+        let window = Window {
+            start: Duration::ZERO,
+            length: Duration::from_secs(1),
+            threads: vec![thread],
+            idle: vec![],
+            stats: Stats::default(),
+        };
+        (window, set)
+    }
+
+    fn options() -> RowOptions {
+        RowOptions {
+            sort: SortKey::OnCpu,
+            top: None,
+            topdown: Some(TopdownView {
+                model: Model::named("sapphirerapids").unwrap(),
+                level: 1,
+                slots: 8,
+                smt_on: false,
+            }),
+            verbose: false,
+        }
+    }
+
+    #[test]
+    fn per_thread_topdown_shows_nodes_bottleneck_and_run_percent() {
+        let (window, set) = spr_window();
+        let mut names = CgroupNames::at(None);
+        let (rows, total) = rows(&window, &set, &mut names, &options());
+        let text = table::block(&window, &rows, total, &set, &options(), false);
+        let header = text.lines().nth(1).unwrap();
+        for column in [
+            "Frontend%",
+            "BadSpec%",
+            "Backend%",
+            "Retiring%",
+            "BOTTLENECK",
+            "RUN%",
+        ] {
+            assert!(header.contains(column), "{column} in {header}");
+        }
+        assert!(
+            !header.contains("INT_MISC"),
+            "raw counters only with -v: {header}"
+        );
+        let line = text.lines().nth(2).unwrap();
+        assert!(
+            line.contains("60.0 <") && line.contains("Backend"),
+            "{line}"
+        );
+        assert!(
+            line.contains("10.0") && line.contains("25.0") && line.contains(" 50"),
+            "{line}"
+        );
+
+        let csv_text = csv::header(&set, &options(), ",")
+            + &csv::lines(&window, &rows, &set, &options(), ",", true);
+        let mut lines = csv_text.lines();
+        let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+        let row: Vec<&str> = lines.next().unwrap().split(',').collect();
+        let field = |name: &str| row[header.iter().position(|h| *h == name).unwrap()];
+        assert_eq!(field("tma_backend_bound"), "0.600000");
+        assert_eq!(field("bottleneck"), "tma_backend_bound");
+
+        let doc: serde_json::Value =
+            serde_json::from_str(&json::document(&window, &rows, &set, false).unwrap()).unwrap();
+        let thread = &doc["threads"][0];
+        assert_eq!(thread["topdown"]["tma_retiring"], 0.25);
+        assert_eq!(thread["bottleneck"], "tma_backend_bound");
+        assert_eq!(thread["run_percent"], 50.0);
     }
 }

@@ -7,6 +7,7 @@ use anyhow::{Result, bail};
 use crate::{
     attrib::{Window, cgroups::CgroupNames, usage::CounterValue},
     pmu::counter_set::CounterSet,
+    tma::{Model, TopDown, inputs::NamedCounts, node::Node},
 };
 
 /// One thread's line in a report.
@@ -32,6 +33,40 @@ pub struct Row {
     pub counters: Vec<CounterValue>,
     /// The thread died.
     pub exited: bool,
+    /// TopDown nodes from this thread's counts (only the ones it measured), when a TopDown set
+    /// runs and the thread ran on the PMU.
+    pub topdown: Option<TopDown>,
+    /// Lowest share of its enabled time any counter of the set was running (1.0: never
+    /// multiplexed).
+    pub run_fraction: f64,
+}
+
+/// TopDown for every row: the model, the level, and the literals it needs.
+#[derive(Clone, Debug)]
+pub struct TopdownView {
+    /// The model whose events the counter set holds.
+    pub model: Model,
+    /// 1, or 2 for Level 2 too.
+    pub level: u8,
+    /// `#slots` (Arm pipeline width).
+    pub slots: u32,
+    /// `#smt_on`.
+    pub smt_on: bool,
+}
+
+impl TopdownView {
+    /// The thread's TopDown from its counters (named as the set names them), or `None` when no
+    /// node could be computed (it never ran on the PMU in the window).
+    pub fn of(&self, set: &CounterSet, counters: &[CounterValue]) -> Option<TopDown> {
+        let counts = set
+            .names()
+            .zip(counters)
+            .map(|(name, value)| (name.to_owned(), value.scaled()));
+        let inputs = NamedCounts::new(counts, self.slots, self.smt_on);
+        let mut td = self.model.evaluate(&inputs, self.level);
+        td.nodes.retain(|n| n.value.is_finite());
+        (!td.nodes.is_empty()).then_some(td)
+    }
 }
 
 /// What to sort rows by (descending for numbers, ascending for ids and names).
@@ -47,7 +82,7 @@ pub enum SortKey {
     Pid,
     /// Thread name.
     Comm,
-    /// A counter of the set, by name.
+    /// A counter of the set, or a TopDown node (`tma_backend_bound`), by name.
     Counter(String),
 }
 
@@ -71,10 +106,11 @@ impl SortKey {
     pub fn validate(&self, set: &CounterSet) -> Result<()> {
         if let Self::Counter(name) = self
             && !set.names().any(|n| n == name)
+            && Node::named(name).is_none()
         {
             bail!(
-                "unknown sort field `{name}`: use oncpu, switches, tid, pid, comm or a counter \
-                 ({})",
+                "unknown sort field `{name}`: use oncpu, switches, tid, pid, comm, a TopDown node \
+                 (tma_backend_bound, ...) or a counter ({})",
                 set.names().collect::<Vec<_>>().join(", ")
             );
         }
@@ -89,6 +125,10 @@ pub struct RowOptions {
     pub sort: SortKey,
     /// Keep only the first N rows.
     pub top: Option<usize>,
+    /// TopDown per row, when a TopDown set runs.
+    pub topdown: Option<TopdownView>,
+    /// Also show Level 2 nodes under their thresholds, and the raw counters.
+    pub verbose: bool,
 }
 
 /// The rows of `window`, sorted and cut; also how many threads there were before the cut.
@@ -114,6 +154,16 @@ pub fn rows(
             switches: usage.switches,
             counters: usage.counters.clone(),
             exited: usage.exited,
+            topdown: options
+                .topdown
+                .as_ref()
+                .and_then(|view| view.of(set, &usage.counters)),
+            run_fraction: usage
+                .counters
+                .iter()
+                .skip(1)
+                .map(CounterValue::running_fraction)
+                .fold(1.0, f64::min),
         })
         .collect();
     let counter_index = match &options.sort {
@@ -192,6 +242,8 @@ mod tests {
         let opts = RowOptions {
             sort: SortKey::OnCpu,
             top: Some(2),
+            topdown: None,
+            verbose: false,
         };
         let (rows, total) = rows(&window, &set, &mut names, &opts);
         assert_eq!(total, 3);
@@ -201,6 +253,8 @@ mod tests {
         let by_switches = RowOptions {
             sort: "switches".parse().unwrap(),
             top: None,
+            topdown: None,
+            verbose: false,
         };
         let (rows, _) = super::rows(&window, &set, &mut names, &by_switches);
         assert_eq!(rows.iter().map(|r| r.tid).collect::<Vec<_>>(), [1, 3, 2]);

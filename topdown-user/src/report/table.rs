@@ -4,10 +4,11 @@ use std::fmt::Write as _;
 
 use comfy_table::{CellAlignment, Table, presets::NOTHING};
 
-use super::rows::Row;
+use super::rows::{Row, RowOptions};
 use crate::{
     attrib::Window,
     pmu::counter_set::{CounterSet, Unit},
+    tma::node::Node,
 };
 
 /// `counter set: software (no hardware PMU: software counters only)`.
@@ -26,6 +27,7 @@ pub fn block(
     rows: &[Row],
     total: usize,
     set: &CounterSet,
+    options: &RowOptions,
     is_final: bool,
 ) -> String {
     let mut out = String::new();
@@ -53,10 +55,22 @@ pub fn block(
     .into_iter()
     .map(String::from)
     .collect::<Vec<_>>();
-    header.extend(set.counters.iter().skip(1).map(|c| match c.unit {
-        Unit::Events => c.name.clone(),
-        unit => format!("{} ({})", c.name, unit.label()),
-    }));
+    let nodes = node_columns(rows, options);
+    header.extend(nodes.iter().map(|n| format!("{}%", n.short())));
+    if options.topdown.is_some() {
+        header.push("BOTTLENECK".into());
+    }
+    let show_run = rows.iter().any(|r| r.run_fraction < 1.0);
+    if show_run {
+        header.push("RUN%".into());
+    }
+    let show_counters = options.topdown.is_none() || options.verbose;
+    if show_counters {
+        header.extend(set.counters.iter().skip(1).map(|c| match c.unit {
+            Unit::Events => c.name.clone(),
+            unit => format!("{} ({})", c.name, unit.label()),
+        }));
+    }
     table.set_header(header);
     for row in rows {
         let mut cells = vec![
@@ -72,13 +86,30 @@ pub fn block(
             format!("{:.1}", row.cpu_percent),
             row.switches.to_string(),
         ];
-        for value in row.counters.iter().skip(1) {
-            let fraction = value.running_fraction();
-            cells.push(if fraction < 1.0 {
-                format!("{:.0} ({:.0}%)", value.scaled(), fraction * 100.0)
-            } else {
-                format!("{:.0}", value.scaled())
-            });
+        for node in &nodes {
+            cells.push(node_cell(row, node, options.verbose));
+        }
+        if options.topdown.is_some() {
+            let bottleneck = row.topdown.as_ref().and_then(|td| td.bottleneck);
+            cells.push(
+                bottleneck
+                    .and_then(Node::named)
+                    .map_or("-", |n| n.short())
+                    .to_owned(),
+            );
+        }
+        if show_run {
+            cells.push(format!("{:.0}", row.run_fraction * 100.0));
+        }
+        if show_counters {
+            for value in row.counters.iter().skip(1) {
+                let fraction = value.running_fraction();
+                cells.push(if fraction < 1.0 {
+                    format!("{:.0} ({:.0}%)", value.scaled(), fraction * 100.0)
+                } else {
+                    format!("{:.0}", value.scaled())
+                });
+            }
         }
         table.add_row(cells);
     }
@@ -102,6 +133,47 @@ pub fn block(
     }
     let _ = writeln!(out, "  {}", losses_line(window));
     out
+}
+
+/// The node columns: every Level 1 node the rows have; Level 2 nodes only where some row is over
+/// the node's threshold, unless verbose.
+fn node_columns(rows: &[Row], options: &RowOptions) -> Vec<Node> {
+    let Some(view) = &options.topdown else {
+        return Vec::new();
+    };
+    view.model
+        .nodes(view.level)
+        .into_iter()
+        .filter(|node| {
+            let values = rows
+                .iter()
+                .filter_map(|r| r.topdown.as_ref())
+                .flat_map(|td| td.nodes.iter().filter(|n| n.node.name == node.name));
+            let mut values = values.peekable();
+            values.peek().is_some()
+                && (node.level == 1 || options.verbose || values.any(|n| n.over_threshold))
+        })
+        .collect()
+}
+
+/// A node's value in percent; `<` marks the thread's bottleneck; Level 2 values under their
+/// threshold are left blank unless verbose.
+fn node_cell(row: &Row, node: &Node, verbose: bool) -> String {
+    let Some(td) = &row.topdown else {
+        return "-".into();
+    };
+    let Some(value) = td.nodes.iter().find(|n| n.node.name == node.name) else {
+        return "-".into();
+    };
+    if node.level > 1 && !value.over_threshold && !verbose {
+        return String::new();
+    }
+    let mark = if td.bottleneck == Some(node.name) {
+        " <"
+    } else {
+        ""
+    };
+    format!("{:.1}{mark}", value.value * 100.0)
 }
 
 /// `losses: none` or the non-zero loss counters.

@@ -1,5 +1,10 @@
 //! What the generated formulas read and return.
 
+use std::{
+    cell::RefCell,
+    collections::{BTreeSet, HashMap},
+};
+
 /// Counts by perf event name, and the literals perf resolves at run time (`#slots`, `#smt_on`).
 pub trait Inputs {
     /// The count of event `name` (perf's spelling, e.g. `topdown-fe-bound`,
@@ -49,4 +54,45 @@ pub fn min(a: f64, b: f64) -> f64 {
 /// perf's truth values: comparisons and logic yield 1 or 0.
 pub fn truth(condition: bool) -> f64 {
     if condition { 1.0 } else { 0.0 }
+}
+
+/// Counts by formula name and the literals perf resolves at run time. An event it lacks reads
+/// as NaN and is remembered, so every node that needs it comes out unmeasured, never guessed.
+#[derive(Debug, Default)]
+pub struct NamedCounts {
+    counts: HashMap<String, f64>,
+    literals: HashMap<&'static str, f64>,
+    missing: RefCell<BTreeSet<String>>,
+}
+
+impl NamedCounts {
+    /// Counts from `(formula name, value)` pairs, with `#slots` and `#smt_on`.
+    pub fn new(counts: impl IntoIterator<Item = (String, f64)>, slots: u32, smt_on: bool) -> Self {
+        Self {
+            counts: counts.into_iter().collect(),
+            literals: HashMap::from([
+                ("#slots", f64::from(slots)),
+                ("#smt_on", if smt_on { 1.0 } else { 0.0 }),
+            ]),
+            missing: RefCell::default(),
+        }
+    }
+
+    /// Events the formulas asked for that were not there.
+    pub fn missing(&self) -> Vec<String> {
+        self.missing.borrow().iter().cloned().collect()
+    }
+}
+
+impl Inputs for NamedCounts {
+    fn event(&self, name: &str) -> f64 {
+        self.counts.get(name).copied().unwrap_or_else(|| {
+            self.missing.borrow_mut().insert(name.to_owned());
+            f64::NAN
+        })
+    }
+
+    fn literal(&self, name: &str) -> f64 {
+        self.literals.get(name).copied().unwrap_or(f64::NAN)
+    }
 }

@@ -81,6 +81,19 @@ impl Model {
         }
     }
 
+    /// The nodes this model has down to `level`, in tree order.
+    pub fn nodes(&self, level: u8) -> Vec<Node> {
+        let mut nodes: Vec<Node> = self
+            .values(&inputs::NamedCounts::default())
+            .values
+            .iter()
+            .filter_map(|(name, _)| Node::named(name))
+            .filter(|node| node.level <= level)
+            .collect();
+        nodes.sort_by_key(|n| n.order);
+        nodes
+    }
+
     /// The raw formula values (fractions of slots), by perf metric name.
     pub fn values(&self, inputs: &dyn Inputs) -> Evaluation {
         (self.evaluate)(inputs)
