@@ -194,6 +194,67 @@ fn topdown_without_a_hardware_pmu_is_one_clear_line() {
 }
 
 #[test]
+fn extra_events_are_counted_per_thread_and_bad_ones_are_one_line() {
+    if !privileged("extra_events_are_counted_per_thread") {
+        return;
+    }
+    let output = topdown()
+        .args([
+            "--json",
+            "-e",
+            "context-switches,page-faults",
+            "-e",
+            "msr/tsc/",
+            "--",
+        ])
+        .arg(env!("CARGO_BIN_EXE_workload"))
+        .args(["--run-ms", "300", "--churn", "1", "--no-wait"])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8_lossy(&output.stdout);
+    let doc: Value = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|d| d["final"] == true)
+        .expect("the final document");
+    let names: Vec<&str> = doc["counter_set"]["counters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert!(
+        names.ends_with(&["context-switches", "page-faults", "msr/tsc/"]),
+        "{names:?}"
+    );
+    let busy = doc["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["comm"] == "busy")
+        .unwrap();
+    let switches = busy["switches"].as_u64().unwrap();
+    let counted = busy["counters"]["context-switches"]["raw"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        counted.abs_diff(switches) <= 3,
+        "{counted} context switches vs {switches} switches out"
+    );
+    assert!(busy["counters"]["page-faults"]["raw"].as_u64().is_some());
+
+    let output = topdown().args(["-e", "context-switchs"]).output().unwrap();
+    assert_one_line_error(&output, "did you mean `context-switches`?");
+    let output = topdown().args(["-e", "nope/event=1/"]).output().unwrap();
+    assert_one_line_error(&output, "no PMU `nope`");
+}
+
+#[test]
 fn without_privileges_it_says_what_to_do() {
     if !privileged("without_privileges_it_says_what_to_do") {
         return;

@@ -33,9 +33,8 @@ fn software(name: &str, config: u64, leader: Option<usize>) -> Counter {
         attr: EventAttr {
             pmu_type: SOFTWARE,
             config,
-            config1: 0,
             leader,
-            pinned: false,
+            ..EventAttr::default()
         },
     }
 }

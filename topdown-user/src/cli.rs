@@ -132,6 +132,13 @@ pub struct StatArgs {
     #[arg(short = 'o', long, value_name = "FILE")]
     pub output: Option<PathBuf>,
 
+    /// Also count these events per thread (repeatable, or comma-separated): perf syntax
+    /// (`cpu/event=0xc2,umask=0x2,cmask=1,inv/u`, `msr/tsc/`), raw (`r01c2`), perf's generic and
+    /// software names, the CPU's named events (`INT_MISC.UOP_DROPPING:u`) or libpfm4 style
+    /// (`INST_RETIRED:ANY_P:c=1:e:i:u:k`).
+    #[arg(short = 'e', long = "event", value_name = "EVENT")]
+    pub events: Vec<String>,
+
     /// TopDown per thread down to this level (1 or 2); needs a hardware PMU.
     #[arg(long = "td-level", value_name = "LEVEL", value_parser = clap::value_parser!(u8).range(1..=2))]
     pub td_level: Option<u8>,

@@ -13,6 +13,7 @@ use tokio::{
     signal::unix::{SignalKind, signal},
     time::{MissedTickBehavior, interval, sleep_until},
 };
+use topdown_common::MAX_COUNTERS;
 
 use crate::{
     attrib::{Attributor, cgroups::CgroupNames, target::Target},
@@ -20,6 +21,8 @@ use crate::{
     collect::{Collector, CollectorOptions},
     pmu::{
         counter_set::CounterSet,
+        event_spec::{EventResolver, split_event_list},
+        event_table::EventTable,
         machine::Machine,
         sysfs::SysRoot,
         topdown_model::{Selection, select},
@@ -46,7 +49,7 @@ pub async fn run(cli: StatArgs, verbose: bool) -> Result<()> {
         bail!("--duration must be a positive number of seconds");
     }
     let sys = SysRoot::host();
-    let (set, topdown) = match cli.td_level {
+    let (mut set, topdown) = match cli.td_level {
         None => (CounterSet::for_machine(&sys)?, None),
         Some(level) => {
             let machine = Machine::read(&sys)?;
@@ -62,6 +65,7 @@ pub async fn run(cli: StatArgs, verbose: bool) -> Result<()> {
             (set, Some(view))
         }
     };
+    add_events(&sys, &mut set, topdown.as_ref(), &cli.events)?;
     sort.validate(&set)?;
     let target = if !cli.pids.is_empty() {
         Target::Pids(cli.pids.clone())
@@ -168,6 +172,41 @@ fn spawn_followed(argv: &[String], collector: &mut Collector) -> Result<(u32, Ch
         .id()
         .context("the command exited before it could be watched")?;
     Ok((pid, child))
+}
+
+/// Adds the `-e` events to the set, resolved for this machine's core PMU and CPU event table.
+fn add_events(
+    sys: &SysRoot,
+    set: &mut CounterSet,
+    topdown: Option<&TopdownView>,
+    specs: &[String],
+) -> Result<()> {
+    if specs.is_empty() {
+        return Ok(());
+    }
+    let machine = Machine::read(sys)?;
+    let core = machine.core_pmus.first().map(|p| p.name.clone());
+    let table = match (topdown, &core) {
+        (Some(view), _) => EventTable::for_model(view.model.name),
+        (None, Some(pmu)) => match select(&machine.cpu, pmu, machine.smt_active) {
+            Selection::Model(model) => EventTable::for_model(model),
+            Selection::PerCoreOnly => EventTable::named("skylake"),
+            Selection::Unsupported(_) => None,
+        },
+        (None, None) => None,
+    };
+    let resolver = EventResolver::new(sys, core.as_deref(), table)?;
+    for spec in specs.iter().flat_map(|s| split_event_list(s)) {
+        set.counters.push(resolver.resolve(&spec)?);
+    }
+    if set.counters.len() > MAX_COUNTERS {
+        bail!(
+            "{} counters per CPU requested, more than the {MAX_COUNTERS} a per-thread set \
+             holds: drop some -e events",
+            set.counters.len()
+        );
+    }
+    Ok(())
 }
 
 /// The model (and core PMU) TopDown runs with on this machine, or why it cannot: no hardware

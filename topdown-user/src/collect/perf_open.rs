@@ -77,6 +77,8 @@ pub fn attr_for(event: &EventAttr, is_leader: bool) -> bindings::perf_event_attr
     attr.__bindgen_anon_3.config1 = event.config1;
     attr.set_disabled(u64::from(is_leader));
     attr.set_pinned(u64::from(event.pinned && is_leader));
+    attr.set_exclude_user(u64::from(event.exclude_user));
+    attr.set_exclude_kernel(u64::from(event.exclude_kernel));
     attr
 }
 
@@ -110,8 +112,9 @@ mod tests {
             pmu_type: 4,
             config: 0x400,
             config1: 7,
-            leader: None,
             pinned: true,
+            exclude_kernel: true,
+            ..EventAttr::default()
         };
         let leader = attr_for(&event, true);
         assert_eq!(leader.type_, 4);
@@ -121,6 +124,7 @@ mod tests {
         assert_eq!(leader.read_format, 0b11);
         assert_eq!(leader.disabled(), 1);
         assert_eq!(leader.pinned(), 1);
+        assert_eq!((leader.exclude_kernel(), leader.exclude_user()), (1, 0));
         assert_eq!(leader.sample_type, 0);
         let member = attr_for(&event, false);
         assert_eq!(member.disabled(), 0);

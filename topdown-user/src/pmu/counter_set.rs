@@ -37,7 +37,7 @@ impl Unit {
 }
 
 /// How to open one counter with `perf_event_open` (one per CPU, pid = -1).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EventAttr {
     /// `perf_event_attr.type`.
     pub pmu_type: u32,
@@ -49,6 +49,10 @@ pub struct EventAttr {
     pub leader: Option<usize>,
     /// Keep the group on the PMU at all times (`perf_event_attr.pinned`).
     pub pinned: bool,
+    /// Do not count in user mode (`exclude_user`).
+    pub exclude_user: bool,
+    /// Do not count in kernel mode (`exclude_kernel`).
+    pub exclude_kernel: bool,
 }
 
 /// One counter of a set.
@@ -88,9 +92,7 @@ impl CounterSet {
             attr: EventAttr {
                 pmu_type: PERF_TYPE_SOFTWARE,
                 config: PERF_COUNT_SW_CPU_CLOCK,
-                config1: 0,
-                leader: None,
-                pinned: false,
+                ..EventAttr::default()
             },
         }];
         if let Some(msr) = sys.pmu("msr")?
@@ -104,8 +106,7 @@ impl CounterSet {
                     pmu_type: msr.pmu_type,
                     config: config.config,
                     config1: config.config1,
-                    leader: None,
-                    pinned: false,
+                    ..EventAttr::default()
                 },
             });
         }

@@ -1,8 +1,8 @@
 //! What the machine can count: PMUs from sysfs, and the counter sets built on them.
 
 pub mod counter_set;
-#[rustfmt::skip]
-pub mod generated_events;
+pub mod event_spec;
+pub mod event_table;
 pub mod machine;
 pub mod sysfs;
 pub mod topdown_model;

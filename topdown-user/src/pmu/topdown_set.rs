@@ -2,22 +2,19 @@
 //!
 //! PERF_METRICS events (`topdown-*`) go in one group led by `slots`, pinned, as the kernel
 //! requires; every other event is its own group, so the kernel may multiplex it and its
-//! enabled/running times scale it. Named events are encoded from the generated tables through
-//! the PMU's sysfs `format/` files; `slots`, `topdown-*` and Arm's events come from the PMU's own
-//! `events/` aliases.
+//! enabled/running times scale it. Every event is resolved as `-e` resolves it: the PMU's sysfs
+//! aliases (`slots`, `topdown-*`, Arm's events) and the CPU's generated event table.
 
 use anyhow::{Context as _, Result, bail};
 use topdown_common::MAX_COUNTERS;
 
 use super::{
-    counter_set::{Counter, CounterSet, EventAttr, Unit},
-    generated_events::ENCODINGS,
-    sysfs::{Pmu, SysRoot},
+    counter_set::{Counter, CounterSet},
+    event_spec::EventResolver,
+    event_table::EventTable,
+    sysfs::SysRoot,
 };
 use crate::tma::Model;
-
-/// `PERF_TYPE_HARDWARE`, for perf's generic `cycles`.
-const PERF_TYPE_HARDWARE: u32 = 0;
 
 /// The PERF_METRICS members in the order perf opens them.
 const METRICS_ORDER: [&str; 8] = [
@@ -33,9 +30,20 @@ const METRICS_ORDER: [&str; 8] = [
 
 /// The counter set that measures `model` down to `level` on core PMU `pmu_name`.
 pub fn topdown_set(sys: &SysRoot, pmu_name: &str, model: &Model, level: u8) -> Result<CounterSet> {
-    let pmu = sys
-        .pmu(pmu_name)?
-        .with_context(|| format!("this machine has no `{pmu_name}` PMU"))?;
+    if sys.pmu(pmu_name)?.is_none() {
+        bail!("this machine has no `{pmu_name}` PMU");
+    }
+    let resolver = EventResolver::new(sys, Some(pmu_name), EventTable::for_model(model.name))?;
+    let counter = |formula: &str, perf: &str| -> Result<Counter> {
+        let mut counter = resolver.resolve(perf).with_context(|| {
+            format!(
+                "model {} needs {formula}, which cannot be encoded here",
+                model.name
+            )
+        })?;
+        formula.clone_into(&mut counter.name);
+        Ok(counter)
+    };
     let events = model.events_for_level(level);
     let mut set = CounterSet::software(&SysRoot::at("/nonexistent"), String::new())?;
     let metrics: Vec<&str> = METRICS_ORDER
@@ -45,43 +53,25 @@ pub fn topdown_set(sys: &SysRoot, pmu_name: &str, model: &Model, level: u8) -> R
         .collect();
     if !metrics.is_empty() {
         let leader = set.counters.len();
-        set.counters
-            .push(alias(&pmu, "slots", "TOPDOWN.SLOTS", None, true)?);
+        let mut slots = counter("TOPDOWN.SLOTS", &format!("{pmu_name}/slots/"))?;
+        slots.attr.pinned = true;
+        set.counters.push(slots);
         for metric in &metrics {
-            set.counters
-                .push(alias(&pmu, metric, metric, Some(leader), false)?);
+            let mut member = counter(metric, &format!("{pmu_name}/{metric}/"))?;
+            member.attr.leader = Some(leader);
+            set.counters.push(member);
         }
     }
     for &event in events {
         if metrics.contains(&event) || (event == "TOPDOWN.SLOTS" && !metrics.is_empty()) {
             continue;
         }
-        let counter = if event == "cycles" {
-            Counter {
-                name: event.to_owned(),
-                unit: Unit::Cycles,
-                attr: EventAttr {
-                    pmu_type: PERF_TYPE_HARDWARE,
-                    config: 0,
-                    config1: 0,
-                    leader: None,
-                    pinned: false,
-                },
-            }
-        } else if let Some((_, _, terms)) = ENCODINGS
-            .iter()
-            .find(|(m, e, _)| *m == model.name && *e == event)
-        {
-            encoded(&pmu, event, terms)?
-        } else {
-            alias(&pmu, event, event, None, false).with_context(|| {
-                format!(
-                    "model {} needs {event}, which has no encoding here",
-                    model.name
-                )
-            })?
+        // `cpu@NAME,cmask=1,edge@` is perf's `cpu/NAME,cmask=1,edge/` on this core PMU.
+        let perf = match event.strip_prefix("cpu@").and_then(|e| e.strip_suffix('@')) {
+            Some(inner) => format!("{pmu_name}/{inner}/"),
+            None => event.to_owned(),
         };
-        set.counters.push(counter);
+        set.counters.push(counter(event, &perf)?);
     }
     if set.counters.len() > MAX_COUNTERS {
         bail!(
@@ -95,37 +85,6 @@ pub fn topdown_set(sys: &SysRoot, pmu_name: &str, model: &Model, level: u8) -> R
     set.name = "topdown";
     set.reason = format!("model {}: {}, level {level}", model.name, model.description);
     Ok(set)
-}
-
-fn alias(
-    pmu: &Pmu,
-    alias: &str,
-    name: &str,
-    leader: Option<usize>,
-    pinned: bool,
-) -> Result<Counter> {
-    let terms = pmu
-        .event_terms(alias)?
-        .with_context(|| format!("PMU {} has no event `{alias}` in sysfs", pmu.name))?;
-    let mut counter = encoded(pmu, name, &terms)?;
-    counter.attr.leader = leader;
-    counter.attr.pinned = pinned;
-    Ok(counter)
-}
-
-fn encoded(pmu: &Pmu, name: &str, terms: &str) -> Result<Counter> {
-    let config = pmu.encode(terms)?;
-    Ok(Counter {
-        name: name.to_owned(),
-        unit: Unit::Events,
-        attr: EventAttr {
-            pmu_type: pmu.pmu_type,
-            config: config.config,
-            config1: config.config1,
-            leader: None,
-            pinned: false,
-        },
-    })
 }
 
 #[cfg(test)]

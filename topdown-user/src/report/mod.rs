@@ -164,10 +164,7 @@ mod tests {
                 unit: Unit::Events,
                 attr: EventAttr {
                     pmu_type: 4,
-                    config: 0,
-                    config1: 0,
-                    leader: None,
-                    pinned: false,
+                    ..EventAttr::default()
                 },
             })
             .collect();

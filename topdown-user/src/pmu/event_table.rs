@@ -1,0 +1,100 @@
+//! Each CPU's core events by name, generated from ../shared/data by
+//! `xtask/gen/event_tables.py` into `events/<table>.tsv` (`NAME<TAB>perf terms`).
+
+/// The tables, by name.
+const TABLES: &[(&str, &str)] = &[
+    ("icelake", include_str!("events/icelake.tsv")),
+    ("sapphirerapids", include_str!("events/sapphirerapids.tsv")),
+    ("alderlake_core", include_str!("events/alderlake_core.tsv")),
+    ("alderlake_atom", include_str!("events/alderlake_atom.tsv")),
+    ("skylake", include_str!("events/skylake.tsv")),
+    ("goldmont", include_str!("events/goldmont.tsv")),
+    ("zen4", include_str!("events/zen4.tsv")),
+];
+
+/// One CPU's event table.
+#[derive(Clone, Copy, Debug)]
+pub struct EventTable {
+    /// Table name, e.g. `sapphirerapids`.
+    pub name: &'static str,
+    text: &'static str,
+}
+
+impl EventTable {
+    /// The table called `name`.
+    pub fn named(name: &str) -> Option<Self> {
+        TABLES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|&(name, text)| Self { name, text })
+    }
+
+    /// The table a TopDown model's events are encoded from (none for Arm, whose events the
+    /// PMU names in sysfs, nor for models whose event data is not in ../shared/data).
+    pub fn for_model(model: &str) -> Option<Self> {
+        Self::named(match model {
+            "skylake_smt" => "skylake",
+            other => other,
+        })
+    }
+
+    /// Whether any CPU's table has an event called `name`.
+    pub fn any_knows(name: &str) -> bool {
+        TABLES.iter().any(|&(name_of, text)| {
+            Self {
+                name: name_of,
+                text,
+            }
+            .terms(name)
+            .is_some()
+        })
+    }
+
+    /// The perf terms of event `name` (case-insensitive, as perf matches them).
+    pub fn terms(&self, name: &str) -> Option<&'static str> {
+        self.rows()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, terms)| terms)
+    }
+
+    /// Every event name.
+    pub fn names(&self) -> impl Iterator<Item = &'static str> {
+        self.rows().map(|(name, _)| name)
+    }
+
+    fn rows(&self) -> impl Iterator<Item = (&'static str, &'static str)> {
+        self.text
+            .lines()
+            .filter(|line| !line.starts_with('#'))
+            .filter_map(|line| line.split_once('\t'))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_hold_the_data_encodings() {
+        let spr = EventTable::named("sapphirerapids").unwrap();
+        assert_eq!(
+            spr.terms("INT_MISC.UOP_DROPPING"),
+            Some("event=0xad,umask=0x10")
+        );
+        assert_eq!(
+            spr.terms("int_misc.uop_dropping"),
+            Some("event=0xad,umask=0x10")
+        );
+        assert!(spr.names().count() > 200);
+        let zen4 = EventTable::for_model("zen4").unwrap();
+        assert_eq!(
+            zen4.terms("de_src_op_disp.all"),
+            Some("event=0xaa,umask=0x07")
+        );
+        assert_eq!(
+            EventTable::for_model("skylake_smt").unwrap().name,
+            "skylake"
+        );
+        assert!(EventTable::for_model("neoverse_v1").is_none());
+    }
+}
