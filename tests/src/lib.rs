@@ -191,4 +191,5 @@ pub fn wait_for_event(
         );
     }
 }
+pub mod atom_csv;
 pub mod metric_expr;

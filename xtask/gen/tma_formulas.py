@@ -10,6 +10,7 @@ The output is checked in; `tma_formulas_are_generated_from_the_data` (tests/) re
 and fails if it differs. An independent interpreter in the tests evaluates the same JSON strings
 and checks the generated code against it.
 """
+import csv
 import json
 import os
 import re
@@ -43,6 +44,13 @@ ZEN5 = dict(AMD, **{
 SKL = {"Frontend_Bound": "tma_frontend_bound", "Bad_Speculation": "tma_bad_speculation",
        "Backend_Bound": "tma_backend_bound", "Retiring": "tma_retiring"}
 SKL_SMT = {k + "_SMT": v for k, v in SKL.items()}
+ATOM = {"Frontend_Bound": "tma_frontend_bound", "Fetch_Latency": "tma_fetch_latency",
+        "Fetch_Bandwidth": "tma_fetch_bandwidth", "Bad_Speculation": "tma_bad_speculation",
+        "Branch_Mispredicts": "tma_branch_mispredicts", "Machine_Clears": "tma_machine_clears",
+        "Backend_Bound": "tma_backend_bound", "Core_Bound": "tma_core_bound",
+        "Memory_Bound": "tma_memory_bound", "Backend_Bound_Aux": "tma_backend_bound_aux",
+        "Resource_Bound": "tma_resource_bound", "Retiring": "tma_retiring", "Base": "tma_base",
+        "MS_uops": "tma_ms_uops"}
 ARM = {"frontend_bound": "tma_frontend_bound", "bad_speculation": "tma_bad_speculation",
        "backend_bound": "tma_backend_bound", "retiring": "tma_retiring"}
 
@@ -65,6 +73,10 @@ MODELS = [
      ["x86/amdzen4/pipeline.json"], None, ZEN4),
     ("zen5", "AMD Zen 5 (pipeline utilization, width 8)",
      ["x86/amdzen5/pipeline.json"], None, ZEN5),
+    ("goldmont", "Intel Goldmont / Goldmont Plus (width 3, Level 1)",
+     ["../intel-perfmon/Atom_TMA.csv"], "GLM/GLP", ATOM),
+    ("tremont", "Intel Tremont (width 4)",
+     ["../intel-perfmon/Atom_TMA.csv"], "TNT", ATOM),
     ("neoverse_v1", "Arm Neoverse V1 (STALL_SLOT based, 8 slots)",
      ["arm64/sbsa.json", "arm64/arm/neoverse-v1/metrics.json"], None, ARM),
     ("neoverse_n2", "Arm Neoverse N2 / V2 (STALL_SLOT based, slots from caps/slots)",
@@ -164,7 +176,36 @@ def parse(text):
 
 
 # --- metrics of a model ------------------------------------------------------------------------
+def load_atom_csv(path, column):
+    """Intel's Atom_TMA.csv as metrics: the model column's formula (an empty cell inherits from
+    the nearest filled cell to its right), `#Pipeline_Width` substituted, `>0.20` thresholds."""
+    rows = list(csv.reader(open(path, encoding="utf-8-sig")))
+    header = rows[2]
+    models = header[header.index("TNT"):header.index("Locate-with")]
+    cells = [dict(zip(header, r)) for r in rows[3:]]
+    def formula(d):
+        for m in models[models.index(column):]:
+            if d.get(m, "").strip():
+                return d[m].strip()
+        return ""
+    width = next(formula(d) for d in cells if d["Level1"] == "#Pipeline_Width")
+    metrics = {}
+    for d in cells:
+        name = next((d[l] for l in ("Level1", "Level2", "Level3", "Level4") if d[l]), "")
+        expr = formula(d)
+        if not name or not expr or name.startswith("#"):
+            continue
+        m = {"MetricExpr": expr.replace("#Pipeline_Width", width)}
+        threshold = d.get("Threshold", "").strip()
+        if threshold.startswith(">"):
+            m["MetricThreshold"] = f"{name} > {threshold[1:]}"
+        metrics[name] = m
+    return metrics
+
+
 def load(model_files, unit):
+    if model_files[0].endswith(".csv"):
+        return load_atom_csv(os.path.join(DATA, model_files[0]), unit)
     metrics = {}
     for path in model_files:
         for m in json.load(open(os.path.join(DATA, path))):
@@ -253,7 +294,7 @@ def model_code(name, doc, files, unit, mapping):
         wanted = {n: n for n, m in metrics.items()
                   if {"TopdownL1", "TopdownL2"} & set(groups(m)) and n.startswith("tma_")}
     else:
-        wanted = mapping
+        wanted = {k: v for k, v in mapping.items() if k in metrics}
     trees = {}
 
     def tree_of(n):

@@ -12,6 +12,10 @@ const SAPPHIRERAPIDS: &[u32] = &[0x8F, 0xCF, 0xAD, 0xAE];
 /// Hybrid parts: `cpu_core` (Golden Cove class) and `cpu_atom` (Gracemont class): Alder Lake,
 /// Raptor Lake, Meteor Lake.
 const HYBRID: &[u32] = &[0x97, 0x9A, 0xB7, 0xBA, 0xBF, 0xAA, 0xAC];
+/// Goldmont and Goldmont Plus (Atom, width 3, Level 1).
+const GOLDMONT: &[u32] = &[0x5C, 0x5F, 0x7A];
+/// Tremont (Atom, width 4): Snow Ridge, Elkhart Lake, Jasper Lake.
+const TREMONT: &[u32] = &[0x86, 0x96, 0x9C];
 /// Skylake-class: generic counters, width 4 (Skylake, Kaby/Coffee/Comet Lake, Skylake-SP and
 /// Cascade Lake).
 const SKYLAKE: &[u32] = &[0x4E, 0x5E, 0x8E, 0x9E, 0xA5, 0xA6, 0x55];
@@ -50,6 +54,10 @@ pub fn select(cpu: &CpuId, pmu: &str, smt_active: bool) -> Selection {
                 Selection::Model("icelake")
             } else if SAPPHIRERAPIDS.contains(&model) {
                 Selection::Model("sapphirerapids")
+            } else if GOLDMONT.contains(&model) {
+                Selection::Model("goldmont")
+            } else if TREMONT.contains(&model) {
+                Selection::Model("tremont")
             } else if SKYLAKE.contains(&model) {
                 if smt_active {
                     Selection::PerCoreOnly
@@ -58,8 +66,8 @@ pub fn select(cpu: &CpuId, pmu: &str, smt_active: bool) -> Selection {
                 }
             } else {
                 Selection::Unsupported(format!(
-                    "{cpu}: no TopDown model for this Intel CPU yet (Goldmont, Tremont and \
-                     pre-Skylake parts are not built)"
+                    "{cpu}: no TopDown model for this Intel CPU (pre-Skylake big cores and \
+                     pre-Goldmont Atoms are not built)"
                 ))
             }
         }
@@ -126,8 +134,16 @@ mod tests {
             Selection::Model("skylake")
         );
         assert_eq!(select(&intel(0x55), "cpu", true), Selection::PerCoreOnly);
-        assert!(matches!(
+        assert_eq!(
             select(&intel(0x5C), "cpu", false),
+            Selection::Model("goldmont")
+        );
+        assert_eq!(
+            select(&intel(0x86), "cpu", false),
+            Selection::Model("tremont")
+        );
+        assert!(matches!(
+            select(&intel(0x3C), "cpu", false),
             Selection::Unsupported(_)
         ));
     }
@@ -221,6 +237,8 @@ mod tests {
         );
         expect(HYBRID, &["alderlake", "meteorlake"]);
         expect(SKYLAKE, &["skylake", "skylakex", "cascadelakex"]);
+        expect(GOLDMONT, &["goldmont", "goldmontplus"]);
+        expect(TREMONT, &["snowridgex", "elkhartlake"]);
         let amd = |family: u32, model: u32| {
             let cpu = CpuId::X86 {
                 vendor: "AuthenticAMD".into(),

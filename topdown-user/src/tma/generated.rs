@@ -240,6 +240,64 @@ pub const ZEN5_L1_EVENTS: &[&str] = &["de_no_dispatch_per_slot.backend_stalls", 
 /// Literals zen5 needs (`#slots`, `#smt_on`, ...).
 pub const ZEN5_LITERALS: &[&str] = &[];
 
+/// Intel Goldmont / Goldmont Plus (width 3, Level 1).
+pub fn goldmont(x: &dyn Inputs) -> Evaluation {
+    let m_clks = x.event("CPU_CLK_UNHALTED.CORE");
+    let m_slots = (3.0 * m_clks);
+    let m_backend_bound = (x.event("ISSUE_SLOTS_NOT_CONSUMED.RESOURCE_FULL") / m_slots);
+    let m_backend_bound_aux = m_backend_bound;
+    let m_bad_speculation = (((x.event("UOPS_ISSUED.ANY") - x.event("UOPS_RETIRED.ANY")) + x.event("ISSUE_SLOTS_NOT_CONSUMED.RECOVERY")) / m_slots);
+    let m_frontend_bound = (x.event("UOPS_NOT_DELIVERED.ANY") / m_slots);
+    let m_ms_uops = (x.event("UOPS_RETIRED.MS") / m_slots);
+    let m_retiring = (x.event("UOPS_RETIRED.ANY") / m_slots);
+    Evaluation {
+        values: vec![("tma_backend_bound", m_backend_bound), ("tma_backend_bound_aux", m_backend_bound_aux), ("tma_bad_speculation", m_bad_speculation), ("tma_frontend_bound", m_frontend_bound), ("tma_ms_uops", m_ms_uops), ("tma_retiring", m_retiring)],
+        over_threshold: vec![("tma_backend_bound", truth(m_backend_bound > 0.1) != 0.0), ("tma_backend_bound_aux", truth(m_backend_bound_aux > 0.2) != 0.0), ("tma_bad_speculation", truth(m_bad_speculation > 0.15) != 0.0), ("tma_frontend_bound", truth(m_frontend_bound > 0.2) != 0.0), ("tma_ms_uops", truth(m_ms_uops > 0.05) != 0.0), ("tma_retiring", truth(m_retiring > 0.75) != 0.0)],
+    }
+}
+
+/// Events goldmont reads, as perf names them.
+pub const GOLDMONT_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.CORE", "ISSUE_SLOTS_NOT_CONSUMED.RECOVERY", "ISSUE_SLOTS_NOT_CONSUMED.RESOURCE_FULL", "UOPS_ISSUED.ANY", "UOPS_NOT_DELIVERED.ANY", "UOPS_RETIRED.ANY", "UOPS_RETIRED.MS"];
+
+/// Events goldmont needs for the values of its Level 1 nodes.
+pub const GOLDMONT_L1_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.CORE", "ISSUE_SLOTS_NOT_CONSUMED.RECOVERY", "ISSUE_SLOTS_NOT_CONSUMED.RESOURCE_FULL", "UOPS_ISSUED.ANY", "UOPS_NOT_DELIVERED.ANY", "UOPS_RETIRED.ANY"];
+
+/// Literals goldmont needs (`#slots`, `#smt_on`, ...).
+pub const GOLDMONT_LITERALS: &[&str] = &[];
+
+/// Intel Tremont (width 4).
+pub fn tremont(x: &dyn Inputs) -> Evaluation {
+    let m_clks = x.event("CPU_CLK_UNHALTED.CORE");
+    let m_slots = (4.0 * m_clks);
+    let m_backend_bound = (x.event("TOPDOWN_BE_BOUND.ALL") / m_slots);
+    let m_backend_bound_aux = m_backend_bound;
+    let m_bad_speculation = (x.event("TOPDOWN_BAD_SPECULATION.ALL") / m_slots);
+    let m_base = ((x.event("TOPDOWN_RETIRING.ALL") - x.event("UOPS_RETIRED.MS")) / m_slots);
+    let m_branch_mispredicts = (x.event("TOPDOWN_BAD_SPECULATION.MISPREDICT") / m_slots);
+    let m_memory_bound = ((((x.event("MEM_BOUND_STALLS.LOAD_L2_HIT") + x.event("MEM_BOUND_STALLS.LOAD_LLC_HIT")) + x.event("MEM_BOUND_STALLS.LOAD_DRAM_HIT")) + x.event("MEM_BOUND_STALLS.STORE_BUFFER_FULL")) / m_clks);
+    let m_core_bound = max(0.0, (m_backend_bound - m_memory_bound));
+    let m_fetch_bandwidth = ((((x.event("TOPDOWN_FE_BOUND.CISC") + x.event("TOPDOWN_FE_BOUND.DECODE")) + x.event("TOPDOWN_FE_BOUND.PREDECODE")) + x.event("TOPDOWN_FE_BOUND.OTHER")) / m_slots);
+    let m_fetch_latency = ((((x.event("TOPDOWN_FE_BOUND.ITLB") + x.event("TOPDOWN_FE_BOUND.ICACHE")) + x.event("TOPDOWN_FE_BOUND.BRANCH_DETECT")) + x.event("TOPDOWN_FE_BOUND.BRANCH_RESTEER")) / m_slots);
+    let m_frontend_bound = (x.event("TOPDOWN_FE_BOUND.ALL") / m_slots);
+    let m_ms_uops = (x.event("UOPS_RETIRED.MS") / m_slots);
+    let m_machine_clears = (x.event("TOPDOWN_BAD_SPECULATION.MONUKE") / m_slots);
+    let m_resource_bound = m_backend_bound;
+    let m_retiring = (x.event("TOPDOWN_RETIRING.ALL") / m_slots);
+    Evaluation {
+        values: vec![("tma_backend_bound", m_backend_bound), ("tma_backend_bound_aux", m_backend_bound_aux), ("tma_bad_speculation", m_bad_speculation), ("tma_base", m_base), ("tma_branch_mispredicts", m_branch_mispredicts), ("tma_core_bound", m_core_bound), ("tma_fetch_bandwidth", m_fetch_bandwidth), ("tma_fetch_latency", m_fetch_latency), ("tma_frontend_bound", m_frontend_bound), ("tma_ms_uops", m_ms_uops), ("tma_machine_clears", m_machine_clears), ("tma_memory_bound", m_memory_bound), ("tma_resource_bound", m_resource_bound), ("tma_retiring", m_retiring)],
+        over_threshold: vec![("tma_backend_bound", truth(m_backend_bound > 0.1) != 0.0), ("tma_backend_bound_aux", truth(m_backend_bound_aux > 0.2) != 0.0), ("tma_bad_speculation", truth(m_bad_speculation > 0.15) != 0.0), ("tma_base", truth(m_base > 0.6) != 0.0), ("tma_branch_mispredicts", truth(m_branch_mispredicts > 0.05) != 0.0), ("tma_core_bound", truth(m_core_bound > 0.1) != 0.0), ("tma_fetch_bandwidth", truth(m_fetch_bandwidth > 0.1) != 0.0), ("tma_fetch_latency", truth(m_fetch_latency > 0.15) != 0.0), ("tma_frontend_bound", truth(m_frontend_bound > 0.2) != 0.0), ("tma_ms_uops", truth(m_ms_uops > 0.05) != 0.0), ("tma_machine_clears", truth(m_machine_clears > 0.05) != 0.0), ("tma_memory_bound", truth(m_memory_bound > 0.2) != 0.0), ("tma_resource_bound", truth(m_resource_bound > 0.2) != 0.0), ("tma_retiring", truth(m_retiring > 0.75) != 0.0)],
+    }
+}
+
+/// Events tremont reads, as perf names them.
+pub const TREMONT_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.CORE", "MEM_BOUND_STALLS.LOAD_DRAM_HIT", "MEM_BOUND_STALLS.LOAD_L2_HIT", "MEM_BOUND_STALLS.LOAD_LLC_HIT", "MEM_BOUND_STALLS.STORE_BUFFER_FULL", "TOPDOWN_BAD_SPECULATION.ALL", "TOPDOWN_BAD_SPECULATION.MISPREDICT", "TOPDOWN_BAD_SPECULATION.MONUKE", "TOPDOWN_BE_BOUND.ALL", "TOPDOWN_FE_BOUND.ALL", "TOPDOWN_FE_BOUND.BRANCH_DETECT", "TOPDOWN_FE_BOUND.BRANCH_RESTEER", "TOPDOWN_FE_BOUND.CISC", "TOPDOWN_FE_BOUND.DECODE", "TOPDOWN_FE_BOUND.ICACHE", "TOPDOWN_FE_BOUND.ITLB", "TOPDOWN_FE_BOUND.OTHER", "TOPDOWN_FE_BOUND.PREDECODE", "TOPDOWN_RETIRING.ALL", "UOPS_RETIRED.MS"];
+
+/// Events tremont needs for the values of its Level 1 nodes.
+pub const TREMONT_L1_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.CORE", "TOPDOWN_BAD_SPECULATION.ALL", "TOPDOWN_BE_BOUND.ALL", "TOPDOWN_FE_BOUND.ALL", "TOPDOWN_RETIRING.ALL"];
+
+/// Literals tremont needs (`#slots`, `#smt_on`, ...).
+pub const TREMONT_LITERALS: &[&str] = &[];
+
 /// Arm Neoverse V1 (STALL_SLOT based, 8 slots).
 pub fn neoverse_v1(x: &dyn Inputs) -> Evaluation {
     let m_backend_bound = (x.event("stall_slot_backend") / (x.literal("#slots") * x.event("cpu_cycles")));
@@ -294,6 +352,8 @@ pub const SOURCES: &[(&str, &[&str], Option<&str>, &[(&str, &str)])] = &[
     ("skylake_smt", &["x86/skylake/skl-metrics.json"], None, &[("Backend_Bound_SMT", "tma_backend_bound"), ("Bad_Speculation_SMT", "tma_bad_speculation"), ("Frontend_Bound_SMT", "tma_frontend_bound"), ("Retiring_SMT", "tma_retiring")]),
     ("zen4", &["x86/amdzen4/pipeline.json"], None, &[("backend_bound", "tma_backend_bound"), ("backend_bound_cpu", "tma_core_bound"), ("backend_bound_memory", "tma_memory_bound"), ("bad_speculation", "tma_bad_speculation"), ("bad_speculation_mispredicts", "tma_branch_mispredicts"), ("bad_speculation_pipeline_restarts", "tma_machine_clears"), ("frontend_bound", "tma_frontend_bound"), ("frontend_bound_bandwidth", "tma_fetch_bandwidth"), ("frontend_bound_latency", "tma_fetch_latency"), ("retiring", "tma_retiring"), ("retiring_fastpath", "tma_light_operations"), ("retiring_microcode", "tma_heavy_operations"), ("smt_contention", "tma_smt_contention")]),
     ("zen5", &["x86/amdzen5/pipeline.json"], None, &[("backend_bound", "tma_backend_bound"), ("backend_bound_by_cpu", "tma_core_bound"), ("backend_bound_by_memory", "tma_memory_bound"), ("bad_speculation", "tma_bad_speculation"), ("bad_speculation_from_mispredicts", "tma_branch_mispredicts"), ("bad_speculation_from_pipeline_restarts", "tma_machine_clears"), ("frontend_bound", "tma_frontend_bound"), ("frontend_bound_by_bandwidth", "tma_fetch_bandwidth"), ("frontend_bound_by_latency", "tma_fetch_latency"), ("retiring", "tma_retiring"), ("retiring_from_fastpath", "tma_light_operations"), ("retiring_from_microcode", "tma_heavy_operations"), ("smt_contention", "tma_smt_contention")]),
+    ("goldmont", &["../intel-perfmon/Atom_TMA.csv"], Some("GLM/GLP"), &[("Backend_Bound", "tma_backend_bound"), ("Backend_Bound_Aux", "tma_backend_bound_aux"), ("Bad_Speculation", "tma_bad_speculation"), ("Base", "tma_base"), ("Branch_Mispredicts", "tma_branch_mispredicts"), ("Core_Bound", "tma_core_bound"), ("Fetch_Bandwidth", "tma_fetch_bandwidth"), ("Fetch_Latency", "tma_fetch_latency"), ("Frontend_Bound", "tma_frontend_bound"), ("MS_uops", "tma_ms_uops"), ("Machine_Clears", "tma_machine_clears"), ("Memory_Bound", "tma_memory_bound"), ("Resource_Bound", "tma_resource_bound"), ("Retiring", "tma_retiring")]),
+    ("tremont", &["../intel-perfmon/Atom_TMA.csv"], Some("TNT"), &[("Backend_Bound", "tma_backend_bound"), ("Backend_Bound_Aux", "tma_backend_bound_aux"), ("Bad_Speculation", "tma_bad_speculation"), ("Base", "tma_base"), ("Branch_Mispredicts", "tma_branch_mispredicts"), ("Core_Bound", "tma_core_bound"), ("Fetch_Bandwidth", "tma_fetch_bandwidth"), ("Fetch_Latency", "tma_fetch_latency"), ("Frontend_Bound", "tma_frontend_bound"), ("MS_uops", "tma_ms_uops"), ("Machine_Clears", "tma_machine_clears"), ("Memory_Bound", "tma_memory_bound"), ("Resource_Bound", "tma_resource_bound"), ("Retiring", "tma_retiring")]),
     ("neoverse_v1", &["arm64/sbsa.json", "arm64/arm/neoverse-v1/metrics.json"], None, &[("backend_bound", "tma_backend_bound"), ("bad_speculation", "tma_bad_speculation"), ("frontend_bound", "tma_frontend_bound"), ("retiring", "tma_retiring")]),
     ("neoverse_n2", &["arm64/sbsa.json", "arm64/arm/neoverse-n2-v2/metrics.json"], None, &[("backend_bound", "tma_backend_bound"), ("bad_speculation", "tma_bad_speculation"), ("frontend_bound", "tma_frontend_bound"), ("retiring", "tma_retiring")]),
 ];
@@ -309,6 +369,8 @@ pub const MODELS: &[(&str, &str, fn(&dyn Inputs) -> Evaluation, &[&str], &[&str]
     ("skylake_smt", "Intel Skylake-class, SMT on: per-core inputs (per-core mode only)", skylake_smt, SKYLAKE_SMT_EVENTS, SKYLAKE_SMT_L1_EVENTS, SKYLAKE_SMT_LITERALS),
     ("zen4", "AMD Zen 4 (pipeline utilization, width 6)", zen4, ZEN4_EVENTS, ZEN4_L1_EVENTS, ZEN4_LITERALS),
     ("zen5", "AMD Zen 5 (pipeline utilization, width 8)", zen5, ZEN5_EVENTS, ZEN5_L1_EVENTS, ZEN5_LITERALS),
+    ("goldmont", "Intel Goldmont / Goldmont Plus (width 3, Level 1)", goldmont, GOLDMONT_EVENTS, GOLDMONT_L1_EVENTS, GOLDMONT_LITERALS),
+    ("tremont", "Intel Tremont (width 4)", tremont, TREMONT_EVENTS, TREMONT_L1_EVENTS, TREMONT_LITERALS),
     ("neoverse_v1", "Arm Neoverse V1 (STALL_SLOT based, 8 slots)", neoverse_v1, NEOVERSE_V1_EVENTS, NEOVERSE_V1_L1_EVENTS, NEOVERSE_V1_LITERALS),
     ("neoverse_n2", "Arm Neoverse N2 / V2 (STALL_SLOT based, slots from caps/slots)", neoverse_n2, NEOVERSE_N2_EVENTS, NEOVERSE_N2_L1_EVENTS, NEOVERSE_N2_LITERALS),
 ];
