@@ -36,16 +36,28 @@ fn software(name: &str, config: u64, leader: Option<usize>) -> Counter {
             leader,
             ..EventAttr::default()
         },
+        cpus: None,
     }
 }
 
 /// Runs the workload under `set` and returns each long-lived thread's usage by name.
 fn run(set: &CounterSet) -> HashMap<String, ThreadUsage> {
+    run_on(set, None)
+}
+
+/// As [`run`], with the workload pinned to `cpu` when given.
+fn run_on(set: &CounterSet, cpu: Option<u32>) -> HashMap<String, ThreadUsage> {
     let mut collector = Collector::start(set, &CollectorOptions::default()).expect("collector");
-    let workload = Workload::spawn(
-        env!("CARGO_BIN_EXE_workload"),
-        &["--run-ms", "1500", "--churn", "3"],
-    );
+    let args = ["--run-ms", "1500", "--churn", "3"];
+    let workload = match cpu {
+        None => Workload::spawn(env!("CARGO_BIN_EXE_workload"), &args),
+        Some(cpu) => {
+            let cpu = cpu.to_string();
+            let mut pinned = vec!["-c", cpu.as_str(), env!("CARGO_BIN_EXE_workload")];
+            pinned.extend(args);
+            Workload::spawn("taskset", &pinned)
+        }
+    };
     let mut names = HashMap::new();
     wait_for_event(
         &workload.events,
@@ -204,5 +216,67 @@ fn topdown_names_flow_from_kernel_counters_into_the_model() {
                 node.value
             );
         }
+    }
+}
+
+/// Hybrid parts read different events on P-cores and E-cores: each CPU reads only its slots, so
+/// a thread's counts on one core type never mix with the other's. Stand-in: `cpu-clock` on every
+/// CPU, and copies opened only on CPU 0 and only on CPU 1.
+#[test]
+fn cpu_specific_slots_keep_core_types_apart() {
+    if !privileged("cpu_specific_slots_keep_core_types_apart") {
+        return;
+    }
+    if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
+        eprintln!("SKIPPED cpu_specific_slots_keep_core_types_apart: needs 2 CPUs");
+        return;
+    }
+    let on = |name: &str, config, cpu: u32| Counter {
+        cpus: Some(vec![cpu]),
+        ..software(name, config, None)
+    };
+    let set = CounterSet {
+        name: "stand-in-hybrid",
+        reason: "per-CPU slots".into(),
+        counters: vec![
+            software("cpu-clock", CPU_CLOCK, None),
+            on("cpu-clock@cpu0", CPU_CLOCK, 0),
+            on("cpu-clock@cpu1", CPU_CLOCK, 1),
+            on("context-switches@cpu1", CONTEXT_SWITCHES, 1),
+        ],
+    };
+    assert_eq!((set.slot_mask(0), set.slot_mask(1)), (0b0011, 0b1101));
+
+    for (name, thread) in run(&set) {
+        let [total, cpu0, cpu1, _] = thread.counters[..] else {
+            panic!("4 slots")
+        };
+        let gap = (cpu0.raw + cpu1.raw).abs_diff(total.raw);
+        let slices = thread.switches + 2 * total.raw / 10_000_000 + 2;
+        assert!(
+            gap <= slices * 20_000,
+            "{name}: {} + {} vs {}",
+            cpu0.raw,
+            cpu1.raw,
+            total.raw
+        );
+    }
+    for (name, thread) in run_on(&set, Some(1)) {
+        let [total, cpu0, cpu1, switches] = thread.counters[..] else {
+            panic!("4 slots")
+        };
+        assert_eq!(
+            (cpu0.raw, cpu0.enabled_ns),
+            (0, 0),
+            "{name} never ran on CPU 0"
+        );
+        assert!(
+            cpu1.raw.abs_diff(total.raw)
+                <= (thread.switches + 2 * total.raw / 10_000_000 + 2) * 20_000
+        );
+        assert!(
+            switches.raw.abs_diff(thread.switches) <= (thread.switches / 50).max(3),
+            "{name}"
+        );
     }
 }

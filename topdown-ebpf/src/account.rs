@@ -20,9 +20,11 @@ use topdown_common::{
     thread::ThreadTotals,
 };
 
-/// How many counters the live set has (`<= MAX_COUNTERS`); set by the loader.
-#[unsafe(no_mangle)]
-static NR_COUNTERS: u32 = 0;
+/// Which slots of the set this CPU reads (bit `i`: slot `i`); set per CPU by the loader.
+/// Hybrid parts read their own core type's events, so a thread's P-core and E-core counts land
+/// in different slots and are never mixed.
+#[map]
+static CPU_SLOTS: PerCpuArray<u32> = PerCpuArray::with_max_entries(1, 0);
 
 /// Per-CPU counters opened by userspace: slot `cpu * MAX_COUNTERS + i`.
 #[map]
@@ -149,16 +151,18 @@ fn totals_of<C: EbpfContext>(ctx: &C, tid: u32, tgid: u32) -> Option<*mut Thread
     }
 }
 
-/// Reads every counter of this CPU, adds the deltas since `prev` to `charged`, and makes the
+/// Reads every counter this CPU has, adds the deltas since `prev` to `charged`, and makes the
 /// new readings `prev`. A counter that did not run during the slice charges nothing.
 #[inline(always)]
 fn add_deltas(cpu: u32, prev: &mut Readings, charged: &mut Readings) {
-    // SAFETY: a read-only global the loader sets before loading.
-    let nr_counters = unsafe { core::ptr::read_volatile(&NR_COUNTERS) } as usize;
+    let slots = CPU_SLOTS.get(0).copied().unwrap_or(0);
     let base = cpu * MAX_COUNTERS as u32;
     for i in 0..MAX_COUNTERS {
-        if i >= nr_counters {
+        if slots >> i == 0 {
             break;
+        }
+        if slots & (1 << i) == 0 {
+            continue;
         }
         let Ok(now) = COUNTERS.read_value(base + i as u32) else {
             count(Stat::CounterReadError);

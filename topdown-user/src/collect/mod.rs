@@ -11,7 +11,7 @@ use std::{collections::HashMap as StdHashMap, time::Duration};
 use anyhow::{Context as _, Result, anyhow};
 use aya::{
     Btf, Ebpf, EbpfLoader,
-    maps::{HashMap, MapData, PerCpuArray, PerfEventArray, RingBuf},
+    maps::{HashMap, MapData, PerCpuArray, PerCpuValues, PerfEventArray, RingBuf},
     programs::{
         BtfTracePoint, PerfEvent,
         perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
@@ -61,7 +61,7 @@ impl Collector {
         let possible = aya::util::nr_cpus()
             .map_err(|(path, error)| anyhow!("reading possible CPUs from {path}: {error}"))?;
         let counters = OpenCounters::open(set, &cpus)?;
-        let nr_counters = set.counters.len() as u32;
+        let nr_counters = set.counters.len();
         let task_tgid_offset = btf::KernelBtf::from_sys_fs()
             .and_then(|btf| btf.member_offset("task_struct", "tgid"))
             .context(
@@ -69,13 +69,19 @@ impl Collector {
             )?;
 
         let mut bpf = EbpfLoader::new()
-            .override_global("NR_COUNTERS", &nr_counters, true)
             .override_global("TASK_TGID_OFFSET", &task_tgid_offset, true)
             .map_max_entries("THREADS", options.max_threads)
             .map_max_entries("COUNTERS", possible.get() * MAX_COUNTERS as u32)
             .load(object::bytes()?)
             .map_err(|error| explain_bpf_error(error.into()))
             .context("loading the BPF programs")?;
+
+        let masks: Vec<u32> = (0..possible.get()).map(|cpu| set.slot_mask(cpu)).collect();
+        let mut cpu_slots: PerCpuArray<_, u32> =
+            PerCpuArray::try_from(map(&mut bpf, "CPU_SLOTS")?)?;
+        cpu_slots
+            .set(0, PerCpuValues::try_from(masks)?, 0)
+            .context("setting each CPU's counter slots")?;
 
         let mut slots = PerfEventArray::try_from(map(&mut bpf, "COUNTERS")?)?;
         for (cpu, index, fd) in counters.iter() {
@@ -131,7 +137,7 @@ impl Collector {
             exits,
             pending_exits: Vec::new(),
             counters,
-            nr_counters: nr_counters as usize,
+            nr_counters,
         })
     }
 

@@ -19,16 +19,35 @@ pub struct OpenCounters {
 }
 
 impl OpenCounters {
-    /// Opens every counter of `set` on every CPU of `cpus`.
+    /// Opens every counter of `set` on every CPU of `cpus` it is for.
     pub fn open(set: &CounterSet, cpus: &[u32]) -> Result<Self> {
-        let mut events = Vec::with_capacity(set.counters.len() * cpus.len());
+        let mut events: Vec<(u32, usize, OwnedFd)> =
+            Vec::with_capacity(set.counters.len() * cpus.len());
         for &cpu in cpus {
             let first = events.len();
             for (index, counter) in set.counters.iter().enumerate() {
-                let leader = counter.attr.leader.map(|leader| {
-                    let (_, _, fd): &(u32, usize, OwnedFd) = &events[first + leader];
-                    fd.as_fd()
-                });
+                if counter
+                    .cpus
+                    .as_ref()
+                    .is_some_and(|only| !only.contains(&cpu))
+                {
+                    continue;
+                }
+                let leader = match counter.attr.leader {
+                    None => None,
+                    Some(leader) => Some(
+                        events[first..]
+                            .iter()
+                            .find(|(_, i, _)| *i == leader)
+                            .map(|(_, _, fd)| fd.as_fd())
+                            .with_context(|| {
+                                format!(
+                                    "counter `{}`: its leader is not on CPU {cpu}",
+                                    counter.name
+                                )
+                            })?,
+                    ),
+                };
                 let fd = open_one(&counter.attr, cpu, leader)
                     .with_context(|| format!("opening counter `{}` on CPU {cpu}", counter.name))?;
                 events.push((cpu, index, fd));

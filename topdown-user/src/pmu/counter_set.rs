@@ -64,6 +64,8 @@ pub struct Counter {
     pub unit: Unit,
     /// How to open it.
     pub attr: EventAttr,
+    /// The CPUs it is opened on (a hybrid part's core type); `None`: every CPU.
+    pub cpus: Option<Vec<u32>>,
 }
 
 /// The counters the kernel program reads at every switch, in slot order.
@@ -94,6 +96,7 @@ impl CounterSet {
                 config: PERF_COUNT_SW_CPU_CLOCK,
                 ..EventAttr::default()
             },
+            cpus: None,
         }];
         if let Some(msr) = sys.pmu("msr")?
             && let Some(terms) = msr.event_terms("tsc")?
@@ -108,6 +111,7 @@ impl CounterSet {
                     config1: config.config1,
                     ..EventAttr::default()
                 },
+                cpus: None,
             });
         }
         Self::checked(Self {
@@ -142,6 +146,15 @@ impl CounterSet {
             );
         }
         Ok(self)
+    }
+
+    /// Which slots CPU `cpu` reads: bit `i` for counter `i` opened there.
+    pub fn slot_mask(&self, cpu: u32) -> u32 {
+        self.counters
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.cpus.as_ref().is_none_or(|cpus| cpus.contains(&cpu)))
+            .fold(0, |mask, (i, _)| mask | 1 << i)
     }
 
     /// Counter names, in slot order.

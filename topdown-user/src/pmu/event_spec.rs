@@ -97,6 +97,7 @@ impl<'a> EventResolver<'a> {
                 Unit::Events
             },
             attr,
+            cpus: None,
         })
     }
 

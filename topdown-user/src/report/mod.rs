@@ -166,6 +166,7 @@ mod tests {
                     pmu_type: 4,
                     ..EventAttr::default()
                 },
+                cpus: None,
             })
             .collect();
         let set = CounterSet {
