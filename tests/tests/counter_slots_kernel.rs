@@ -199,14 +199,11 @@ fn topdown_names_flow_from_kernel_counters_into_the_model() {
             software("INT_MISC.UOP_DROPPING", PAGE_FAULTS, None),
         ],
     };
-    let view = TopdownView {
-        model: Model::named("sapphirerapids").unwrap(),
-        level: 1,
-        slots: 8,
-        smt_on: false,
-    };
+    let view = TopdownView::single(Model::named("sapphirerapids").unwrap(), 1, 8, false);
     for (name, thread) in run(&set) {
-        let td = view.of(&set, &thread.counters).expect("every thread ran");
+        let td = view.of(&set, &thread.counters)[0]
+            .clone()
+            .expect("every thread ran");
         assert_eq!(td.nodes.len(), 4, "{name}: {td:?}");
         for node in &td.nodes {
             assert!(

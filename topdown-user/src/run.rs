@@ -26,12 +26,12 @@ use crate::{
         machine::Machine,
         sysfs::SysRoot,
         topdown_model::{Selection, select},
-        topdown_set::topdown_set,
+        topdown_set::{hybrid_topdown_set, topdown_set},
     },
     preflight,
     report::{
         Format, Renderer,
-        rows::{RowOptions, SortKey, TopdownView},
+        rows::{RowOptions, SortKey, TopdownPart, TopdownView},
     },
     tma::Model,
 };
@@ -53,16 +53,36 @@ pub async fn run(cli: StatArgs, verbose: bool) -> Result<()> {
         None => (CounterSet::for_machine(&sys)?, None),
         Some(level) => {
             let machine = Machine::read(&sys)?;
-            let (model, pmu) = topdown_model_here(&machine, level)?;
-            let set = topdown_set(&sys, &pmu, &model, level)?;
-            let slots = machine.core_pmu(&pmu).and_then(|p| p.slots).unwrap_or(8);
-            let view = TopdownView {
-                model,
-                level,
-                slots,
-                smt_on: machine.smt_active,
-            };
-            (set, Some(view))
+            let parts = topdown_models_here(&machine, level)?;
+            let slots = machine.core_pmus[0].slots.unwrap_or(8);
+            if let [(model, pmu)] = parts.as_slice() {
+                let set = topdown_set(&sys, pmu, model, level)?;
+                let view = TopdownView::single(*model, level, slots, machine.smt_active);
+                (set, Some(view))
+            } else {
+                let with_cpus: Vec<(&str, Option<Vec<u32>>, Model)> = parts
+                    .iter()
+                    .map(|(model, pmu)| {
+                        let cpus = machine.core_pmu(pmu).and_then(|p| p.cpus.clone());
+                        (pmu.as_str(), cpus, *model)
+                    })
+                    .collect();
+                let set = hybrid_topdown_set(&sys, &with_cpus, level)?;
+                let view = TopdownView {
+                    parts: parts
+                        .iter()
+                        .map(|(model, pmu)| TopdownPart {
+                            label: if pmu == "cpu_atom" { "E" } else { "P" },
+                            prefix: format!("{pmu}/"),
+                            model: *model,
+                        })
+                        .collect(),
+                    level,
+                    slots,
+                    smt_on: machine.smt_active,
+                };
+                (set, Some(view))
+            }
         }
     };
     add_events(&sys, &mut set, topdown.as_ref(), &cli.events)?;
@@ -187,7 +207,7 @@ fn add_events(
     let machine = Machine::read(sys)?;
     let core = machine.core_pmus.first().map(|p| p.name.clone());
     let table = match (topdown, &core) {
-        (Some(view), _) => EventTable::for_model(view.model.name),
+        (Some(view), _) => EventTable::for_model(view.parts[0].model.name),
         (None, Some(pmu)) => match select(&machine.cpu, pmu, machine.smt_active) {
             Selection::Model(model) => EventTable::for_model(model),
             Selection::PerCoreOnly => EventTable::named("skylake"),
@@ -209,37 +229,28 @@ fn add_events(
     Ok(())
 }
 
-/// The model (and core PMU) TopDown runs with on this machine, or why it cannot: no hardware
-/// PMU, no model for the CPU, SMT-shared inputs, or a hybrid part. Never a made-up number.
-fn topdown_model_here(machine: &Machine, level: u8) -> Result<(Model, String)> {
-    let Some(pmu) = machine.core_pmus.first() else {
+/// The model TopDown runs with for each core PMU of this machine (two on hybrid parts), or why
+/// it cannot: no hardware PMU, no model for the CPU, SMT-shared inputs. Never a made-up number.
+fn topdown_models_here(machine: &Machine, level: u8) -> Result<Vec<(Model, String)>> {
+    if machine.core_pmus.is_empty() {
         bail!(
             "--td-level {level} needs a hardware PMU and this machine has none (a VM without a \
              virtual PMU?): run without --td-level for the software counters, or record \
              `perf stat` on the target machine and read it with `topdown-bpf analyze`"
         );
-    };
-    if machine.core_pmus.len() > 1 {
-        bail!(
-            "--td-level: hybrid CPU ({}): per-core-type TopDown sets are not wired to the \
-             collector yet; use `topdown-bpf analyze --pmu cpu_core|cpu_atom` on a perf stat \
-             recording",
-            machine
-                .core_pmus
-                .iter()
-                .map(|p| p.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
     }
-    match select(&machine.cpu, &pmu.name, machine.smt_active) {
-        Selection::Unsupported(why) => bail!("--td-level: {why}"),
-        Selection::PerCoreOnly => bail!(
-            "--td-level: on this Skylake-class CPU with SMT on, the TopDown inputs count per \
-             core, so per-thread TopDown would be wrong; per-core mode is not built yet"
-        ),
-        Selection::Model(model) => Ok((Model::named(model)?, pmu.name.clone())),
-    }
+    machine
+        .core_pmus
+        .iter()
+        .map(|pmu| match select(&machine.cpu, &pmu.name, machine.smt_active) {
+            Selection::Unsupported(why) => bail!("--td-level: {why}"),
+            Selection::PerCoreOnly => bail!(
+                "--td-level: on this Skylake-class CPU with SMT on, the TopDown inputs count per \
+                 core, so per-thread TopDown would be wrong; per-core mode is not built yet"
+            ),
+            Selection::Model(model) => Ok((Model::named(model)?, pmu.name.clone())),
+        })
+        .collect()
 }
 
 fn far_future() -> tokio::time::Instant {

@@ -30,6 +30,48 @@ const METRICS_ORDER: [&str; 8] = [
 
 /// The counter set that measures `model` down to `level` on core PMU `pmu_name`.
 pub fn topdown_set(sys: &SysRoot, pmu_name: &str, model: &Model, level: u8) -> Result<CounterSet> {
+    checked(build(sys, pmu_name, model, level)?, level)
+}
+
+/// The set for a hybrid part: after the shared on-CPU clock, each core type's counters, named
+/// `{pmu}/{event}` and opened only on that type's CPUs (`parts`: PMU, its CPUs, its model).
+pub fn hybrid_topdown_set(
+    sys: &SysRoot,
+    parts: &[(&str, Option<Vec<u32>>, Model)],
+    level: u8,
+) -> Result<CounterSet> {
+    let mut set = CounterSet::software(&SysRoot::at("/nonexistent"), String::new())?;
+    let mut reasons = Vec::new();
+    for (pmu, cpus, model) in parts {
+        let part = build(sys, pmu, model, level)?;
+        // The part's slot 0 is its own on-CPU clock, which the shared one replaces.
+        let offset = set.counters.len() - 1;
+        for mut counter in part.counters.into_iter().skip(1) {
+            counter.name = format!("{pmu}/{}", counter.name);
+            counter.cpus.clone_from(cpus);
+            counter.attr.leader = counter.attr.leader.map(|leader| leader + offset);
+            set.counters.push(counter);
+        }
+        reasons.push(format!("{pmu}: model {}", model.name));
+    }
+    set.reason = format!("hybrid, {}, level {level}", reasons.join("; "));
+    checked(set, level)
+}
+
+fn checked(mut set: CounterSet, level: u8) -> Result<CounterSet> {
+    if set.counters.len() > MAX_COUNTERS {
+        bail!(
+            "TopDown level {level} needs {} counters per CPU here, more than the {MAX_COUNTERS} a \
+             per-thread set holds: use a lower --td-level, or `topdown-bpf analyze` on a perf \
+             stat recording",
+            set.counters.len()
+        );
+    }
+    set.name = "topdown";
+    Ok(set)
+}
+
+fn build(sys: &SysRoot, pmu_name: &str, model: &Model, level: u8) -> Result<CounterSet> {
     if sys.pmu(pmu_name)?.is_none() {
         bail!("this machine has no `{pmu_name}` PMU");
     }
@@ -73,16 +115,6 @@ pub fn topdown_set(sys: &SysRoot, pmu_name: &str, model: &Model, level: u8) -> R
         };
         set.counters.push(counter(event, &perf)?);
     }
-    if set.counters.len() > MAX_COUNTERS {
-        bail!(
-            "model {} at level {level} needs {} counters per CPU, more than the {MAX_COUNTERS} a \
-             per-thread set holds: use a lower --td-level, or `topdown-bpf analyze` on a perf \
-             stat recording",
-            model.name,
-            set.counters.len()
-        );
-    }
-    set.name = "topdown";
     set.reason = format!("model {}: {}, level {level}", model.name, model.description);
     Ok(set)
 }
@@ -233,6 +265,53 @@ mod tests {
             machine.core_pmu("cpu_atom").unwrap().cpus.as_deref(),
             Some(&[16, 17, 18, 19, 20, 21, 22, 23][..])
         );
+    }
+
+    #[test]
+    fn alder_lake_hybrid_set_keeps_core_types_in_their_own_slots() {
+        let sys = fixture("alderlake");
+        let machine = Machine::read(&sys).unwrap();
+        let parts: Vec<(&str, Option<Vec<u32>>, Model)> = ["cpu_core", "cpu_atom"]
+            .iter()
+            .map(|pmu| {
+                let Selection::Model(model) = select(&machine.cpu, pmu, true) else {
+                    panic!()
+                };
+                (
+                    *pmu,
+                    machine.core_pmu(pmu).unwrap().cpus.clone(),
+                    Model::named(model).unwrap(),
+                )
+            })
+            .collect();
+        let set = hybrid_topdown_set(&sys, &parts, 1).unwrap();
+        let names: Vec<&str> = set.names().collect();
+        assert_eq!(
+            names,
+            [
+                "cpu-clock",
+                "cpu_core/TOPDOWN.SLOTS",
+                "cpu_core/topdown-retiring",
+                "cpu_core/topdown-bad-spec",
+                "cpu_core/topdown-fe-bound",
+                "cpu_core/topdown-be-bound",
+                "cpu_core/INT_MISC.UOP_DROPPING",
+                "cpu_atom/CPU_CLK_UNHALTED.CORE",
+                "cpu_atom/TOPDOWN_BE_BOUND.ALL",
+                "cpu_atom/TOPDOWN_FE_BOUND.ALL",
+                "cpu_atom/TOPDOWN_RETIRING.ALL",
+            ]
+        );
+        assert!(set.counters[2..6].iter().all(|c| c.attr.leader == Some(1)));
+        assert!(set.counters[1].attr.pinned);
+        assert!(
+            set.counters[7..]
+                .iter()
+                .all(|c| c.attr.pmu_type == 10 && c.attr.leader.is_none())
+        );
+        // P-cores read the on-CPU clock and the cpu_core slots, E-cores the clock and cpu_atom's.
+        assert_eq!(set.slot_mask(0), 0b000_0111_1111);
+        assert_eq!(set.slot_mask(16), 0b111_1000_0001);
     }
 
     #[test]

@@ -5,12 +5,21 @@ use std::fmt::Write as _;
 use super::rows::{Row, RowOptions};
 use crate::{attrib::Window, pmu::counter_set::CounterSet, tma::node::Node};
 
-/// The model's node columns (empty without TopDown).
-fn nodes(options: &RowOptions) -> Vec<Node> {
-    options
-        .topdown
-        .as_ref()
-        .map_or_else(Vec::new, |view| view.model.nodes(view.level))
+/// Every part's node columns as (part index, column name, node); empty without TopDown.
+fn nodes(options: &RowOptions) -> Vec<(usize, String, Node)> {
+    let Some(view) = &options.topdown else {
+        return Vec::new();
+    };
+    view.parts
+        .iter()
+        .enumerate()
+        .flat_map(|(index, part)| {
+            part.model
+                .nodes(view.level)
+                .into_iter()
+                .map(move |node| (index, format!("{}{}", part.prefix, node.name), node))
+        })
+        .collect()
 }
 
 /// The header line.
@@ -32,9 +41,9 @@ pub fn header(set: &CounterSet, options: &RowOptions, sep: &str) -> String {
         fields.push(name.to_owned());
         fields.push(format!("{name}:run_percent"));
     }
-    fields.extend(nodes(options).iter().map(|n| n.name.to_owned()));
-    if options.topdown.is_some() {
-        fields.push("bottleneck".into());
+    fields.extend(nodes(options).into_iter().map(|(_, column, _)| column));
+    if let Some(view) = &options.topdown {
+        fields.extend(view.parts.iter().map(|p| format!("{}bottleneck", p.prefix)));
     }
     fields.push("exited".into());
     fields.join(sep) + "\n"
@@ -71,12 +80,13 @@ pub fn lines(
             fields.push(format!("{:.0}", value.scaled()));
             fields.push(format!("{:.2}", value.running_fraction() * 100.0));
         }
-        for node in &nodes {
-            let value = row.topdown.as_ref().and_then(|td| td.value(node.name));
+        for (part, _, node) in &nodes {
+            let td = row.topdown.get(*part).and_then(Option::as_ref);
+            let value = td.and_then(|td| td.value(node.name));
             fields.push(value.map_or_else(String::new, |v| format!("{v:.6}")));
         }
-        if options.topdown.is_some() {
-            let bottleneck = row.topdown.as_ref().and_then(|td| td.bottleneck);
+        for td in &row.topdown {
+            let bottleneck = td.as_ref().and_then(|td| td.bottleneck);
             fields.push(bottleneck.unwrap_or_default().to_owned());
         }
         fields.push(u8::from(row.exited).to_string());

@@ -4,11 +4,39 @@ use anyhow::Result;
 use serde_json::{Map, Value, json};
 use topdown_common::stats::Stat;
 
-use super::rows::Row;
+use super::rows::{Row, TopdownView};
 use crate::{attrib::Window, pmu::counter_set::CounterSet};
 
+/// One entry per core type the thread ran on: its PMU, model, nodes and bottleneck.
+fn topdown(row: &Row, view: Option<&TopdownView>) -> Value {
+    let Some(view) = view else {
+        return Value::Null;
+    };
+    let parts: Vec<Value> = view
+        .parts
+        .iter()
+        .zip(&row.topdown)
+        .filter_map(|(part, td)| {
+            let td = td.as_ref()?;
+            Some(json!({
+                "pmu": part.prefix.trim_end_matches('/'),
+                "model": part.model.name,
+                "nodes": super::topdown::values_json(td),
+                "bottleneck": td.bottleneck,
+            }))
+        })
+        .collect();
+    Value::Array(parts)
+}
+
 /// The document for one window.
-pub fn document(window: &Window, rows: &[Row], set: &CounterSet, is_final: bool) -> Result<String> {
+pub fn document(
+    window: &Window,
+    rows: &[Row],
+    set: &CounterSet,
+    view: Option<&TopdownView>,
+    is_final: bool,
+) -> Result<String> {
     let threads: Vec<Value> = rows
         .iter()
         .map(|row| {
@@ -41,8 +69,7 @@ pub fn document(window: &Window, rows: &[Row], set: &CounterSet, is_final: bool)
                 "exited": row.exited,
                 "counters": counters,
                 "run_percent": row.run_fraction * 100.0,
-                "topdown": row.topdown.as_ref().map(super::topdown::values_json),
-                "bottleneck": row.topdown.as_ref().and_then(|td| td.bottleneck),
+                "topdown": topdown(row, view),
             })
         })
         .collect();

@@ -100,7 +100,15 @@ impl Renderer {
             Format::Refresh | Format::Interval | Format::Summary => {
                 table::block(window, &rows, total, &self.set, &self.rows, is_final)
             }
-            Format::Json => json::document(window, &rows, &self.set, is_final)? + "\n",
+            Format::Json => {
+                json::document(
+                    window,
+                    &rows,
+                    &self.set,
+                    self.rows.topdown.as_ref(),
+                    is_final,
+                )? + "\n"
+            }
             Format::Csv { separator } => {
                 let mut text = String::new();
                 if !self.csv_header_written {
@@ -206,12 +214,12 @@ mod tests {
         RowOptions {
             sort: SortKey::OnCpu,
             top: None,
-            topdown: Some(TopdownView {
-                model: Model::named("sapphirerapids").unwrap(),
-                level: 1,
-                slots: 8,
-                smt_on: false,
-            }),
+            topdown: Some(TopdownView::single(
+                Model::named("sapphirerapids").unwrap(),
+                1,
+                8,
+                false,
+            )),
             verbose: false,
         }
     }
@@ -256,11 +264,14 @@ mod tests {
         assert_eq!(field("tma_backend_bound"), "0.600000");
         assert_eq!(field("bottleneck"), "tma_backend_bound");
 
-        let doc: serde_json::Value =
-            serde_json::from_str(&json::document(&window, &rows, &set, false).unwrap()).unwrap();
+        let doc: serde_json::Value = serde_json::from_str(
+            &json::document(&window, &rows, &set, options().topdown.as_ref(), false).unwrap(),
+        )
+        .unwrap();
         let thread = &doc["threads"][0];
-        assert_eq!(thread["topdown"]["tma_retiring"], 0.25);
-        assert_eq!(thread["bottleneck"], "tma_backend_bound");
+        assert_eq!(thread["topdown"][0]["nodes"]["tma_retiring"], 0.25);
+        assert_eq!(thread["topdown"][0]["bottleneck"], "tma_backend_bound");
+        assert_eq!(thread["topdown"][0]["model"], "sapphirerapids");
         assert_eq!(thread["run_percent"], 50.0);
     }
 }

@@ -33,19 +33,30 @@ pub struct Row {
     pub counters: Vec<CounterValue>,
     /// The thread died.
     pub exited: bool,
-    /// TopDown nodes from this thread's counts (only the ones it measured), when a TopDown set
-    /// runs and the thread ran on the PMU.
-    pub topdown: Option<TopDown>,
+    /// TopDown per part of the view (one per core type), from this thread's counts: only the
+    /// nodes it measured; `None` for a part whose core type it never ran on.
+    pub topdown: Vec<Option<TopDown>>,
     /// Lowest share of its enabled time any counter of the set was running (1.0: never
     /// multiplexed).
     pub run_fraction: f64,
 }
 
-/// TopDown for every row: the model, the level, and the literals it needs.
+/// One core type's TopDown: hybrid parts have one for P-cores and one for E-cores.
+#[derive(Clone, Debug)]
+pub struct TopdownPart {
+    /// Column label: empty for the only part, `P` or `E` on hybrid parts.
+    pub label: &'static str,
+    /// What its counters' names start with (`cpu_core/`), empty for the only part.
+    pub prefix: String,
+    /// The model whose events those counters hold.
+    pub model: Model,
+}
+
+/// TopDown for every row: one part per core type, the level, and the literals it needs.
 #[derive(Clone, Debug)]
 pub struct TopdownView {
-    /// The model whose events the counter set holds.
-    pub model: Model,
+    /// One part per core type.
+    pub parts: Vec<TopdownPart>,
     /// 1, or 2 for Level 2 too.
     pub level: u8,
     /// `#slots` (Arm pipeline width).
@@ -55,17 +66,36 @@ pub struct TopdownView {
 }
 
 impl TopdownView {
-    /// The thread's TopDown from its counters (named as the set names them), or `None` when no
-    /// node could be computed (it never ran on the PMU in the window).
-    pub fn of(&self, set: &CounterSet, counters: &[CounterValue]) -> Option<TopDown> {
-        let counts = set
-            .names()
-            .zip(counters)
-            .map(|(name, value)| (name.to_owned(), value.scaled()));
-        let inputs = NamedCounts::new(counts, self.slots, self.smt_on);
-        let mut td = self.model.evaluate(&inputs, self.level);
-        td.nodes.retain(|n| n.value.is_finite());
-        (!td.nodes.is_empty()).then_some(td)
+    /// A view with one part: `model` over counters named as its formulas name them.
+    pub fn single(model: Model, level: u8, slots: u32, smt_on: bool) -> Self {
+        Self {
+            parts: vec![TopdownPart {
+                label: "",
+                prefix: String::new(),
+                model,
+            }],
+            level,
+            slots,
+            smt_on,
+        }
+    }
+
+    /// The thread's TopDown per part from its counters (named as the set names them); `None`
+    /// for a part where no node could be computed (it never ran on that core type's PMU).
+    pub fn of(&self, set: &CounterSet, counters: &[CounterValue]) -> Vec<Option<TopDown>> {
+        self.parts
+            .iter()
+            .map(|part| {
+                let counts = set.names().zip(counters).filter_map(|(name, value)| {
+                    let name = name.strip_prefix(part.prefix.as_str())?;
+                    Some((name.to_owned(), value.scaled()))
+                });
+                let inputs = NamedCounts::new(counts, self.slots, self.smt_on);
+                let mut td = part.model.evaluate(&inputs, self.level);
+                td.nodes.retain(|n| n.value.is_finite());
+                (!td.nodes.is_empty()).then_some(td)
+            })
+            .collect()
     }
 }
 
@@ -157,7 +187,7 @@ pub fn rows(
             topdown: options
                 .topdown
                 .as_ref()
-                .and_then(|view| view.of(set, &usage.counters)),
+                .map_or_else(Vec::new, |view| view.of(set, &usage.counters)),
             run_fraction: usage
                 .counters
                 .iter()
@@ -185,11 +215,15 @@ fn compare(a: &Row, b: &Row, key: &SortKey, counter: Option<usize>) -> Ordering 
         SortKey::Tid => a.tid.cmp(&b.tid),
         SortKey::Pid => a.pid.cmp(&b.pid),
         SortKey::Comm => a.comm.cmp(&b.comm),
-        SortKey::Counter(_) => {
-            let value = |r: &Row| {
-                counter
-                    .and_then(|i| r.counters.get(i))
-                    .map_or(0.0, CounterValue::scaled)
+        SortKey::Counter(name) => {
+            let value = |r: &Row| match counter {
+                Some(i) => r.counters.get(i).map_or(0.0, CounterValue::scaled),
+                None => r
+                    .topdown
+                    .iter()
+                    .flatten()
+                    .filter_map(|td| td.value(name))
+                    .fold(f64::NEG_INFINITY, f64::max),
             };
             value(b).total_cmp(&value(a))
         }

@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use comfy_table::{CellAlignment, Table, presets::NOTHING};
 
-use super::rows::{Row, RowOptions};
+use super::rows::{Row, RowOptions, TopdownView};
 use crate::{
     attrib::Window,
     pmu::counter_set::{CounterSet, Unit},
@@ -56,7 +56,13 @@ pub fn block(
     .map(String::from)
     .collect::<Vec<_>>();
     let nodes = node_columns(rows, options);
-    header.extend(nodes.iter().map(|n| format!("{}%", n.short())));
+    header.extend(nodes.iter().map(|(label, _, n)| {
+        if label.is_empty() {
+            format!("{}%", n.short())
+        } else {
+            format!("{label}.{}%", n.short())
+        }
+    }));
     if options.topdown.is_some() {
         header.push("BOTTLENECK".into());
     }
@@ -86,17 +92,11 @@ pub fn block(
             format!("{:.1}", row.cpu_percent),
             row.switches.to_string(),
         ];
-        for node in &nodes {
-            cells.push(node_cell(row, node, options.verbose));
+        for (_, part, node) in &nodes {
+            cells.push(node_cell(row, *part, node, options.verbose));
         }
-        if options.topdown.is_some() {
-            let bottleneck = row.topdown.as_ref().and_then(|td| td.bottleneck);
-            cells.push(
-                bottleneck
-                    .and_then(Node::named)
-                    .map_or("-", |n| n.short())
-                    .to_owned(),
-            );
+        if let Some(view) = &options.topdown {
+            cells.push(bottlenecks(row, view));
         }
         if show_run {
             cells.push(format!("{:.0}", row.run_fraction * 100.0));
@@ -135,31 +135,56 @@ pub fn block(
     out
 }
 
-/// The node columns: every Level 1 node the rows have; Level 2 nodes only where some row is over
-/// the node's threshold, unless verbose.
-fn node_columns(rows: &[Row], options: &RowOptions) -> Vec<Node> {
+/// The node columns as (part label, part index, node): every Level 1 node the rows have; Level 2
+/// nodes only where some row is over the node's threshold, unless verbose.
+fn node_columns(rows: &[Row], options: &RowOptions) -> Vec<(&'static str, usize, Node)> {
     let Some(view) = &options.topdown else {
         return Vec::new();
     };
-    view.model
-        .nodes(view.level)
-        .into_iter()
-        .filter(|node| {
-            let values = rows
+    let mut columns = Vec::new();
+    for (index, part) in view.parts.iter().enumerate() {
+        for node in part.model.nodes(view.level) {
+            let mut values = rows
                 .iter()
-                .filter_map(|r| r.topdown.as_ref())
-                .flat_map(|td| td.nodes.iter().filter(|n| n.node.name == node.name));
-            let mut values = values.peekable();
-            values.peek().is_some()
+                .filter_map(|r| r.topdown.get(index)?.as_ref())
+                .flat_map(|td| td.nodes.iter().filter(|n| n.node.name == node.name))
+                .peekable();
+            if values.peek().is_some()
                 && (node.level == 1 || options.verbose || values.any(|n| n.over_threshold))
+            {
+                columns.push((part.label, index, node));
+            }
+        }
+    }
+    columns
+}
+
+/// Each part's bottleneck (`P:Backend E:Frontend` on hybrid parts), `-` where there is none.
+fn bottlenecks(row: &Row, view: &TopdownView) -> String {
+    let names: Vec<String> = view
+        .parts
+        .iter()
+        .zip(&row.topdown)
+        .filter_map(|(part, td)| {
+            let short = td.as_ref()?.bottleneck.and_then(Node::named)?.short();
+            Some(if part.label.is_empty() {
+                short.to_owned()
+            } else {
+                format!("{}:{short}", part.label)
+            })
         })
-        .collect()
+        .collect();
+    if names.is_empty() {
+        "-".into()
+    } else {
+        names.join(" ")
+    }
 }
 
 /// A node's value in percent; `<` marks the thread's bottleneck; Level 2 values under their
 /// threshold are left blank unless verbose.
-fn node_cell(row: &Row, node: &Node, verbose: bool) -> String {
-    let Some(td) = &row.topdown else {
+fn node_cell(row: &Row, part: usize, node: &Node, verbose: bool) -> String {
+    let Some(Some(td)) = row.topdown.get(part) else {
         return "-".into();
     };
     let Some(value) = td.nodes.iter().find(|n| n.node.name == node.name) else {
