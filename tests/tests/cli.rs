@@ -255,6 +255,53 @@ fn extra_events_are_counted_per_thread_and_bad_ones_are_one_line() {
 }
 
 #[test]
+fn per_core_sums_each_cores_cpus() {
+    if !privileged("per_core_sums_each_cores_cpus") {
+        return;
+    }
+    let output = topdown()
+        .args(["--per-core", "--duration", "1", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(doc["schema"], "topdown-bpf/cores/v1");
+    let length_ns = doc["interval"]["length_s"].as_f64().unwrap() * 1e9;
+    let cores = doc["cores"].as_array().unwrap();
+    let mut cpus: Vec<u64> = cores
+        .iter()
+        .flat_map(|c| {
+            c["cpus"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_u64().unwrap())
+        })
+        .collect();
+    cpus.sort_unstable();
+    let online = std::thread::available_parallelism().unwrap().get() as u64;
+    assert_eq!(
+        cpus,
+        (0..online).collect::<Vec<_>>(),
+        "every CPU in exactly one core"
+    );
+    for core in cores {
+        // A per-CPU clock counts wall time: a core's sum is its CPU count times the run.
+        let siblings = core["cpus"].as_array().unwrap().len() as f64;
+        let clock = core["counters"]["cpu-clock"]["raw"].as_f64().unwrap();
+        assert!(
+            (clock / (siblings * length_ns) - 1.0).abs() < 0.05,
+            "{}: {clock} ns over {siblings} CPUs in {length_ns} ns",
+            core["core"]
+        );
+    }
+}
+
+#[test]
 fn without_privileges_it_says_what_to_do() {
     if !privileged("without_privileges_it_says_what_to_do") {
         return;

@@ -139,6 +139,12 @@ pub struct StatArgs {
     #[arg(short = 'e', long = "event", value_name = "EVENT")]
     pub events: Vec<String>,
 
+    /// Report per physical core instead of per thread (counters summed over each core's CPUs,
+    /// like `perf stat --per-core -a`): the honest TopDown where inputs count per core
+    /// (Skylake-class with SMT on).
+    #[arg(long, conflicts_with_all = ["pids", "tids", "command", "per_thread", "csv", "field_separator"])]
+    pub per_core: bool,
+
     /// TopDown per thread down to this level (1 or 2); needs a hardware PMU.
     #[arg(long = "td-level", value_name = "LEVEL", value_parser = clap::value_parser!(u8).range(1..=2))]
     pub td_level: Option<u8>,

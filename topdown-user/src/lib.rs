@@ -10,6 +10,7 @@ pub mod attrib;
 pub mod cli;
 pub mod collect;
 pub mod import;
+pub mod per_core;
 pub mod pmu;
 pub mod preflight;
 pub mod report;

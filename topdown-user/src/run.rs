@@ -19,6 +19,7 @@ use crate::{
     attrib::{Attributor, cgroups::CgroupNames, target::Target},
     cli::StatArgs,
     collect::{Collector, CollectorOptions},
+    per_core,
     pmu::{
         counter_set::CounterSet,
         event_spec::{EventResolver, split_event_list},
@@ -53,7 +54,7 @@ pub async fn run(cli: StatArgs, verbose: bool) -> Result<()> {
         None => (CounterSet::for_machine(&sys)?, None),
         Some(level) => {
             let machine = Machine::read(&sys)?;
-            let parts = topdown_models_here(&machine, level)?;
+            let parts = topdown_models_here(&machine, level, cli.per_core)?;
             let slots = machine.core_pmus[0].slots.unwrap_or(8);
             if let [(model, pmu)] = parts.as_slice() {
                 let set = topdown_set(&sys, pmu, model, level)?;
@@ -95,8 +96,19 @@ pub async fn run(cli: StatArgs, verbose: bool) -> Result<()> {
         Target::All
     };
     target.validate()?;
-    let out = open_output(cli.output.as_deref())?;
+    let mut out = open_output(cli.output.as_deref())?;
     preflight::check()?;
+    if cli.per_core {
+        return per_core::run(
+            &set,
+            topdown.as_ref(),
+            cli.interval_ms,
+            cli.duration,
+            cli.json,
+            &mut *out,
+        )
+        .await;
+    }
 
     let mut collector = Collector::start(
         &set,
@@ -231,7 +243,11 @@ fn add_events(
 
 /// The model TopDown runs with for each core PMU of this machine (two on hybrid parts), or why
 /// it cannot: no hardware PMU, no model for the CPU, SMT-shared inputs. Never a made-up number.
-fn topdown_models_here(machine: &Machine, level: u8) -> Result<Vec<(Model, String)>> {
+fn topdown_models_here(
+    machine: &Machine,
+    level: u8,
+    per_core: bool,
+) -> Result<Vec<(Model, String)>> {
     if machine.core_pmus.is_empty() {
         bail!(
             "--td-level {level} needs a hardware PMU and this machine has none (a VM without a \
@@ -244,9 +260,10 @@ fn topdown_models_here(machine: &Machine, level: u8) -> Result<Vec<(Model, Strin
         .iter()
         .map(|pmu| match select(&machine.cpu, &pmu.name, machine.smt_active) {
             Selection::Unsupported(why) => bail!("--td-level: {why}"),
+            Selection::PerCoreOnly if per_core => Ok((Model::named("skylake_smt")?, pmu.name.clone())),
             Selection::PerCoreOnly => bail!(
                 "--td-level: on this Skylake-class CPU with SMT on, the TopDown inputs count per \
-                 core, so per-thread TopDown would be wrong; per-core mode is not built yet"
+                 core, so per-thread TopDown would be wrong: use --per-core"
             ),
             Selection::Model(model) => Ok((Model::named(model)?, pmu.name.clone())),
         })

@@ -2,6 +2,7 @@
 //! threads the user asked about.
 
 pub mod cgroups;
+pub mod cores;
 pub mod target;
 pub mod usage;
 

@@ -63,6 +63,25 @@ impl OpenCounters {
             .map(|(cpu, index, fd)| (*cpu, *index, fd.as_fd()))
     }
 
+    /// Every counter's current `(cpu, counter index, count, enabled ns, running ns)`, read from
+    /// userspace (`read(2)` with the enabled and running times).
+    pub fn read(&self) -> Result<Vec<(u32, usize, [u64; 3])>> {
+        self.iter()
+            .map(|(cpu, index, fd)| {
+                let mut values = [0u64; 3];
+                // SAFETY: reading 24 bytes into a 24-byte buffer from a perf event fd.
+                let n = unsafe {
+                    libc::read(raw(fd), values.as_mut_ptr().cast(), size_of_val(&values))
+                };
+                if n != size_of_val(&values) as isize {
+                    return Err(io::Error::last_os_error())
+                        .with_context(|| format!("reading counter {index} on CPU {cpu}"));
+                }
+                Ok((cpu, index, values))
+            })
+            .collect()
+    }
+
     /// Starts counting.
     pub fn enable(&self) -> Result<()> {
         for (cpu, index, fd) in self.iter() {

@@ -7,3 +7,4 @@ pub mod machine;
 pub mod sysfs;
 pub mod topdown_model;
 pub mod topdown_set;
+pub mod topology;

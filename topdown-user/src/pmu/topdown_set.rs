@@ -336,6 +336,21 @@ mod tests {
         assert_eq!(off[5], row("cycles", 0, 0, false, None));
         let on = attrs("skylake-smt-on", "cpu", 1).unwrap_err().to_string();
         assert!(on.contains("PerCoreOnly"), "{on}");
+        // Per-core mode: the SMT model, whose recovery cycles count for the whole core.
+        let smt = topdown_set(
+            &fixture("skylake-smt-on"),
+            "cpu",
+            &Model::named("skylake_smt").unwrap(),
+            1,
+        )
+        .unwrap();
+        let any = smt
+            .counters
+            .iter()
+            .find(|c| c.name == "INT_MISC.RECOVERY_CYCLES_ANY")
+            .unwrap();
+        assert_eq!(any.attr.config, 0x0d | 0x01 << 8 | 1 << 21);
+        assert_eq!(smt.counters.len(), 8);
     }
 
     #[test]

@@ -1,0 +1,99 @@
+//! Per-core reports (`--per-core`): a table or one JSON document per interval.
+
+use std::fmt::Write as _;
+
+use comfy_table::{CellAlignment, Table, presets::NOTHING};
+use serde_json::{Map, Value, json};
+
+use super::rows::TopdownView;
+use crate::{attrib::cores::CoreUsage, pmu::counter_set::CounterSet, tma::node::Node};
+
+/// A title line and one row per core: its CPUs, TopDown nodes and bottleneck (with a TopDown
+/// set), and its counters.
+pub fn block(
+    cores: &[CoreUsage],
+    set: &CounterSet,
+    view: Option<&TopdownView>,
+    title: &str,
+) -> String {
+    let mut table = Table::new();
+    table.load_preset(NOTHING);
+    let mut header = vec!["CORE".to_owned(), "CPUS".to_owned()];
+    let nodes: Vec<Node> = view.map_or_else(Vec::new, |v| v.parts[0].model.nodes(v.level));
+    header.extend(nodes.iter().map(|n| format!("{}%", n.short())));
+    if view.is_some() {
+        header.push("BOTTLENECK".into());
+    }
+    header.extend(set.names().map(str::to_owned));
+    table.set_header(header);
+    for core in cores {
+        let cpus: Vec<String> = core.cpus.iter().map(u32::to_string).collect();
+        let mut cells = vec![core.core.to_string(), cpus.join(",")];
+        if let Some(view) = view {
+            let td = view.of(set, &core.counters).into_iter().next().flatten();
+            for node in &nodes {
+                let value = td.as_ref().and_then(|td| td.value(node.name));
+                cells.push(value.map_or_else(|| "-".into(), |v| format!("{:.1}", v * 100.0)));
+            }
+            let bottleneck = td
+                .as_ref()
+                .and_then(|td| td.bottleneck)
+                .and_then(Node::named);
+            cells.push(bottleneck.map_or("-", |n| n.short()).to_owned());
+        }
+        cells.extend(core.counters.iter().map(|c| format!("{:.0}", c.scaled())));
+        table.add_row(cells);
+    }
+    for (i, column) in table.column_iter_mut().enumerate() {
+        if i > 1 {
+            column.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    let mut out = String::new();
+    let _ = writeln!(out, "{title}\n{table}");
+    out
+}
+
+/// One JSON document (`topdown-bpf/cores/v1`).
+pub fn document(
+    cores: &[CoreUsage],
+    set: &CounterSet,
+    view: Option<&TopdownView>,
+    start_s: f64,
+    length_s: f64,
+    is_final: bool,
+) -> String {
+    let cores: Vec<Value> = cores
+        .iter()
+        .map(|core| {
+            let counters: Map<String, Value> = set
+                .names()
+                .zip(&core.counters)
+                .map(|(name, v)| {
+                    (
+                        name.to_owned(),
+                        json!({"value": v.scaled(), "raw": v.raw,
+                        "enabled_ns": v.enabled_ns, "running_ns": v.running_ns}),
+                    )
+                })
+                .collect();
+            let td = view.and_then(|v| v.of(set, &core.counters).into_iter().next().flatten());
+            json!({
+                "core": core.core.to_string(),
+                "cpus": core.cpus,
+                "counters": counters,
+                "topdown": td.as_ref().map(super::topdown::values_json),
+                "bottleneck": td.as_ref().and_then(|td| td.bottleneck),
+            })
+        })
+        .collect();
+    json!({
+        "schema": "topdown-bpf/cores/v1",
+        "final": is_final,
+        "counter_set": {"name": set.name, "reason": set.reason, "counters": set.names().collect::<Vec<_>>()},
+        "interval": {"start_s": start_s, "length_s": length_s},
+        "cores": cores,
+    })
+    .to_string()
+        + "\n"
+}
