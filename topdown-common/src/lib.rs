@@ -11,6 +11,7 @@ pub mod stats;
 pub mod thread;
 
 /// How many counters one counter set may hold per CPU. The kernel program reads the counter
-/// of slot `cpu * MAX_COUNTERS + i` for `i < nr_counters`; TopDown sets need up to 9
-/// (slots, 8 metrics) plus the on-CPU clock, and Sapphire Rapids Level 2 with its thresholds 13.
-pub const MAX_COUNTERS: usize = 16;
+/// of slot `cpu * MAX_COUNTERS + i` for every slot `i` in its CPU mask; TopDown sets need up to 9
+/// (slots, 8 metrics) plus the on-CPU clock; Ice Lake Level 2 needs 25. At most 32: each CPU
+/// selects its slots with a 32-bit mask.
+pub const MAX_COUNTERS: usize = 32;

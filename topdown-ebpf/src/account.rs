@@ -36,7 +36,7 @@ static PREV_READINGS: PerCpuArray<Readings> = PerCpuArray::with_max_entries(1, 0
 
 /// Live threads' totals, by tid. Size set by the loader (`--max-threads`).
 #[map]
-static THREADS: HashMap<u32, ThreadTotals> = HashMap::with_max_entries(32768, 0);
+static THREADS: HashMap<u32, ThreadTotals> = HashMap::with_max_entries(16384, 0);
 
 /// Each CPU's idle task (tid 0), kept per CPU.
 #[map]

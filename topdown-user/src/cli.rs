@@ -150,7 +150,7 @@ pub struct StatArgs {
     pub td_level: Option<u8>,
 
     /// Capacity of the kernel's live-thread map.
-    #[arg(long, value_name = "N", default_value_t = 32768)]
+    #[arg(long, value_name = "N", default_value_t = 16384)]
     pub max_threads: u32,
 
     /// Run COMMAND and report its threads (and its child processes'), exited ones included.

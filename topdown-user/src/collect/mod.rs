@@ -36,7 +36,7 @@ pub struct CollectorOptions {
 impl Default for CollectorOptions {
     fn default() -> Self {
         Self {
-            max_threads: 32768,
+            max_threads: 16384,
             tick: Duration::from_millis(10),
         }
     }

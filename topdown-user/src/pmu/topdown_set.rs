@@ -239,9 +239,24 @@ mod tests {
         let recovery = got.last().unwrap();
         assert_eq!(recovery.2, 0x0d | 0x01 << 8 | 1 << 18 | 1 << 24);
         assert_eq!(got[1], row("TOPDOWN.SLOTS", 4, 0x0400, true, None));
-        // ICL Level 2 needs more counters than a per-thread set holds: a clear error.
-        let error = attrs("icelake", "cpu", 2).unwrap_err().to_string();
-        assert!(error.contains("more than the 16"), "{error}");
+        // ICL Level 2: the clock plus every event of the model once (22, slots included);
+        // generic events each in its own group.
+        let l2 = attrs("icelake", "cpu", 2).unwrap();
+        assert_eq!(l2.len(), 1 + Model::named("icelake").unwrap().events.len());
+        assert_eq!(l2.len(), 23);
+        assert!(
+            l2[6..].iter().all(|r| r.5.is_none() && !r.4),
+            "one group each, not pinned"
+        );
+        // More than a set holds is a clear error, never a dropped node.
+        let mut set = CounterSet::software(&fixture("icelake"), String::new()).unwrap();
+        let clock = set.counters[0].clone();
+        set.counters.resize(MAX_COUNTERS + 1, clock);
+        let error = checked(set, 2).unwrap_err().to_string();
+        assert!(
+            error.contains("33 counters") && error.contains("more than the 32"),
+            "{error}"
+        );
     }
 
     #[test]
