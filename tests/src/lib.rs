@@ -193,3 +193,4 @@ pub fn wait_for_event(
 }
 pub mod atom_csv;
 pub mod metric_expr;
+pub mod pmu_events;

@@ -3,14 +3,15 @@
 //! and the values `analyze --json` computes equal an independent evaluation of the pmu-events
 //! JSON in ../shared/data (within 1e-9).
 
-use std::{collections::HashMap, path::PathBuf, process::Command};
+use std::{collections::HashMap, process::Command};
 
 use serde_json::Value;
 use topdown_tests::{
     metric_expr::{Env, parse},
+    pmu_events::{formulas, is_percent, normalize},
     topdown_bpf_binary,
 };
-use topdown_user::tma::generated::SOURCES;
+use topdown_user::{pmu::event_spec::split_event_list, tma::generated::SOURCES};
 
 /// (model, analyze arguments selecting it).
 const CASES: &[(&str, &[&str])] = &[
@@ -34,59 +35,15 @@ const CASES: &[(&str, &[&str])] = &[
     ("neoverse_n2", &["--cpu", "arm-0x41-0xd49"]),
 ];
 
-fn data(file: &str) -> Vec<Value> {
-    let path = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/data/linux-pmu-events"
-    ))
-    .join(file);
-    serde_json::from_str(&std::fs::read_to_string(&path).expect("../shared/data beside the repo"))
-        .unwrap()
-}
-
-/// The `-e` list of `perf stat` split into events: commas inside `pmu/.../` belong to the event,
-/// group braces are dropped.
-fn split_events(list: &str) -> Vec<String> {
-    let (mut events, mut current, mut in_pmu) = (Vec::new(), String::new(), false);
-    for c in list.chars() {
-        match c {
-            '{' | '}' => {}
-            '/' => {
-                in_pmu = !in_pmu;
-                current.push(c);
-            }
-            ',' if !in_pmu => events.push(std::mem::take(&mut current)),
-            _ => current.push(c),
-        }
-    }
-    events.push(current);
-    events.into_iter().filter(|e| !e.is_empty()).collect()
-}
-
-/// The formula spelling the interpreter looks events up by.
-fn normalize(perf: &str, arm: bool) -> String {
+/// The formula spelling of an event as `perf stat` writes it: `pmu/E/` is `pmu@E@` (or E when
+/// it has no modifiers), `slots` is `TOPDOWN.SLOTS`.
+fn formula_spelling(perf: &str, arm: bool) -> String {
     let name = match perf.split_once('/') {
-        Some((pmu, rest)) => {
-            let inner = rest.trim_end_matches('/');
-            if inner.contains(',') {
-                format!("{pmu}@{inner}@")
-            } else {
-                inner.to_owned()
-            }
-        }
+        Some((pmu, rest)) => format!("{pmu}@{}@", rest.trim_end_matches('/')),
         None if perf == "slots" => "TOPDOWN.SLOTS".to_owned(),
         None => perf.to_owned(),
     };
-    if arm { name.to_lowercase() } else { name }
-}
-
-fn normalize_formula(event: &str, arm: bool) -> String {
-    let plain = ["cpu@", "cpu_core@", "cpu_atom@"].iter().find_map(|p| {
-        let inner = event.strip_prefix(p)?.strip_suffix('@')?;
-        (!inner.contains(',')).then(|| inner.to_owned())
-    });
-    let name = plain.unwrap_or_else(|| event.to_owned());
-    if arm { name.to_lowercase() } else { name }
+    normalize(&name, arm)
 }
 
 #[test]
@@ -109,10 +66,13 @@ fn analyze_matches_an_independent_evaluation_for_every_model() {
         let list = text.split('\'').nth(1).expect("perf stat -e '...'");
         let mut counts = HashMap::new();
         let mut csv = String::from("# started on a machine far away\n\n");
-        for (i, event) in split_events(list).iter().enumerate() {
+        for (i, event) in split_event_list(&list.replace(['{', '}'], ""))
+            .iter()
+            .enumerate()
+        {
             let count =
                 1_000_000 + (i as u64 * 7_919_993 + model.len() as u64 * 104_729) % 900_000_000;
-            counts.insert(normalize(event, arm), count as f64);
+            counts.insert(formula_spelling(event, arm), count as f64);
             csv.push_str(&format!("{count},,{event},2000000000,100.00,,\n"));
         }
         let file = dir.path().join(format!("{model}.csv"));
@@ -138,25 +98,7 @@ fn analyze_matches_an_independent_evaluation_for_every_model() {
         );
 
         // The independent side: the data's formulas, interpreted.
-        let mut exprs = topdown_tests::atom_csv::metrics(files, *unit)
-            .into_iter()
-            .map(|(name, (expr, _))| (name, expr))
-            .collect::<HashMap<_, _>>();
-        for file in files.iter().filter(|f| f.ends_with(".json")) {
-            for metric in data(file) {
-                if unit.is_some_and(|u| metric["Unit"] != u) {
-                    continue;
-                }
-                let name = match (&metric["MetricName"], &metric["ArchStdEvent"]) {
-                    (Value::String(n), _) => n.clone(),
-                    (_, Value::String(n)) => n.to_lowercase(),
-                    _ => continue,
-                };
-                if let Some(expr) = metric["MetricExpr"].as_str() {
-                    exprs.insert(name, expr.to_owned());
-                }
-            }
-        }
+        let (exprs, _) = formulas(files, *unit);
         let literals = HashMap::from([
             (
                 "#slots".to_owned(),
@@ -169,7 +111,7 @@ fn analyze_matches_an_independent_evaluation_for_every_model() {
         ]);
         let lookup = |name: &str| {
             *counts
-                .get(&normalize_formula(name, arm))
+                .get(&normalize(name, arm))
                 .unwrap_or_else(|| panic!("{model}: `analyze --events` did not list {name}"))
         };
         let env = Env {
@@ -185,7 +127,7 @@ fn analyze_matches_an_independent_evaluation_for_every_model() {
                 .find(|(_, n)| n == node)
                 .map_or(node.as_str(), |(s, _)| *s);
             let mut expected = env.eval(&parse(&exprs[source]));
-            if exprs[source].trim_start_matches('(').starts_with("100 *") {
+            if is_percent(&exprs[source]) {
                 expected /= 100.0;
             }
             let value = value.as_f64().unwrap();

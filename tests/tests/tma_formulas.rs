@@ -1,34 +1,30 @@
 //! The built-in TopDown formulas against the data they come from (../shared/data): the checked-in
-//! generated code is what the generator writes today, and for every model its Level 1 and Level 2
-//! values (and threshold verdicts) on random counts equal an independent interpretation of the
-//! same pmu-events JSON within 1e-9.
+//! generated code and event tables are what the generators write today, and for every model its
+//! Level 1 and Level 2 values (and threshold verdicts) on random counts equal an independent
+//! interpretation of the same data within 1e-9.
 
 use std::{
     collections::HashMap,
     hash::{DefaultHasher, Hash as _, Hasher as _},
-    path::PathBuf,
+    path::{Path, PathBuf},
     process::Command,
 };
 
-use serde_json::Value;
-use topdown_tests::metric_expr::Env;
+use topdown_tests::{
+    metric_expr::{Env, parse},
+    pmu_events::{data_dir, formulas, is_percent, normalize},
+};
 use topdown_user::tma::{Model, generated::SOURCES, inputs::Inputs};
 
-fn data_dir() -> PathBuf {
-    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data"));
-    assert!(
-        dir.join("linux-pmu-events").is_dir(),
-        "the reference data is missing: ../shared/data must sit beside the repository"
-    );
-    dir
+fn root() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
 }
 
-#[test]
-fn tma_formulas_are_generated_from_the_data() {
-    let root = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+/// Runs a generator of `xtask/gen` with `args` and returns what it printed.
+fn generate(script: &str, args: &[&Path]) -> String {
     let output = Command::new("python3")
-        .arg(root.join("xtask/gen/tma_formulas.py"))
-        .arg(data_dir().join("linux-pmu-events"))
+        .arg(root().join("xtask/gen").join(script))
+        .args(args)
         .output()
         .expect("python3 runs the generator");
     assert!(
@@ -36,38 +32,31 @@ fn tma_formulas_are_generated_from_the_data() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let checked_in =
-        std::fs::read_to_string(root.join("topdown-user/src/tma/generated.rs")).unwrap();
+    String::from_utf8(output.stdout).unwrap()
+}
+
+#[test]
+fn tma_formulas_are_generated_from_the_data() {
+    let fresh = generate("tma_formulas.py", &[&data_dir().join("linux-pmu-events")]);
+    let kept = std::fs::read_to_string(root().join("topdown-user/src/tma/generated.rs")).unwrap();
     assert!(
-        String::from_utf8_lossy(&output.stdout) == checked_in,
+        fresh == kept,
         "topdown-user/src/tma/generated.rs is stale: run python3 xtask/gen/tma_formulas.py > it"
     );
 }
 
 #[test]
 fn event_tables_are_generated_from_the_data() {
-    let root = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
     let out = tempfile::tempdir().unwrap();
-    let output = Command::new("python3")
-        .arg(root.join("xtask/gen/event_tables.py"))
-        .arg(data_dir())
-        .arg(out.path())
-        .output()
-        .expect("python3 runs the generator");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let checked_in = root.join("topdown-user/src/pmu/events");
+    generate("event_tables.py", &[&data_dir(), out.path()]);
+    let kept = root().join("topdown-user/src/pmu/events");
     let mut tables = 0;
     for entry in std::fs::read_dir(out.path()).unwrap() {
         let path = entry.unwrap().path();
         let name = path.file_name().unwrap();
         let fresh = std::fs::read_to_string(&path).unwrap();
-        let kept = std::fs::read_to_string(checked_in.join(name)).unwrap_or_default();
         assert!(
-            fresh == kept,
+            fresh == std::fs::read_to_string(kept.join(name)).unwrap_or_default(),
             "topdown-user/src/pmu/events/{} is stale: run python3 xtask/gen/event_tables.py",
             name.to_string_lossy()
         );
@@ -75,38 +64,9 @@ fn event_tables_are_generated_from_the_data() {
     }
     assert_eq!(
         tables,
-        std::fs::read_dir(&checked_in).unwrap().count(),
+        std::fs::read_dir(&kept).unwrap().count(),
         "no table left over"
     );
-}
-
-/// Metrics of a model as perf merges them: later files override by `ArchStdEvent`.
-fn metrics(files: &[&str], unit: Option<&str>) -> HashMap<String, Value> {
-    let mut merged: HashMap<String, Value> = HashMap::new();
-    for file in files.iter().filter(|f| f.ends_with(".json")) {
-        let path = data_dir().join("linux-pmu-events").join(file);
-        let list: Vec<Value> =
-            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-        for metric in list {
-            if unit.is_some_and(|u| metric["Unit"] != u) {
-                continue;
-            }
-            let name = match (&metric["MetricName"], &metric["ArchStdEvent"]) {
-                (Value::String(n), _) => n.clone(),
-                (_, Value::String(n)) => n.to_lowercase(),
-                _ => continue,
-            };
-            let entry = merged
-                .entry(name)
-                .or_insert_with(|| Value::Object(Default::default()));
-            for (k, v) in metric.as_object().unwrap() {
-                if !v.is_null() {
-                    entry[k] = v.clone();
-                }
-            }
-        }
-    }
-    merged
 }
 
 /// A deterministic pseudo-random count per (event, seed), in [1e5, 1e9).
@@ -114,16 +74,6 @@ fn count(event: &str, seed: u64) -> f64 {
     let mut hasher = DefaultHasher::new();
     (event, seed).hash(&mut hasher);
     1e5 + (hasher.finish() % 1_000_000_000) as f64 * 0.999_9
-}
-
-/// perf's spelling of the same event on both sides: `pmu@E@` is E; Arm names are lower case.
-fn normalize(event: &str, arm: bool) -> String {
-    let plain = ["cpu@", "cpu_core@", "cpu_atom@"].iter().find_map(|p| {
-        let inner = event.strip_prefix(p)?.strip_suffix('@')?;
-        (!inner.contains(',')).then(|| inner.to_owned())
-    });
-    let name = plain.unwrap_or_else(|| event.to_owned());
-    if arm { name.to_lowercase() } else { name }
 }
 
 struct Random<'a> {
@@ -149,24 +99,15 @@ fn close(a: f64, b: f64) -> bool {
 fn every_model_matches_an_independent_evaluation_of_the_data() {
     let mut checked = 0;
     for &(model, files, unit, mapping) in SOURCES {
-        let all = metrics(files, unit);
-        let atom = topdown_tests::atom_csv::metrics(files, unit);
-        let mut exprs: HashMap<String, String> = all
-            .iter()
-            .filter_map(|(n, m)| Some((n.clone(), m["MetricExpr"].as_str()?.to_owned())))
-            .collect();
-        let mut thresholds: HashMap<String, String> = all
-            .iter()
-            .filter_map(|(n, m)| Some((n.clone(), m["MetricThreshold"].as_str()?.to_owned())))
-            .collect();
-        for (name, (expr, threshold)) in atom {
-            exprs.insert(name.clone(), expr);
-            if let Some(threshold) = threshold {
-                thresholds.insert(name, threshold);
-            }
-        }
+        let (exprs, thresholds) = formulas(files, unit);
         let arm = files.iter().all(|f| f.starts_with("arm64/"));
         let built_in = Model::named(model).unwrap();
+        let source_of = |node: &'static str| {
+            mapping
+                .iter()
+                .find(|(_, n)| *n == node)
+                .map_or(node, |(s, _)| *s)
+        };
         for seed in 0..20u64 {
             let literals = HashMap::from([
                 ("#slots".to_owned(), if seed % 2 == 0 { 8.0 } else { 5.0 }),
@@ -178,21 +119,16 @@ fn every_model_matches_an_independent_evaluation_of_the_data() {
                 events: &events,
                 literals: &literals,
             };
-            let inputs = Random {
+            let evaluation = built_in.values(&Random {
                 seed,
                 arm,
                 literals: &literals,
-            };
-            let evaluation = built_in.values(&inputs);
+            });
             assert!(!evaluation.values.is_empty(), "{model} has nodes");
             for &(node, value) in &evaluation.values {
-                let source = mapping
-                    .iter()
-                    .find(|(_, n)| *n == node)
-                    .map_or(node, |(s, _)| *s);
-                let expr = &exprs[source];
-                let mut expected = env.metric(source);
-                if expr.trim_start_matches('(').starts_with("100 *") {
+                let expr = &exprs[source_of(node)];
+                let mut expected = env.metric(source_of(node));
+                if is_percent(expr) {
                     expected /= 100.0;
                 }
                 assert!(
@@ -202,12 +138,8 @@ fn every_model_matches_an_independent_evaluation_of_the_data() {
                 checked += 1;
             }
             for &(node, over) in &evaluation.over_threshold {
-                let source = mapping
-                    .iter()
-                    .find(|(_, n)| *n == node)
-                    .map_or(node, |(s, _)| *s);
-                let threshold = &thresholds[source];
-                let expected = env.eval(&topdown_tests::metric_expr::parse(threshold)) != 0.0;
+                let threshold = &thresholds[source_of(node)];
+                let expected = env.eval(&parse(threshold)) != 0.0;
                 assert_eq!(
                     over, expected,
                     "{model} {node} threshold (seed {seed}): {threshold}"

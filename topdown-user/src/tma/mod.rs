@@ -38,22 +38,11 @@ pub struct Model {
 impl Model {
     /// The model called `name`.
     pub fn named(name: &str) -> Result<Self> {
-        match generated::MODELS.iter().find(|m| m.0 == name) {
-            Some(&(name, description, evaluate, events, level1_events, literals)) => Ok(Self {
-                name,
-                description,
-                evaluate,
-                events,
-                level1_events,
-                literals,
-            }),
+        match Self::all().find(|m| m.name == name) {
+            Some(model) => Ok(model),
             None => bail!(
                 "no TopDown model `{name}`: known models are {}",
-                generated::MODELS
-                    .iter()
-                    .map(|m| m.0)
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                Self::all().map(|m| m.name).collect::<Vec<_>>().join(", ")
             ),
         }
     }

@@ -1,0 +1,79 @@
+//! The reference data the TopDown tests read (../shared/data): each model's metric formulas and
+//! thresholds, merged as perf merges them, and event names normalised as perf treats them.
+
+use std::{collections::HashMap, path::PathBuf};
+
+use serde_json::Value;
+
+/// `../shared/data`, beside the repository.
+pub fn data_dir() -> PathBuf {
+    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data"));
+    assert!(
+        dir.join("linux-pmu-events").is_dir(),
+        "the reference data is missing: ../shared/data must sit beside the repository"
+    );
+    dir
+}
+
+/// A model's `(formulas, thresholds)` by metric name, from its sources: pmu-events JSON files
+/// (later files override earlier ones by `ArchStdEvent`, as perf merges them; `unit` picks a
+/// hybrid part's metrics) and Intel's `Atom_TMA.csv` (`unit` is the model column).
+pub fn formulas(
+    files: &[&str],
+    unit: Option<&str>,
+) -> (HashMap<String, String>, HashMap<String, String>) {
+    let mut merged: HashMap<String, Value> = HashMap::new();
+    for file in files.iter().filter(|f| f.ends_with(".json")) {
+        let path = data_dir().join("linux-pmu-events").join(file);
+        let list: Vec<Value> =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        for metric in list {
+            if unit.is_some_and(|u| metric["Unit"] != u) {
+                continue;
+            }
+            let name = match (&metric["MetricName"], &metric["ArchStdEvent"]) {
+                (Value::String(n), _) => n.clone(),
+                (_, Value::String(n)) => n.to_lowercase(),
+                _ => continue,
+            };
+            let entry = merged
+                .entry(name)
+                .or_insert_with(|| Value::Object(serde_json::Map::default()));
+            for (k, v) in metric.as_object().unwrap() {
+                if !v.is_null() {
+                    entry[k] = v.clone();
+                }
+            }
+        }
+    }
+    let field = |key: &str| -> HashMap<String, String> {
+        merged
+            .iter()
+            .filter_map(|(n, m)| Some((n.clone(), m[key].as_str()?.to_owned())))
+            .collect()
+    };
+    let (mut exprs, mut thresholds) = (field("MetricExpr"), field("MetricThreshold"));
+    for (name, (expr, threshold)) in crate::atom_csv::metrics(files, unit) {
+        exprs.insert(name.clone(), expr);
+        if let Some(threshold) = threshold {
+            thresholds.insert(name, threshold);
+        }
+    }
+    (exprs, thresholds)
+}
+
+/// Whether a formula is written in percent (`100 * ...`, as some Arm overrides are).
+pub fn is_percent(expr: &str) -> bool {
+    expr.trim_start_matches('(').starts_with("100 *")
+}
+
+/// One event's name as perf treats it: `pmu@E@` without modifiers is E; Arm names are
+/// case-insensitive (lower case here).
+pub fn normalize(event: &str, arm: bool) -> String {
+    let plain = ["cpu@", "cpu_core@", "cpu_atom@"].iter().find_map(|p| {
+        let inner = event.strip_prefix(p)?.strip_suffix('@')?;
+        (!inner.contains(',')).then(|| inner.to_owned())
+    });
+    let name = plain.unwrap_or_else(|| event.to_owned());
+    if arm { name.to_lowercase() } else { name }
+}
