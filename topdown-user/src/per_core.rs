@@ -69,7 +69,7 @@ pub async fn run(
                 };
                 out.write_all(text.as_bytes()).and_then(|()| out.flush()).context("writing the report")?;
             }
-            () = async { sleep_until(deadline.unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(86400 * 365))).await }, if deadline.is_some() => break,
+            () = async { sleep_until(deadline.unwrap_or_else(crate::run::far_future)).await }, if deadline.is_some() => break,
             _ = tokio::signal::ctrl_c() => break,
             _ = sigterm.recv() => break,
         }

@@ -270,7 +270,8 @@ fn topdown_models_here(
         .collect()
 }
 
-fn far_future() -> tokio::time::Instant {
+/// A deadline that never comes, for a `select!` branch that is disabled anyway.
+pub(crate) fn far_future() -> tokio::time::Instant {
     tokio::time::Instant::now() + Duration::from_secs(86400 * 365)
 }
 

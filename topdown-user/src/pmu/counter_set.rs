@@ -85,24 +85,33 @@ impl CounterSet {
     /// Index of the on-CPU clock.
     pub const ON_CPU: usize = 0;
 
+    /// A set holding only the on-CPU clock, which every set starts with.
+    pub fn on_cpu_clock(name: &'static str, reason: String) -> Self {
+        Self {
+            name,
+            reason,
+            counters: vec![Counter {
+                name: "cpu-clock".into(),
+                unit: Unit::Nanoseconds,
+                attr: EventAttr {
+                    pmu_type: PERF_TYPE_SOFTWARE,
+                    config: PERF_COUNT_SW_CPU_CLOCK,
+                    ..EventAttr::default()
+                },
+                cpus: None,
+            }],
+        }
+    }
+
     /// The software set: on-CPU time from `cpu-clock`, plus `msr/tsc` cycles where the `msr`
     /// PMU exists. Switch counts come with every set.
     pub fn software(sys: &SysRoot, reason: String) -> Result<Self> {
-        let mut counters = vec![Counter {
-            name: "cpu-clock".into(),
-            unit: Unit::Nanoseconds,
-            attr: EventAttr {
-                pmu_type: PERF_TYPE_SOFTWARE,
-                config: PERF_COUNT_SW_CPU_CLOCK,
-                ..EventAttr::default()
-            },
-            cpus: None,
-        }];
+        let mut set = Self::on_cpu_clock("software", reason);
         if let Some(msr) = sys.pmu("msr")?
             && let Some(terms) = msr.event_terms("tsc")?
         {
             let config = msr.encode(&terms)?;
-            counters.push(Counter {
+            set.counters.push(Counter {
                 name: "msr/tsc".into(),
                 unit: Unit::Cycles,
                 attr: EventAttr {
@@ -114,11 +123,7 @@ impl CounterSet {
                 cpus: None,
             });
         }
-        Self::checked(Self {
-            name: "software",
-            reason,
-            counters,
-        })
+        Self::checked(set)
     }
 
     /// The set to run on this machine, and why.

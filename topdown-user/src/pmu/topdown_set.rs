@@ -40,7 +40,7 @@ pub fn hybrid_topdown_set(
     parts: &[(&str, Option<Vec<u32>>, Model)],
     level: u8,
 ) -> Result<CounterSet> {
-    let mut set = CounterSet::software(&SysRoot::at("/nonexistent"), String::new())?;
+    let mut set = CounterSet::on_cpu_clock("topdown", String::new());
     let mut reasons = Vec::new();
     for (pmu, cpus, model) in parts {
         let part = build(sys, pmu, model, level)?;
@@ -87,7 +87,7 @@ fn build(sys: &SysRoot, pmu_name: &str, model: &Model, level: u8) -> Result<Coun
         Ok(counter)
     };
     let events = model.events_for_level(level);
-    let mut set = CounterSet::software(&SysRoot::at("/nonexistent"), String::new())?;
+    let mut set = CounterSet::on_cpu_clock("topdown", String::new());
     let metrics: Vec<&str> = METRICS_ORDER
         .iter()
         .copied()
