@@ -11,8 +11,9 @@ mod deps;
 use std::{
     env,
     ffi::OsString,
+    io::{BufRead as _, BufReader},
     path::{Path, PathBuf},
-    process::{Command, ExitCode},
+    process::{Command, ExitCode, Stdio},
 };
 
 use anyhow::{Context as _, Result, bail};
@@ -73,14 +74,28 @@ fn run(cli: Cli) -> Result<()> {
         Task::Test { args } => {
             build_user(&root, false)?;
             let object = ebpf_object(&root);
-            let status = cargo()
+            let mut child = cargo()
                 .current_dir(&root)
                 .arg("test")
                 .args(&args)
                 .env("TOPDOWN_EBPF_OBJ", &object)
                 .env("TOPDOWN_BPF_BIN", root.join("target/debug/topdown-bpf"))
-                .status()
+                .stdout(Stdio::piped())
+                .spawn()
                 .context("running cargo test")?;
+            let (mut passed, mut failed) = (0u64, 0u64);
+            let stdout = child.stdout.take().context("cargo test's output")?;
+            for line in BufReader::new(stdout).lines() {
+                let line = line.context("reading cargo test's output")?;
+                println!("{line}");
+                if let Some(result) = line.strip_prefix("test result: ") {
+                    passed += count_before(result, " passed");
+                    failed += count_before(result, " failed");
+                }
+            }
+            let status = child.wait().context("waiting for cargo test")?;
+            // One closing line over every test binary (cargo's own last line is the doc tests').
+            println!("\ntests: {passed} passed, {failed} failed");
             check(status, "cargo test")
         }
         Task::Bench { runs } => {
@@ -184,10 +199,41 @@ fn exec_privileged(binary: &Path, args: &[OsString]) -> Result<()> {
     }
 }
 
+/// The number just before `label` in a `test result:` line (`ok. 12 passed; 0 failed; ...`).
+fn count_before(result: &str, label: &str) -> u64 {
+    result
+        .split(';')
+        .find_map(|part| {
+            part.trim()
+                .trim_start_matches("ok. ")
+                .trim_start_matches("FAILED. ")
+                .strip_suffix(label.trim())
+        })
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 fn check(status: std::process::ExitStatus, what: &str) -> Result<()> {
     if status.success() {
         Ok(())
     } else {
         bail!("{what} failed ({status})")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::count_before;
+
+    #[test]
+    fn reads_cargo_test_result_lines() {
+        let line =
+            "ok. 12 passed; 3 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.1s";
+        assert_eq!(count_before(line, " passed"), 12);
+        assert_eq!(count_before(line, " failed"), 3);
+        assert_eq!(
+            count_before("FAILED. 1 passed; 2 failed; 0 ignored", " failed"),
+            2
+        );
     }
 }
