@@ -114,9 +114,11 @@ pub fn charge_current<C: EbpfContext>(ctx: &C, end: SliceEnd) {
                 "exit ring buffer full: final record of tid {} lost", tid
             );
         }
+        // Read before the slot is freed: another CPU may reuse it at once.
+        let leader = tid == totals.tgid;
         // Absent when the map was full: the loss is already counted.
         let _ = THREADS.remove(&tid);
-        if tid == totals.tgid {
+        if leader {
             follow::forget(tid);
         }
     }
