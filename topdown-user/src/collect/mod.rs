@@ -90,31 +90,32 @@ impl Collector {
                 .with_context(|| format!("storing counter {index} of CPU {cpu}"))?;
         }
 
-        // Count before the programs run: a pinned group (TopDown's `slots`) that is not yet
-        // enabled makes every read fail with EBUSY. What counts between here and the attach
-        // (microseconds) is charged to the first thread switched out on each CPU.
-        counters.enable()?;
-
+        // Load (and verify) everything first, then count, then attach: a pinned group
+        // (TopDown's `slots`) that is not yet enabled makes every read fail with EBUSY, and what
+        // counts between enabling and attaching (microseconds) is charged to the first thread
+        // switched out on each CPU.
         let btf = Btf::from_sys_fs().context(
             "reading kernel BTF from /sys/kernel/btf/vmlinux (needs CONFIG_DEBUG_INFO_BTF=y)",
         )?;
-        let switch: &mut BtfTracePoint = program(&mut bpf, "sched_switch")?.try_into()?;
-        switch
-            .load("sched_switch", &btf)
-            .map_err(|error| explain_bpf_error(error.into()))
-            .context("loading the sched_switch program")?;
-        switch
-            .attach()
-            .context("attaching to tp_btf/sched_switch")?;
-
-        let fork: &mut BtfTracePoint = program(&mut bpf, "sched_process_fork")?.try_into()?;
-        fork.load("sched_process_fork", &btf)
-            .context("loading the sched_process_fork program")?;
-        fork.attach()
-            .context("attaching to tp_btf/sched_process_fork")?;
-
+        for name in ["sched_switch", "sched_process_fork"] {
+            let program: &mut BtfTracePoint = program(&mut bpf, name)?.try_into()?;
+            program
+                .load(name, &btf)
+                .map_err(|error| explain_bpf_error(error.into()))
+                .with_context(|| format!("loading the {name} program"))?;
+        }
         let tick: &mut PerfEvent = program(&mut bpf, "tick")?.try_into()?;
         tick.load().context("loading the tick program")?;
+
+        counters.enable()?;
+
+        for name in ["sched_switch", "sched_process_fork"] {
+            let program: &mut BtfTracePoint = program(&mut bpf, name)?.try_into()?;
+            program
+                .attach()
+                .with_context(|| format!("attaching to tp_btf/{name}"))?;
+        }
+        let tick: &mut PerfEvent = program(&mut bpf, "tick")?.try_into()?;
         let period = u64::try_from(options.tick.as_nanos())
             .unwrap_or(u64::MAX)
             .max(1);
