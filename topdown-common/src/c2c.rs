@@ -176,6 +176,42 @@ impl C2cStats {
         Decoded::Full
     }
 
+    /// Adds `other`'s counts (perf's `c2c_add_stats`).
+    pub const fn add(&mut self, other: &Self) {
+        self.nr_entries += other.nr_entries;
+        self.locks += other.locks;
+        self.store += other.store;
+        self.st_uncache += other.st_uncache;
+        self.st_noadrs += other.st_noadrs;
+        self.st_l1hit += other.st_l1hit;
+        self.st_l1miss += other.st_l1miss;
+        self.st_na += other.st_na;
+        self.load += other.load;
+        self.ld_excl += other.ld_excl;
+        self.ld_shared += other.ld_shared;
+        self.ld_uncache += other.ld_uncache;
+        self.ld_io += other.ld_io;
+        self.ld_miss += other.ld_miss;
+        self.ld_noadrs += other.ld_noadrs;
+        self.ld_fbhit += other.ld_fbhit;
+        self.ld_l1hit += other.ld_l1hit;
+        self.ld_l2hit += other.ld_l2hit;
+        self.ld_llchit += other.ld_llchit;
+        self.lcl_hitm += other.lcl_hitm;
+        self.rmt_hitm += other.rmt_hitm;
+        self.tot_hitm += other.tot_hitm;
+        self.lcl_peer += other.lcl_peer;
+        self.rmt_peer += other.rmt_peer;
+        self.tot_peer += other.tot_peer;
+        self.rmt_hit += other.rmt_hit;
+        self.lcl_dram += other.lcl_dram;
+        self.rmt_dram += other.rmt_dram;
+        self.blk_data += other.blk_data;
+        self.blk_addr += other.blk_addr;
+        self.nomap += other.nomap;
+        self.noparse += other.noparse;
+    }
+
     const fn peer_local(&mut self) {
         self.lcl_peer += 1;
         self.tot_peer += 1;

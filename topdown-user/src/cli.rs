@@ -30,6 +30,44 @@ pub struct Cli {
 pub enum Command {
     /// TopDown from `perf stat -x,` output recorded anywhere (like toplev --import).
     Analyze(AnalyzeArgs),
+    /// Cache-to-cache (false sharing) analysis.
+    C2c(C2cArgs),
+}
+
+/// `topdown-bpf c2c`.
+#[derive(Debug, Args)]
+pub struct C2cArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: C2cCommand,
+}
+
+/// `topdown-bpf c2c` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum C2cCommand {
+    /// Report a recording made by `perf c2c record` (so far: `--stats`, perf's statistics).
+    Report(C2cReportArgs),
+}
+
+/// `topdown-bpf c2c report`.
+#[derive(Debug, Args)]
+pub struct C2cReportArgs {
+    /// The perf.data file to read.
+    #[arg(
+        short = 'i',
+        long = "input",
+        value_name = "FILE",
+        default_value = "perf.data"
+    )]
+    pub input: PathBuf,
+
+    /// Print only the statistics (perf's Trace Event and Shared Cache Line tables).
+    #[arg(long)]
+    pub stats: bool,
+
+    /// Plain text output (the default; accepted as perf accepts it).
+    #[arg(long)]
+    pub stdio: bool,
 }
 
 /// `topdown-bpf analyze`.

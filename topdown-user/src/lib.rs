@@ -7,6 +7,7 @@
 
 pub mod analyze;
 pub mod attrib;
+pub mod c2c;
 pub mod cli;
 pub mod collect;
 pub mod import;

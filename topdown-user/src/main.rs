@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::Parser as _;
 use topdown_user::{
-    analyze,
+    analyze, c2c,
     cli::{Cli, Command},
     run,
 };
@@ -17,6 +17,15 @@ fn main() -> ExitCode {
     }));
     if let Some(Command::Analyze(args)) = &cli.command {
         return match analyze::run(args, cli.verbose > 0) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("topdown-bpf: {error:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    if let Some(Command::C2c(args)) = &cli.command {
+        return match c2c::command::run(args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {
                 eprintln!("topdown-bpf: {error:#}");

@@ -82,6 +82,16 @@ pub fn ensure_bpf_linker() -> Result<()> {
     Ok(())
 }
 
+/// Installs Linux perf for the c2c tests, which compare against it, when it is missing and we
+/// are root. Best effort: without it the tests compare against recorded perf output.
+pub fn offer_test_tools() {
+    if is_root()
+        && let Err(error) = ensure_debian_packages(&["linux-perf"])
+    {
+        eprintln!("xtask: could not install linux-perf ({error:#}); c2c tests use recorded output");
+    }
+}
+
 /// Makes sure the benchmark's peers and load generator are installed.
 pub fn ensure_bench_tools() -> Result<()> {
     ensure_debian_packages(&BENCH_PACKAGES)

@@ -73,6 +73,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Task::Test { args } => {
             build_user(&root, false)?;
+            deps::offer_test_tools();
             let object = ebpf_object(&root);
             let mut child = cargo()
                 .current_dir(&root)

@@ -1,0 +1,7 @@
+//! c2c (cache-to-cache): memory samples, classified as perf c2c classifies them
+//! (`topdown_common::c2c`), grouped by cache line, reported as perf's tables.
+
+pub mod command;
+pub mod lines;
+pub mod perf_data;
+pub mod stats_report;
