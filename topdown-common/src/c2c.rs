@@ -233,9 +233,54 @@ pub const fn is_contended_load(data_src: u64) -> bool {
     src.op & op::LOAD != 0 && (src.snoop & snoop::HITM != 0 || src.snoopx & snoopx::PEER != 0)
 }
 
+/// A memory sample the kernel filter forwarded (a contended load over the latency threshold,
+/// or a store).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct C2cRecord {
+    /// Process id.
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// CPU.
+    pub cpu: u32,
+    /// cgroup2 id of the sampled task.
+    pub cgroup_id_low: u32,
+    /// Code address.
+    pub ip: u64,
+    /// Data address.
+    pub addr: u64,
+    /// `union perf_mem_data_src`.
+    pub data_src: u64,
+    /// Load latency in cycles.
+    pub weight: u64,
+    /// Physical data address.
+    pub phys_addr: u64,
+}
+
+/// The c2c filter's own counters, indexed into its per-CPU `C2C_COUNTERS` array.
+pub mod counter {
+    /// Loss: the samples ring buffer was full, a sample to forward was dropped.
+    pub const RING_FULL: u32 = 0;
+    /// Loss: a sample's fields could not be read.
+    pub const READ_ERROR: u32 = 1;
+    /// Samples forwarded to userspace.
+    pub const FORWARDED: u32 = 2;
+    /// Number of counters.
+    pub const COUNT: u32 = 3;
+    /// The offsets the loader sets, in `C2C_OFFSETS` order: `bpf_perf_event_data_kern.regs`
+    /// and `.data`, `perf_sample_data.{sample_flags, data_src, addr, weight, phys_addr}`,
+    /// `pt_regs.ip`.
+    pub const OFFSETS: usize = 8;
+}
+
 #[cfg(feature = "user")]
 // SAFETY: repr(C), only u64 fields.
 unsafe impl aya::Pod for C2cStats {}
+
+#[cfg(feature = "user")]
+// SAFETY: repr(C), u32 and u64 fields without padding.
+unsafe impl aya::Pod for C2cRecord {}
 
 #[cfg(test)]
 mod tests {

@@ -9,6 +9,7 @@
 #![no_main]
 
 mod account;
+mod c2c_filter;
 mod follow;
 
 use aya_ebpf::{
@@ -45,6 +46,12 @@ pub fn sched_process_fork(ctx: BtfTracePointContext) -> i32 {
 pub fn tick(ctx: PerfEventContext) -> i32 {
     account::charge_current(&ctx, account::SliceEnd::Tick);
     0
+}
+
+/// c2c: every memory sample of the per-CPU sampling events it is attached to.
+#[perf_event]
+pub fn c2c_filter(ctx: PerfEventContext) -> u32 {
+    c2c_filter::filter(&ctx)
 }
 
 #[cfg(not(test))]

@@ -232,6 +232,20 @@ mod tests {
         let pid = btf.member_offset("task_struct", "pid").unwrap();
         let tgid = btf.member_offset("task_struct", "tgid").unwrap();
         assert_eq!(tgid, pid + 4, "pid_t pid; pid_t tgid; sit side by side");
-        assert!(btf.member_offset("perf_sample_data", "data_src").is_ok());
+        // What the c2c filter reads: distinct, 8-byte aligned u64 fields.
+        let mut offsets: Vec<u32> = ["data_src", "addr", "weight", "phys_addr", "sample_flags"]
+            .iter()
+            .map(|member| btf.member_offset("perf_sample_data", member).unwrap())
+            .collect();
+        assert!(offsets.iter().all(|o| o % 8 == 0), "{offsets:?}");
+        offsets.sort_unstable();
+        offsets.dedup();
+        assert_eq!(offsets.len(), 5);
+        assert_eq!(
+            btf.member_offset("bpf_perf_event_data_kern", "data")
+                .unwrap()
+                % 8,
+            0
+        );
     }
 }

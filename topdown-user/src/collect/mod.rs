@@ -2,6 +2,7 @@
 //! charged into typed [`Snapshot`]s. Nothing else in the crate touches aya.
 
 pub mod btf;
+pub mod c2c;
 mod object;
 pub mod perf_open;
 mod snapshot;
