@@ -34,12 +34,17 @@ pub enum Command {
     C2c(C2cArgs),
 }
 
-/// `topdown-bpf c2c`.
+/// `topdown-bpf c2c`: without a subcommand, live recording.
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct C2cArgs {
-    /// What to do.
+    /// What to do; without one, record live.
     #[command(subcommand)]
-    pub command: C2cCommand,
+    pub command: Option<C2cCommand>,
+
+    /// Load latency threshold in cycles (`ldlat`), as `perf c2c record` (default 30).
+    #[arg(long, value_name = "CYCLES", default_value_t = 30)]
+    pub threshold: u64,
 }
 
 /// `topdown-bpf c2c` subcommands.

@@ -3,12 +3,16 @@
 use anyhow::{Result, bail};
 
 use super::{lines::C2cData, perf_data, stats_report};
-use crate::cli::{C2cArgs, C2cCommand};
+use crate::{
+    cli::{C2cArgs, C2cCommand},
+    pmu::sysfs::SysRoot,
+};
 
-/// Runs a `c2c` subcommand.
+/// Runs a `c2c` subcommand, or live recording without one.
 pub fn run(args: &C2cArgs) -> Result<()> {
     match &args.command {
-        C2cCommand::Report(report) => {
+        None => live(&SysRoot::host(), args.threshold),
+        Some(C2cCommand::Report(report)) => {
             if !report.stats {
                 bail!(
                     "only `c2c report --stats` is built so far; the cache line tables come next \
@@ -20,5 +24,61 @@ pub fn run(args: &C2cArgs) -> Result<()> {
             print!("{}", stats_report::render(&data, &recording.events));
             Ok(())
         }
+    }
+}
+
+/// The memory-sampling PMU of this machine, if any: Intel `mem-loads`, AMD IBS, Arm SPE.
+pub fn memory_sampling_pmu(sys: &SysRoot) -> Result<Option<String>> {
+    for core in ["cpu", "cpu_core"] {
+        if let Some(pmu) = sys.pmu(core)?
+            && pmu.event_terms("mem-loads")?.is_some()
+        {
+            return Ok(Some(format!("{core}/mem-loads/")));
+        }
+    }
+    let names = sys.pmu_names()?;
+    Ok(names
+        .into_iter()
+        .find(|n| n == "ibs_op" || n.starts_with("arm_spe")))
+}
+
+fn live(sys: &SysRoot, threshold: u64) -> Result<()> {
+    match memory_sampling_pmu(sys)? {
+        None => bail!(
+            "this machine has no memory-sampling PMU (Intel mem-loads, AMD IBS, Arm SPE): record \
+             with `perf c2c record` where there is one and read it with `topdown-bpf c2c report \
+             -i FILE --stats`"
+        ),
+        Some(pmu) => bail!(
+            "live c2c recording on {pmu} (ldlat {threshold}) is not built yet: record with `perf \
+             c2c record` and read it with `topdown-bpf c2c report -i FILE --stats`"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> SysRoot {
+        SysRoot::at(format!(
+            "{}/../tests/fixtures/sysfs/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+    }
+
+    #[test]
+    fn memory_sampling_pmus_are_found_by_what_sysfs_offers() {
+        assert_eq!(memory_sampling_pmu(&fixture("vm-no-pmu")).unwrap(), None);
+        assert_eq!(
+            memory_sampling_pmu(&fixture("zen4")).unwrap(),
+            None,
+            "no ibs_op in the fixture"
+        );
+        let error = live(&fixture("vm-no-pmu"), 30).unwrap_err().to_string();
+        assert!(
+            error.contains("no memory-sampling PMU") && error.contains("c2c report -i"),
+            "{error}"
+        );
     }
 }
