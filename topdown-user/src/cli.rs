@@ -155,7 +155,8 @@ pub struct StatArgs {
     #[arg(long, value_name = "N")]
     pub top: Option<usize>,
 
-    /// Sort by oncpu (default), switches, tid, pid, comm, or a counter name.
+    /// Sort by oncpu (default), switches, tid, pid, comm, a counter name, or a TopDown node
+    /// (`tma_backend_bound`, ...).
     #[arg(long, value_name = "FIELD", default_value = "oncpu")]
     pub sort: String,
 
