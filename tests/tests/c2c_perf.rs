@@ -35,10 +35,12 @@ fn generate(spec: &Path, dir: &Path) -> PathBuf {
     data
 }
 
-/// `perf c2c report --stdio --stats` on `data`, if a working perf is installed.
-fn live_perf(data: &Path, dir: &Path) -> Option<String> {
+/// `perf c2c report --stdio [extra]` on `data`, if a working perf is installed.
+fn live_perf(data: &Path, dir: &Path, extra: &[&str]) -> Option<String> {
     let output = Command::new("perf")
-        .args(["c2c", "report", "--stdio", "--stats", "-i"])
+        .args(["c2c", "report", "--stdio"])
+        .args(extra)
+        .arg("-i")
         .arg(data)
         .current_dir(dir)
         .output()
@@ -47,52 +49,85 @@ fn live_perf(data: &Path, dir: &Path) -> Option<String> {
         .then(|| String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
+/// Our output of `c2c report ARGS -i data` must equal perf's (live, or recorded in
+/// `{name}.perf-6.1.{kind}.txt`), or the part of it before `stop_at` when given.
+fn compare(name: &str, kind: &str, args: &[&str], stop_at: Option<&str>) {
+    let dir = tempfile::tempdir().unwrap();
+    let data = generate(&fixtures().join(format!("{name}.json")), dir.path());
+    let recorded =
+        std::fs::read_to_string(fixtures().join(format!("{name}.perf-6.1.{kind}.txt"))).unwrap();
+    let perf_args: Vec<&str> = args.iter().copied().filter(|a| *a != "--stdio").collect();
+    let expected = match live_perf(&data, dir.path(), &perf_args) {
+        Some(live) => {
+            let version = Command::new("perf").arg("--version").output().unwrap();
+            if String::from_utf8_lossy(&version.stdout).contains(" 6.1.") {
+                assert_eq!(
+                    live, recorded,
+                    "{name}: the recorded perf 6.1 output is stale"
+                );
+            }
+            live
+        }
+        None => {
+            eprintln!("perf not installed: comparing {name} with the recorded perf 6.1 output");
+            recorded
+        }
+    };
+    // Up to the section's opening rule (the line before its title), blank line included.
+    let expected = match stop_at {
+        Some(title) => {
+            let lines: Vec<&str> = expected.lines().collect();
+            let at = lines
+                .iter()
+                .position(|l| l.contains(title))
+                .unwrap_or_else(|| panic!("{name}: no `{title}` in perf's output"));
+            lines[..at - 1].iter().map(|l| format!("{l}\n")).collect()
+        }
+        None => expected,
+    };
+    let ours = Command::new(topdown_bpf_binary())
+        .args(["c2c", "report"])
+        .args(args)
+        .arg("-i")
+        .arg(&data)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        ours.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ours.stderr)
+    );
+    let ours = String::from_utf8(ours.stdout).unwrap();
+    for (line, (a, b)) in expected.lines().zip(ours.lines()).enumerate() {
+        assert_eq!(a, b, "{name}: line {} differs", line + 1);
+    }
+    assert_eq!(
+        expected.lines().count(),
+        ours.lines().count(),
+        "{name}: line count"
+    );
+    assert!(
+        expected.contains("Total Shared Cache Lines"),
+        "{name}: a real report"
+    );
+}
+
 #[test]
 fn stats_equal_perf_c2c_report_line_by_line() {
     for name in ["example", "branches"] {
-        let dir = tempfile::tempdir().unwrap();
-        let data = generate(&fixtures().join(format!("{name}.json")), dir.path());
-        let recorded =
-            std::fs::read_to_string(fixtures().join(format!("{name}.perf-6.1.stats.txt"))).unwrap();
-        let expected = match live_perf(&data, dir.path()) {
-            Some(live) => {
-                let version = Command::new("perf").arg("--version").output().unwrap();
-                if String::from_utf8_lossy(&version.stdout).contains(" 6.1.") {
-                    assert_eq!(
-                        live, recorded,
-                        "{name}: the recorded perf 6.1 output is stale"
-                    );
-                }
-                live
-            }
-            None => {
-                eprintln!("perf not installed: comparing {name} with the recorded perf 6.1 output");
-                recorded
-            }
-        };
-        let ours = Command::new(topdown_bpf_binary())
-            .args(["c2c", "report", "--stats", "-i"])
-            .arg(&data)
-            .current_dir(dir.path())
-            .output()
-            .unwrap();
-        assert!(
-            ours.status.success(),
-            "{}",
-            String::from_utf8_lossy(&ours.stderr)
-        );
-        let ours = String::from_utf8(ours.stdout).unwrap();
-        for (line, (a, b)) in expected.lines().zip(ours.lines()).enumerate() {
-            assert_eq!(a, b, "{name}: line {} differs", line + 1);
-        }
-        assert_eq!(
-            expected.lines().count(),
-            ours.lines().count(),
-            "{name}: line count"
-        );
-        assert!(
-            expected.contains("Total Shared Cache Lines"),
-            "{name}: a real report"
+        compare(name, "stats", &["--stats"], None);
+    }
+}
+
+#[test]
+fn cache_line_table_equals_perf_c2c_report_line_by_line() {
+    for name in ["example", "branches"] {
+        compare(
+            name,
+            "stdio",
+            &["--stdio"],
+            Some("Shared Cache Line Distribution Pareto"),
         );
     }
 }

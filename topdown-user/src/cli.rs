@@ -50,7 +50,8 @@ pub struct C2cArgs {
 /// `topdown-bpf c2c` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum C2cCommand {
-    /// Report a recording made by `perf c2c record` (so far: `--stats`, perf's statistics).
+    /// Report a recording made by `perf c2c record`: perf's statistics and Shared Data Cache Line
+    /// Table (the Pareto table is not built yet).
     Report(C2cReportArgs),
 }
 
@@ -66,7 +67,7 @@ pub struct C2cReportArgs {
     )]
     pub input: PathBuf,
 
-    /// Print only the statistics (perf's Trace Event and Shared Cache Line tables).
+    /// Print only the statistics (perf's Trace Event and Shared Cache Line Event tables).
     #[arg(long)]
     pub stats: bool,
 

@@ -2,7 +2,7 @@
 
 use anyhow::{Result, bail};
 
-use super::{lines::C2cData, perf_data, stats_report};
+use super::{line_table, lines::C2cData, perf_data, stats_report};
 use crate::{
     cli::{C2cArgs, C2cCommand},
     pmu::sysfs::SysRoot,
@@ -13,15 +13,15 @@ pub fn run(args: &C2cArgs) -> Result<()> {
     match &args.command {
         None => live(&SysRoot::host(), args.threshold),
         Some(C2cCommand::Report(report)) => {
-            if !report.stats {
-                bail!(
-                    "only `c2c report --stats` is built so far; the cache line tables come next \
-                     (use `perf c2c report` for them meanwhile)"
-                );
-            }
             let recording = perf_data::read(&report.input)?;
             let data = C2cData::from_recording(&recording, 64);
             print!("{}", stats_report::render(&data, &recording.events));
+            if !report.stats {
+                print!("\n{}", line_table::render(&data, recording.memory.as_ref()));
+                eprintln!(
+                    "topdown-bpf: the Shared Cache Line Distribution Pareto table is not built yet"
+                );
+            }
             Ok(())
         }
     }

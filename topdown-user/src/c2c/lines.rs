@@ -2,7 +2,7 @@
 //! user samples apart; by the data mapping's device and inode; private anonymous memory also by
 //! process; then by the line of the address as the mapping sees it (`addr - start + pgoff`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use topdown_common::c2c::C2cStats;
 
@@ -21,13 +21,26 @@ pub struct LineKey {
     pub line: u64,
 }
 
+/// One cache line: its samples' classification and where it is.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Line {
+    /// Its samples, classified.
+    pub stats: C2cStats,
+    /// The line's virtual address, as its first sample saw it.
+    pub address: u64,
+    /// The first sample's physical address (0: not recorded).
+    pub first_phys: u64,
+    /// The distinct physical addresses its samples touched.
+    pub phys: BTreeSet<u64>,
+}
+
 /// Every sample's classification, in total and per line.
 #[derive(Clone, Debug, Default)]
 pub struct C2cData {
     /// All samples (perf's "Trace Event Information").
     pub total: C2cStats,
     /// Per cache line.
-    pub lines: BTreeMap<LineKey, C2cStats>,
+    pub lines: BTreeMap<LineKey, Line>,
 }
 
 impl C2cData {
@@ -50,7 +63,15 @@ impl C2cData {
                 pid: if anonymous_private { sample.pid } else { 0 },
                 line: mapped_addr & !(line_size - 1),
             };
-            data.lines.entry(key).or_default().add(&one);
+            let line = data.lines.entry(key).or_insert_with(|| Line {
+                address: sample.addr & !(line_size - 1),
+                first_phys: sample.phys_addr,
+                ..Line::default()
+            });
+            line.stats.add(&one);
+            if sample.phys_addr != 0 {
+                line.phys.insert(sample.phys_addr);
+            }
         }
         data
     }
@@ -59,13 +80,13 @@ impl C2cData {
     pub fn shared(&self) -> (usize, C2cStats) {
         let mut sum = C2cStats::default();
         let mut count = 0;
-        for stats in self
+        for line in self
             .lines
             .values()
-            .filter(|s| s.tot_hitm > 0 || s.tot_peer > 0)
+            .filter(|l| l.stats.tot_hitm > 0 || l.stats.tot_peer > 0)
         {
             count += 1;
-            sum.add(stats);
+            sum.add(&line.stats);
         }
         (count, sum)
     }

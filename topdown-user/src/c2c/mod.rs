@@ -2,6 +2,7 @@
 //! (`topdown_common::c2c`), grouped by cache line, reported as perf's tables.
 
 pub mod command;
+pub mod line_table;
 pub mod lines;
 pub mod perf_data;
 pub mod stats_report;

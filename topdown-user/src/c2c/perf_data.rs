@@ -66,6 +66,52 @@ pub struct Recording {
     pub mappings: HashMap<u32, Vec<Mapping>>,
     /// The recorded events' names (`cpu/mem-loads,ldlat=30/P`).
     pub events: Vec<String>,
+    /// Physical memory topology (`HEADER_MEM_TOPOLOGY`), if recorded.
+    pub memory: Option<MemoryTopology>,
+}
+
+/// Which NUMA node each block of physical memory belongs to.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MemoryTopology {
+    /// Bytes per block.
+    pub block_size: u64,
+    /// `(node, bitmap of its blocks)`.
+    pub nodes: Vec<(u64, Vec<u64>)>,
+}
+
+impl MemoryTopology {
+    /// Parses the feature section: version, block size, node count, then per node its id,
+    /// size, bit count and bitmap words (tools/perf/util/header.c).
+    fn parse(bytes: &[u8]) -> Option<Self> {
+        let word = |i: usize| -> Option<u64> {
+            Some(u64::from_le_bytes(
+                bytes.get(i * 8..i * 8 + 8)?.try_into().ok()?,
+            ))
+        };
+        let (block_size, count) = (word(1)?, word(2)?);
+        let mut nodes = Vec::new();
+        let mut at = 3;
+        for _ in 0..count {
+            let (node, bits) = (word(at)?, word(at + 2)?);
+            let words = bits.div_ceil(64) as usize;
+            let bitmap = (0..words)
+                .map(|i| word(at + 3 + i))
+                .collect::<Option<Vec<_>>>()?;
+            nodes.push((node, bitmap));
+            at += 3 + words;
+        }
+        Some(Self { block_size, nodes })
+    }
+
+    /// The node holding physical address `phys`.
+    pub fn node_of(&self, phys: u64) -> Option<u64> {
+        let block = phys.checked_div(self.block_size)?;
+        let (word, bit) = ((block / 64) as usize, block % 64);
+        self.nodes
+            .iter()
+            .find(|(_, bitmap)| bitmap.get(word).is_some_and(|w| w >> bit & 1 == 1))
+            .map(|(node, _)| *node)
+    }
 }
 
 impl Recording {
@@ -95,6 +141,10 @@ pub fn read(path: &Path) -> Result<Recording> {
             .iter()
             .filter_map(|attr| attr.name().map(str::to_owned))
             .collect(),
+        // Feature 22 is perf's HEADER_MEM_TOPOLOGY; the crate calls it SAMPLE_TOPOLOGY.
+        memory: perf_file
+            .feature_section_data(linux_perf_data::Feature::SAMPLE_TOPOLOGY)
+            .and_then(MemoryTopology::parse),
         ..Recording::default()
     };
     let mut index = 0usize;
