@@ -15,23 +15,10 @@ fn main() -> ExitCode {
     std::panic::set_hook(Box::new(|info| {
         eprintln!("topdown-bpf: internal error: {info} (please report it)");
     }));
-    if let Some(Command::Analyze(args)) = &cli.command {
-        return match analyze::run(args, cli.verbose > 0) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(error) => {
-                eprintln!("topdown-bpf: {error:#}");
-                ExitCode::FAILURE
-            }
-        };
-    }
-    if let Some(Command::C2c(args)) = &cli.command {
-        return match c2c::command::run(args) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(error) => {
-                eprintln!("topdown-bpf: {error:#}");
-                ExitCode::FAILURE
-            }
-        };
+    match &cli.command {
+        Some(Command::Analyze(args)) => return finish(analyze::run(args, cli.verbose > 0)),
+        Some(Command::C2c(args)) => return finish(c2c::command::run(args)),
+        None => {}
     }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -43,7 +30,12 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run::run(cli.stat, cli.verbose > 0)) {
+    finish(runtime.block_on(run::run(cli.stat, cli.verbose > 0)))
+}
+
+/// Every error is one line on stderr and exit status 1.
+fn finish(result: anyhow::Result<()>) -> ExitCode {
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("topdown-bpf: {error:#}");

@@ -60,22 +60,20 @@ fn live(sys: &SysRoot, threshold: u64) -> Result<()> {
 mod tests {
     use super::*;
 
-    fn fixture(name: &str) -> SysRoot {
-        SysRoot::at(format!(
-            "{}/../tests/fixtures/sysfs/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-    }
-
     #[test]
     fn memory_sampling_pmus_are_found_by_what_sysfs_offers() {
-        assert_eq!(memory_sampling_pmu(&fixture("vm-no-pmu")).unwrap(), None);
         assert_eq!(
-            memory_sampling_pmu(&fixture("zen4")).unwrap(),
+            memory_sampling_pmu(&SysRoot::fixture("vm-no-pmu")).unwrap(),
+            None
+        );
+        assert_eq!(
+            memory_sampling_pmu(&SysRoot::fixture("zen4")).unwrap(),
             None,
             "no ibs_op in the fixture"
         );
-        let error = live(&fixture("vm-no-pmu"), 30).unwrap_err().to_string();
+        let error = live(&SysRoot::fixture("vm-no-pmu"), 30)
+            .unwrap_err()
+            .to_string();
         assert!(
             error.contains("no memory-sampling PMU") && error.contains("c2c report -i"),
             "{error}"

@@ -311,15 +311,11 @@ pub fn split_event_list(list: &str) -> Vec<String> {
 mod tests {
     use super::*;
 
-    fn fixture(name: &str) -> SysRoot {
-        SysRoot::at(format!(
-            "{}/../tests/fixtures/sysfs/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-    }
-
     fn skylake() -> (SysRoot, Option<EventTable>) {
-        (fixture("skylake-smt-off"), EventTable::named("skylake"))
+        (
+            SysRoot::fixture("skylake-smt-off"),
+            EventTable::named("skylake"),
+        )
     }
 
     #[test]
@@ -395,7 +391,7 @@ mod tests {
                 .contains("no PMU `nope`")
         );
 
-        let vm = fixture("vm-no-pmu");
+        let vm = SysRoot::fixture("vm-no-pmu");
         let r = EventResolver::new(&vm, None, None).unwrap();
         for spec in ["cycles", "r01c2", "INT_MISC.UOP_DROPPING"] {
             let error = r.resolve(spec).unwrap_err().to_string();

@@ -24,6 +24,15 @@ impl SysRoot {
         Self(root.into())
     }
 
+    /// One of the fixture machines in `tests/fixtures/sysfs` (for tests).
+    #[cfg(test)]
+    pub(crate) fn fixture(name: &str) -> Self {
+        Self::at(format!(
+            "{}/../tests/fixtures/sysfs/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+    }
+
     /// A path below the root, e.g. `proc/cpuinfo`.
     pub fn path(&self, relative: &str) -> PathBuf {
         self.0.join(relative)

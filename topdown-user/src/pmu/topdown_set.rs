@@ -133,17 +133,10 @@ mod tests {
     /// One opened counter as the tests see it: name, type, config, config1, pinned, leader.
     type Row = (String, u32, u64, u64, bool, Option<usize>);
 
-    fn fixture(name: &str) -> SysRoot {
-        SysRoot::at(format!(
-            "{}/../tests/fixtures/sysfs/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-    }
-
     /// The set the machine gets for its first core PMU at `level`, as (name, type, config,
     /// config1, pinned, leader) per counter, checked through the exact perf_event_attr.
     fn attrs(machine: &str, pmu: &str, level: u8) -> Result<Vec<Row>> {
-        let sys = fixture(machine);
+        let sys = SysRoot::fixture(machine);
         let m = Machine::read(&sys)?;
         let model = match select(&m.cpu, pmu, m.smt_active) {
             Selection::Model(name) => Model::named(name)?,
@@ -249,7 +242,7 @@ mod tests {
             "one group each, not pinned"
         );
         // More than a set holds is a clear error, never a dropped node.
-        let mut set = CounterSet::software(&fixture("icelake"), String::new()).unwrap();
+        let mut set = CounterSet::software(&SysRoot::fixture("icelake"), String::new()).unwrap();
         let clock = set.counters[0].clone();
         set.counters.resize(MAX_COUNTERS + 1, clock);
         let error = checked(set, 2).unwrap_err().to_string();
@@ -275,7 +268,7 @@ mod tests {
             row("TOPDOWN_RETIRING.ALL", 10, 0xc2, false, None),
         ];
         assert_eq!(atom, want);
-        let machine = Machine::read(&fixture("alderlake")).unwrap();
+        let machine = Machine::read(&SysRoot::fixture("alderlake")).unwrap();
         assert_eq!(
             machine.core_pmu("cpu_atom").unwrap().cpus.as_deref(),
             Some(&[16, 17, 18, 19, 20, 21, 22, 23][..])
@@ -284,7 +277,7 @@ mod tests {
 
     #[test]
     fn alder_lake_hybrid_set_keeps_core_types_in_their_own_slots() {
-        let sys = fixture("alderlake");
+        let sys = SysRoot::fixture("alderlake");
         let machine = Machine::read(&sys).unwrap();
         let parts: Vec<(&str, Option<Vec<u32>>, Model)> = ["cpu_core", "cpu_atom"]
             .iter()
@@ -353,7 +346,7 @@ mod tests {
         assert!(on.contains("PerCoreOnly"), "{on}");
         // Per-core mode: the SMT model, whose recovery cycles count for the whole core.
         let smt = topdown_set(
-            &fixture("skylake-smt-on"),
+            &SysRoot::fixture("skylake-smt-on"),
             "cpu",
             &Model::named("skylake_smt").unwrap(),
             1,
@@ -382,7 +375,7 @@ mod tests {
         let stall = v1.iter().find(|r| r.0 == "stall_slot").unwrap();
         assert_eq!((stall.1, stall.2), (8, 0x3f));
         assert_eq!(v1.len(), 8);
-        let machine = Machine::read(&fixture("neoverse-v1")).unwrap();
+        let machine = Machine::read(&SysRoot::fixture("neoverse-v1")).unwrap();
         assert_eq!(machine.core_pmu("armv8_pmuv3_0").unwrap().slots, Some(8));
         let goldmont = attrs("goldmont", "cpu", 1).unwrap();
         assert_eq!(
@@ -407,7 +400,7 @@ mod tests {
 
     #[test]
     fn a_vm_without_pmu_has_no_core_pmu_and_runs_the_software_set() {
-        let sys = fixture("vm-no-pmu");
+        let sys = SysRoot::fixture("vm-no-pmu");
         let machine = Machine::read(&sys).unwrap();
         assert!(!machine.has_hardware_pmu());
         let set = CounterSet::for_machine(&sys).unwrap();

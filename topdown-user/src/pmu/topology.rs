@@ -48,10 +48,7 @@ mod tests {
 
     #[test]
     fn smt_siblings_share_a_core() {
-        let sys = SysRoot::at(format!(
-            "{}/../tests/fixtures/sysfs/skylake-smt-on",
-            env!("CARGO_MANIFEST_DIR")
-        ));
+        let sys = SysRoot::fixture("skylake-smt-on");
         let cores = cores(&sys, &[0, 1, 2, 3, 4, 5, 6, 7]).unwrap();
         assert_eq!(cores.len(), 4);
         let first = CoreId {
