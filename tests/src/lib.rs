@@ -45,9 +45,6 @@ pub fn topdown_bpf_binary() -> PathBuf {
     )
 }
 
-/// The workload binary (integration tests pass `env!("CARGO_BIN_EXE_workload")`).
-pub type WorkloadPath = &'static str;
-
 /// The workload process (`src/bin/workload.rs`), with its JSON event lines on a channel.
 pub struct Workload {
     /// The running process.
@@ -58,8 +55,9 @@ pub struct Workload {
 }
 
 impl Workload {
-    /// Starts the workload binary at `path` with `args`.
-    pub fn spawn(path: WorkloadPath, args: &[&str]) -> Self {
+    /// Starts the workload binary at `path` (integration tests pass
+    /// `env!("CARGO_BIN_EXE_workload")`) with `args`.
+    pub fn spawn(path: &str, args: &[&str]) -> Self {
         let mut child = Command::new(path)
             .args(args)
             .stdin(Stdio::piped())

@@ -50,10 +50,10 @@ pub async fn run(cli: StatArgs, verbose: bool) -> Result<()> {
         bail!("--duration must be a positive number of seconds");
     }
     let sys = SysRoot::host();
+    let machine = Machine::read(&sys)?;
     let (mut set, topdown) = match cli.td_level {
         None => (CounterSet::for_machine(&sys)?, None),
         Some(level) => {
-            let machine = Machine::read(&sys)?;
             let parts = topdown_models_here(&machine, level, cli.per_core)?;
             let slots = machine.core_pmus[0].slots.unwrap_or(8);
             if let [(model, pmu)] = parts.as_slice() {
@@ -86,7 +86,7 @@ pub async fn run(cli: StatArgs, verbose: bool) -> Result<()> {
             }
         }
     };
-    add_events(&sys, &mut set, topdown.as_ref(), &cli.events)?;
+    add_events(&sys, &machine, &mut set, topdown.as_ref(), &cli.events)?;
     sort.validate(&set)?;
     let target = if !cli.pids.is_empty() {
         Target::Pids(cli.pids.clone())
@@ -209,6 +209,7 @@ fn spawn_followed(argv: &[String], collector: &mut Collector) -> Result<(u32, Ch
 /// Adds the `-e` events to the set, resolved for this machine's core PMU and CPU event table.
 fn add_events(
     sys: &SysRoot,
+    machine: &Machine,
     set: &mut CounterSet,
     topdown: Option<&TopdownView>,
     specs: &[String],
@@ -216,7 +217,6 @@ fn add_events(
     if specs.is_empty() {
         return Ok(());
     }
-    let machine = Machine::read(sys)?;
     let core = machine.core_pmus.first().map(|p| p.name.clone());
     let table = match (topdown, &core) {
         (Some(view), _) => EventTable::for_model(view.parts[0].model.name),
@@ -248,7 +248,7 @@ fn topdown_models_here(
     level: u8,
     per_core: bool,
 ) -> Result<Vec<(Model, String)>> {
-    if machine.core_pmus.is_empty() {
+    if !machine.has_hardware_pmu() {
         bail!(
             "--td-level {level} needs a hardware PMU and this machine has none (a VM without a \
              virtual PMU?): run without --td-level for the software counters, or record \

@@ -371,8 +371,6 @@ def model_code(name, doc, files, unit, mapping):
              f"pub const {upper}_EVENTS: &[&str] = &[{', '.join(json.dumps(e) for e in sorted(events))}];",
              "", f"/// Events {name} needs for the values of its Level 1 nodes.",
              f"pub const {upper}_L1_EVENTS: &[&str] = &[{', '.join(json.dumps(e) for e in sorted(level_events[1]))}];",
-             "", f"/// Literals {name} needs (`#slots`, `#smt_on`, ...).",
-             f"pub const {upper}_LITERALS: &[&str] = &[{', '.join(json.dumps(l) for l in sorted(literals))}];",
              ""]
     return "\n".join(code)
 
@@ -397,11 +395,11 @@ def main():
     print("];")
     print()
     print("/// Every generated model: name, description, evaluator, events (all levels), Level 1")
-    print("/// events, literals.")
-    print("pub const MODELS: &[(&str, &str, fn(&dyn Inputs) -> Evaluation, &[&str], &[&str], &[&str])] = &[")
+    print("/// events.")
+    print("pub const MODELS: &[(&str, &str, fn(&dyn Inputs) -> Evaluation, &[&str], &[&str])] = &[")
     for name, doc, *_ in MODELS:
         u = name.upper()
-        print(f"    ({json.dumps(name)}, {json.dumps(doc)}, {name}, {u}_EVENTS, {u}_L1_EVENTS, {u}_LITERALS),")
+        print(f"    ({json.dumps(name)}, {json.dumps(doc)}, {name}, {u}_EVENTS, {u}_L1_EVENTS),")
     print("];")
 
 

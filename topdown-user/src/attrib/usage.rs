@@ -29,12 +29,6 @@ impl CounterValue {
         }
         self.running_ns as f64 / self.enabled_ns as f64
     }
-
-    fn add(&mut self, other: Self) {
-        self.raw += other.raw;
-        self.enabled_ns += other.enabled_ns;
-        self.running_ns += other.running_ns;
-    }
 }
 
 /// What one thread used over a window.
@@ -93,14 +87,6 @@ impl ThreadUsage {
                 .counters
                 .iter()
                 .all(|c| c.raw == 0 && c.enabled_ns == 0)
-    }
-
-    /// Adds `other`'s usage into this one.
-    pub fn absorb(&mut self, other: &Self) {
-        self.switches += other.switches;
-        for (mine, theirs) in self.counters.iter_mut().zip(&other.counters) {
-            mine.add(*theirs);
-        }
     }
 }
 

@@ -49,8 +49,8 @@ pub struct Collector {
     exits: RingBuf<MapData>,
     /// Exit records drained from the ring buffer since the last snapshot.
     pending_exits: Vec<ThreadTotals>,
-    counters: OpenCounters,
-    nr_counters: usize,
+    /// Held open for as long as the kernel programs read them.
+    _counters: OpenCounters,
 }
 
 impl Collector {
@@ -62,7 +62,6 @@ impl Collector {
         let possible = aya::util::nr_cpus()
             .map_err(|(path, error)| anyhow!("reading possible CPUs from {path}: {error}"))?;
         let counters = OpenCounters::open(set, &cpus)?;
-        let nr_counters = set.counters.len();
         let task_tgid_offset = btf::KernelBtf::from_sys_fs()
             .and_then(|btf| btf.member_offset("task_struct", "tgid"))
             .context(
@@ -138,8 +137,7 @@ impl Collector {
             bpf,
             exits,
             pending_exits: Vec::new(),
-            counters,
-            nr_counters,
+            _counters: counters,
         })
     }
 
@@ -166,16 +164,6 @@ impl Collector {
         EbpfLogger::init(&mut self.bpf)
             .inspect_err(|error| log::debug!("no BPF logger: {error}"))
             .ok()
-    }
-
-    /// How many counters the running set has.
-    pub const fn nr_counters(&self) -> usize {
-        self.nr_counters
-    }
-
-    /// How many CPUs counters are open on.
-    pub fn nr_open_counters(&self) -> usize {
-        self.counters.iter().count()
     }
 
     /// Everything charged so far: live threads, threads that died since the previous snapshot,

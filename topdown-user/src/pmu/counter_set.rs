@@ -4,15 +4,12 @@
 use anyhow::{Result, bail};
 use topdown_common::MAX_COUNTERS;
 
-use super::sysfs::SysRoot;
+use super::{machine::Machine, sysfs::SysRoot};
 
 /// `PERF_TYPE_SOFTWARE`.
 const PERF_TYPE_SOFTWARE: u32 = 1;
 /// `PERF_COUNT_SW_CPU_CLOCK`.
 const PERF_COUNT_SW_CPU_CLOCK: u64 = 0;
-
-/// PMUs whose presence means the CPU has a hardware PMU (x86 core, hybrid, Arm).
-const HARDWARE_PMUS: [&str; 4] = ["cpu", "cpu_core", "cpu_atom", "armv8_pmuv3_0"];
 
 /// What a counter's value is measured in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -128,15 +125,13 @@ impl CounterSet {
 
     /// The set to run on this machine, and why.
     pub fn for_machine(sys: &SysRoot) -> Result<Self> {
-        let names = sys.pmu_names()?;
-        let hardware = HARDWARE_PMUS
-            .iter()
-            .find(|pmu| names.iter().any(|name| name == *pmu));
+        let machine = Machine::read(sys)?;
+        let hardware = machine.core_pmus.first().map(|pmu| pmu.name.as_str());
         let reason = match hardware {
             None => "no hardware PMU: software counters only".to_owned(),
             Some(pmu) => format!(
-                "hardware PMU `{pmu}` present but this build has no TopDown set for it yet: \
-                 software counters only"
+                "hardware PMU `{pmu}` present: software counters by default, TopDown with \
+                 --td-level"
             ),
         };
         Self::software(sys, reason)

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use comfy_table::{CellAlignment, Table, presets::NOTHING};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::rows::TopdownView;
 use crate::{attrib::cores::CoreUsage, pmu::counter_set::CounterSet, tma::node::Node};
@@ -66,17 +66,7 @@ pub fn document(
     let cores: Vec<Value> = cores
         .iter()
         .map(|core| {
-            let counters: Map<String, Value> = set
-                .names()
-                .zip(&core.counters)
-                .map(|(name, v)| {
-                    (
-                        name.to_owned(),
-                        json!({"value": v.scaled(), "raw": v.raw,
-                        "enabled_ns": v.enabled_ns, "running_ns": v.running_ns}),
-                    )
-                })
-                .collect();
+            let counters = super::json::counters_json(set, &core.counters);
             let td = view.and_then(|v| v.of(set, &core.counters).into_iter().next().flatten());
             json!({
                 "core": core.core.to_string(),

@@ -5,7 +5,30 @@ use serde_json::{Map, Value, json};
 use topdown_common::stats::Stat;
 
 use super::rows::{Row, TopdownView};
-use crate::{attrib::Window, pmu::counter_set::CounterSet};
+use crate::{
+    attrib::{Window, usage::CounterValue},
+    pmu::counter_set::CounterSet,
+};
+
+/// `{counter name: {value, raw, unit, enabled_ns, running_ns}}` for one row of a set.
+pub fn counters_json(set: &CounterSet, values: &[CounterValue]) -> Value {
+    let counters: Map<String, Value> = set
+        .counters
+        .iter()
+        .zip(values)
+        .map(|(counter, value)| {
+            let entry = json!({
+                "value": value.scaled(),
+                "raw": value.raw,
+                "unit": counter.unit.label(),
+                "enabled_ns": value.enabled_ns,
+                "running_ns": value.running_ns,
+            });
+            (counter.name.clone(), entry)
+        })
+        .collect();
+    Value::Object(counters)
+}
 
 /// One entry per core type the thread ran on: its PMU, model, nodes and bottleneck.
 fn topdown(row: &Row, view: Option<&TopdownView>) -> Value {
@@ -40,23 +63,7 @@ pub fn document(
     let threads: Vec<Value> = rows
         .iter()
         .map(|row| {
-            let counters: Map<String, Value> = set
-                .counters
-                .iter()
-                .zip(&row.counters)
-                .map(|(counter, value)| {
-                    (
-                        counter.name.clone(),
-                        json!({
-                            "value": value.scaled(),
-                            "raw": value.raw,
-                            "unit": counter.unit.label(),
-                            "enabled_ns": value.enabled_ns,
-                            "running_ns": value.running_ns,
-                        }),
-                    )
-                })
-                .collect();
+            let counters = counters_json(set, &row.counters);
             json!({
                 "tid": row.tid,
                 "pid": row.pid,

@@ -34,9 +34,6 @@ pub const ICELAKE_EVENTS: &[&str] = &["BR_MISP_RETIRED.ALL_BRANCHES", "CPU_CLK_U
 /// Events icelake needs for the values of its Level 1 nodes.
 pub const ICELAKE_L1_EVENTS: &[&str] = &["INT_MISC.UOP_DROPPING", "TOPDOWN.SLOTS", "cpu@INT_MISC.RECOVERY_CYCLES,cmask=1,edge@", "topdown-bad-spec", "topdown-be-bound", "topdown-fe-bound", "topdown-retiring"];
 
-/// Literals icelake needs (`#slots`, `#smt_on`, ...).
-pub const ICELAKE_LITERALS: &[&str] = &[];
-
 /// Intel Sapphire Rapids and later (PERF_METRICS L1 and L2).
 pub fn sapphirerapids(x: &dyn Inputs) -> Evaluation {
     let m_tma_info_slots = x.event("TOPDOWN.SLOTS");
@@ -66,9 +63,6 @@ pub const SAPPHIRERAPIDS_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.THREAD", "INST_RE
 /// Events sapphirerapids needs for the values of its Level 1 nodes.
 pub const SAPPHIRERAPIDS_L1_EVENTS: &[&str] = &["INT_MISC.UOP_DROPPING", "TOPDOWN.SLOTS", "topdown-bad-spec", "topdown-be-bound", "topdown-fe-bound", "topdown-retiring"];
 
-/// Literals sapphirerapids needs (`#slots`, `#smt_on`, ...).
-pub const SAPPHIRERAPIDS_LITERALS: &[&str] = &[];
-
 /// Intel Alder Lake P-core, cpu_core (PERF_METRICS L1 and L2).
 pub fn alderlake_core(x: &dyn Inputs) -> Evaluation {
     let m_tma_info_thread_slots = x.event("TOPDOWN.SLOTS");
@@ -97,9 +91,6 @@ pub const ALDERLAKE_CORE_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.THREAD", "INST_RE
 
 /// Events alderlake_core needs for the values of its Level 1 nodes.
 pub const ALDERLAKE_CORE_L1_EVENTS: &[&str] = &["INT_MISC.UOP_DROPPING", "TOPDOWN.SLOTS", "topdown-bad-spec", "topdown-be-bound", "topdown-fe-bound", "topdown-retiring"];
-
-/// Literals alderlake_core needs (`#slots`, `#smt_on`, ...).
-pub const ALDERLAKE_CORE_LITERALS: &[&str] = &[];
 
 /// Intel Alder Lake E-core, cpu_atom (Gracemont, width 5).
 pub fn alderlake_atom(x: &dyn Inputs) -> Evaluation {
@@ -133,9 +124,6 @@ pub const ALDERLAKE_ATOM_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.CORE", "LD_HEAD.A
 /// Events alderlake_atom needs for the values of its Level 1 nodes.
 pub const ALDERLAKE_ATOM_L1_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.CORE", "TOPDOWN_BE_BOUND.ALL", "TOPDOWN_FE_BOUND.ALL", "TOPDOWN_RETIRING.ALL"];
 
-/// Literals alderlake_atom needs (`#slots`, `#smt_on`, ...).
-pub const ALDERLAKE_ATOM_LITERALS: &[&str] = &[];
-
 /// Intel Skylake-class, SMT off (generic counters, width 4).
 pub fn skylake(x: &dyn Inputs) -> Evaluation {
     let m_backend_bound = (1.0 - (((x.event("IDQ_UOPS_NOT_DELIVERED.CORE") / (4.0 * x.event("cycles"))) + (((x.event("UOPS_ISSUED.ANY") - x.event("UOPS_RETIRED.RETIRE_SLOTS")) + (4.0 * x.event("INT_MISC.RECOVERY_CYCLES"))) / (4.0 * x.event("cycles")))) + (x.event("UOPS_RETIRED.RETIRE_SLOTS") / (4.0 * x.event("cycles")))));
@@ -154,9 +142,6 @@ pub const SKYLAKE_EVENTS: &[&str] = &["IDQ_UOPS_NOT_DELIVERED.CORE", "INT_MISC.R
 /// Events skylake needs for the values of its Level 1 nodes.
 pub const SKYLAKE_L1_EVENTS: &[&str] = &["IDQ_UOPS_NOT_DELIVERED.CORE", "INT_MISC.RECOVERY_CYCLES", "UOPS_ISSUED.ANY", "UOPS_RETIRED.RETIRE_SLOTS", "cycles"];
 
-/// Literals skylake needs (`#slots`, `#smt_on`, ...).
-pub const SKYLAKE_LITERALS: &[&str] = &[];
-
 /// Intel Skylake-class, SMT on: per-core inputs (per-core mode only).
 pub fn skylake_smt(x: &dyn Inputs) -> Evaluation {
     let m_backend_bound_smt = (1.0 - (((x.event("IDQ_UOPS_NOT_DELIVERED.CORE") / (4.0 * ((x.event("CPU_CLK_UNHALTED.THREAD") / 2.0) * (1.0 + (x.event("CPU_CLK_UNHALTED.ONE_THREAD_ACTIVE") / x.event("CPU_CLK_UNHALTED.REF_XCLK")))))) + (((x.event("UOPS_ISSUED.ANY") - x.event("UOPS_RETIRED.RETIRE_SLOTS")) + (4.0 * (x.event("INT_MISC.RECOVERY_CYCLES_ANY") / 2.0))) / (4.0 * ((x.event("CPU_CLK_UNHALTED.THREAD") / 2.0) * (1.0 + (x.event("CPU_CLK_UNHALTED.ONE_THREAD_ACTIVE") / x.event("CPU_CLK_UNHALTED.REF_XCLK"))))))) + (x.event("UOPS_RETIRED.RETIRE_SLOTS") / (4.0 * ((x.event("CPU_CLK_UNHALTED.THREAD") / 2.0) * (1.0 + (x.event("CPU_CLK_UNHALTED.ONE_THREAD_ACTIVE") / x.event("CPU_CLK_UNHALTED.REF_XCLK"))))))));
@@ -174,9 +159,6 @@ pub const SKYLAKE_SMT_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.ONE_THREAD_ACTIVE", 
 
 /// Events skylake_smt needs for the values of its Level 1 nodes.
 pub const SKYLAKE_SMT_L1_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.ONE_THREAD_ACTIVE", "CPU_CLK_UNHALTED.REF_XCLK", "CPU_CLK_UNHALTED.THREAD", "IDQ_UOPS_NOT_DELIVERED.CORE", "INT_MISC.RECOVERY_CYCLES_ANY", "UOPS_ISSUED.ANY", "UOPS_RETIRED.RETIRE_SLOTS"];
-
-/// Literals skylake_smt needs (`#slots`, `#smt_on`, ...).
-pub const SKYLAKE_SMT_LITERALS: &[&str] = &[];
 
 /// AMD Zen 4 (pipeline utilization, width 6).
 pub fn zen4(x: &dyn Inputs) -> Evaluation {
@@ -206,9 +188,6 @@ pub const ZEN4_EVENTS: &[&str] = &["cpu@de_no_dispatch_per_slot.no_ops_from_fron
 /// Events zen4 needs for the values of its Level 1 nodes.
 pub const ZEN4_L1_EVENTS: &[&str] = &["de_no_dispatch_per_slot.backend_stalls", "de_no_dispatch_per_slot.no_ops_from_frontend", "de_no_dispatch_per_slot.smt_contention", "de_src_op_disp.all", "ex_ret_ops", "ls_not_halted_cyc"];
 
-/// Literals zen4 needs (`#slots`, `#smt_on`, ...).
-pub const ZEN4_LITERALS: &[&str] = &[];
-
 /// AMD Zen 5 (pipeline utilization, width 8).
 pub fn zen5(x: &dyn Inputs) -> Evaluation {
     let m_total_dispatch_slots = (8.0 * x.event("ls_not_halted_cyc"));
@@ -237,9 +216,6 @@ pub const ZEN5_EVENTS: &[&str] = &["bp_redirects.resync", "cpu@de_no_dispatch_pe
 /// Events zen5 needs for the values of its Level 1 nodes.
 pub const ZEN5_L1_EVENTS: &[&str] = &["de_no_dispatch_per_slot.backend_stalls", "de_no_dispatch_per_slot.no_ops_from_frontend", "de_no_dispatch_per_slot.smt_contention", "de_src_op_disp.all", "ex_ret_ops", "ls_not_halted_cyc"];
 
-/// Literals zen5 needs (`#slots`, `#smt_on`, ...).
-pub const ZEN5_LITERALS: &[&str] = &[];
-
 /// Intel Goldmont / Goldmont Plus (width 3, Level 1).
 pub fn goldmont(x: &dyn Inputs) -> Evaluation {
     let m_clks = x.event("CPU_CLK_UNHALTED.CORE");
@@ -261,9 +237,6 @@ pub const GOLDMONT_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.CORE", "ISSUE_SLOTS_NOT
 
 /// Events goldmont needs for the values of its Level 1 nodes.
 pub const GOLDMONT_L1_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.CORE", "ISSUE_SLOTS_NOT_CONSUMED.RECOVERY", "ISSUE_SLOTS_NOT_CONSUMED.RESOURCE_FULL", "UOPS_ISSUED.ANY", "UOPS_NOT_DELIVERED.ANY", "UOPS_RETIRED.ANY"];
-
-/// Literals goldmont needs (`#slots`, `#smt_on`, ...).
-pub const GOLDMONT_LITERALS: &[&str] = &[];
 
 /// Intel Tremont (width 4).
 pub fn tremont(x: &dyn Inputs) -> Evaluation {
@@ -295,9 +268,6 @@ pub const TREMONT_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.CORE", "MEM_BOUND_STALLS
 /// Events tremont needs for the values of its Level 1 nodes.
 pub const TREMONT_L1_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.CORE", "TOPDOWN_BAD_SPECULATION.ALL", "TOPDOWN_BE_BOUND.ALL", "TOPDOWN_FE_BOUND.ALL", "TOPDOWN_RETIRING.ALL"];
 
-/// Literals tremont needs (`#slots`, `#smt_on`, ...).
-pub const TREMONT_LITERALS: &[&str] = &[];
-
 /// Arm Neoverse V1 (STALL_SLOT based, 8 slots).
 pub fn neoverse_v1(x: &dyn Inputs) -> Evaluation {
     let m_backend_bound = (x.event("stall_slot_backend") / (x.literal("#slots") * x.event("cpu_cycles")));
@@ -316,9 +286,6 @@ pub const NEOVERSE_V1_EVENTS: &[&str] = &["br_mis_pred", "cpu_cycles", "op_retir
 /// Events neoverse_v1 needs for the values of its Level 1 nodes.
 pub const NEOVERSE_V1_L1_EVENTS: &[&str] = &["br_mis_pred", "cpu_cycles", "op_retired", "op_spec", "stall_slot", "stall_slot_backend", "stall_slot_frontend"];
 
-/// Literals neoverse_v1 needs (`#slots`, `#smt_on`, ...).
-pub const NEOVERSE_V1_LITERALS: &[&str] = &["#slots"];
-
 /// Arm Neoverse N2 / V2 (STALL_SLOT based, slots from caps/slots).
 pub fn neoverse_n2(x: &dyn Inputs) -> Evaluation {
     let m_backend_bound = (x.event("stall_slot_backend") / (x.literal("#slots") * x.event("cpu_cycles")));
@@ -336,9 +303,6 @@ pub const NEOVERSE_N2_EVENTS: &[&str] = &["cpu_cycles", "op_retired", "op_spec",
 
 /// Events neoverse_n2 needs for the values of its Level 1 nodes.
 pub const NEOVERSE_N2_L1_EVENTS: &[&str] = &["cpu_cycles", "op_retired", "op_spec", "stall_slot", "stall_slot_backend", "stall_slot_frontend"];
-
-/// Literals neoverse_n2 needs (`#slots`, `#smt_on`, ...).
-pub const NEOVERSE_N2_LITERALS: &[&str] = &["#slots"];
 
 /// Where each model's formulas come from: metric files (later ones override by
 /// ArchStdEvent), the PMU unit they are for, and source metric -> node names (empty: the
@@ -359,18 +323,18 @@ pub const SOURCES: &[(&str, &[&str], Option<&str>, &[(&str, &str)])] = &[
 ];
 
 /// Every generated model: name, description, evaluator, events (all levels), Level 1
-/// events, literals.
-pub const MODELS: &[(&str, &str, fn(&dyn Inputs) -> Evaluation, &[&str], &[&str], &[&str])] = &[
-    ("icelake", "Intel Ice Lake / Tiger Lake (PERF_METRICS L1, generic-counter L2)", icelake, ICELAKE_EVENTS, ICELAKE_L1_EVENTS, ICELAKE_LITERALS),
-    ("sapphirerapids", "Intel Sapphire Rapids and later (PERF_METRICS L1 and L2)", sapphirerapids, SAPPHIRERAPIDS_EVENTS, SAPPHIRERAPIDS_L1_EVENTS, SAPPHIRERAPIDS_LITERALS),
-    ("alderlake_core", "Intel Alder Lake P-core, cpu_core (PERF_METRICS L1 and L2)", alderlake_core, ALDERLAKE_CORE_EVENTS, ALDERLAKE_CORE_L1_EVENTS, ALDERLAKE_CORE_LITERALS),
-    ("alderlake_atom", "Intel Alder Lake E-core, cpu_atom (Gracemont, width 5)", alderlake_atom, ALDERLAKE_ATOM_EVENTS, ALDERLAKE_ATOM_L1_EVENTS, ALDERLAKE_ATOM_LITERALS),
-    ("skylake", "Intel Skylake-class, SMT off (generic counters, width 4)", skylake, SKYLAKE_EVENTS, SKYLAKE_L1_EVENTS, SKYLAKE_LITERALS),
-    ("skylake_smt", "Intel Skylake-class, SMT on: per-core inputs (per-core mode only)", skylake_smt, SKYLAKE_SMT_EVENTS, SKYLAKE_SMT_L1_EVENTS, SKYLAKE_SMT_LITERALS),
-    ("zen4", "AMD Zen 4 (pipeline utilization, width 6)", zen4, ZEN4_EVENTS, ZEN4_L1_EVENTS, ZEN4_LITERALS),
-    ("zen5", "AMD Zen 5 (pipeline utilization, width 8)", zen5, ZEN5_EVENTS, ZEN5_L1_EVENTS, ZEN5_LITERALS),
-    ("goldmont", "Intel Goldmont / Goldmont Plus (width 3, Level 1)", goldmont, GOLDMONT_EVENTS, GOLDMONT_L1_EVENTS, GOLDMONT_LITERALS),
-    ("tremont", "Intel Tremont (width 4)", tremont, TREMONT_EVENTS, TREMONT_L1_EVENTS, TREMONT_LITERALS),
-    ("neoverse_v1", "Arm Neoverse V1 (STALL_SLOT based, 8 slots)", neoverse_v1, NEOVERSE_V1_EVENTS, NEOVERSE_V1_L1_EVENTS, NEOVERSE_V1_LITERALS),
-    ("neoverse_n2", "Arm Neoverse N2 / V2 (STALL_SLOT based, slots from caps/slots)", neoverse_n2, NEOVERSE_N2_EVENTS, NEOVERSE_N2_L1_EVENTS, NEOVERSE_N2_LITERALS),
+/// events.
+pub const MODELS: &[(&str, &str, fn(&dyn Inputs) -> Evaluation, &[&str], &[&str])] = &[
+    ("icelake", "Intel Ice Lake / Tiger Lake (PERF_METRICS L1, generic-counter L2)", icelake, ICELAKE_EVENTS, ICELAKE_L1_EVENTS),
+    ("sapphirerapids", "Intel Sapphire Rapids and later (PERF_METRICS L1 and L2)", sapphirerapids, SAPPHIRERAPIDS_EVENTS, SAPPHIRERAPIDS_L1_EVENTS),
+    ("alderlake_core", "Intel Alder Lake P-core, cpu_core (PERF_METRICS L1 and L2)", alderlake_core, ALDERLAKE_CORE_EVENTS, ALDERLAKE_CORE_L1_EVENTS),
+    ("alderlake_atom", "Intel Alder Lake E-core, cpu_atom (Gracemont, width 5)", alderlake_atom, ALDERLAKE_ATOM_EVENTS, ALDERLAKE_ATOM_L1_EVENTS),
+    ("skylake", "Intel Skylake-class, SMT off (generic counters, width 4)", skylake, SKYLAKE_EVENTS, SKYLAKE_L1_EVENTS),
+    ("skylake_smt", "Intel Skylake-class, SMT on: per-core inputs (per-core mode only)", skylake_smt, SKYLAKE_SMT_EVENTS, SKYLAKE_SMT_L1_EVENTS),
+    ("zen4", "AMD Zen 4 (pipeline utilization, width 6)", zen4, ZEN4_EVENTS, ZEN4_L1_EVENTS),
+    ("zen5", "AMD Zen 5 (pipeline utilization, width 8)", zen5, ZEN5_EVENTS, ZEN5_L1_EVENTS),
+    ("goldmont", "Intel Goldmont / Goldmont Plus (width 3, Level 1)", goldmont, GOLDMONT_EVENTS, GOLDMONT_L1_EVENTS),
+    ("tremont", "Intel Tremont (width 4)", tremont, TREMONT_EVENTS, TREMONT_L1_EVENTS),
+    ("neoverse_v1", "Arm Neoverse V1 (STALL_SLOT based, 8 slots)", neoverse_v1, NEOVERSE_V1_EVENTS, NEOVERSE_V1_L1_EVENTS),
+    ("neoverse_n2", "Arm Neoverse N2 / V2 (STALL_SLOT based, slots from caps/slots)", neoverse_n2, NEOVERSE_N2_EVENTS, NEOVERSE_N2_L1_EVENTS),
 ];

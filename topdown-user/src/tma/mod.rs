@@ -29,10 +29,8 @@ pub struct Model {
     evaluate: fn(&dyn Inputs) -> Evaluation,
     /// Events the formulas read, as perf names them.
     pub events: &'static [&'static str],
-    /// The events Level 1 nodes (values and thresholds) need.
+    /// The events the values of Level 1 nodes need.
     pub level1_events: &'static [&'static str],
-    /// Literals the formulas need (`#slots`, `#smt_on`).
-    pub literals: &'static [&'static str],
 }
 
 impl Model {
@@ -50,13 +48,12 @@ impl Model {
     /// Every model.
     pub fn all() -> impl Iterator<Item = Self> {
         generated::MODELS.iter().map(
-            |&(name, description, evaluate, events, level1_events, literals)| Self {
+            |&(name, description, evaluate, events, level1_events)| Self {
                 name,
                 description,
                 evaluate,
                 events,
                 level1_events,
-                literals,
             },
         )
     }
