@@ -244,8 +244,10 @@ pub struct C2cRecord {
     pub tid: u32,
     /// CPU.
     pub cpu: u32,
+    /// Always zero (keeps the u64 fields aligned).
+    pub reserved: u32,
     /// cgroup2 id of the sampled task.
-    pub cgroup_id_low: u32,
+    pub cgroup_id: u64,
     /// Code address.
     pub ip: u64,
     /// Data address.

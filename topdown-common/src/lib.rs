@@ -3,10 +3,12 @@
 //! read the same bytes: map values, ring-buffer records and global settings.
 //!
 //! One module per concept: what a counter reading is ([`reading`]), what a thread has been
-//! charged ([`thread`]), and what the kernel side could not do ([`stats`]).
+//! charged ([`thread`]), what a cgroup has been charged ([`cgroup`]), and what the kernel side
+//! could not do ([`stats`]).
 #![cfg_attr(not(test), no_std)]
 
 pub mod c2c;
+pub mod cgroup;
 pub mod data_src;
 pub mod reading;
 pub mod stats;

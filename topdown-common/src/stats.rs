@@ -19,10 +19,14 @@ pub enum Stat {
     Ticks = 5,
     /// A followed process forked a child that could not be followed: `FOLLOWED` was full.
     FollowMapFull = 6,
+    /// A slice was charged to its thread but not to its cgroup: the `CGROUPS` map was full.
+    CgroupMapFull = 7,
+    /// A removed cgroup's name could not be sent: the `CGROUPS_REMOVED` ring buffer was full.
+    CgroupNameRingFull = 8,
 }
 
 /// Number of [`Stat`] slots.
-pub const NR_STATS: u32 = 7;
+pub const NR_STATS: u32 = 9;
 
 impl Stat {
     /// Every stat, in index order.
@@ -34,6 +38,8 @@ impl Stat {
         Self::Switches,
         Self::Ticks,
         Self::FollowMapFull,
+        Self::CgroupMapFull,
+        Self::CgroupNameRingFull,
     ];
 
     /// Whether a non-zero value of this stat means lost or uncharged data.
@@ -44,6 +50,9 @@ impl Stat {
                 | Self::ExitRingFull
                 | Self::CounterReadError
                 | Self::CounterNotRunning
+                | Self::FollowMapFull
+                | Self::CgroupMapFull
+                | Self::CgroupNameRingFull
         )
     }
 
@@ -57,6 +66,8 @@ impl Stat {
             Self::Switches => "context switches",
             Self::Ticks => "ticks",
             Self::FollowMapFull => "follow map full",
+            Self::CgroupMapFull => "cgroup map full",
+            Self::CgroupNameRingFull => "cgroup name ring full",
         }
     }
 }

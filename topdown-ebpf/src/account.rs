@@ -1,5 +1,7 @@
 //! Charging counter deltas to the thread that is on this CPU.
 
+use core::intrinsics::{AtomicOrdering, atomic_xadd};
+
 use aya_ebpf::{
     EbpfContext,
     bindings::BPF_NOEXIST,
@@ -15,6 +17,7 @@ use aya_log_ebpf::warn;
 use crate::follow;
 use topdown_common::{
     MAX_COUNTERS,
+    cgroup::CgroupTotals,
     reading::Readings,
     stats::{NR_STATS, Stat},
     thread::ThreadTotals,
@@ -37,6 +40,15 @@ static PREV_READINGS: PerCpuArray<Readings> = PerCpuArray::with_max_entries(1, 0
 /// Live threads' totals, by tid. Size set by the loader (`--max-threads`).
 #[map]
 static THREADS: HashMap<u32, ThreadTotals> = HashMap::with_max_entries(16384, 0);
+
+/// Totals per cgroup2 id: each slice is charged to the cgroup its thread was in at the charge.
+/// Size set by the loader (`--max-cgroups`).
+#[map]
+static CGROUPS: HashMap<u64, CgroupTotals> = HashMap::with_max_entries(4096, 0);
+
+/// Scratch space for a cgroup not in `CGROUPS` (map full, or the idle task).
+#[map]
+static CGROUP_SCRATCH: PerCpuArray<CgroupTotals> = PerCpuArray::with_max_entries(1, 0);
 
 /// Each CPU's idle task (tid 0), kept per CPU.
 #[map]
@@ -85,16 +97,21 @@ pub fn charge_current<C: EbpfContext>(ctx: &C, end: SliceEnd) {
     let Some(totals) = totals_of(ctx, tid, (pid_tgid >> 32) as u32) else {
         return;
     };
-    // SAFETY: both point into map values owned by this CPU for the duration of the program.
-    let (prev, totals) = unsafe { (&mut *prev, &mut *totals) };
     // SAFETY: plain helpers without arguments.
     let (cpu, cgroup_id) = unsafe { (bpf_get_smp_processor_id(), bpf_get_current_cgroup_id()) };
-    add_deltas(cpu, prev, &mut totals.charged);
+    let Some(group) = cgroup_of(ctx, tid, cgroup_id) else {
+        return;
+    };
+    // SAFETY: all three point into map values owned by this CPU (or this thread's or cgroup's
+    // slot, which other CPUs only touch for other threads) for the duration of the program.
+    let (prev, totals, group) = unsafe { (&mut *prev, &mut *totals, &mut *group) };
+    add_deltas(cpu, prev, &mut totals.charged, &mut group.charged);
 
     totals.cgroup_id = cgroup_id;
     totals.last_cpu = cpu;
     if end != SliceEnd::Tick {
         totals.switches += 1;
+        add_shared(&mut group.switches, 1);
         count(Stat::Switches);
     } else {
         count(Stat::Ticks);
@@ -153,10 +170,46 @@ fn totals_of<C: EbpfContext>(ctx: &C, tid: u32, tgid: u32) -> Option<*mut Thread
     }
 }
 
-/// Reads every counter this CPU has, adds the deltas since `prev` to `charged`, and makes the
-/// new readings `prev`. A counter that did not run during the slice charges nothing.
+/// The totals of cgroup `id` (created on first sight), or a scratch slot for the idle task and
+/// when the map is full (the loss is counted).
 #[inline(always)]
-fn add_deltas(cpu: u32, prev: &mut Readings, charged: &mut Readings) {
+fn cgroup_of<C: EbpfContext>(ctx: &C, tid: u32, id: u64) -> Option<*mut CgroupTotals> {
+    if tid != 0
+        && let Some(totals) = CGROUPS.get_ptr_mut(&id)
+    {
+        return Some(totals);
+    }
+    let scratch = CGROUP_SCRATCH.get_ptr_mut(0)?;
+    // SAFETY: per-CPU scratch slot, not shared with another program run.
+    unsafe { *scratch = CgroupTotals::new(id) };
+    if tid == 0 {
+        return Some(scratch);
+    }
+    // SAFETY: as above.
+    match CGROUPS.insert(&id, unsafe { &*scratch }, u64::from(BPF_NOEXIST)) {
+        Ok(()) => CGROUPS.get_ptr_mut(&id).or(Some(scratch)),
+        // Another CPU may have created it first.
+        Err(_) => CGROUPS.get_ptr_mut(&id).or_else(|| {
+            count(Stat::CgroupMapFull);
+            warn!(ctx, "cgroup map full: slice of cgroup {} not charged", id);
+            Some(scratch)
+        }),
+    }
+}
+
+/// Adds to a total other CPUs may be adding to at the same time (a cgroup's): one BPF atomic
+/// add. (`AtomicU64::fetch_add` is missing on this target, which has no compare-and-swap.)
+#[inline(always)]
+fn add_shared(total: &mut u64, value: u64) {
+    // SAFETY: `total` is a valid, aligned u64 in a map value; every writer adds atomically.
+    unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(total, value) };
+}
+
+/// Reads every counter this CPU has, adds the deltas since `prev` to `charged` (the thread's)
+/// and `group` (its cgroup's), and makes the new readings `prev`. A counter that did not run
+/// during the slice charges nothing.
+#[inline(always)]
+fn add_deltas(cpu: u32, prev: &mut Readings, charged: &mut Readings, group: &mut Readings) {
     let slots = CPU_SLOTS.get(0).copied().unwrap_or(0);
     let base = cpu * MAX_COUNTERS as u32;
     for i in 0..MAX_COUNTERS {
@@ -173,12 +226,16 @@ fn add_deltas(cpu: u32, prev: &mut Readings, charged: &mut Readings) {
         let enabled = now.enabled_nanos.wrapping_sub(prev.enabled_ns[i]);
         let running = now.running_nanos.wrapping_sub(prev.running_ns[i]);
         if running > 0 {
-            charged.counts[i] += now.counter.wrapping_sub(prev.counts[i]);
+            let delta = now.counter.wrapping_sub(prev.counts[i]);
+            charged.counts[i] += delta;
+            add_shared(&mut group.counts[i], delta);
         } else if enabled > 0 {
             count(Stat::CounterNotRunning);
         }
         charged.enabled_ns[i] += enabled;
         charged.running_ns[i] += running;
+        add_shared(&mut group.enabled_ns[i], enabled);
+        add_shared(&mut group.running_ns[i], running);
         prev.counts[i] = now.counter;
         prev.enabled_ns[i] = now.enabled_nanos;
         prev.running_ns[i] = now.running_nanos;

@@ -1,15 +1,19 @@
 //! The kernel half of topdown-bpf: programs and maps only, no policy.
 //!
 //! `sched_switch` charges this CPU's counter deltas since the previous charge to the outgoing
-//! thread; `tick` does the same for the running thread from a per-CPU timer, so long slices
-//! show up while they run. A thread's last switch (`prev_state` has `TASK_DEAD`) sends its final
-//! totals to userspace and frees its slot. `sched_process_fork` follows a command's descendants.
+//! thread and to its cgroup; `tick` does the same for the running thread from a per-CPU timer,
+//! so long slices show up while they run. A thread's last switch (`prev_state` has `TASK_DEAD`)
+//! sends its final totals to userspace and frees its slot. `sched_process_fork` follows a
+//! command's descendants; `cgroup_rmdir` keeps the names of cgroups removed during the run.
 //! Every loss is counted in `STATS`.
 #![no_std]
 #![no_main]
+#![feature(core_intrinsics)]
+#![allow(internal_features)]
 
 mod account;
 mod c2c_filter;
+mod cgroup_names;
 mod follow;
 
 use aya_ebpf::{
@@ -38,6 +42,13 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
 #[btf_tracepoint(function = "sched_process_fork")]
 pub fn sched_process_fork(ctx: BtfTracePointContext) -> i32 {
     follow::on_fork(&ctx);
+    0
+}
+
+/// A cgroup is being removed: its id and path go to userspace, so it keeps its name.
+#[btf_tracepoint(function = "cgroup_rmdir")]
+pub fn cgroup_rmdir(ctx: BtfTracePointContext) -> i32 {
+    cgroup_names::on_rmdir(&ctx);
     0
 }
 

@@ -198,9 +198,39 @@ pub struct StatArgs {
     #[arg(long, value_name = "N", default_value_t = 16384)]
     pub max_threads: u32,
 
+    /// The cgroup options.
+    #[command(flatten)]
+    pub cgroups: CgroupArgs,
+
     /// Run COMMAND and report its threads (and its child processes'), exited ones included.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
+}
+
+/// Charging by cgroup: every slice goes to the cgroup its thread was in at that switch.
+#[derive(Clone, Debug, Default, Args)]
+pub struct CgroupArgs {
+    /// One row per cgroup (every cgroup that ran, no need to list them first).
+    #[arg(long, conflicts_with_all = ["per_container", "per_core", "pids", "tids"])]
+    pub per_cgroup: bool,
+
+    /// One row per container (docker, containerd, CRI-O, podman), Kubernetes pod, systemd
+    /// service or user slice; other cgroups by path.
+    #[arg(long, conflicts_with_all = ["per_core", "pids", "tids"])]
+    pub per_container: bool,
+
+    /// Only these cgroup subtrees (paths from the cgroup2 root, e.g. `/system.slice`, or under
+    /// its mount); repeatable. Implies --per-cgroup unless --per-container is given.
+    #[arg(short = 'G', long = "cgroup", value_name = "PATH")]
+    pub cgroup: Vec<String>,
+
+    /// A cgroup's row includes its descendants (the hierarchy as the kernel has it).
+    #[arg(long)]
+    pub rollup: bool,
+
+    /// Capacity of the kernel's cgroup map.
+    #[arg(long, value_name = "N", default_value_t = 4096)]
+    pub max_cgroups: u32,
 }
 
 const AFTER_HELP: &str = "\
@@ -208,6 +238,8 @@ Examples:
   sudo topdown-bpf --per-thread                      every thread, refreshing
   sudo topdown-bpf -I 1000 -p 1234                   one block per second for pid 1234
   sudo topdown-bpf --duration 5 --json -- make -j2   a command's threads, as JSON
+  sudo topdown-bpf --per-container -I 1000           per container, pod and service
+  sudo topdown-bpf -G /system.slice --rollup         one subtree, parents include children
   topdown-bpf analyze --events --cpu GenuineIntel-6-8F   what to record with perf stat
   topdown-bpf analyze stat.csv --cpu GenuineIntel-6-8F --td-level 2";
 

@@ -4,6 +4,7 @@
 use std::{
     fs::File,
     io::{IsTerminal as _, Write},
+    path::Path,
     time::{Duration, Instant},
 };
 
@@ -16,8 +17,13 @@ use tokio::{
 use topdown_common::MAX_COUNTERS;
 
 use crate::{
-    attrib::{Attributor, cgroups::CgroupNames, target::Target},
-    cli::StatArgs,
+    attrib::{
+        Attributor,
+        cgroups::CgroupNames,
+        groups::{GroupBy, GroupOptions, normalize},
+        target::Target,
+    },
+    cli::{CgroupArgs, StatArgs},
     collect::{Collector, CollectorOptions},
     per_core,
     pmu::{
@@ -96,6 +102,8 @@ pub async fn run(cli: StatArgs, verbose: bool) -> Result<()> {
         Target::All
     };
     target.validate()?;
+    let cgroup_names = CgroupNames::host();
+    let group = group_options(&cli.cgroups, cgroup_names.mount())?;
     let mut out = open_output(cli.output.as_deref())?;
     preflight::check()?;
     if cli.per_core {
@@ -114,6 +122,7 @@ pub async fn run(cli: StatArgs, verbose: bool) -> Result<()> {
         &set,
         &CollectorOptions {
             max_threads: cli.max_threads,
+            max_cgroups: cli.cgroups.max_cgroups,
             ..CollectorOptions::default()
         },
     )?;
@@ -135,9 +144,10 @@ pub async fn run(cli: StatArgs, verbose: bool) -> Result<()> {
             top: cli.top,
             topdown,
             verbose,
+            group,
         },
         set.clone(),
-        CgroupNames::host(),
+        cgroup_names,
     );
     renderer.header()?;
     let mut attrib = Attributor::new(set.counters.len(), target);
@@ -159,6 +169,7 @@ pub async fn run(cli: StatArgs, verbose: bool) -> Result<()> {
         tokio::select! {
             _ = report_tick.tick() => {
                 let snapshot = collector.snapshot()?;
+                renderer.cgroups_removed(&snapshot.removed_cgroups);
                 let window = attrib.window(&snapshot);
                 if renderer.wants_windows() {
                     renderer.window(&window)?;
@@ -182,6 +193,7 @@ pub async fn run(cli: StatArgs, verbose: bool) -> Result<()> {
     }
 
     let snapshot = collector.snapshot()?;
+    renderer.cgroups_removed(&snapshot.removed_cgroups);
     attrib.window(&snapshot);
     let totals = attrib.run_totals(&snapshot);
     renderer.summary(&totals)?;
@@ -189,6 +201,43 @@ pub async fn run(cli: StatArgs, verbose: bool) -> Result<()> {
         log::warn!("the kernel side lost data: see the losses line");
     }
     Ok(())
+}
+
+/// Rows per cgroup or per container, if asked; needs the unified cgroup2 hierarchy.
+fn group_options(args: &CgroupArgs, mount: Option<&Path>) -> Result<Option<GroupOptions>> {
+    let by = if args.per_container {
+        GroupBy::Container
+    } else if args.per_cgroup || args.rollup || !args.cgroup.is_empty() {
+        GroupBy::Cgroup
+    } else {
+        return Ok(None);
+    };
+    let Some(mount) = mount else {
+        bail!(
+            "per-cgroup attribution needs the unified cgroup2 hierarchy and this host has only              cgroup v1: boot with systemd.unified_cgroup_hierarchy=1 (or mount cgroup2), or run              without --per-cgroup/--per-container/-G/--rollup"
+        );
+    };
+    let keep = args
+        .cgroup
+        .iter()
+        .map(|path| {
+            let path = normalize(path, Some(mount));
+            let dir = mount.join(path.trim_start_matches('/'));
+            if !dir.is_dir() {
+                bail!(
+                    "no cgroup {path} under {}: give a path from the cgroup2 root (see `ls {}`)",
+                    mount.display(),
+                    mount.display()
+                );
+            }
+            Ok(path)
+        })
+        .collect::<Result<_>>()?;
+    Ok(Some(GroupOptions {
+        by,
+        rollup: args.rollup,
+        keep,
+    }))
 }
 
 /// Starts the command so that the kernel follows it and everything it forks from its first
@@ -313,4 +362,42 @@ fn open_output(path: Option<&std::path::Path>) -> Result<Box<dyn Write>> {
         ),
         None => Box::new(std::io::stdout()),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cgroup_views_need_the_unified_hierarchy_and_existing_paths() {
+        let asks = CgroupArgs {
+            per_container: true,
+            ..CgroupArgs::default()
+        };
+        let error = group_options(&asks, None).unwrap_err().to_string();
+        assert!(error.contains("cgroup v1"), "{error}");
+        assert!(
+            group_options(&CgroupArgs::default(), None)
+                .unwrap()
+                .is_none()
+        );
+
+        let mount = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(mount.path().join("a/b")).unwrap();
+        let keep = CgroupArgs {
+            cgroup: vec![format!("{}/a/b/", mount.path().display()), "a".into()],
+            ..CgroupArgs::default()
+        };
+        let options = group_options(&keep, Some(mount.path())).unwrap().unwrap();
+        assert_eq!(options.by, GroupBy::Cgroup, "-G alone means per cgroup");
+        assert_eq!(options.keep, ["/a/b", "/a"]);
+        let missing = CgroupArgs {
+            cgroup: vec!["/nope".into()],
+            ..CgroupArgs::default()
+        };
+        let error = group_options(&missing, Some(mount.path()))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("no cgroup /nope"), "{error}");
+    }
 }

@@ -34,6 +34,30 @@ impl CgroupNames {
         names
     }
 
+    /// The cgroup2 mount this names from (`None`: cgroup2 is not mounted).
+    pub fn mount(&self) -> Option<&Path> {
+        self.mount.as_deref()
+    }
+
+    /// Remembers the path of a cgroup the kernel saw removed.
+    pub fn learn(&mut self, id: u64, path: String) {
+        self.paths.insert(id, path);
+    }
+
+    /// The id of the cgroup at `path`: the live directory's, else a remembered one's.
+    pub fn id_of(&self, path: &str) -> Option<u64> {
+        self.mount
+            .as_ref()
+            .and_then(|m| fs::metadata(m.join(path.trim_start_matches('/'))).ok())
+            .map(|meta| meta.ino())
+            .or_else(|| {
+                self.paths
+                    .iter()
+                    .find(|(_, p)| *p == path)
+                    .map(|(id, _)| *id)
+            })
+    }
+
     /// Lets the next unknown id trigger one more walk of the tree.
     pub const fn allow_rescan(&mut self) {
         self.rescanned = false;

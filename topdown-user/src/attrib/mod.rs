@@ -2,17 +2,19 @@
 //! threads the user asked about.
 
 pub mod cgroups;
+pub mod containers;
 pub mod cores;
+pub mod groups;
 pub mod target;
 pub mod usage;
 
 use std::{collections::HashMap, time::Duration};
 
-use topdown_common::thread::ThreadTotals;
+use topdown_common::{cgroup::CgroupTotals, thread::ThreadTotals};
 
 use self::{
     target::Target,
-    usage::{CounterValue, ThreadUsage},
+    usage::{CgroupUsage, CounterValue, ThreadUsage},
 };
 use crate::collect::{Snapshot, Stats};
 
@@ -27,6 +29,8 @@ pub struct Window {
     pub threads: Vec<ThreadUsage>,
     /// Idle on-CPU clock per CPU.
     pub idle: Vec<CounterValue>,
+    /// Every cgroup charged in the window (each for itself, not its descendants).
+    pub cgroups: Vec<CgroupUsage>,
     /// Kernel-side losses and activity since collection started.
     pub stats: Stats,
 }
@@ -42,6 +46,8 @@ pub struct Attributor {
     exited: Vec<ThreadTotals>,
     /// Idle totals per CPU at the previous snapshot.
     idle: Vec<ThreadTotals>,
+    /// cgroup totals at the previous snapshot, by id.
+    cgroups: HashMap<u64, CgroupTotals>,
     started: Option<std::time::Instant>,
     last: Option<std::time::Instant>,
 }
@@ -55,6 +61,7 @@ impl Attributor {
             live: HashMap::new(),
             exited: Vec::new(),
             idle: Vec::new(),
+            cgroups: HashMap::new(),
             started: None,
             last: None,
         }
@@ -110,11 +117,19 @@ impl Attributor {
             })
             .collect();
         self.idle.clone_from(&snapshot.idle);
+        let cgroups = snapshot
+            .cgroups
+            .iter()
+            .map(|now| CgroupUsage::between(self.cgroups.get(&now.id), now, self.nr_counters))
+            .filter(|usage| usage.switches > 0 || usage.on_cpu_ns() > 0)
+            .collect();
+        self.cgroups = snapshot.cgroups.iter().map(|c| (c.id, *c)).collect();
         Window {
             start: last.duration_since(started),
             length: snapshot.at.duration_since(last),
             threads,
             idle,
+            cgroups,
             stats: snapshot.stats,
         }
     }
@@ -141,11 +156,18 @@ impl Attributor {
                     .unwrap_or_default()
             })
             .collect();
+        let cgroups = self
+            .cgroups
+            .values()
+            .map(|now| CgroupUsage::between(None, now, self.nr_counters))
+            .filter(|usage| usage.switches > 0 || usage.on_cpu_ns() > 0)
+            .collect();
         Window {
             start: Duration::ZERO,
             length: snapshot.at.duration_since(started),
             threads,
             idle,
+            cgroups,
             stats: snapshot.stats,
         }
     }
@@ -176,6 +198,8 @@ mod tests {
             live,
             exited,
             idle: vec![],
+            cgroups: vec![],
+            removed_cgroups: vec![],
             stats: Stats::default(),
         }
     }

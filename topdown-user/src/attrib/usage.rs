@@ -1,6 +1,6 @@
 //! Per-thread usage over a window of time: what the kernel charged, as deltas.
 
-use topdown_common::{reading::Readings, thread::ThreadTotals};
+use topdown_common::{cgroup::CgroupTotals, reading::Readings, thread::ThreadTotals};
 
 /// One counter over a window: its count and how long it was enabled and running.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -53,15 +53,7 @@ pub struct ThreadUsage {
 impl ThreadUsage {
     /// `now` minus `before` (a zero-charged thread when `before` is `None`), for `nr` counters.
     pub fn between(before: Option<&ThreadTotals>, now: &ThreadTotals, nr: usize) -> Self {
-        let zero = Readings::ZERO;
-        let old = before.map_or(&zero, |t| &t.charged);
-        let counters = (0..nr)
-            .map(|i| CounterValue {
-                raw: now.charged.counts[i].saturating_sub(old.counts[i]),
-                enabled_ns: now.charged.enabled_ns[i].saturating_sub(old.enabled_ns[i]),
-                running_ns: now.charged.running_ns[i].saturating_sub(old.running_ns[i]),
-            })
-            .collect();
+        let counters = deltas(before.map(|t| &t.charged), &now.charged, nr);
         Self {
             tid: now.tid,
             pid: now.tgid,
@@ -88,6 +80,61 @@ impl ThreadUsage {
                 .iter()
                 .all(|c| c.raw == 0 && c.enabled_ns == 0)
     }
+}
+
+/// What one cgroup's threads used over a window (the cgroup itself, not its descendants).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CgroupUsage {
+    /// cgroup2 id.
+    pub id: u64,
+    /// Switches out of its threads in the window.
+    pub switches: u64,
+    /// One value per counter of the set, in slot order.
+    pub counters: Vec<CounterValue>,
+}
+
+impl CgroupUsage {
+    /// `now` minus `before` (nothing charged when `before` is `None`), for `nr` counters.
+    pub fn between(before: Option<&CgroupTotals>, now: &CgroupTotals, nr: usize) -> Self {
+        Self {
+            id: now.id,
+            switches: now
+                .switches
+                .saturating_sub(before.map_or(0, |t| t.switches)),
+            counters: deltas(before.map(|t| &t.charged), &now.charged, nr),
+        }
+    }
+
+    /// On-CPU nanoseconds (counter 0 of every set).
+    pub fn on_cpu_ns(&self) -> u64 {
+        self.counters.first().map_or(0, |c| c.raw)
+    }
+
+    /// Adds `other`'s usage to this one (a roll-up or a container's cgroups).
+    pub fn absorb(&mut self, other: &Self) {
+        self.switches += other.switches;
+        if self.counters.len() < other.counters.len() {
+            self.counters
+                .resize(other.counters.len(), CounterValue::default());
+        }
+        for (mine, theirs) in self.counters.iter_mut().zip(&other.counters) {
+            mine.raw += theirs.raw;
+            mine.enabled_ns += theirs.enabled_ns;
+            mine.running_ns += theirs.running_ns;
+        }
+    }
+}
+
+/// `now` minus `before` (zero when `None`) for the first `nr` counters.
+fn deltas(before: Option<&Readings>, now: &Readings, nr: usize) -> Vec<CounterValue> {
+    let old = before.unwrap_or(&Readings::ZERO);
+    (0..nr)
+        .map(|i| CounterValue {
+            raw: now.counts[i].saturating_sub(old.counts[i]),
+            enabled_ns: now.enabled_ns[i].saturating_sub(old.enabled_ns[i]),
+            running_ns: now.running_ns[i].saturating_sub(old.running_ns[i]),
+        })
+        .collect()
 }
 
 fn comm_string(comm: &[u8]) -> String {

@@ -20,7 +20,12 @@ use aya::{
 };
 use aya_log::EbpfLogger;
 pub use snapshot::{Snapshot, Stats};
-use topdown_common::{MAX_COUNTERS, stats::Stat, thread::ThreadTotals};
+use topdown_common::{
+    MAX_COUNTERS,
+    cgroup::{CgroupRemoved, CgroupTotals},
+    stats::Stat,
+    thread::ThreadTotals,
+};
 
 use self::perf_open::OpenCounters;
 use crate::pmu::counter_set::CounterSet;
@@ -30,6 +35,8 @@ use crate::pmu::counter_set::CounterSet;
 pub struct CollectorOptions {
     /// Capacity of the kernel's live-thread map.
     pub max_threads: u32,
+    /// Capacity of the kernel's cgroup map.
+    pub max_cgroups: u32,
     /// How often the running thread's slice so far is charged on each CPU.
     pub tick: Duration,
 }
@@ -38,6 +45,7 @@ impl Default for CollectorOptions {
     fn default() -> Self {
         Self {
             max_threads: 16384,
+            max_cgroups: 4096,
             tick: Duration::from_millis(10),
         }
     }
@@ -47,6 +55,9 @@ impl Default for CollectorOptions {
 pub struct Collector {
     bpf: Ebpf,
     exits: RingBuf<MapData>,
+    removed_cgroups: RingBuf<MapData>,
+    /// Removed cgroups drained from their ring buffer since the last snapshot.
+    pending_removed: Vec<(u64, String)>,
     /// Exit records drained from the ring buffer since the last snapshot.
     pending_exits: Vec<ThreadTotals>,
     /// Held open for as long as the kernel programs read them.
@@ -62,15 +73,27 @@ impl Collector {
         let possible = aya::util::nr_cpus()
             .map_err(|(path, error)| anyhow!("reading possible CPUs from {path}: {error}"))?;
         let counters = OpenCounters::open(set, &cpus)?;
-        let task_tgid_offset = btf::KernelBtf::from_sys_fs()
-            .and_then(|btf| btf.member_offset("task_struct", "tgid"))
-            .context(
-                "finding task_struct.tgid in the kernel's BTF (needs CONFIG_DEBUG_INFO_BTF=y)",
-            )?;
+        let kernel_btf = btf::KernelBtf::from_sys_fs()
+            .context("reading the kernel's BTF (needs CONFIG_DEBUG_INFO_BTF=y)")?;
+        let offset = |ty: &str, member: &str| {
+            kernel_btf.member_offset(ty, member).with_context(|| {
+                format!("finding {ty}.{member} in the kernel's BTF (needs CONFIG_DEBUG_INFO_BTF=y)")
+            })
+        };
+        let task_tgid_offset = offset("task_struct", "tgid")?;
+        let cgroup_kn_offset = offset("cgroup", "kn")?;
+        let kernfs_node_id_offset = offset("kernfs_node", "id")?;
+        let cgroup_root_offset = offset("cgroup", "root")?;
+        let hierarchy_id_offset = offset("cgroup_root", "hierarchy_id")?;
 
         let mut bpf = EbpfLoader::new()
             .override_global("TASK_TGID_OFFSET", &task_tgid_offset, true)
+            .override_global("CGROUP_KN_OFFSET", &cgroup_kn_offset, true)
+            .override_global("KERNFS_NODE_ID_OFFSET", &kernfs_node_id_offset, true)
+            .override_global("CGROUP_ROOT_OFFSET", &cgroup_root_offset, true)
+            .override_global("HIERARCHY_ID_OFFSET", &hierarchy_id_offset, true)
             .map_max_entries("THREADS", options.max_threads)
+            .map_max_entries("CGROUPS", options.max_cgroups)
             .map_max_entries("COUNTERS", possible.get() * MAX_COUNTERS as u32)
             .load(object::bytes()?)
             .map_err(|error| explain_bpf_error(error.into()))
@@ -97,7 +120,7 @@ impl Collector {
         let btf = Btf::from_sys_fs().context(
             "reading kernel BTF from /sys/kernel/btf/vmlinux (needs CONFIG_DEBUG_INFO_BTF=y)",
         )?;
-        for name in ["sched_switch", "sched_process_fork"] {
+        for name in ["sched_switch", "sched_process_fork", "cgroup_rmdir"] {
             let program: &mut BtfTracePoint = program(&mut bpf, name)?.try_into()?;
             program
                 .load(name, &btf)
@@ -109,7 +132,7 @@ impl Collector {
 
         counters.enable()?;
 
-        for name in ["sched_switch", "sched_process_fork"] {
+        for name in ["sched_switch", "sched_process_fork", "cgroup_rmdir"] {
             let program: &mut BtfTracePoint = program(&mut bpf, name)?.try_into()?;
             program
                 .attach()
@@ -133,9 +156,15 @@ impl Collector {
             bpf.take_map("EXITS")
                 .context("the BPF object has no EXITS map")?,
         )?;
+        let removed_cgroups = RingBuf::try_from(
+            bpf.take_map("CGROUPS_REMOVED")
+                .context("the BPF object has no CGROUPS_REMOVED map")?,
+        )?;
         Ok(Self {
             bpf,
             exits,
+            removed_cgroups,
+            pending_removed: Vec::new(),
             pending_exits: Vec::new(),
             _counters: counters,
         })
@@ -175,17 +204,20 @@ impl Collector {
         let idle: PerCpuArray<_, ThreadTotals> =
             PerCpuArray::try_from(self.bpf.map("IDLE").context("no IDLE map")?)?;
         let idle = idle.get(&0, 0)?.iter().copied().collect();
+        let cgroups = self.cgroups()?;
         Ok(Snapshot {
             at: std::time::Instant::now(),
             live,
             exited,
             idle,
+            cgroups,
+            removed_cgroups: std::mem::take(&mut self.pending_removed),
             stats: self.stats()?,
         })
     }
 
-    /// Moves dead threads' records out of the ring buffer so it never fills between snapshots;
-    /// they are handed out by the next [`Collector::snapshot`].
+    /// Moves dead threads' and removed cgroups' records out of their ring buffers so they never
+    /// fill between snapshots; they are handed out by the next [`Collector::snapshot`].
     pub fn drain_exits(&mut self) {
         while let Some(item) = self.exits.next() {
             if item.len() >= size_of::<ThreadTotals>() {
@@ -194,6 +226,35 @@ impl Collector {
                 self.pending_exits.push(record);
             }
         }
+        while let Some(item) = self.removed_cgroups.next() {
+            if item.len() >= size_of::<CgroupRemoved>() {
+                // SAFETY: the kernel wrote a whole CgroupRemoved (a Pod) into this record.
+                let record = unsafe { item.as_ptr().cast::<CgroupRemoved>().read_unaligned() };
+                let end = record
+                    .path
+                    .iter()
+                    .position(|&b| b == 0)
+                    .unwrap_or(record.path.len());
+                let path = String::from_utf8_lossy(&record.path[..end]).into_owned();
+                self.pending_removed.push((record.id, path));
+            }
+        }
+    }
+
+    fn cgroups(&self) -> Result<Vec<CgroupTotals>> {
+        let cgroups: HashMap<_, u64, CgroupTotals> =
+            HashMap::try_from(self.bpf.map("CGROUPS").context("no CGROUPS map")?)?;
+        let mut by_id = StdHashMap::new();
+        for entry in cgroups.iter() {
+            match entry {
+                Ok((id, totals)) => {
+                    by_id.insert(id, totals);
+                }
+                Err(aya::maps::MapError::KeyNotFound) => {}
+                Err(error) => return Err(error).context("reading the CGROUPS map"),
+            }
+        }
+        Ok(by_id.into_values().collect())
     }
 
     fn live_threads(&self) -> Result<Vec<ThreadTotals>> {

@@ -3,6 +3,7 @@
 use std::time::Instant;
 
 use topdown_common::{
+    cgroup::CgroupTotals,
     stats::{NR_STATS, Stat},
     thread::ThreadTotals,
 };
@@ -18,6 +19,10 @@ pub struct Snapshot {
     pub exited: Vec<ThreadTotals>,
     /// Each CPU's idle task, by CPU number.
     pub idle: Vec<ThreadTotals>,
+    /// Every cgroup charged since the collector started (removed ones included).
+    pub cgroups: Vec<CgroupTotals>,
+    /// Ids and paths of cgroups removed since the previous snapshot.
+    pub removed_cgroups: Vec<(u64, String)>,
     /// Loss and activity counters, summed over CPUs.
     pub stats: Stats,
 }

@@ -1,8 +1,8 @@
-//! Separated values (`--csv`, `-x SEP`), one line per thread per window.
+//! Separated values (`--csv`, `-x SEP`), one line per thread (or group) per window.
 
 use std::fmt::Write as _;
 
-use super::rows::{Row, RowOptions};
+use super::rows::{Row, RowOptions, Who};
 use crate::{attrib::Window, pmu::counter_set::CounterSet, tma::node::Node};
 
 /// Every part's node columns as (part index, column name, node); empty without TopDown.
@@ -24,19 +24,11 @@ fn nodes(options: &RowOptions) -> Vec<(usize, String, Node)> {
 
 /// The header line.
 pub fn header(set: &CounterSet, options: &RowOptions, sep: &str) -> String {
-    let mut fields: Vec<String> = [
-        "time_s",
-        "tid",
-        "pid",
-        "comm",
-        "cgroup",
-        "on_cpu_ns",
-        "cpu_percent",
-        "switches",
-    ]
-    .into_iter()
-    .map(String::from)
-    .collect();
+    let mut fields: Vec<String> = std::iter::once("time_s")
+        .chain(Who::key_names(options.group_by()).iter().copied())
+        .chain(["on_cpu_ns", "cpu_percent", "switches"])
+        .map(String::from)
+        .collect();
     for name in set.names() {
         fields.push(name.to_owned());
         fields.push(format!("{name}:run_percent"));
@@ -45,7 +37,9 @@ pub fn header(set: &CounterSet, options: &RowOptions, sep: &str) -> String {
     if let Some(view) = &options.topdown {
         fields.extend(view.parts.iter().map(|p| format!("{}bottleneck", p.prefix)));
     }
-    fields.push("exited".into());
+    if options.group.is_none() {
+        fields.push("exited".into());
+    }
     fields.join(sep) + "\n"
 }
 
@@ -66,16 +60,13 @@ pub fn lines(
     };
     let mut out = String::new();
     for row in rows {
-        let mut fields = vec![
-            time.clone(),
-            row.tid.to_string(),
-            row.pid.to_string(),
-            quote(&row.comm, sep),
-            quote(&row.cgroup, sep),
+        let mut fields = vec![time.clone()];
+        fields.extend(row.who.key_values(false).iter().map(|v| quote(v, sep)));
+        fields.extend([
             row.on_cpu_ns.to_string(),
             format!("{:.2}", row.cpu_percent),
             row.switches.to_string(),
-        ];
+        ]);
         for value in row.counters.iter().take(set.counters.len()) {
             fields.push(format!("{:.0}", value.scaled()));
             fields.push(format!("{:.2}", value.running_fraction() * 100.0));
@@ -89,7 +80,9 @@ pub fn lines(
             let bottleneck = td.as_ref().and_then(|td| td.bottleneck);
             fields.push(bottleneck.unwrap_or_default().to_owned());
         }
-        fields.push(u8::from(row.exited).to_string());
+        if let Some(thread) = row.who.thread() {
+            fields.push(u8::from(thread.exited).to_string());
+        }
         let _ = writeln!(out, "{}", fields.join(sep));
     }
     out

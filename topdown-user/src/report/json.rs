@@ -4,9 +4,9 @@ use anyhow::Result;
 use serde_json::{Map, Value, json};
 use topdown_common::stats::Stat;
 
-use super::rows::{Row, TopdownView};
+use super::rows::{Row, TopdownView, Who};
 use crate::{
-    attrib::{Window, usage::CounterValue},
+    attrib::{Window, containers::Owner, groups::GroupBy, usage::CounterValue},
     pmu::counter_set::CounterSet,
 };
 
@@ -52,49 +52,84 @@ fn topdown(row: &Row, view: Option<&TopdownView>) -> Value {
     Value::Array(parts)
 }
 
-/// The document for one window.
+/// The document for one window: `topdown-bpf/threads/v1`, or `topdown-bpf/groups/v1` for rows
+/// of cgroups or containers.
 pub fn document(
     window: &Window,
     rows: &[Row],
     set: &CounterSet,
     view: Option<&TopdownView>,
+    group_by: Option<GroupBy>,
     is_final: bool,
 ) -> Result<String> {
-    let threads: Vec<Value> = rows
+    let entries: Vec<Value> = rows
         .iter()
         .map(|row| {
-            let counters = counters_json(set, &row.counters);
-            json!({
-                "tid": row.tid,
-                "pid": row.pid,
-                "comm": row.comm,
-                "cgroup": row.cgroup,
-                "cgroup_id": row.cgroup_id,
+            let mut entry = match &row.who {
+                Who::Thread(t) => json!({
+                    "tid": t.tid,
+                    "pid": t.pid,
+                    "comm": t.comm,
+                    "cgroup": t.cgroup,
+                    "cgroup_id": t.cgroup_id,
+                    "exited": t.exited,
+                }),
+                Who::Group { group, .. } => json!({
+                    "label": group.label,
+                    "cgroup": group.path,
+                    "cgroup_id": group.id,
+                    "kind": group.owner.kind(),
+                    "container_id": match &group.owner {
+                        Owner::Container { id, .. } => Some(id.as_str()),
+                        _ => None,
+                    },
+                    "runtime": match &group.owner {
+                        Owner::Container { runtime, .. } => Some(*runtime),
+                        _ => None,
+                    },
+                    "pod_uid": group.owner.pod().map(|p| p.uid.as_str()),
+                    "qos": group.owner.pod().map(|p| p.qos.name()),
+                }),
+            };
+            let values = json!({
                 "on_cpu_ns": row.on_cpu_ns,
                 "cpu_percent": row.cpu_percent,
                 "switches": row.switches,
-                "exited": row.exited,
-                "counters": counters,
+                "counters": counters_json(set, &row.counters),
                 "run_percent": row.run_fraction * 100.0,
                 "topdown": topdown(row, view),
-            })
+            });
+            if let (Some(entry), Value::Object(values)) = (entry.as_object_mut(), values) {
+                entry.extend(values);
+            }
+            entry
         })
         .collect();
     let stats: Map<String, Value> = Stat::ALL
         .into_iter()
         .map(|stat| (stat.name().replace(' ', "_"), json!(window.stats.get(stat))))
         .collect();
-    let doc = json!({
+    let mut doc = json!({
         "schema": "topdown-bpf/threads/v1",
         "final": is_final,
         "counter_set": { "name": set.name, "reason": set.reason,
                          "counters": set.names().collect::<Vec<_>>() },
         "interval": { "start_s": window.start.as_secs_f64(),
                       "length_s": window.length.as_secs_f64() },
-        "threads": threads,
         "idle_ns": window.idle.iter().map(|v| v.raw).collect::<Vec<_>>(),
         "kernel_stats": stats,
         "lost_anything": window.stats.lost_anything(),
     });
+    match group_by {
+        None => doc["threads"] = Value::Array(entries),
+        Some(by) => {
+            doc["schema"] = json!("topdown-bpf/groups/v1");
+            doc["group_by"] = json!(match by {
+                GroupBy::Cgroup => "cgroup",
+                GroupBy::Container => "container",
+            });
+            doc["groups"] = Value::Array(entries);
+        }
+    }
     Ok(serde_json::to_string(&doc)?)
 }

@@ -70,6 +70,14 @@ impl Renderer {
         !matches!(self.format, Format::Summary)
     }
 
+    /// Remembers the names of cgroups the kernel saw removed, so they are still reported by
+    /// path.
+    pub fn cgroups_removed(&mut self, removed: &[(u64, String)]) {
+        for (id, path) in removed {
+            self.cgroups.learn(*id, path.clone());
+        }
+    }
+
     /// The first line: which counter set is live, and why.
     pub fn header(&mut self) -> Result<()> {
         match self.format {
@@ -107,6 +115,7 @@ impl Renderer {
                     &rows,
                     &self.set,
                     self.rows.topdown.as_ref(),
+                    self.rows.group_by(),
                     is_final,
                 )? + "\n"
             }
@@ -206,6 +215,7 @@ mod tests {
             length: Duration::from_secs(1),
             threads: vec![thread],
             idle: vec![],
+            cgroups: vec![],
             stats: Stats::default(),
         };
         (window, set)
@@ -222,6 +232,7 @@ mod tests {
                 false,
             )),
             verbose: false,
+            group: None,
         }
     }
 
@@ -266,7 +277,15 @@ mod tests {
         assert_eq!(field("bottleneck"), "tma_backend_bound");
 
         let doc: serde_json::Value = serde_json::from_str(
-            &json::document(&window, &rows, &set, options().topdown.as_ref(), false).unwrap(),
+            &json::document(
+                &window,
+                &rows,
+                &set,
+                options().topdown.as_ref(),
+                None,
+                false,
+            )
+            .unwrap(),
         )
         .unwrap();
         let thread = &doc["threads"][0];

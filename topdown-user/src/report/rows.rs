@@ -5,14 +5,54 @@ use std::{cmp::Ordering, str::FromStr};
 use anyhow::{Result, bail};
 
 use crate::{
-    attrib::{Window, cgroups::CgroupNames, usage::CounterValue},
+    attrib::{
+        Window,
+        cgroups::CgroupNames,
+        groups::{Group, GroupBy, GroupOptions, group},
+        usage::CounterValue,
+    },
     pmu::counter_set::CounterSet,
     tma::{Model, TopDown, inputs::NamedCounts, node::Node},
 };
 
-/// One thread's line in a report.
+/// One line of a report: a thread, or a group of cgroups.
 #[derive(Clone, Debug)]
 pub struct Row {
+    /// Whose line it is.
+    pub who: Who,
+    /// On-CPU nanoseconds.
+    pub on_cpu_ns: u64,
+    /// On-CPU time as a share of the window's wall time, in percent of one CPU.
+    pub cpu_percent: f64,
+    /// Switches out.
+    pub switches: u64,
+    /// Every counter of the set, in slot order.
+    pub counters: Vec<CounterValue>,
+    /// TopDown per part of the view (one per core type), from this row's counts: only the
+    /// nodes it measured; `None` for a part whose core type it never ran on.
+    pub topdown: Vec<Option<TopDown>>,
+    /// Lowest share of its enabled time any counter of the set was running (1.0: never
+    /// multiplexed).
+    pub run_fraction: f64,
+}
+
+/// Whose line a [`Row`] is.
+#[derive(Clone, Debug)]
+pub enum Who {
+    /// One thread.
+    Thread(ThreadKey),
+    /// One cgroup (or subtree, rolled up), container, pod, service or user slice.
+    Group {
+        /// Rows per cgroup or per container.
+        by: GroupBy,
+        /// The group, usage aside.
+        group: Box<Group>,
+    },
+}
+
+/// What names a thread.
+#[derive(Clone, Debug)]
+pub struct ThreadKey {
     /// Thread id.
     pub tid: u32,
     /// Process id.
@@ -23,22 +63,80 @@ pub struct Row {
     pub cgroup: String,
     /// cgroup2 id.
     pub cgroup_id: u64,
-    /// On-CPU nanoseconds.
-    pub on_cpu_ns: u64,
-    /// On-CPU time as a share of the window's wall time, in percent of one CPU.
-    pub cpu_percent: f64,
-    /// Switches out.
-    pub switches: u64,
-    /// Every counter of the set, in slot order.
-    pub counters: Vec<CounterValue>,
     /// The thread died.
     pub exited: bool,
-    /// TopDown per part of the view (one per core type), from this thread's counts: only the
-    /// nodes it measured; `None` for a part whose core type it never ran on.
-    pub topdown: Vec<Option<TopDown>>,
-    /// Lowest share of its enabled time any counter of the set was running (1.0: never
-    /// multiplexed).
-    pub run_fraction: f64,
+}
+
+impl Who {
+    /// Names of the columns that say whose line it is (lowercase: JSON and CSV field names;
+    /// tables show them in capitals), for rows of threads (`None`) or of groups.
+    pub const fn key_names(by: Option<GroupBy>) -> &'static [&'static str] {
+        match by {
+            None => &["tid", "pid", "comm", "cgroup"],
+            Some(GroupBy::Cgroup) => &["cgroup", "cgroup_id"],
+            Some(GroupBy::Container) => &["container", "kind", "pod", "qos", "cgroup"],
+        }
+    }
+
+    /// The values of [`Who::key_names`]; a thread's name says `(exited)` when `decorate`.
+    pub fn key_values(&self, decorate: bool) -> Vec<String> {
+        match self {
+            Self::Thread(t) => vec![
+                t.tid.to_string(),
+                t.pid.to_string(),
+                if decorate && t.exited {
+                    format!("{} (exited)", t.comm)
+                } else {
+                    t.comm.clone()
+                },
+                t.cgroup.clone(),
+            ],
+            Self::Group {
+                by: GroupBy::Cgroup,
+                group,
+            } => {
+                vec![group.path.clone(), group.id.to_string()]
+            }
+            Self::Group {
+                by: GroupBy::Container,
+                group,
+            } => {
+                let pod = group.owner.pod();
+                vec![
+                    group.label.clone(),
+                    group.owner.kind().to_owned(),
+                    pod.map_or_else(|| "-".to_owned(), |p| p.uid.clone()),
+                    pod.map_or("-", |p| p.qos.name()).to_owned(),
+                    group.path.clone(),
+                ]
+            }
+        }
+    }
+
+    /// The thread, for thread rows.
+    pub const fn thread(&self) -> Option<&ThreadKey> {
+        match self {
+            Self::Thread(t) => Some(t),
+            Self::Group { .. } => None,
+        }
+    }
+
+    /// What sorts a row by name: the thread's name, the group's label.
+    fn name(&self) -> &str {
+        match self {
+            Self::Thread(t) => &t.comm,
+            Self::Group { group, .. } => &group.label,
+        }
+    }
+
+    /// What sorts a row by id: the tid, the cgroup id.
+    fn id(&self, pid: bool) -> u64 {
+        match self {
+            Self::Thread(t) if pid => u64::from(t.pid),
+            Self::Thread(t) => u64::from(t.tid),
+            Self::Group { group, .. } => group.id,
+        }
+    }
 }
 
 /// One core type's TopDown: hybrid parts have one for P-cores and one for E-cores.
@@ -159,9 +257,27 @@ pub struct RowOptions {
     pub topdown: Option<TopdownView>,
     /// Also show Level 2 nodes under their thresholds, and the raw counters.
     pub verbose: bool,
+    /// Rows of cgroups or containers instead of threads.
+    pub group: Option<GroupOptions>,
 }
 
-/// The rows of `window`, sorted and cut; also how many threads there were before the cut.
+impl RowOptions {
+    /// Rows per cgroup or per container, or `None` for threads.
+    pub fn group_by(&self) -> Option<GroupBy> {
+        self.group.as_ref().map(|g| g.by)
+    }
+
+    /// What a row is called in titles: `threads`, `cgroups`, `containers`.
+    pub fn noun(&self) -> &'static str {
+        match self.group_by() {
+            None => "threads",
+            Some(GroupBy::Cgroup) => "cgroups",
+            Some(GroupBy::Container) => "containers",
+        }
+    }
+}
+
+/// The rows of `window`, sorted and cut; also how many there were before the cut.
 pub fn rows(
     window: &Window,
     set: &CounterSet,
@@ -170,37 +286,62 @@ pub fn rows(
 ) -> (Vec<Row>, usize) {
     cgroups.allow_rescan();
     let wall_ns = window.length.as_nanos().max(1) as f64;
-    let mut rows: Vec<Row> = window
-        .threads
-        .iter()
-        .map(|usage| Row {
-            tid: usage.tid,
-            pid: usage.pid,
-            comm: usage.comm.clone(),
-            cgroup: cgroups.name(usage.cgroup_id),
-            cgroup_id: usage.cgroup_id,
-            on_cpu_ns: usage.on_cpu_ns(),
-            cpu_percent: usage.on_cpu_ns() as f64 * 100.0 / wall_ns,
-            switches: usage.switches,
-            counters: usage.counters.clone(),
-            exited: usage.exited,
+    let row = |who: Who, switches: u64, counters: &[CounterValue]| {
+        let on_cpu_ns = counters.first().map_or(0, |c| c.raw);
+        Row {
+            who,
+            on_cpu_ns,
+            cpu_percent: on_cpu_ns as f64 * 100.0 / wall_ns,
+            switches,
+            counters: counters.to_vec(),
             topdown: options
                 .topdown
                 .as_ref()
-                .map_or_else(Vec::new, |view| view.of(set, &usage.counters)),
-            run_fraction: usage
-                .counters
+                .map_or_else(Vec::new, |view| view.of(set, counters)),
+            run_fraction: counters
                 .iter()
                 .skip(1)
                 .map(CounterValue::running_fraction)
                 .fold(1.0, f64::min),
-        })
-        .collect();
+        }
+    };
+    let mut rows: Vec<Row> = match &options.group {
+        Some(grouping) => group(&window.cgroups, cgroups, grouping)
+            .into_iter()
+            .map(|g| {
+                let (switches, counters) = (g.usage.switches, g.usage.counters.clone());
+                let who = Who::Group {
+                    by: grouping.by,
+                    group: Box::new(g),
+                };
+                row(who, switches, &counters)
+            })
+            .collect(),
+        None => window
+            .threads
+            .iter()
+            .map(|usage| {
+                let who = Who::Thread(ThreadKey {
+                    tid: usage.tid,
+                    pid: usage.pid,
+                    comm: usage.comm.clone(),
+                    cgroup: cgroups.name(usage.cgroup_id),
+                    cgroup_id: usage.cgroup_id,
+                    exited: usage.exited,
+                });
+                row(who, usage.switches, &usage.counters)
+            })
+            .collect(),
+    };
     let counter_index = match &options.sort {
         SortKey::Counter(name) => set.names().position(|n| n == name),
         _ => None,
     };
-    rows.sort_by(|a, b| compare(a, b, &options.sort, counter_index).then(a.tid.cmp(&b.tid)));
+    rows.sort_by(|a, b| {
+        compare(a, b, &options.sort, counter_index)
+            .then(a.who.id(false).cmp(&b.who.id(false)))
+            .then_with(|| a.who.name().cmp(b.who.name()))
+    });
     let total = rows.len();
     if let Some(top) = options.top {
         rows.truncate(top);
@@ -212,9 +353,9 @@ fn compare(a: &Row, b: &Row, key: &SortKey, counter: Option<usize>) -> Ordering 
     match key {
         SortKey::OnCpu => b.on_cpu_ns.cmp(&a.on_cpu_ns),
         SortKey::Switches => b.switches.cmp(&a.switches),
-        SortKey::Tid => a.tid.cmp(&b.tid),
-        SortKey::Pid => a.pid.cmp(&b.pid),
-        SortKey::Comm => a.comm.cmp(&b.comm),
+        SortKey::Tid => a.who.id(false).cmp(&b.who.id(false)),
+        SortKey::Pid => a.who.id(true).cmp(&b.who.id(true)),
+        SortKey::Comm => a.who.name().cmp(b.who.name()),
         SortKey::Counter(name) => {
             let value = |r: &Row| match counter {
                 Some(i) => r.counters.get(i).map_or(0.0, CounterValue::scaled),
@@ -268,6 +409,7 @@ mod tests {
                 usage(3, 0, 4),
             ],
             idle: vec![],
+            cgroups: vec![],
             stats: Stats::default(),
         };
         let dir = tempfile::tempdir().unwrap();
@@ -278,10 +420,14 @@ mod tests {
             top: Some(2),
             topdown: None,
             verbose: false,
+            group: None,
         };
         let (rows, total) = rows(&window, &set, &mut names, &opts);
         assert_eq!(total, 3);
-        assert_eq!(rows.iter().map(|r| r.tid).collect::<Vec<_>>(), [2, 1]);
+        let tids = |rows: &[Row]| -> Vec<u32> {
+            rows.iter().map(|r| r.who.thread().unwrap().tid).collect()
+        };
+        assert_eq!(tids(&rows), [2, 1]);
         assert!((rows[0].cpu_percent - 100.0).abs() < 1e-9);
         assert!((rows[1].cpu_percent - 25.0).abs() < 1e-9);
         let by_switches = RowOptions {
@@ -289,9 +435,10 @@ mod tests {
             top: None,
             topdown: None,
             verbose: false,
+            group: None,
         };
         let (rows, _) = super::rows(&window, &set, &mut names, &by_switches);
-        assert_eq!(rows.iter().map(|r| r.tid).collect::<Vec<_>>(), [1, 3, 2]);
+        assert_eq!(tids(&rows), [1, 3, 2]);
         assert!(SortKey::Counter("nope".into()).validate(&set).is_err());
         assert!(SortKey::Counter("cpu-clock".into()).validate(&set).is_ok());
     }

@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use comfy_table::{CellAlignment, Table, presets::NOTHING};
 
-use super::rows::{Row, RowOptions, TopdownView};
+use super::rows::{Row, RowOptions, TopdownView, Who};
 use crate::{
     attrib::Window,
     pmu::counter_set::{CounterSet, Unit},
@@ -32,29 +32,24 @@ pub fn block(
 ) -> String {
     let mut out = String::new();
     let end = (window.start + window.length).as_secs_f64();
+    let noun = options.noun();
     if is_final {
         let _ = writeln!(
             out,
-            "\n# totals over {:.3} s, {total} threads",
+            "\n# totals over {:.3} s, {total} {noun}",
             window.length.as_secs_f64()
         );
     } else {
-        let _ = writeln!(out, "# {end:>10.3} s  ({total} threads)");
+        let _ = writeln!(out, "# {end:>10.3} s  ({total} {noun})");
     }
     let mut table = Table::new();
     table.load_preset(NOTHING);
-    let mut header = vec![
-        "TID",
-        "PID",
-        "COMM",
-        "CGROUP",
-        "ON-CPU ms",
-        "%CPU",
-        "SWITCHES",
-    ]
-    .into_iter()
-    .map(String::from)
-    .collect::<Vec<_>>();
+    let keys = Who::key_names(options.group_by());
+    let mut header: Vec<String> = keys
+        .iter()
+        .map(|k| k.to_uppercase().replace('_', "-"))
+        .chain(["ON-CPU ms", "%CPU", "SWITCHES"].map(String::from))
+        .collect();
     let nodes = node_columns(rows, options);
     header.extend(nodes.iter().map(|(label, _, n)| {
         if label.is_empty() {
@@ -79,19 +74,12 @@ pub fn block(
     }
     table.set_header(header);
     for row in rows {
-        let mut cells = vec![
-            row.tid.to_string(),
-            row.pid.to_string(),
-            if row.exited {
-                format!("{} (exited)", row.comm)
-            } else {
-                row.comm.clone()
-            },
-            row.cgroup.clone(),
+        let mut cells = row.who.key_values(true);
+        cells.extend([
             format!("{:.3}", row.on_cpu_ns as f64 / 1e6),
             format!("{:.1}", row.cpu_percent),
             row.switches.to_string(),
-        ];
+        ]);
         for (_, part, node) in &nodes {
             cells.push(node_cell(row, *part, node, options.verbose));
         }
@@ -114,13 +102,16 @@ pub fn block(
         table.add_row(cells);
     }
     for (i, column) in table.column_iter_mut().enumerate() {
-        if i != 2 && i != 3 {
+        let text = keys
+            .get(i)
+            .is_some_and(|k| !matches!(*k, "tid" | "pid" | "cgroup_id"));
+        if !text {
             column.set_cell_alignment(CellAlignment::Right);
         }
     }
     let _ = writeln!(out, "{table}");
     if total > rows.len() {
-        let _ = writeln!(out, "  ... {} more threads (see --top)", total - rows.len());
+        let _ = writeln!(out, "  ... {} more {noun} (see --top)", total - rows.len());
     }
     let idle: Vec<String> = window
         .idle

@@ -1,0 +1,318 @@
+//! Charging by cgroup, for real: nested cgroups under the unified mount, workloads moved into
+//! them (one moved again mid-run), and each cgroup's charged on-CPU time checked against its own
+//! `cpu.stat` `usage_usec`. Needs root and cgroup2.
+
+use std::{
+    collections::HashMap,
+    fs,
+    os::unix::fs::MetadataExt as _,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    thread,
+    time::Duration,
+};
+
+use serde_json::Value;
+use topdown_tests::{assert_close, privileged, stolen_ns, topdown_bpf_binary};
+use topdown_user::{
+    attrib::{
+        Attributor,
+        cgroups::{CgroupNames, cgroup2_mount},
+        groups::{GroupBy, GroupOptions, group},
+        target::Target,
+    },
+    collect::{Collector, CollectorOptions},
+    pmu::{counter_set::CounterSet, sysfs::SysRoot},
+};
+
+/// A tree of test cgroups under the unified mount, removed (with anything left in it) on drop.
+struct TestTree {
+    mount: PathBuf,
+    root: String,
+}
+
+impl TestTree {
+    /// `/topdown-test-<pid>-<name>` with `leaves` (and their parents) under it.
+    fn new(mount: &Path, name: &str, leaves: &[&str]) -> Self {
+        let root = format!("/topdown-test-{}-{name}", std::process::id());
+        let tree = Self {
+            mount: mount.to_path_buf(),
+            root,
+        };
+        for leaf in leaves {
+            fs::create_dir_all(tree.dir(leaf)).expect("creating a test cgroup");
+        }
+        tree
+    }
+
+    /// The cgroup's path from the cgroup2 root.
+    fn path(&self, leaf: &str) -> String {
+        if leaf.is_empty() {
+            self.root.clone()
+        } else {
+            format!("{}/{leaf}", self.root)
+        }
+    }
+
+    fn dir(&self, leaf: &str) -> PathBuf {
+        self.mount.join(self.path(leaf).trim_start_matches('/'))
+    }
+
+    fn id(&self, leaf: &str) -> u64 {
+        fs::metadata(self.dir(leaf)).expect("a test cgroup").ino()
+    }
+
+    /// Moves process `pid` (all its threads) into the cgroup.
+    fn enter(&self, leaf: &str, pid: u32) {
+        fs::write(self.dir(leaf).join("cgroup.procs"), pid.to_string())
+            .expect("moving a process into a test cgroup");
+    }
+
+    /// `usage_usec` of the cgroup's `cpu.stat` (itself and its descendants), in nanoseconds.
+    fn usage_ns(&self, leaf: &str) -> u64 {
+        let text = fs::read_to_string(self.dir(leaf).join("cpu.stat")).expect("reading cpu.stat");
+        text.lines()
+            .find_map(|line| line.strip_prefix("usage_usec "))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .expect("usage_usec in cpu.stat")
+            * 1000
+    }
+
+    fn remove(&self, leaf: &str) {
+        fs::remove_dir(self.dir(leaf)).expect("removing a test cgroup");
+    }
+}
+
+impl Drop for TestTree {
+    fn drop(&mut self) {
+        let mut dirs = vec![self.dir("")];
+        let mut all = Vec::new();
+        while let Some(dir) = dirs.pop() {
+            if let Ok(entries) = fs::read_dir(&dir) {
+                dirs.extend(
+                    entries
+                        .filter_map(Result::ok)
+                        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                        .map(|e| e.path()),
+                );
+            }
+            all.push(dir);
+        }
+        for dir in all.iter().rev() {
+            if let Ok(procs) = fs::read_to_string(dir.join("cgroup.procs")) {
+                for pid in procs.split_whitespace().filter_map(|p| p.parse().ok()) {
+                    // SAFETY: kill has no memory preconditions.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                }
+            }
+            for _ in 0..50 {
+                if fs::remove_dir(dir).is_ok() || !dir.exists() {
+                    break;
+                }
+                thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+}
+
+/// The unified mount, or why the test cannot run here.
+fn unified_mount(test: &str) -> Option<PathBuf> {
+    if !privileged(test) {
+        return None;
+    }
+    let mount = cgroup2_mount(&fs::read_to_string("/proc/self/mountinfo").unwrap_or_default());
+    if mount.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{test}: CI machines have cgroup2 mounted"
+        );
+        eprintln!("\n*** SKIPPED {test}: cgroup2 is not mounted ***\n");
+    }
+    mount
+}
+
+/// The workload binary, busy for `run_ms`, started and moved into `leaf` at once (both books
+/// count only what it does after the move).
+fn spawn_in(tree: &TestTree, leaf: &str, run_ms: u32) -> Child {
+    let run_ms = run_ms.to_string();
+    let child = Command::new(env!("CARGO_BIN_EXE_workload"))
+        .args(["--run-ms", &run_ms, "--churn", "2", "--no-wait"])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("starting the workload");
+    tree.enter(leaf, child.id());
+    child
+}
+
+#[test]
+fn each_cgroup_is_charged_what_its_cpu_stat_says() {
+    let Some(mount) = unified_mount("each_cgroup_is_charged_what_its_cpu_stat_says") else {
+        return;
+    };
+    let leaves = ["a/x", "b", "moved/from", "moved/to"];
+    let tree = TestTree::new(&mount, "books", &leaves);
+    let set = CounterSet::for_machine(&SysRoot::host()).expect("counter set");
+    let mut collector = Collector::start(&set, &CollectorOptions::default()).expect("collector");
+    let stolen_before = stolen_ns();
+
+    let mut children = vec![spawn_in(&tree, "a/x", 1500), spawn_in(&tree, "b", 1500)];
+    let mover = spawn_in(&tree, "moved/from", 3000);
+    thread::sleep(Duration::from_millis(1500));
+    tree.enter("moved/to", mover.id());
+    children.push(mover);
+    for mut child in children {
+        assert!(child.wait().expect("waiting for a workload").success());
+    }
+
+    // Every workload has exited: both books are final. Read the kernel's, then remove `b`, so
+    // only the kernel's rmdir record can name it.
+    let stolen = stolen_ns() - stolen_before;
+    let expected: HashMap<&str, u64> = leaves
+        .iter()
+        .chain(&["", "a", "moved"])
+        .map(|leaf| (*leaf, tree.usage_ns(leaf)))
+        .collect();
+    let ids: HashMap<&str, u64> = leaves.iter().map(|leaf| (*leaf, tree.id(leaf))).collect();
+    tree.remove("b");
+    thread::sleep(Duration::from_millis(50));
+    collector.drain_exits();
+
+    let snapshot = collector.snapshot().expect("snapshot");
+    let mut attrib = Attributor::new(set.counters.len(), Target::All);
+    attrib.window(&snapshot);
+    let totals = attrib.run_totals(&snapshot);
+    assert!(!totals.stats.lost_anything(), "{:?}", totals.stats);
+    let mut names = CgroupNames::at(Some(mount.clone()));
+    for (id, path) in &snapshot.removed_cgroups {
+        names.learn(*id, path.clone());
+    }
+
+    for leaf in leaves {
+        let charged = totals
+            .cgroups
+            .iter()
+            .find(|c| c.id == ids[leaf])
+            .unwrap_or_else(|| panic!("cgroup {leaf} was charged"));
+        assert!(
+            expected[leaf] > 300_000_000,
+            "{leaf} ran: {}",
+            expected[leaf]
+        );
+        assert_close(leaf, charged.on_cpu_ns(), expected[leaf], stolen);
+    }
+    assert_eq!(
+        names.name(ids["b"]),
+        tree.path("b"),
+        "a cgroup removed during the run keeps its path"
+    );
+
+    // Roll-ups: each subtree is the sum of its cgroups, and matches the kernel's own
+    // (hierarchical) cpu.stat.
+    let options = GroupOptions {
+        by: GroupBy::Cgroup,
+        rollup: true,
+        keep: vec![tree.path("")],
+    };
+    let groups = group(&totals.cgroups, &mut names, &options);
+    let rolled = |leaf: &str| {
+        groups
+            .iter()
+            .find(|g| g.path == tree.path(leaf))
+            .unwrap_or_else(|| panic!("{leaf} in {groups:?}"))
+            .usage
+            .on_cpu_ns()
+    };
+    assert_eq!(rolled(""), leaves.iter().map(|l| rolled(l)).sum::<u64>());
+    assert_eq!(rolled("a"), rolled("a/x"));
+    assert_eq!(rolled("moved"), rolled("moved/from") + rolled("moved/to"));
+    for subtree in ["", "a", "moved"] {
+        assert_close(
+            &format!("{subtree} (rolled up)"),
+            rolled(subtree),
+            expected[subtree],
+            stolen,
+        );
+    }
+    drop(tree);
+}
+
+/// The command line a user types: `--per-cgroup -G`, `--rollup` and `--per-container` on a
+/// command that moves itself into a test cgroup named as docker names its containers.
+#[test]
+fn per_cgroup_and_per_container_reports_from_the_command_line() {
+    let Some(mount) = unified_mount("per_cgroup_and_per_container_reports_from_the_command_line")
+    else {
+        return;
+    };
+    let scope = format!("docker-{}.scope", "ab12".repeat(16));
+    let tree = TestTree::new(&mount, "cli", &[&format!("svc/{scope}"), "svc/idle"]);
+    let report = |extra: &[&str]| -> Value {
+        let output = Command::new(topdown_bpf_binary())
+            .args(extra)
+            .args(["-G", &tree.path("svc"), "--json", "--", "/bin/sh", "-c"])
+            .arg(format!(
+                "echo $$ > {}/cgroup.procs && exec {} --run-ms 700 --churn 0 --no-wait",
+                tree.dir(&format!("svc/{scope}")).display(),
+                env!("CARGO_BIN_EXE_workload")
+            ))
+            .output()
+            .expect("running topdown-bpf");
+        assert!(
+            output.status.success(),
+            "topdown-bpf {extra:?} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let text = String::from_utf8_lossy(&output.stdout);
+        let last = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .rfind(|doc| doc["final"] == true)
+            .unwrap_or_else(|| panic!("a final JSON document in {text}"));
+        assert_eq!(last["schema"], "topdown-bpf/groups/v1");
+        last
+    };
+    let on_cpu = |doc: &Value, key: &str, value: &str| -> Option<u64> {
+        doc["groups"].as_array()?.iter().find(|g| g[key] == value)?["on_cpu_ns"].as_u64()
+    };
+
+    let flat = report(&["--per-cgroup"]);
+    let leaf = tree.path(&format!("svc/{scope}"));
+    let ran = on_cpu(&flat, "cgroup", &leaf).expect("the command's cgroup is reported");
+    // At least a fair share of one CPU, next to the other test's workloads.
+    assert!(ran > 150_000_000, "{ran} ns for a workload busy for 700 ms");
+    assert_eq!(
+        on_cpu(&flat, "cgroup", &tree.path("svc")),
+        None,
+        "without --rollup a parent shows only its own threads"
+    );
+    assert!(
+        flat["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|g| g["cgroup"].as_str().unwrap().starts_with(&tree.path("svc"))),
+        "-G keeps only its subtree: {flat}"
+    );
+
+    let rolled = report(&["--rollup"]);
+    let parent = on_cpu(&rolled, "cgroup", &tree.path("svc")).expect("the parent, rolled up");
+    let child = on_cpu(&rolled, "cgroup", &leaf).expect("the leaf");
+    assert!(
+        parent >= child && child > 400_000_000,
+        "{parent} vs {child}"
+    );
+
+    let containers = report(&["--per-container"]);
+    let label = format!("docker:{}", &"ab12".repeat(16)[..12]);
+    let entry = containers["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["label"] == label.as_str())
+        .unwrap_or_else(|| panic!("{label} in {containers}"));
+    assert_eq!(entry["kind"], "container");
+    assert_eq!(entry["runtime"], "docker");
+    assert_eq!(entry["container_id"], "ab12".repeat(16));
+    assert_eq!(entry["cgroup"], leaf.as_str());
+    assert!(entry["on_cpu_ns"].as_u64().unwrap() > 150_000_000);
+}
