@@ -32,6 +32,50 @@ pub enum Command {
     Analyze(AnalyzeArgs),
     /// Cache-to-cache (false sharing) analysis.
     C2c(C2cArgs),
+    /// Per-cgroup and per-container counters and TopDown for Prometheus (OpenMetrics text).
+    Serve(ServeArgs),
+}
+
+/// `topdown-bpf serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address and port to serve `/metrics` on (loopback by default).
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:9464")]
+    pub listen: String,
+
+    /// How often the kernel's totals are read into the metrics, in milliseconds; TopDown
+    /// gauges are over this window.
+    #[arg(short = 'I', long = "interval", value_name = "MS", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(100..))]
+    pub interval_ms: u64,
+
+    /// Seconds a removed cgroup's series stay before they are dropped.
+    #[arg(long, value_name = "S", default_value_t = 300.0)]
+    pub grace: f64,
+
+    /// At most this many cgroups are exported; more are counted in
+    /// `topdown_cgroups_refused_total`.
+    #[arg(long, value_name = "N", default_value_t = 2000)]
+    pub max_series: usize,
+
+    /// TopDown per cgroup down to this level (1 or 2); needs a hardware PMU.
+    #[arg(long = "td-level", value_name = "LEVEL", value_parser = clap::value_parser!(u8).range(1..=2))]
+    pub td_level: Option<u8>,
+
+    /// Also count these events per cgroup (as the live view's -e).
+    #[arg(short = 'e', long = "event", value_name = "EVENT")]
+    pub events: Vec<String>,
+
+    /// Capacity of the kernel's live-thread map.
+    #[arg(long, value_name = "N", default_value_t = 16384)]
+    pub max_threads: u32,
+
+    /// Capacity of the kernel's cgroup map.
+    #[arg(long, value_name = "N", default_value_t = 4096)]
+    pub max_cgroups: u32,
+
+    /// Stop after S seconds (default: until Ctrl-C or SIGTERM).
+    #[arg(long, value_name = "S")]
+    pub duration: Option<f64>,
 }
 
 /// `topdown-bpf c2c`: without a subcommand, live recording.
@@ -240,6 +284,7 @@ Examples:
   sudo topdown-bpf --duration 5 --json -- make -j2   a command's threads, as JSON
   sudo topdown-bpf --per-container -I 1000           per container, pod and service
   sudo topdown-bpf -G /system.slice --rollup         one subtree, parents include children
+  sudo topdown-bpf serve --listen 127.0.0.1:9464     per-cgroup metrics for Prometheus
   topdown-bpf analyze --events --cpu GenuineIntel-6-8F   what to record with perf stat
   topdown-bpf analyze stat.csv --cpu GenuineIntel-6-8F --td-level 2";
 

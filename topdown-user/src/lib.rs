@@ -3,7 +3,8 @@
 //! Data flows one way: the kernel programs (`topdown-ebpf`) charge per-CPU counter deltas to
 //! threads; [`collect`] loads them, opens the counters and reads the maps into snapshots;
 //! [`attrib`] turns snapshots into per-thread usage for a window of time; [`report`] draws it.
-//! [`pmu`] says what the machine can count and which counter set runs.
+//! [`pmu`] says what the machine can count and which counter set runs; [`serve`] exports
+//! per-cgroup metrics for Prometheus.
 
 pub mod analyze;
 pub mod attrib;
@@ -16,4 +17,5 @@ pub mod pmu;
 pub mod preflight;
 pub mod report;
 pub mod run;
+pub mod serve;
 pub mod tma;

@@ -6,7 +6,7 @@ use clap::Parser as _;
 use topdown_user::{
     analyze, c2c,
     cli::{Cli, Command},
-    run,
+    run, serve,
 };
 
 fn main() -> ExitCode {
@@ -18,7 +18,7 @@ fn main() -> ExitCode {
     match &cli.command {
         Some(Command::Analyze(args)) => return finish(analyze::run(args, cli.verbose > 0)),
         Some(Command::C2c(args)) => return finish(c2c::command::run(args)),
-        None => {}
+        Some(Command::Serve(_)) | None => {}
     }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -30,7 +30,10 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    finish(runtime.block_on(run::run(cli.stat, cli.verbose > 0)))
+    match cli.command {
+        Some(Command::Serve(args)) => finish(runtime.block_on(serve::run(&args))),
+        _ => finish(runtime.block_on(run::run(cli.stat, cli.verbose > 0))),
+    }
 }
 
 /// Every error is one line on stderr and exit status 1.

@@ -55,44 +55,7 @@ pub async fn run(cli: StatArgs, verbose: bool) -> Result<()> {
     if cli.duration.is_some_and(|d| !(d > 0.0 && d.is_finite())) {
         bail!("--duration must be a positive number of seconds");
     }
-    let sys = SysRoot::host();
-    let machine = Machine::read(&sys)?;
-    let (mut set, topdown) = match cli.td_level {
-        None => (CounterSet::for_machine(&sys)?, None),
-        Some(level) => {
-            let parts = topdown_models_here(&machine, level, cli.per_core)?;
-            let slots = machine.core_pmus[0].slots.unwrap_or(8);
-            if let [(model, pmu)] = parts.as_slice() {
-                let set = topdown_set(&sys, pmu, model, level)?;
-                let view = TopdownView::single(*model, level, slots, machine.smt_active);
-                (set, Some(view))
-            } else {
-                let with_cpus: Vec<(&str, Option<Vec<u32>>, Model)> = parts
-                    .iter()
-                    .map(|(model, pmu)| {
-                        let cpus = machine.core_pmu(pmu).and_then(|p| p.cpus.clone());
-                        (pmu.as_str(), cpus, *model)
-                    })
-                    .collect();
-                let set = hybrid_topdown_set(&sys, &with_cpus, level)?;
-                let view = TopdownView {
-                    parts: parts
-                        .iter()
-                        .map(|(model, pmu)| TopdownPart {
-                            label: if pmu == "cpu_atom" { "E" } else { "P" },
-                            prefix: format!("{pmu}/"),
-                            model: *model,
-                        })
-                        .collect(),
-                    level,
-                    slots,
-                    smt_on: machine.smt_active,
-                };
-                (set, Some(view))
-            }
-        }
-    };
-    add_events(&sys, &machine, &mut set, topdown.as_ref(), &cli.events)?;
+    let (set, topdown) = counter_set(cli.td_level, cli.per_core, &cli.events)?;
     sort.validate(&set)?;
     let target = if !cli.pids.is_empty() {
         Target::Pids(cli.pids.clone())
@@ -238,6 +201,54 @@ fn group_options(args: &CgroupArgs, mount: Option<&Path>) -> Result<Option<Group
         rollup: args.rollup,
         keep,
     }))
+}
+
+/// The counter set to run on this machine, and the TopDown view over it: the software or
+/// hardware default set, or TopDown at `td_level` for each core type, plus the `-e` events.
+pub(crate) fn counter_set(
+    td_level: Option<u8>,
+    per_core: bool,
+    events: &[String],
+) -> Result<(CounterSet, Option<TopdownView>)> {
+    let sys = SysRoot::host();
+    let machine = Machine::read(&sys)?;
+    let (mut set, topdown) = match td_level {
+        None => (CounterSet::for_machine(&sys)?, None),
+        Some(level) => {
+            let parts = topdown_models_here(&machine, level, per_core)?;
+            let slots = machine.core_pmus[0].slots.unwrap_or(8);
+            if let [(model, pmu)] = parts.as_slice() {
+                let set = topdown_set(&sys, pmu, model, level)?;
+                let view = TopdownView::single(*model, level, slots, machine.smt_active);
+                (set, Some(view))
+            } else {
+                let with_cpus: Vec<(&str, Option<Vec<u32>>, Model)> = parts
+                    .iter()
+                    .map(|(model, pmu)| {
+                        let cpus = machine.core_pmu(pmu).and_then(|p| p.cpus.clone());
+                        (pmu.as_str(), cpus, *model)
+                    })
+                    .collect();
+                let set = hybrid_topdown_set(&sys, &with_cpus, level)?;
+                let view = TopdownView {
+                    parts: parts
+                        .iter()
+                        .map(|(model, pmu)| TopdownPart {
+                            label: if pmu == "cpu_atom" { "E" } else { "P" },
+                            prefix: format!("{pmu}/"),
+                            model: *model,
+                        })
+                        .collect(),
+                    level,
+                    slots,
+                    smt_on: machine.smt_active,
+                };
+                (set, Some(view))
+            }
+        }
+    };
+    add_events(&sys, &machine, &mut set, topdown.as_ref(), events)?;
+    Ok((set, topdown))
 }
 
 /// Starts the command so that the kernel follows it and everything it forks from its first

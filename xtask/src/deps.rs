@@ -82,13 +82,18 @@ pub fn ensure_bpf_linker() -> Result<()> {
     Ok(())
 }
 
-/// Installs Linux perf for the c2c tests, which compare against it, when it is missing and we
-/// are root. Best effort: without it the tests compare against recorded perf output.
+/// Installs the tools the tests compare against when they are missing and we are root: Linux
+/// perf for the c2c tests (best effort: without it they compare against recorded perf output)
+/// and Prometheus for the exporter test (which, under CI, fails without it).
 pub fn offer_test_tools() {
-    if is_root()
-        && let Err(error) = ensure_debian_packages(&["linux-perf"])
-    {
+    if !is_root() {
+        return;
+    }
+    if let Err(error) = ensure_debian_packages(&["linux-perf"]) {
         eprintln!("xtask: could not install linux-perf ({error:#}); c2c tests use recorded output");
+    }
+    if let Err(error) = ensure_debian_packages(&["prometheus"]) {
+        eprintln!("xtask: could not install prometheus ({error:#}); the scrape test will say so");
     }
 }
 

@@ -17,6 +17,9 @@ pub enum Target {
     Tids(Vec<u32>),
     /// A command we started (its pid), and every process it started after that.
     Command(u32),
+    /// No thread: only cgroups are reported (the exporter, which runs for weeks and must not
+    /// keep every thread that ever exited).
+    NoThreads,
 }
 
 impl Target {
@@ -35,7 +38,7 @@ impl Target {
                     bail!("no thread with tid {tid}: check the -t argument");
                 }
             }
-            Self::All | Self::Command(_) => {}
+            Self::All | Self::Command(_) | Self::NoThreads => {}
         }
         Ok(())
     }
@@ -49,6 +52,7 @@ impl Target {
             Self::Command(root) => {
                 totals.tgid == *root || totals.flags & ThreadTotals::FLAG_FOLLOWED != 0
             }
+            Self::NoThreads => false,
         }
     }
 }

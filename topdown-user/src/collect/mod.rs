@@ -188,6 +188,20 @@ impl Collector {
         }
     }
 
+    /// Frees the kernel's totals of cgroups that are gone and no longer reported: the map
+    /// holds live cgroups only, however long the collector runs.
+    pub fn forget_cgroups(&mut self, ids: &[u64]) -> Result<()> {
+        let mut cgroups: HashMap<_, u64, CgroupTotals> =
+            HashMap::try_from(map(&mut self.bpf, "CGROUPS")?)?;
+        for id in ids {
+            match cgroups.remove(id) {
+                Ok(()) | Err(aya::maps::MapError::KeyNotFound) => {}
+                Err(error) => return Err(error).with_context(|| format!("forgetting cgroup {id}")),
+            }
+        }
+        Ok(())
+    }
+
     /// The logger that forwards the kernel programs' `aya-log` messages, if they have any.
     pub fn take_logger(&mut self) -> Option<EbpfLogger<&'static dyn log::Log>> {
         EbpfLogger::init(&mut self.bpf)

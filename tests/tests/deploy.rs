@@ -1,0 +1,60 @@
+//! The files in `deploy/` stay in step with the binary: the DaemonSet runs `serve` with
+//! arguments the command line accepts, with what the kernel side needs (privileged, the host's
+//! PIDs, /sys and the cgroup2 mount), and exposes the port it serves on.
+
+use clap::Parser as _;
+use topdown_user::cli::{Cli, Command};
+
+fn daemonset() -> String {
+    std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/daemonset.yaml"
+    ))
+    .expect("deploy/daemonset.yaml")
+}
+
+/// The container's `args:` list.
+fn args(manifest: &str) -> Vec<String> {
+    let mut lines = manifest.lines().skip_while(|l| l.trim() != "args:").skip(1);
+    let mut args = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.trim();
+        if line.starts_with('#') {
+            continue;
+        }
+        let Some(arg) = line.strip_prefix("- ") else {
+            break;
+        };
+        args.push(arg.trim_matches('"').to_owned());
+    }
+    args
+}
+
+#[test]
+fn the_daemonset_runs_serve_with_arguments_the_binary_accepts() {
+    let manifest = daemonset();
+    let args = args(&manifest);
+    assert_eq!(args.first().map(String::as_str), Some("serve"), "{args:?}");
+    let cli = Cli::try_parse_from(std::iter::once("topdown-bpf".to_owned()).chain(args))
+        .unwrap_or_else(|e| panic!("deploy/daemonset.yaml's args: {e}"));
+    let Some(Command::Serve(serve)) = cli.command else {
+        panic!("not serve")
+    };
+    let port = serve.listen.rsplit(':').next().unwrap();
+    assert!(
+        manifest.contains(&format!("containerPort: {port}")),
+        "the container port is the one served"
+    );
+    for needed in [
+        "hostPID: true",
+        "privileged: true",
+        "mountPath: /sys/fs/cgroup",
+        "path: /sys/fs/cgroup",
+        "mountPath: /sys\n",
+    ] {
+        assert!(
+            manifest.contains(needed),
+            "deploy/daemonset.yaml has {needed:?}"
+        );
+    }
+}

@@ -1,0 +1,461 @@
+//! Per-cgroup metrics in the Prometheus / OpenMetrics text format: counters as monotonic totals
+//! since the exporter started, TopDown nodes as gauges over the latest window, labels bounded
+//! (removed cgroups dropped after a grace period, a cap on exported cgroups that is counted when
+//! it bites).
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::atomic::AtomicU64,
+    time::{Duration, Instant},
+};
+
+use prometheus_client::{
+    encoding::text::encode,
+    metrics::{counter::Counter, family::Family, gauge::Gauge},
+    registry::{Registry, Unit},
+};
+use topdown_common::stats::Stat;
+
+use crate::{
+    attrib::{Window, cgroups::CgroupNames, containers::Owner, usage::CgroupUsage},
+    pmu::counter_set::{CounterSet, Unit as CounterUnit},
+    report::rows::TopdownView,
+};
+
+/// A label set: `[(name, value)]`.
+type Labels = Vec<(String, String)>;
+type FloatCounter = Counter<f64, AtomicU64>;
+type FloatGauge = Gauge<f64, AtomicU64>;
+
+/// How long a removed cgroup's series stay, and how many cgroups are exported at most.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Removed cgroups' series stay this long after the removal was seen.
+    pub grace: Duration,
+    /// At most this many cgroups have series.
+    pub max_cgroups: usize,
+}
+
+/// One exported cgroup.
+#[derive(Debug)]
+struct Exported {
+    labels: Labels,
+    /// Label sets it has in the per-event and per-node families.
+    event_labels: Vec<Labels>,
+    node_labels: Vec<Labels>,
+    removed_at: Option<Instant>,
+}
+
+/// The metric families and what has been exported into them.
+pub struct Exporter {
+    registry: Registry,
+    cpu: Family<Labels, FloatCounter>,
+    switches: Family<Labels, Counter>,
+    events: Family<Labels, FloatCounter>,
+    cycles: Family<Labels, FloatCounter>,
+    event_seconds: Family<Labels, FloatCounter>,
+    tma: Family<Labels, FloatGauge>,
+    losses: Family<Labels, Counter>,
+    refused: Counter,
+    exported_gauge: Gauge,
+    set: CounterSet,
+    view: Option<TopdownView>,
+    limits: Limits,
+    exported: HashMap<u64, Exported>,
+    /// Cgroups refused because of the cap (each counted once).
+    refused_ids: HashSet<u64>,
+    /// Cgroups whose series were dropped after removal: their kernel totals are forgotten too.
+    dropped: HashSet<u64>,
+}
+
+impl Exporter {
+    /// Families for `set` (and TopDown nodes when `view` is given).
+    pub fn new(set: &CounterSet, view: Option<TopdownView>, limits: Limits) -> Self {
+        let mut registry = Registry::default();
+        let info: Family<Labels, Gauge> = Family::default();
+        info.get_or_create(&vec![
+            ("counter_set".into(), set.name.into()),
+            ("reason".into(), set.reason.clone()),
+        ])
+        .set(1);
+        registry.register(
+            "topdown_info",
+            "The counter set topdown-bpf runs and why (no hardware PMU: software counters only)",
+            info,
+        );
+        let exporter = Self {
+            cpu: Family::default(),
+            switches: Family::default(),
+            events: Family::default(),
+            cycles: Family::default(),
+            event_seconds: Family::default(),
+            tma: Family::default(),
+            losses: Family::default(),
+            refused: Counter::default(),
+            exported_gauge: Gauge::default(),
+            registry,
+            set: set.clone(),
+            view,
+            limits,
+            exported: HashMap::new(),
+            refused_ids: HashSet::new(),
+            dropped: HashSet::new(),
+        };
+        exporter.register()
+    }
+
+    fn register(mut self) -> Self {
+        let r = &mut self.registry;
+        r.register_with_unit(
+            "topdown_cgroup_cpu",
+            "On-CPU time of the cgroup's threads, charged in the kernel at every context switch",
+            Unit::Seconds,
+            self.cpu.clone(),
+        );
+        r.register(
+            "topdown_cgroup_context_switches",
+            "Context switches out of the cgroup's threads",
+            self.switches.clone(),
+        );
+        r.register(
+            "topdown_cgroup_events",
+            "Events counted while the cgroup's threads ran, per counter of the set (scaled when \
+             multiplexed)",
+            self.events.clone(),
+        );
+        r.register(
+            "topdown_cgroup_cycles",
+            "Cycles counted while the cgroup's threads ran, per counter of the set",
+            self.cycles.clone(),
+        );
+        r.register_with_unit(
+            "topdown_cgroup_event",
+            "Time-valued counters of the set while the cgroup's threads ran",
+            Unit::Seconds,
+            self.event_seconds.clone(),
+        );
+        r.register(
+            "topdown_cgroup_tma_ratio",
+            "TopDown (TMA) node as a fraction of pipeline slots over the latest window; only \
+             measured nodes, never with software counters",
+            self.tma.clone(),
+        );
+        r.register(
+            "topdown_kernel_losses",
+            "Data the kernel side could not charge or send, by cause",
+            self.losses.clone(),
+        );
+        r.register(
+            "topdown_cgroups_refused",
+            "cgroups not exported because --max-series was reached",
+            self.refused.clone(),
+        );
+        r.register(
+            "topdown_cgroups_exported",
+            "cgroups with series now",
+            self.exported_gauge.clone(),
+        );
+        self
+    }
+
+    /// Takes one window: `window.cgroups` are deltas since the previous window. Returns the
+    /// ids of removed cgroups whose series were dropped (their kernel totals can go too).
+    pub fn update(&mut self, window: &Window, names: &mut CgroupNames, now: Instant) -> Vec<u64> {
+        names.allow_rescan();
+        for usage in &window.cgroups {
+            if self.dropped.contains(&usage.id) {
+                continue;
+            }
+            if !self.exported.contains_key(&usage.id) {
+                if self.exported.len() >= self.limits.max_cgroups {
+                    if self.refused_ids.insert(usage.id) {
+                        self.refused.inc();
+                    }
+                    continue;
+                }
+                self.exported.insert(
+                    usage.id,
+                    Exported {
+                        labels: labels_of(&names.name(usage.id)),
+                        event_labels: Vec::new(),
+                        node_labels: Vec::new(),
+                        removed_at: None,
+                    },
+                );
+            }
+            self.charge(usage);
+        }
+        for stat in Stat::ALL.into_iter().filter(|s| s.is_loss()) {
+            let counter = self
+                .losses
+                .get_or_create_owned(&vec![("cause".into(), stat.name().replace(' ', "_"))]);
+            let total = window.stats.get(stat);
+            counter.inc_by(total.saturating_sub(counter.get()));
+        }
+        self.drop_removed(names, now)
+    }
+
+    fn charge(&mut self, usage: &CgroupUsage) {
+        let Some(entry) = self.exported.get_mut(&usage.id) else {
+            return;
+        };
+        let labels = entry.labels.clone();
+        self.cpu
+            .get_or_create(&labels)
+            .inc_by(usage.on_cpu_ns() as f64 / 1e9);
+        self.switches.get_or_create(&labels).inc_by(usage.switches);
+        for (counter, value) in self.set.counters.iter().zip(&usage.counters).skip(1) {
+            let mut event = labels.clone();
+            event.push(("event".into(), counter.name.clone()));
+            match counter.unit {
+                CounterUnit::Events => self.events.get_or_create(&event).inc_by(value.scaled()),
+                CounterUnit::Cycles => self.cycles.get_or_create(&event).inc_by(value.scaled()),
+                CounterUnit::Nanoseconds => self
+                    .event_seconds
+                    .get_or_create(&event)
+                    .inc_by(value.scaled() / 1e9),
+            };
+            if !entry.event_labels.contains(&event) {
+                entry.event_labels.push(event);
+            }
+        }
+        if let Some(view) = &self.view {
+            for (part, td) in view.parts.iter().zip(view.of(&self.set, &usage.counters)) {
+                for node in td.iter().flat_map(|td| &td.nodes) {
+                    let mut node_labels = labels.clone();
+                    node_labels.push(("node".into(), node.node.name.to_owned()));
+                    if !part.prefix.is_empty() {
+                        node_labels.push(("pmu".into(), part.prefix.trim_end_matches('/').into()));
+                    }
+                    self.tma.get_or_create(&node_labels).set(node.value);
+                    if !entry.node_labels.contains(&node_labels) {
+                        entry.node_labels.push(node_labels);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Marks cgroups that are gone, and drops the series of those gone for longer than the
+    /// grace period.
+    fn drop_removed(&mut self, names: &CgroupNames, now: Instant) -> Vec<u64> {
+        let mut dropped = Vec::new();
+        for (id, entry) in &mut self.exported {
+            if entry.removed_at.is_none() && !names.is_live(*id) {
+                entry.removed_at = Some(now);
+            }
+            if entry
+                .removed_at
+                .is_some_and(|at| now.duration_since(at) >= self.limits.grace)
+            {
+                dropped.push(*id);
+            }
+        }
+        for id in &dropped {
+            if let Some(entry) = self.exported.remove(id) {
+                self.cpu.remove(&entry.labels);
+                self.switches.remove(&entry.labels);
+                for labels in &entry.event_labels {
+                    self.events.remove(labels);
+                    self.cycles.remove(labels);
+                    self.event_seconds.remove(labels);
+                }
+                for labels in &entry.node_labels {
+                    self.tma.remove(labels);
+                }
+            }
+            self.dropped.insert(*id);
+        }
+        self.exported_gauge.set(self.exported.len() as i64);
+        dropped
+    }
+
+    /// The exposition, in the OpenMetrics text format (ends with `# EOF`).
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        // Writing into a String cannot fail.
+        let _ = encode(&mut text, &self.registry);
+        text
+    }
+}
+
+/// The classic Prometheus text format (0.0.4) of an OpenMetrics exposition, for scrapers and
+/// tools (`promtool check metrics`) that do not speak OpenMetrics: counter families are named
+/// by their `_total` samples, and there are no `# UNIT` and `# EOF` lines.
+pub fn classic_text(openmetrics: &str) -> String {
+    let counters: HashSet<&str> = openmetrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(openmetrics.len());
+    for line in openmetrics.lines() {
+        if line.starts_with("# UNIT ") || line == "# EOF" {
+            continue;
+        }
+        let renamed = ["# HELP ", "# TYPE "].iter().find_map(|prefix| {
+            let rest = line.strip_prefix(prefix)?;
+            let (name, tail) = rest.split_once(' ')?;
+            counters
+                .contains(name)
+                .then(|| format!("{prefix}{name}_total {tail}"))
+        });
+        out.push_str(renamed.as_deref().unwrap_or(line));
+        out.push('\n');
+    }
+    out
+}
+
+/// `cgroup`, and where the path says so `container`, `runtime`, `pod_uid` and `qos`.
+fn labels_of(path: &str) -> Labels {
+    let owner = Owner::of(path);
+    let mut labels = vec![("cgroup".to_owned(), path.to_owned())];
+    if let Some(key) = owner.key() {
+        labels.push(("container".into(), key));
+    }
+    if let Owner::Container { runtime, .. } = &owner {
+        labels.push(("runtime".into(), (*runtime).into()));
+    }
+    if let Some(pod) = owner.pod() {
+        labels.push(("pod_uid".into(), pod.uid.clone()));
+        labels.push(("qos".into(), pod.qos.name().into()));
+    }
+    labels
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{fs, os::unix::fs::MetadataExt as _};
+
+    use super::*;
+    use crate::{
+        attrib::usage::CounterValue,
+        collect::Stats,
+        pmu::{
+            counter_set::{Counter, EventAttr},
+            sysfs::SysRoot,
+        },
+    };
+
+    /// A window's usage of one cgroup: `ns` on CPU, `tsc` TSC cycles.
+    fn usage(id: u64, ns: u64, tsc: u64) -> CgroupUsage {
+        let value = |raw| CounterValue {
+            raw,
+            enabled_ns: ns,
+            running_ns: ns,
+        };
+        CgroupUsage {
+            id,
+            switches: 2,
+            counters: vec![value(ns), value(tsc)],
+        }
+    }
+
+    fn window(cgroups: Vec<CgroupUsage>) -> Window {
+        Window {
+            start: Duration::ZERO,
+            length: Duration::from_secs(1),
+            threads: vec![],
+            idle: vec![],
+            cgroups,
+            stats: Stats::default(),
+        }
+    }
+
+    fn line<'a>(text: &'a str, start: &str) -> Option<&'a str> {
+        text.lines().find(|l| l.starts_with(start))
+    }
+
+    #[test]
+    fn totals_accumulate_removed_cgroups_go_after_the_grace_and_the_cap_is_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let scope = format!("docker-{}.scope", "0f".repeat(32));
+        for path in [scope.as_str(), "b", "c"] {
+            fs::create_dir(dir.path().join(path)).unwrap();
+        }
+        let id = |p: &str| fs::metadata(dir.path().join(p)).unwrap().ino();
+        let (docker, b, c) = (id(&scope), id("b"), id("c"));
+        let mut names = CgroupNames::at(Some(dir.path().to_path_buf()));
+        let sys = tempfile::tempdir().unwrap();
+        let mut set = CounterSet::software(&SysRoot::at(sys.path()), "test".into()).unwrap();
+        set.counters.push(Counter {
+            name: "msr/tsc".into(),
+            unit: CounterUnit::Cycles,
+            attr: EventAttr::default(),
+            cpus: None,
+        });
+        let limits = Limits {
+            grace: Duration::from_secs(10),
+            max_cgroups: 2,
+        };
+        let mut exporter = Exporter::new(&set, None, limits);
+        let t0 = Instant::now();
+
+        exporter.update(
+            &window(vec![usage(docker, 1_500_000_000, 7)]),
+            &mut names,
+            t0,
+        );
+        exporter.update(
+            &window(vec![
+                usage(docker, 500_000_000, 3),
+                usage(b, 1_000_000, 1),
+                usage(c, 1, 1),
+            ]),
+            &mut names,
+            t0,
+        );
+        let text = exporter.encode();
+        let cpu = format!(
+            "topdown_cgroup_cpu_seconds_total{{cgroup=\"/{scope}\",container=\"docker:0f0f0f0f0f0f\",runtime=\"docker\"}} 2.0"
+        );
+        assert!(text.contains(&cpu), "{cpu} in\n{text}");
+        assert!(
+            text.contains("# TYPE topdown_cgroup_cpu_seconds counter"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# UNIT topdown_cgroup_cpu_seconds seconds"),
+            "{text}"
+        );
+        assert!(
+            line(
+                &text,
+                "topdown_cgroup_context_switches_total{cgroup=\"/b\"}"
+            )
+            .is_some(),
+            "{text}"
+        );
+        assert!(
+            text.contains("topdown_cgroups_refused_total 1"),
+            "c is over the cap: {text}"
+        );
+        assert!(text.contains("topdown_cgroups_exported 2"));
+        assert!(text.ends_with("# EOF\n"));
+        let classic = classic_text(&text);
+        assert!(classic.contains("# TYPE topdown_cgroup_cpu_seconds_total counter\n"));
+        assert!(classic.contains("# HELP topdown_cgroup_cpu_seconds_total On-CPU"));
+        assert!(classic.contains("# TYPE topdown_cgroups_exported gauge\n"));
+        assert!(!classic.contains("# EOF") && !classic.contains("# UNIT"));
+        let tsc = line(
+            &text,
+            "topdown_cgroup_cycles_total{cgroup=\"/b\",event=\"msr/tsc\"}",
+        );
+        assert_eq!(tsc.and_then(|l| l.split(' ').nth(1)), Some("1.0"), "{text}");
+        assert!(!text.contains("tma_ratio{"), "no TopDown without a PMU");
+
+        fs::remove_dir(dir.path().join("b")).unwrap();
+        assert!(
+            exporter.update(&window(vec![]), &mut names, t0).is_empty(),
+            "in grace"
+        );
+        assert!(
+            exporter.encode().contains("cgroup=\"/b\""),
+            "kept during the grace period"
+        );
+        let dropped = exporter.update(&window(vec![]), &mut names, t0 + Duration::from_secs(11));
+        assert_eq!(dropped, [b]);
+        let text = exporter.encode();
+        assert!(!text.contains("cgroup=\"/b\""), "{text}");
+        assert!(text.contains("topdown_cgroups_exported 1"));
+    }
+}

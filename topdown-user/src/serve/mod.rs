@@ -1,0 +1,111 @@
+//! `topdown-bpf serve`: per-cgroup counters and TopDown for a fleet's monitoring, scraped by
+//! Prometheus from an HTTP endpoint (loopback by default).
+
+mod exporter;
+mod http;
+
+use std::{
+    net::SocketAddr,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, Result, bail};
+pub use exporter::{Exporter, Limits};
+use tokio::{
+    net::TcpListener,
+    signal::unix::{SignalKind, signal},
+    sync::watch,
+    time::{MissedTickBehavior, interval, sleep_until},
+};
+
+use crate::{
+    attrib::{Attributor, cgroups::CgroupNames, target::Target},
+    cli::ServeArgs,
+    collect::{Collector, CollectorOptions},
+    preflight,
+    run::{counter_set, far_future},
+};
+
+/// How often dead threads' and removed cgroups' records are moved out of the ring buffers.
+const DRAIN: Duration = Duration::from_millis(100);
+
+/// Collects per cgroup and serves the metrics until Ctrl-C, SIGTERM or `--duration`.
+pub async fn run(args: &ServeArgs) -> Result<()> {
+    let address: SocketAddr = args.listen.parse().with_context(|| {
+        format!(
+            "--listen {}: give an address and port, e.g. 127.0.0.1:9464",
+            args.listen
+        )
+    })?;
+    if !address.ip().is_loopback() {
+        log::warn!("serving metrics on {address}, beyond this machine: firewall it");
+    }
+    let (set, view) = counter_set(args.td_level, false, &args.events)?;
+    let mut names = CgroupNames::host();
+    if names.mount().is_none() {
+        bail!(
+            "serve exports per-cgroup metrics, which need the unified cgroup2 hierarchy, and \
+             this host has only cgroup v1: boot with systemd.unified_cgroup_hierarchy=1 (or \
+             mount cgroup2)"
+        );
+    }
+    preflight::check()?;
+    let listener = TcpListener::bind(address)
+        .await
+        .with_context(|| format!("cannot listen on {address} (in use? try another --listen)"))?;
+    let mut collector = Collector::start(
+        &set,
+        &CollectorOptions {
+            max_threads: args.max_threads,
+            max_cgroups: args.max_cgroups,
+            ..CollectorOptions::default()
+        },
+    )?;
+    let started = Instant::now();
+    let mut attrib = Attributor::new(set.counters.len(), Target::NoThreads);
+    attrib.start(started);
+    let mut exporter = Exporter::new(
+        &set,
+        view,
+        Limits {
+            grace: Duration::from_secs_f64(args.grace),
+            max_cgroups: args.max_series,
+        },
+    );
+    let (latest, scrapes) = watch::channel(Arc::new(exporter.encode()));
+    eprintln!(
+        "topdown-bpf: counter set `{}`: {}; metrics on http://{address}/metrics",
+        set.name, set.reason
+    );
+    let mut server = tokio::spawn(http::serve(listener, scrapes));
+
+    let mut refresh = interval(Duration::from_millis(args.interval_ms));
+    refresh.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut drain = interval(DRAIN);
+    let deadline = args
+        .duration
+        .map(|s| tokio::time::Instant::from_std(started + Duration::from_secs_f64(s)));
+    let mut sigterm = signal(SignalKind::terminate()).context("installing a SIGTERM handler")?;
+    let result = loop {
+        tokio::select! {
+            _ = refresh.tick() => {
+                let snapshot = collector.snapshot()?;
+                for (id, path) in &snapshot.removed_cgroups {
+                    names.learn(*id, path.clone());
+                }
+                let window = attrib.window(&snapshot);
+                let gone = exporter.update(&window, &mut names, Instant::now());
+                collector.forget_cgroups(&gone)?;
+                latest.send_replace(Arc::new(exporter.encode()));
+            }
+            _ = drain.tick() => collector.drain_exits(),
+            () = async { sleep_until(deadline.unwrap_or_else(far_future)).await }, if deadline.is_some() => break Ok(()),
+            finished = &mut server => break finished.context("the metrics server stopped").and_then(|r| r),
+            _ = tokio::signal::ctrl_c() => break Ok(()),
+            _ = sigterm.recv() => break Ok(()),
+        }
+    };
+    server.abort();
+    result
+}
