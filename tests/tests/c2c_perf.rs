@@ -85,20 +85,7 @@ fn compare(name: &str, kind: &str, args: &[&str], stop_at: Option<&str>) {
         }
         None => expected,
     };
-    let ours = Command::new(topdown_bpf_binary())
-        .args(["c2c", "report"])
-        .args(args)
-        .arg("-i")
-        .arg(&data)
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        ours.status.success(),
-        "{}",
-        String::from_utf8_lossy(&ours.stderr)
-    );
-    let ours = String::from_utf8(ours.stdout).unwrap();
+    let ours = ours(&data, args);
     for (line, (a, b)) in expected.lines().zip(ours.lines()).enumerate() {
         assert_eq!(a, b, "{name}: line {} differs", line + 1);
     }
@@ -150,4 +137,141 @@ fn truncated_perf_data_is_one_line_and_no_panic() {
         assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
+}
+
+/// `c2c report ARGS -i data`: its standard output, which must be a success.
+fn ours(data: &Path, args: &[&str]) -> String {
+    let output = Command::new(topdown_bpf_binary())
+        .args(["c2c", "report"])
+        .args(args)
+        .arg("-i")
+        .arg(data)
+        .output()
+        .expect("running topdown-bpf");
+    assert!(
+        output.status.success(),
+        "c2c report {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The `(TotHitm, LclHitm, RmtHitm, Stores)` columns of a per-group summary, by group name.
+fn summary(text: &str) -> std::collections::BTreeMap<String, [u64; 4]> {
+    text.lines()
+        .skip_while(|l| !l.contains("Shared cache lines per"))
+        .filter(|l| !l.starts_with('#') && !l.starts_with('='))
+        .filter_map(|l| {
+            let fields: Vec<&str> = l.split_whitespace().collect();
+            let numbers: Vec<u64> = fields
+                .get(1..5)?
+                .iter()
+                .map(|f| f.parse().ok())
+                .collect::<Option<_>>()?;
+            Some((fields.get(6)?.to_string(), numbers.try_into().ok()?))
+        })
+        .collect()
+}
+
+/// A recording with cgroups (`perf c2c record -- --all-cgroups`): tests/tools/add_cgroups.py
+/// adds them to what gen_perf_data.py writes. perf reads it as before (the same statistics), and
+/// names the same cgroups; our split of the shared lines per cgroup and per container adds up to
+/// what the spec says each process did.
+#[test]
+fn shared_lines_split_by_cgroup_and_container() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = fixtures().join("cgroups.json");
+    let plain = generate(&spec_path, dir.path());
+    let data = dir.path().join("cgroups.data");
+    let status = Command::new("python3")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tools/add_cgroups.py"))
+        .arg(&spec_path)
+        .arg(&plain)
+        .arg(&data)
+        .status()
+        .expect("python3 runs add_cgroups.py");
+    assert!(status.success());
+
+    let stats = ours(&data, &["--stats"]);
+    assert_eq!(
+        stats,
+        ours(&plain, &["--stats"]),
+        "cgroups change no statistic"
+    );
+    if let Some(perf) = live_perf(&data, dir.path(), &["--stats"]) {
+        assert_eq!(stats, perf, "perf reads the cgroup recording as we do");
+    }
+
+    // What each process did, from the spec: HITM loads (remote or local) and stores per pid.
+    let spec: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&spec_path).unwrap()).unwrap();
+    let path_of = |pid: u64| {
+        spec["cgroups"][pid.to_string()]["path"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let mut expected: std::collections::BTreeMap<String, [u64; 4]> = Default::default();
+    for sample in spec["samples"].as_array().unwrap() {
+        let count = sample["count"].as_u64().unwrap_or(1);
+        let entry = expected
+            .entry(path_of(sample["pid"].as_u64().unwrap()))
+            .or_default();
+        let ds = &sample["data_src"];
+        if ds["snoop"] == "HITM" {
+            entry[0] += count;
+            entry[if ds["remote"] == 1 { 2 } else { 1 }] += count;
+        }
+        if sample["store"] == true {
+            entry[3] += count;
+        }
+    }
+    expected.retain(|_, v| v[0] > 0 || v[3] > 0);
+
+    let by_cgroup = summary(&ours(&data, &["--per-cgroup"]));
+    assert_eq!(by_cgroup, expected, "per cgroup");
+
+    let by_container = summary(&ours(&data, &["--per-container"]));
+    let docker = format!("docker:{}", "5e".repeat(6));
+    let containerd = format!("containerd:{}", "c7".repeat(6));
+    let key = |path: &str| {
+        if path.contains("docker-") {
+            docker.clone()
+        } else if path.contains("cri-containerd-") {
+            containerd.clone()
+        } else {
+            "cron.service".to_owned()
+        }
+    };
+    let expected: std::collections::BTreeMap<String, [u64; 4]> = expected
+        .into_iter()
+        .map(|(path, v)| (key(&path), v))
+        .collect();
+    assert_eq!(by_container, expected, "per container");
+
+    // perf names the same cgroups from the same records.
+    if let Ok(report) = Command::new("perf")
+        .args(["report", "--stdio", "--sort", "cgroup", "-i"])
+        .arg(&data)
+        .current_dir(dir.path())
+        .output()
+        && report.status.success()
+    {
+        let text = String::from_utf8_lossy(&report.stdout);
+        for path in by_cgroup.keys() {
+            assert!(text.contains(path.as_str()), "perf report names {path}");
+        }
+    }
+
+    let error = Command::new(topdown_bpf_binary())
+        .args(["c2c", "report", "--per-cgroup", "-i"])
+        .arg(&plain)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&error.stderr);
+    assert!(
+        !error.status.success() && stderr.lines().count() == 1,
+        "{stderr}"
+    );
+    assert!(stderr.contains("--all-cgroups"), "{stderr}");
 }

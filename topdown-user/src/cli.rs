@@ -118,6 +118,15 @@ pub struct C2cReportArgs {
     /// Plain text output (the default; accepted as perf accepts it).
     #[arg(long)]
     pub stdio: bool,
+
+    /// Also split each shared cache line by the cgroup of the tasks that touched it (needs a
+    /// recording made with `perf c2c record -- --all-cgroups`).
+    #[arg(long, conflicts_with_all = ["stats", "per_container"])]
+    pub per_cgroup: bool,
+
+    /// Also split each shared cache line by container, pod, service or user slice.
+    #[arg(long, conflicts_with = "stats")]
+    pub per_container: bool,
 }
 
 /// `topdown-bpf analyze`.

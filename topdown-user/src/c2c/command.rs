@@ -2,8 +2,9 @@
 
 use anyhow::{Result, bail};
 
-use super::{line_table, lines::C2cData, perf_data, stats_report};
+use super::{by_group, line_table, lines::C2cData, perf_data, stats_report};
 use crate::{
+    attrib::groups::GroupBy,
     cli::{C2cArgs, C2cCommand},
     pmu::sysfs::SysRoot,
 };
@@ -15,9 +16,21 @@ pub fn run(args: &C2cArgs) -> Result<()> {
         Some(C2cCommand::Report(report)) => {
             let recording = perf_data::read(&report.input)?;
             let data = C2cData::from_recording(&recording, 64);
+            let by = if report.per_container {
+                Some(GroupBy::Container)
+            } else {
+                report.per_cgroup.then_some(GroupBy::Cgroup)
+            };
+            // Checked before anything is printed: one line when the recording cannot do it.
+            let groups = by
+                .map(|by| by_group::render(&data, &recording, by))
+                .transpose()?;
             print!("{}", stats_report::render(&data, &recording.events));
             if !report.stats {
                 print!("\n{}", line_table::render(&data, recording.memory.as_ref()));
+                if let Some(groups) = groups {
+                    print!("{groups}");
+                }
                 eprintln!(
                     "topdown-bpf: the Shared Cache Line Distribution Pareto table is not built yet"
                 );

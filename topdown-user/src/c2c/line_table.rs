@@ -3,7 +3,10 @@
 
 use std::fmt::Write as _;
 
-use super::{lines::C2cData, perf_data::MemoryTopology};
+use super::{
+    lines::{C2cData, Line},
+    perf_data::MemoryTopology,
+};
 
 const HEADER: &str = "\
 =================================================
@@ -16,9 +19,10 @@ const HEADER: &str = "\
 #
 ";
 
-/// The table, for the lines with a share of all HITMs of at least 0.1 %.
-pub fn render(data: &C2cData, memory: Option<&MemoryTopology>) -> String {
-    let total_hitm: u64 = data.lines.values().map(|l| l.stats.tot_hitm).sum();
+/// The lines the table shows, in its order (its indexes): those with a share of all HITMs of at
+/// least 0.1 %, most HITMs first.
+pub fn displayed(data: &C2cData) -> Vec<&Line> {
+    let total_hitm = total_hitm(data);
     let mut lines: Vec<_> = data
         .lines
         .values()
@@ -30,6 +34,17 @@ pub fn render(data: &C2cData, memory: Option<&MemoryTopology>) -> String {
             .cmp(&a.stats.tot_hitm)
             .then(a.address.cmp(&b.address))
     });
+    lines
+}
+
+fn total_hitm(data: &C2cData) -> u64 {
+    data.lines.values().map(|l| l.stats.tot_hitm).sum()
+}
+
+/// The table, for the lines with a share of all HITMs of at least 0.1 %.
+pub fn render(data: &C2cData, memory: Option<&MemoryTopology>) -> String {
+    let total_hitm = total_hitm(data);
+    let lines = displayed(data);
     let mut out = String::from(HEADER);
     for (index, line) in lines.iter().enumerate() {
         let s = &line.stats;

@@ -32,6 +32,8 @@ pub struct Line {
     pub first_phys: u64,
     /// The distinct physical addresses its samples touched.
     pub phys: BTreeSet<u64>,
+    /// Its samples per cgroup id of the sampled task (id 0: not recorded).
+    pub by_cgroup: BTreeMap<u64, C2cStats>,
 }
 
 /// Every sample's classification, in total and per line.
@@ -69,6 +71,7 @@ impl C2cData {
                 ..Line::default()
             });
             line.stats.add(&one);
+            line.by_cgroup.entry(sample.cgroup).or_default().add(&one);
             if sample.phys_addr != 0 {
                 line.phys.insert(sample.phys_addr);
             }

@@ -29,6 +29,8 @@ pub struct MemSample {
     pub weight: u64,
     /// Physical data address (0: not recorded).
     pub phys_addr: u64,
+    /// cgroup2 id of the sampled task (0: not recorded; `perf record --all-cgroups`).
+    pub cgroup: u64,
     /// Sampled in kernel mode.
     pub kernel: bool,
 }
@@ -68,6 +70,8 @@ pub struct Recording {
     pub events: Vec<String>,
     /// Physical memory topology (`HEADER_MEM_TOPOLOGY`), if recorded.
     pub memory: Option<MemoryTopology>,
+    /// cgroup paths by id, from `PERF_RECORD_CGROUP` (`perf record --all-cgroups`).
+    pub cgroups: HashMap<u64, String>,
 }
 
 /// Which NUMA node each block of physical memory belongs to.
@@ -166,6 +170,13 @@ pub fn read(path: &Path) -> Result<Recording> {
             recording.samples.push(sample);
             continue;
         }
+        if record.record_type == RecordType::CGROUP {
+            let (id, cgroup_path) = parse_cgroup(&record.data.as_slice()).with_context(|| {
+                format!("{}: record {index}: corrupt cgroup record", path.display())
+            })?;
+            recording.cgroups.insert(id, cgroup_path);
+            continue;
+        }
         let parsed = record
             .parse()
             .with_context(|| format!("{}: record {index}: corrupt record", path.display()))?;
@@ -211,6 +222,14 @@ pub fn read(path: &Path) -> Result<Recording> {
     Ok(recording)
 }
 
+/// `PERF_RECORD_CGROUP`: the id, then the NUL-terminated path.
+fn parse_cgroup(bytes: &[u8]) -> Option<(u64, String)> {
+    let id = u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?);
+    let rest = bytes.get(8..)?;
+    let end = rest.iter().position(|&b| b == 0)?;
+    Some((id, String::from_utf8_lossy(&rest[..end]).into_owned()))
+}
+
 /// `PERF_RECORD_MISC_CPUMODE_MASK` / `PERF_RECORD_MISC_KERNEL`.
 const CPUMODE_MASK: u16 = 0x7;
 const MISC_KERNEL: u16 = 1;
@@ -244,6 +263,7 @@ fn parse_sample(data: RawData<'_>, format: SampleFormat, misc: u16) -> Result<Me
         data_src: 0,
         weight: 0,
         phys_addr: 0,
+        cgroup: 0,
         kernel: misc & CPUMODE_MASK == MISC_KERNEL,
     };
     if format.contains(SampleFormat::IDENTIFIER) {
@@ -297,6 +317,9 @@ fn parse_sample(data: RawData<'_>, format: SampleFormat, misc: u16) -> Result<Me
     }
     if format.contains(SampleFormat::PHYS_ADDR) {
         sample.phys_addr = u64_next()?;
+    }
+    if format.contains(SampleFormat::CGROUP) {
+        sample.cgroup = u64_next()?;
     }
     Ok(sample)
 }
