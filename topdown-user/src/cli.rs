@@ -94,8 +94,8 @@ pub struct C2cArgs {
 /// `topdown-bpf c2c` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum C2cCommand {
-    /// Report a recording made by `perf c2c record`: perf's statistics and Shared Data Cache Line
-    /// Table (the Pareto table is not built yet).
+    /// Report a recording made by `perf c2c record`: perf's statistics, Shared Data Cache Line
+    /// Table and Shared Cache Line Distribution Pareto.
     Report(C2cReportArgs),
 }
 

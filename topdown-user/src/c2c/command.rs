@@ -2,7 +2,7 @@
 
 use anyhow::{Result, bail};
 
-use super::{by_group, line_table, lines::C2cData, perf_data, stats_report};
+use super::{by_group, line_table, lines::C2cData, pareto, perf_data, stats_report};
 use crate::{
     attrib::groups::GroupBy,
     cli::{C2cArgs, C2cCommand},
@@ -27,13 +27,11 @@ pub fn run(args: &C2cArgs) -> Result<()> {
                 .transpose()?;
             print!("{}", stats_report::render(&data, &recording.events));
             if !report.stats {
-                print!("\n{}", line_table::render(&data, recording.memory.as_ref()));
+                print!("\n{}", line_table::render(&data));
+                print!("{}", pareto::render(&data, &recording));
                 if let Some(groups) = groups {
-                    print!("{groups}");
+                    print!("\n{groups}");
                 }
-                eprintln!(
-                    "topdown-bpf: the Shared Cache Line Distribution Pareto table is not built yet"
-                );
             }
             Ok(())
         }

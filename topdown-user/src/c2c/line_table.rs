@@ -3,10 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::{
-    lines::{C2cData, Line},
-    perf_data::MemoryTopology,
-};
+use super::lines::{C2cData, Line};
 
 const HEADER: &str = "\
 =================================================
@@ -42,7 +39,7 @@ fn total_hitm(data: &C2cData) -> u64 {
 }
 
 /// The table, for the lines with a share of all HITMs of at least 0.1 %.
-pub fn render(data: &C2cData, memory: Option<&MemoryTopology>) -> String {
+pub fn render(data: &C2cData) -> String {
     let total_hitm = total_hitm(data);
     let lines = displayed(data);
     let mut out = String::from(HEADER);
@@ -60,12 +57,7 @@ pub fn render(data: &C2cData, memory: Option<&MemoryTopology>) -> String {
             + s.lcl_dram
             + s.rmt_dram;
         let stores = s.st_l1hit + s.st_l1miss + s.st_na;
-        let node = match (line.first_phys, memory) {
-            (0, _) | (_, None) => "N/A".to_owned(),
-            (phys, Some(memory)) => memory
-                .node_of(phys)
-                .map_or("N/A".to_owned(), |n| n.to_string()),
-        };
+        let node = line.phys.node_list();
         let hitm = format!("{:.2}%", s.tot_hitm as f64 * 100.0 / total_hitm as f64);
         let _ = writeln!(
             out,
@@ -73,7 +65,7 @@ pub fn render(data: &C2cData, memory: Option<&MemoryTopology>) -> String {
              {stores:>7}  {:>7}  {:>7}  {:>7}  {:>7}  {:>7}  {:>7}  {:>8}  {:>7}  {:>8}  {:>7}  {:>8}  \
              {:>8}",
             format!("{:#x}", line.address),
-            line.phys.len(),
+            line.phys.changes,
             s.tot_hitm,
             s.lcl_hitm,
             s.rmt_hitm,

@@ -1,12 +1,14 @@
 //! Samples grouped by cache line, keyed as perf keys them (`sort__dcacheline_cmp`): kernel and
 //! user samples apart; by the data mapping's device and inode; private anonymous memory also by
 //! process; then by the line of the address as the mapping sees it (`addr - start + pgoff`).
+//! Within a line, samples are grouped again by offset and code address, as perf's default
+//! `offset,iaddr` coalescing does for the Pareto table.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use topdown_common::c2c::C2cStats;
 
-use super::perf_data::Recording;
+use super::perf_data::{MemSample, MemoryTopology, Recording};
 
 /// A cache line as perf tells lines apart.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -21,19 +23,110 @@ pub struct LineKey {
     pub line: u64,
 }
 
-/// One cache line: its samples' classification and where it is.
+/// Where samples' data lived in physical memory, as perf counts it: the NUMA nodes, and how
+/// often the physical address changed from one sample to the next ("PA cnt"). Samples without
+/// a physical address, or one no memory node holds, count for neither.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PhysSeen {
+    /// Nodes holding the samples' physical addresses.
+    pub nodes: BTreeSet<u64>,
+    /// Changes of physical address, in sample order.
+    pub changes: u64,
+    last: u64,
+}
+
+impl PhysSeen {
+    fn add(&mut self, phys: u64, memory: Option<&MemoryTopology>) {
+        if phys == 0 {
+            return;
+        }
+        let Some(node) = memory.and_then(|m| m.node_of(phys)) else {
+            return;
+        };
+        self.nodes.insert(node);
+        if self.last != phys {
+            self.changes += 1;
+            self.last = phys;
+        }
+    }
+
+    /// The nodes as a kernel bitmap list (`0`, `0-1`, `0,2-3`), `N/A` for none.
+    pub fn node_list(&self) -> String {
+        if self.nodes.is_empty() {
+            return "N/A".into();
+        }
+        let mut ranges: Vec<(u64, u64)> = Vec::new();
+        for &node in &self.nodes {
+            match ranges.last_mut() {
+                Some((_, end)) if *end + 1 == node => *end = node,
+                _ => ranges.push((node, node)),
+            }
+        }
+        ranges
+            .iter()
+            .map(|&(a, b)| {
+                if a == b {
+                    a.to_string()
+                } else {
+                    format!("{a}-{b}")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+/// A running mean of load latencies.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Mean {
+    sum: f64,
+    count: u64,
+}
+
+impl Mean {
+    fn add(&mut self, value: u64) {
+        self.sum += value as f64;
+        self.count += 1;
+    }
+
+    /// The mean, 0 when empty.
+    pub fn get(&self) -> f64 {
+        if self.count == 0 {
+            0.0
+        } else {
+            self.sum / self.count as f64
+        }
+    }
+}
+
+/// Samples of one line with the same offset and code address (a row of perf's Pareto table).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Entry {
+    /// Their classification.
+    pub stats: C2cStats,
+    /// CPUs that sampled them.
+    pub cpus: BTreeSet<u32>,
+    /// Where their data lived.
+    pub phys: PhysSeen,
+    /// Mean latency of remote HITM, local HITM and other loads.
+    pub cycles: [Mean; 3],
+    /// The first sample (its process, code address and mode name the code).
+    pub first: Option<MemSample>,
+}
+
+/// One cache line: its samples' classification and where it is.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Line {
     /// Its samples, classified.
     pub stats: C2cStats,
     /// The line's virtual address, as its first sample saw it.
     pub address: u64,
-    /// The first sample's physical address (0: not recorded).
-    pub first_phys: u64,
-    /// The distinct physical addresses its samples touched.
-    pub phys: BTreeSet<u64>,
+    /// Where its data lived.
+    pub phys: PhysSeen,
     /// Its samples per cgroup id of the sampled task (id 0: not recorded).
     pub by_cgroup: BTreeMap<u64, C2cStats>,
+    /// Its samples by (offset in the line, code address).
+    pub entries: BTreeMap<(u64, u64), Entry>,
 }
 
 /// Every sample's classification, in total and per line.
@@ -49,6 +142,7 @@ impl C2cData {
     /// Classifies every sample of `recording`, with lines of `line_size` bytes (64, or 128 for
     /// `--double-cl`).
     pub fn from_recording(recording: &Recording, line_size: u64) -> Self {
+        let memory = recording.memory.as_ref();
         let mut data = Self::default();
         for sample in &recording.samples {
             let data_map = recording.mapping(sample.pid, sample.addr);
@@ -67,13 +161,34 @@ impl C2cData {
             };
             let line = data.lines.entry(key).or_insert_with(|| Line {
                 address: sample.addr & !(line_size - 1),
-                first_phys: sample.phys_addr,
                 ..Line::default()
             });
             line.stats.add(&one);
+            line.phys.add(sample.phys_addr, memory);
             line.by_cgroup.entry(sample.cgroup).or_default().add(&one);
-            if sample.phys_addr != 0 {
-                line.phys.insert(sample.phys_addr);
+
+            let entry = line
+                .entries
+                .entry((sample.addr & (line_size - 1), sample.ip))
+                .or_default();
+            entry.stats.add(&one);
+            entry.cpus.insert(sample.cpu);
+            entry.phys.add(sample.phys_addr, memory);
+            entry.first.get_or_insert(*sample);
+            // perf's compute_stats: the latency goes to the sample's most costly class.
+            let class = if one.rmt_hitm > 0 {
+                Some(0)
+            } else if one.lcl_hitm > 0 {
+                Some(1)
+            } else if one.rmt_peer > 0 || one.lcl_peer > 0 {
+                None
+            } else if one.load > 0 {
+                Some(2)
+            } else {
+                None
+            };
+            if let Some(class) = class {
+                entry.cycles[class].add(sample.weight);
             }
         }
         data
@@ -92,5 +207,22 @@ impl C2cData {
             sum.add(&line.stats);
         }
         (count, sum)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_lists_are_kernel_bitmap_lists() {
+        let seen = |nodes: &[u64]| PhysSeen {
+            nodes: nodes.iter().copied().collect(),
+            ..PhysSeen::default()
+        };
+        assert_eq!(seen(&[]).node_list(), "N/A");
+        assert_eq!(seen(&[0]).node_list(), "0");
+        assert_eq!(seen(&[0, 1]).node_list(), "0-1");
+        assert_eq!(seen(&[0, 2, 3, 5]).node_list(), "0,2-3,5");
     }
 }

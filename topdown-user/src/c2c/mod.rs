@@ -2,8 +2,10 @@
 //! (`topdown_common::c2c`), grouped by cache line, reported as perf's tables.
 
 pub mod by_group;
+pub mod code;
 pub mod command;
 pub mod line_table;
 pub mod lines;
+pub mod pareto;
 pub mod perf_data;
 pub mod stats_report;

@@ -72,6 +72,8 @@ pub struct Recording {
     pub memory: Option<MemoryTopology>,
     /// cgroup paths by id, from `PERF_RECORD_CGROUP` (`perf record --all-cgroups`).
     pub cgroups: HashMap<u64, String>,
+    /// Each NUMA node's CPUs (`HEADER_NUMA_TOPOLOGY`), in the file's node order.
+    pub numa_cpus: Vec<Vec<u32>>,
 }
 
 /// Which NUMA node each block of physical memory belongs to.
@@ -149,6 +151,10 @@ pub fn read(path: &Path) -> Result<Recording> {
         memory: perf_file
             .feature_section_data(linux_perf_data::Feature::SAMPLE_TOPOLOGY)
             .and_then(MemoryTopology::parse),
+        numa_cpus: perf_file
+            .feature_section_data(linux_perf_data::Feature::NUMA_TOPOLOGY)
+            .and_then(parse_numa_cpus)
+            .unwrap_or_default(),
         ..Recording::default()
     };
     let mut index = 0usize;
@@ -220,6 +226,36 @@ pub fn read(path: &Path) -> Result<Recording> {
             .push(mapping);
     }
     Ok(recording)
+}
+
+/// `HEADER_NUMA_TOPOLOGY`: a node count, then per node its id, total and free memory, and its
+/// CPU list as a perf string (u32 length, then the NUL-padded text).
+fn parse_numa_cpus(bytes: &[u8]) -> Option<Vec<Vec<u32>>> {
+    let u32_at = |at: usize| -> Option<u32> {
+        Some(u32::from_le_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
+    };
+    let mut nodes = Vec::new();
+    let mut at = 4;
+    for _ in 0..u32_at(0)? {
+        let len = u32_at(at + 20)? as usize;
+        let text = bytes.get(at + 24..at + 24 + len)?;
+        let end = text.iter().position(|&b| b == 0).unwrap_or(len);
+        nodes.push(parse_cpu_list(std::str::from_utf8(&text[..end]).ok()?)?);
+        at += 24 + len;
+    }
+    Some(nodes)
+}
+
+/// `0-3,8` to its CPUs.
+fn parse_cpu_list(text: &str) -> Option<Vec<u32>> {
+    let mut cpus = Vec::new();
+    for part in text.split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => cpus.extend(a.trim().parse::<u32>().ok()?..=b.trim().parse().ok()?),
+            None => cpus.push(part.trim().parse().ok()?),
+        }
+    }
+    Some(cpus)
 }
 
 /// `PERF_RECORD_CGROUP`: the id, then the NUL-terminated path.

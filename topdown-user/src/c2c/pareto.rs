@@ -1,0 +1,305 @@
+//! perf c2c's "Shared Cache Line Distribution Pareto", as `perf c2c report --stdio` prints it
+//! with its defaults (`-d tot`, coalesced by offset and code address): for every line of the
+//! Shared Data Cache Line Table, its totals, then one row per (offset, code address) that has
+//! HITMs or stores, with its shares of the line's HITMs and stores, where its data lived, mean
+//! load latencies, CPU count, symbol, object, source line and the NUMA nodes of its CPUs.
+//!
+//! Column widths follow perf: Symbol, Object and Source:Line are as wide as their widest entry
+//! in each line (Symbol at most 30), and the header is drawn once, with the first line's widths.
+
+use std::fmt::Write as _;
+
+use super::{
+    code::{Code, CodeNames},
+    line_table,
+    lines::{C2cData, Entry, Line},
+    perf_data::Recording,
+};
+
+/// perf's `SYMBOL_WIDTH`: symbols are cut there unless `--full-symbols`.
+const SYMBOL_WIDTH: usize = 30;
+/// Width of an unresolved address: `BITS_PER_LONG / 4` digits, `0x`, and the `[.] ` level.
+const UNRESOLVED_SYMBOL_WIDTH: usize = 16 + 4 + 2;
+
+/// Column widths that depend on the content.
+#[derive(Clone, Copy, Debug)]
+struct Widths {
+    offset_node: usize,
+    symbol: usize,
+    object: usize,
+    srcline: usize,
+}
+
+/// One row: its entry and the names of its code.
+struct Row<'a> {
+    offset: u64,
+    iaddr: u64,
+    entry: &'a Entry,
+    code: Code,
+}
+
+/// The Pareto section, title included.
+pub fn render(data: &C2cData, recording: &Recording) -> String {
+    let mut names = CodeNames::new(recording);
+    let lines = line_table::displayed(data);
+    let offset_node = lines
+        .iter()
+        .flat_map(|l| l.entries.values())
+        .map(|e| e.phys.node_list().len())
+        .fold(4, usize::max);
+    let cpu_nodes = &recording.numa_cpus;
+    let mut out = String::from(
+        "=================================================\n      Shared Cache Line Distribution \
+         Pareto      \n=================================================\n#\n",
+    );
+    for (index, line) in lines.iter().enumerate() {
+        let (rows, widths) = rows(line, &mut names, offset_node);
+        if index == 0 {
+            out.push_str(&header(widths));
+        } else {
+            out.push('\n');
+        }
+        let dashes = format!("  {}\n", "-".repeat(70));
+        let s = &line.stats;
+        out.push_str(&dashes);
+        let _ = writeln!(
+            out,
+            "  {index:>5}  {:>7}  {:>7}  {:>7}  {:>7}  {:>7}  {:>18}",
+            s.rmt_hitm,
+            s.lcl_hitm,
+            s.st_l1hit,
+            s.st_l1miss,
+            s.st_na,
+            format!("{:#x}", line.address)
+        );
+        out.push_str(&dashes);
+        for row in &rows {
+            out.push_str(&row_text(row, line, widths, cpu_nodes));
+        }
+    }
+    out
+}
+
+/// The rows perf shows for `line` (entries with HITMs or stores; by offset, then most HITMs,
+/// then code address), and the line's column widths (computed over all its entries).
+fn rows<'a>(
+    line: &'a Line,
+    names: &mut CodeNames<'_>,
+    offset_node: usize,
+) -> (Vec<Row<'a>>, Widths) {
+    let mut widths = Widths {
+        offset_node,
+        symbol: 0,
+        object: 0,
+        srcline: "Source:Line".len(),
+    };
+    let mut rows = Vec::new();
+    for (&(offset, iaddr), entry) in &line.entries {
+        let Some(first) = entry.first else { continue };
+        let code = names.code(first.pid, first.ip, first.kernel);
+        let symbol_width = if code.resolved {
+            code.symbol.len()
+        } else {
+            UNRESOLVED_SYMBOL_WIDTH
+        };
+        widths.symbol = widths.symbol.max(symbol_width);
+        widths.object = widths.object.max(if code.object == "[unknown]" {
+            16
+        } else {
+            code.object.len()
+        });
+        widths.srcline = widths.srcline.max(code.srcline.len());
+        if entry.stats.store > 0 || entry.stats.tot_hitm > 0 {
+            rows.push(Row {
+                offset,
+                iaddr,
+                entry,
+                code,
+            });
+        }
+    }
+    widths.symbol = widths.symbol.min(SYMBOL_WIDTH);
+    rows.sort_by(|a, b| {
+        a.offset
+            .cmp(&b.offset)
+            .then(b.entry.stats.tot_hitm.cmp(&a.entry.stats.tot_hitm))
+            .then(a.iaddr.cmp(&b.iaddr))
+    });
+    (rows, widths)
+}
+
+/// perf's `fill_line`: `text` centred in dashes, `len` wide.
+fn fill_line(text: &str, len: usize) -> String {
+    let start = (len / 2).saturating_sub(text.len() / 2);
+    let mut out = "-".repeat(start.saturating_sub(1));
+    out.push(' ');
+    out.push_str(text);
+    out.push(' ');
+    while out.len() < len {
+        out.push('-');
+    }
+    out
+}
+
+/// A header column: width, its two header lines, and how many following columns its first
+/// line spans (perf draws a spanning text after the last column it spans, with no separators).
+struct Head {
+    width: usize,
+    top: &'static str,
+    top_owned: Option<String>,
+    low: &'static str,
+    span: usize,
+}
+
+const fn head(width: usize, top: &'static str, low: &'static str, span: usize) -> Head {
+    Head {
+        width,
+        top,
+        top_owned: None,
+        low,
+        span,
+    }
+}
+
+/// The three header lines and the closing `#`, with `widths`.
+fn header(widths: Widths) -> String {
+    let data_address = fill_line("Data address", 18 + widths.offset_node + 6 + 4);
+    let heads = [
+        head(5, "", "Num", 0),
+        head(7, "----- HITM -----", "RmtHitm", 1),
+        head(7, "", "LclHitm", 0),
+        head(7, "------- Store Refs ------", "L1 Hit", 2),
+        head(7, "", "L1 Miss", 0),
+        head(7, "", "N/A", 0),
+        Head {
+            top_owned: Some(data_address),
+            ..head(18, "", "Offset", 2)
+        },
+        head(widths.offset_node, "", "Node", 0),
+        head(6, "", "PA cnt", 0),
+        head(18, "", "Code address", 0),
+        head(8, "---------- cycles ----------", "rmt hitm", 2),
+        head(8, "", "lcl hitm", 0),
+        head(8, "", "load", 0),
+        head(7, "Total", "records", 0),
+        head(8, "cpu", "cnt", 0),
+        head(widths.symbol, "", "Symbol", 0),
+        head(widths.object, "Shared", "Object", 0),
+        head(widths.srcline, "", "Source:Line", 0),
+        head(4, "", "Node", 0),
+    ];
+    let mut out = String::new();
+    for top in [true, false] {
+        out.push_str("# ");
+        let mut pending: Option<(usize, String)> = None;
+        for (i, h) in heads.iter().enumerate() {
+            if let Some((left, text)) = pending.take() {
+                // Inside a span: nothing drawn, no separator; the text after its last column.
+                if left > 1 {
+                    pending = Some((left - 1, text));
+                } else {
+                    out.push_str(&text);
+                }
+                continue;
+            }
+            if i > 0 {
+                out.push_str("  ");
+            }
+            let text = if top {
+                h.top_owned.as_deref().unwrap_or(h.top)
+            } else {
+                h.low
+            };
+            let cell = format!("{text:>width$}", width = h.width);
+            if top && h.span > 0 {
+                pending = Some((h.span, cell));
+            } else {
+                out.push_str(&cell);
+            }
+        }
+        out.push('\n');
+    }
+    let dots: Vec<String> = heads.iter().map(|h| ".".repeat(h.width)).collect();
+    let _ = writeln!(out, "# {}\n#", dots.join("  "));
+    out
+}
+
+/// One row of a line, as perf's `%.2F%%`, hex and `%6.0f` columns print it.
+fn row_text(row: &Row<'_>, line: &Line, widths: Widths, cpu_nodes: &[Vec<u32>]) -> String {
+    let (s, total) = (&row.entry.stats, &line.stats);
+    let percent = |value: u64, of: u64| {
+        let share = if of == 0 {
+            0.0
+        } else {
+            value as f64 * 100.0 / of as f64
+        };
+        format!("{share:.2}%")
+    };
+    let records = s.ld_fbhit
+        + s.ld_l1hit
+        + s.ld_l2hit
+        + s.ld_llchit
+        + s.lcl_hitm
+        + s.rmt_hit
+        + s.rmt_hitm
+        + s.lcl_dram
+        + s.rmt_dram
+        + s.st_l1hit
+        + s.st_l1miss
+        + s.st_na;
+    let symbol = if row.code.resolved {
+        let name = row.code.symbol.get(4..).unwrap_or_default();
+        let width = widths.symbol.saturating_sub(4);
+        format!("{}{name:<width$.width$}", &row.code.symbol[..4])
+    } else {
+        row.code.symbol.clone()
+    };
+    let nodes: Vec<String> = cpu_nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, cpus)| cpus.iter().any(|c| row.entry.cpus.contains(c)))
+        .map(|(node, _)| format!("{node:>2}"))
+        .collect();
+    let mean = |i: usize| format!("{:>6.0}", row.entry.cycles[i].get());
+    format!(
+        "  {:5}  {:>7}  {:>7}  {:>7}  {:>7}  {:>7}  {:>18}  {:>ow$}  {:>6}  {:>18}  {:>8}  {:>8}  \
+         {:>8}  {records:>7}  {:>8}  {symbol}  {:<bw$.bw$}  {:<sw$.sw$}  {}\n",
+        "",
+        percent(s.rmt_hitm, total.rmt_hitm),
+        percent(s.lcl_hitm, total.lcl_hitm),
+        percent(s.st_l1hit, total.st_l1hit),
+        percent(s.st_l1miss, total.st_l1miss),
+        percent(s.st_na, total.st_na),
+        format!("{:#x}", row.offset),
+        row.entry.phys.node_list(),
+        row.entry.phys.changes,
+        format!("{:#x}", row.iaddr),
+        mean(0),
+        mean(1),
+        mean(2),
+        row.entry.cpus.len(),
+        row.code.object,
+        row.code.srcline,
+        nodes.join(" "),
+        ow = widths.offset_node,
+        bw = widths.object,
+        sw = widths.srcline,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fill_line_centres_like_perf() {
+        assert_eq!(
+            fill_line("Data address", 32),
+            "--------- Data address ---------"
+        );
+        assert_eq!(
+            fill_line("Cacheline", 32),
+            "----------- Cacheline ----------"
+        );
+    }
+}
