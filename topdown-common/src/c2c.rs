@@ -59,6 +59,32 @@ pub enum Decoded {
 }
 
 impl C2cStats {
+    /// perf's `total_loads` for its tables: the sum of its load columns (LLC misses and cache
+    /// hits). An Intel remote HITM is both `rmt_hitm` and `rmt_dram`, so it counts twice here,
+    /// unlike in `load`.
+    pub const fn table_loads(&self) -> u64 {
+        self.ld_fbhit
+            + self.ld_l1hit
+            + self.ld_l2hit
+            + self.ld_llchit
+            + self.lcl_hitm
+            + self.rmt_hit
+            + self.rmt_hitm
+            + self.lcl_dram
+            + self.rmt_dram
+    }
+
+    /// perf's `get_stores`: stores that hit, missed or had no level.
+    pub const fn table_stores(&self) -> u64 {
+        self.st_l1hit + self.st_l1miss + self.st_na
+    }
+
+    /// perf's `total_records` for its tables: [`Self::table_loads`] plus
+    /// [`Self::table_stores`].
+    pub const fn table_records(&self) -> u64 {
+        self.table_loads() + self.table_stores()
+    }
+
     /// Adds one sample: its `data_src`, data address, and whether both its data and code
     /// addresses fall in a known mapping. Mirrors `c2c_decode_stats` branch for branch:
     /// - `locks`, `blk_data`, `blk_addr` for every sample;

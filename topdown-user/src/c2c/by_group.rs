@@ -24,8 +24,13 @@ fn group_name(recording: &Recording, id: u64, by: GroupBy) -> String {
 
 /// `Tot Hitm, LclHitm, RmtHitm, Stores, records` of some samples.
 fn columns(s: &C2cStats) -> [u64; 5] {
-    let stores = s.st_l1hit + s.st_l1miss + s.st_na;
-    [s.tot_hitm, s.lcl_hitm, s.rmt_hitm, stores, s.nr_entries]
+    [
+        s.tot_hitm,
+        s.lcl_hitm,
+        s.rmt_hitm,
+        s.table_stores(),
+        s.nr_entries,
+    ]
 }
 
 /// Both tables, as text.

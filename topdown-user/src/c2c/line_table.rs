@@ -45,18 +45,7 @@ pub fn render(data: &C2cData) -> String {
     let mut out = String::from(HEADER);
     for (index, line) in lines.iter().enumerate() {
         let s = &line.stats;
-        // perf's load columns, and its "Total Loads" as their sum (an Intel remote HITM is in
-        // both RmtHitm and Rmt DRAM, so it counts twice here, unlike in Trace Event Information).
-        let loads = s.ld_fbhit
-            + s.ld_l1hit
-            + s.ld_l2hit
-            + s.ld_llchit
-            + s.lcl_hitm
-            + s.rmt_hit
-            + s.rmt_hitm
-            + s.lcl_dram
-            + s.rmt_dram;
-        let stores = s.st_l1hit + s.st_l1miss + s.st_na;
+        let (loads, stores) = (s.table_loads(), s.table_stores());
         let node = line.phys.node_list();
         let hitm = format!("{:.2}%", s.tot_hitm as f64 * 100.0 / total_hitm as f64);
         let _ = writeln!(

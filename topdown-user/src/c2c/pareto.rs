@@ -145,17 +145,15 @@ fn fill_line(text: &str, len: usize) -> String {
 /// line spans (perf draws a spanning text after the last column it spans, with no separators).
 struct Head {
     width: usize,
-    top: &'static str,
-    top_owned: Option<String>,
+    top: String,
     low: &'static str,
     span: usize,
 }
 
-const fn head(width: usize, top: &'static str, low: &'static str, span: usize) -> Head {
+fn head(width: usize, top: &str, low: &'static str, span: usize) -> Head {
     Head {
         width,
-        top,
-        top_owned: None,
+        top: top.to_owned(),
         low,
         span,
     }
@@ -171,10 +169,7 @@ fn header(widths: Widths) -> String {
         head(7, "------- Store Refs ------", "L1 Hit", 2),
         head(7, "", "L1 Miss", 0),
         head(7, "", "N/A", 0),
-        Head {
-            top_owned: Some(data_address),
-            ..head(18, "", "Offset", 2)
-        },
+        head(18, &data_address, "Offset", 2),
         head(widths.offset_node, "", "Node", 0),
         head(6, "", "PA cnt", 0),
         head(18, "", "Code address", 0),
@@ -205,11 +200,7 @@ fn header(widths: Widths) -> String {
             if i > 0 {
                 out.push_str("  ");
             }
-            let text = if top {
-                h.top_owned.as_deref().unwrap_or(h.top)
-            } else {
-                h.low
-            };
+            let text = if top { h.top.as_str() } else { h.low };
             let cell = format!("{text:>width$}", width = h.width);
             if top && h.span > 0 {
                 pending = Some((h.span, cell));
@@ -235,18 +226,7 @@ fn row_text(row: &Row<'_>, line: &Line, widths: Widths, cpu_nodes: &[Vec<u32>]) 
         };
         format!("{share:.2}%")
     };
-    let records = s.ld_fbhit
-        + s.ld_l1hit
-        + s.ld_l2hit
-        + s.ld_llchit
-        + s.lcl_hitm
-        + s.rmt_hit
-        + s.rmt_hitm
-        + s.lcl_dram
-        + s.rmt_dram
-        + s.st_l1hit
-        + s.st_l1miss
-        + s.st_na;
+    let records = s.table_records();
     let symbol = if row.code.resolved {
         let name = row.code.symbol.get(4..).unwrap_or_default();
         let width = widths.symbol.saturating_sub(4);
