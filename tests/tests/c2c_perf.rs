@@ -75,12 +75,12 @@ fn compare(name: &str, kind: &str, args: &[&str]) {
     };
     let ours = ours(&data, dir.path(), args);
     for (line, (a, b)) in expected.lines().zip(ours.lines()).enumerate() {
-        assert_eq!(a, b, "{name}: line {} differs", line + 1);
+        assert_eq!(a, b, "{name} {args:?}: line {} differs", line + 1);
     }
     assert_eq!(
         expected.lines().count(),
         ours.lines().count(),
-        "{name}: line count"
+        "{name} {args:?}: line count"
     );
     assert!(
         expected.contains("Total Shared Cache Lines"),
@@ -103,6 +103,25 @@ fn stats_equal_perf_c2c_report_line_by_line() {
 fn full_report_equals_perf_c2c_report_line_by_line() {
     for name in FIXTURES {
         compare(name, "stdio", &["--stdio"]);
+    }
+}
+
+/// Every display mode (`-d`), and `--show-all` (lines that rank equal in perf's own order, and
+/// perf's "Total Stores" counting stores without an address or uncached ones), on the file that
+/// covers every branch.
+#[test]
+fn display_modes_and_show_all_equal_perf() {
+    for (kind, args) in [
+        ("stdio-d-lcl", &["--stdio", "-d", "lcl"][..]),
+        ("stdio-d-rmt", &["--stdio", "-d", "rmt"]),
+        ("stdio-d-peer", &["--stdio", "-d", "peer"]),
+        ("stdio-show-all", &["--stdio", "--show-all"]),
+        (
+            "stdio-d-peer-show-all",
+            &["--stdio", "-d", "peer", "--show-all"],
+        ),
+    ] {
+        compare("branches", kind, args);
     }
 }
 

@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::{ArgAction, Args, Parser, Subcommand};
 
+use crate::c2c::display::Display;
+
 /// Counters and TopDown per thread, charged in the kernel at every context switch.
 ///
 /// With no target, every thread on the machine is reported. The first line says which counter
@@ -118,6 +120,14 @@ pub struct C2cReportArgs {
     /// Plain text output (the default; accepted as perf accepts it).
     #[arg(long)]
     pub stdio: bool,
+
+    /// Rank lines by total, local or remote HITMs, or by peer-cache loads (`perf c2c report -d`).
+    #[arg(short = 'd', long, value_enum, default_value_t = Display::Tot)]
+    pub display: Display,
+
+    /// Show every cache line, not only those with at least 0.1 % of the ranked count.
+    #[arg(long)]
+    pub show_all: bool,
 
     /// Also split each shared cache line by the cgroup of the tasks that touched it (needs a
     /// recording made with `perf c2c record -- --all-cgroups`).

@@ -7,7 +7,7 @@ use std::{collections::BTreeMap, fmt::Write as _};
 use anyhow::{Result, bail};
 use topdown_common::c2c::C2cStats;
 
-use super::{line_table, lines::C2cData, perf_data::Recording};
+use super::{display::ReportOptions, line_table, lines::C2cData, perf_data::Recording};
 use crate::attrib::{containers::Owner, groups::GroupBy};
 
 /// The name a cgroup id gets: its path, or the container, pod, service or user slice the path
@@ -34,7 +34,12 @@ fn columns(s: &C2cStats) -> [u64; 5] {
 }
 
 /// Both tables, as text.
-pub fn render(data: &C2cData, recording: &Recording, by: GroupBy) -> Result<String> {
+pub fn render(
+    data: &C2cData,
+    recording: &Recording,
+    by: GroupBy,
+    options: ReportOptions,
+) -> Result<String> {
     if recording.cgroups.is_empty() {
         bail!(
             "this recording has no cgroups: record with `perf c2c record -- --all-cgroups ...` \
@@ -56,7 +61,7 @@ pub fn render(data: &C2cData, recording: &Recording, by: GroupBy) -> Result<Stri
         "Index", "Address", "TotHitm", "LclHitm", "RmtHitm", "Stores", "records", who
     );
     let mut summary: BTreeMap<String, (u64, C2cStats)> = BTreeMap::new();
-    for (index, line) in line_table::displayed(data).iter().enumerate() {
+    for (index, line) in line_table::displayed(data, options).iter().enumerate() {
         let mut groups: BTreeMap<String, C2cStats> = BTreeMap::new();
         for (id, stats) in &line.by_cgroup {
             groups

@@ -2,7 +2,9 @@
 
 use anyhow::{Result, bail};
 
-use super::{by_group, line_table, lines::C2cData, pareto, perf_data, stats_report};
+use super::{
+    by_group, display::ReportOptions, line_table, lines::C2cData, pareto, perf_data, stats_report,
+};
 use crate::{
     attrib::groups::GroupBy,
     cli::{C2cArgs, C2cCommand},
@@ -16,6 +18,10 @@ pub fn run(args: &C2cArgs) -> Result<()> {
         Some(C2cCommand::Report(report)) => {
             let recording = perf_data::read(&report.input)?;
             let data = C2cData::from_recording(&recording, 64);
+            let options = ReportOptions {
+                display: report.display,
+                show_all: report.show_all,
+            };
             let by = if report.per_container {
                 Some(GroupBy::Container)
             } else {
@@ -23,12 +29,15 @@ pub fn run(args: &C2cArgs) -> Result<()> {
             };
             // Checked before anything is printed: one line when the recording cannot do it.
             let groups = by
-                .map(|by| by_group::render(&data, &recording, by))
+                .map(|by| by_group::render(&data, &recording, by, options))
                 .transpose()?;
-            print!("{}", stats_report::render(&data, &recording.events));
+            print!(
+                "{}",
+                stats_report::render(&data, &recording.events, options.display)
+            );
             if !report.stats {
-                print!("\n{}", line_table::render(&data));
-                print!("{}", pareto::render(&data, &recording));
+                print!("\n{}", line_table::render(&data, options));
+                print!("{}", pareto::render(&data, &recording, options));
                 if let Some(groups) = groups {
                     print!("\n{groups}");
                 }

@@ -1,9 +1,13 @@
 //! perf c2c's "Shared Data Cache Line Table", line for line as `perf c2c report --stdio` prints
-//! it in its default display (lines sorted by total HITMs, lines under 0.1 % of them hidden).
+//! it: lines ranked by the display's count (`-d`, total HITMs by default), those under 0.1 % of
+//! it hidden unless `--show-all`.
 
 use std::fmt::Write as _;
 
-use super::lines::{C2cData, Line};
+use super::{
+    display::{Display, ReportOptions},
+    lines::{C2cData, Line},
+};
 
 const HEADER: &str = "\
 =================================================
@@ -16,49 +20,81 @@ const HEADER: &str = "\
 #
 ";
 
-/// The lines the table shows, in its order (its indexes): those with a share of all HITMs of at
-/// least 0.1 %, most HITMs first.
-pub fn displayed(data: &C2cData) -> Vec<&Line> {
-    let total_hitm = total_hitm(data);
+/// The lines the table shows, in its order (its indexes): those with at least 0.1 % of the
+/// display's count (all with `--show-all`), most first.
+pub fn displayed(data: &C2cData, options: ReportOptions) -> Vec<&Line> {
+    let metric = |l: &Line| options.display.metric(&l.stats);
+    let total: u64 = data.lines.values().map(metric).sum();
     let mut lines: Vec<_> = data
         .lines
-        .values()
-        .filter(|l| total_hitm > 0 && l.stats.tot_hitm as f64 * 100.0 / total_hitm as f64 >= 0.1)
+        .iter()
+        .filter(|(_, l)| {
+            options.show_all || (total > 0 && metric(l) as f64 / total as f64 >= 0.001)
+        })
         .collect();
-    lines.sort_by(|a, b| {
-        b.stats
-            .tot_hitm
-            .cmp(&a.stats.tot_hitm)
-            .then(a.address.cmp(&b.address))
+    lines.sort_by(|(ka, a), (kb, b)| {
+        metric(b)
+            .cmp(&metric(a))
+            .then(ka.perf_order().cmp(&kb.perf_order()))
     });
-    lines
+    lines.into_iter().map(|(_, line)| line).collect()
 }
 
-fn total_hitm(data: &C2cData) -> u64 {
-    data.lines.values().map(|l| l.stats.tot_hitm).sum()
+/// The header for `display`: its ranked column, and the HITM or peer columns.
+fn header(display: Display) -> String {
+    let (rank, group) = match display {
+        Display::Tot => ("      Tot", "Hitm"),
+        Display::Lcl => ("      Lcl", "Hitm"),
+        Display::Rmt => ("      Rmt", "Hitm"),
+        Display::Peer => ("     Peer", "Peer"),
+    };
+    let low = if display == Display::Peer {
+        "    Snoop    Total    Local   Remote"
+    } else {
+        "     Hitm    Total  LclHitm  RmtHitm"
+    };
+    HEADER
+        .replace(
+            "      Tot  ------- Load Hitm -------",
+            &format!("{rank}  ------- Load {group} -------"),
+        )
+        .replace("     Hitm    Total  LclHitm  RmtHitm", low)
 }
 
 /// The table, for the lines with a share of all HITMs of at least 0.1 %.
-pub fn render(data: &C2cData) -> String {
-    let total_hitm = total_hitm(data);
-    let lines = displayed(data);
-    let mut out = String::from(HEADER);
+pub fn render(data: &C2cData, options: ReportOptions) -> String {
+    let display = options.display;
+    // Shares are of all samples' count (perf's `percent_costly_snoop`).
+    let total: u64 = data.lines.values().map(|l| display.metric(&l.stats)).sum();
+    let lines = displayed(data, options);
+    let mut out = header(display);
     for (index, line) in lines.iter().enumerate() {
         let s = &line.stats;
-        let (loads, stores) = (s.table_loads(), s.table_stores());
+        let loads = s.table_loads();
         let node = line.phys.node_list();
-        let hitm = format!("{:.2}%", s.tot_hitm as f64 * 100.0 / total_hitm as f64);
+        let share = if total == 0 {
+            0.0
+        } else {
+            display.metric(s) as f64 * 100.0 / total as f64
+        };
+        let hitm = format!("{share:.2}%");
+        let (all, local, remote) = if display == Display::Peer {
+            (s.tot_peer, s.lcl_peer, s.rmt_peer)
+        } else {
+            (s.tot_hitm, s.lcl_hitm, s.rmt_hitm)
+        };
         let _ = writeln!(
             out,
             "{index:>7}  {:>18}  {node:>4}  {:>6}  {hitm:>7}  {:>7}  {:>7}  {:>7}  {:>7}  {loads:>7}  \
-             {stores:>7}  {:>7}  {:>7}  {:>7}  {:>7}  {:>7}  {:>7}  {:>8}  {:>7}  {:>8}  {:>7}  {:>8}  \
+             {:>7}  {:>7}  {:>7}  {:>7}  {:>7}  {:>7}  {:>7}  {:>8}  {:>7}  {:>8}  {:>7}  {:>8}  \
              {:>8}",
             format!("{:#x}", line.address),
             line.phys.changes,
-            s.tot_hitm,
-            s.lcl_hitm,
-            s.rmt_hitm,
-            loads + stores,
+            all,
+            local,
+            remote,
+            s.table_records(),
+            s.store,
             s.st_l1hit,
             s.st_l1miss,
             s.st_na,

@@ -15,12 +15,28 @@ use super::perf_data::{MemSample, MemoryTopology, Recording};
 pub struct LineKey {
     /// Sampled in kernel mode.
     pub kernel: bool,
+    /// The data address fell in a known mapping.
+    pub mapped: bool,
     /// Device major, minor and inode of the data's mapping (zeros: anonymous or unmapped).
     pub dev_ino: (u32, u32, u64),
     /// The process, for private anonymous memory; 0 otherwise.
     pub pid: u32,
     /// The line's first byte, as the mapping sees it.
     pub line: u64,
+}
+
+impl LineKey {
+    /// perf's order of lines that rank equal (its `sort__dcacheline_cmp` tree order): kernel
+    /// before user, mapped before unmapped, then by device and inode, process, and address.
+    pub const fn perf_order(&self) -> (bool, bool, (u32, u32, u64), u32, u64) {
+        (
+            !self.kernel,
+            !self.mapped,
+            self.dev_ino,
+            self.pid,
+            self.line,
+        )
+    }
 }
 
 /// Where samples' data lived in physical memory, as perf counts it: the NUMA nodes, and how
@@ -76,6 +92,41 @@ impl PhysSeen {
     }
 }
 
+/// The load classes perf keeps a mean latency for (`compute_stats`), each sample in its most
+/// costly one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cycles {
+    /// Remote HITM.
+    RmtHitm,
+    /// Local HITM.
+    LclHitm,
+    /// Remote peer.
+    RmtPeer,
+    /// Local peer.
+    LclPeer,
+    /// Any other load.
+    Load,
+}
+
+impl Cycles {
+    /// The class of one sample's classification, if it is a load.
+    fn of(one: &C2cStats) -> Option<Self> {
+        if one.rmt_hitm > 0 {
+            Some(Self::RmtHitm)
+        } else if one.lcl_hitm > 0 {
+            Some(Self::LclHitm)
+        } else if one.rmt_peer > 0 {
+            Some(Self::RmtPeer)
+        } else if one.lcl_peer > 0 {
+            Some(Self::LclPeer)
+        } else if one.load > 0 {
+            Some(Self::Load)
+        } else {
+            None
+        }
+    }
+}
+
 /// A running mean of load latencies.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Mean {
@@ -108,8 +159,8 @@ pub struct Entry {
     pub cpus: BTreeSet<u32>,
     /// Where their data lived.
     pub phys: PhysSeen,
-    /// Mean latency of remote HITM, local HITM and other loads.
-    pub cycles: [Mean; 3],
+    /// Mean latency per [`Cycles`] class, indexed by it.
+    pub cycles: [Mean; 5],
     /// The first sample (its process, code address and mode name the code).
     pub first: Option<MemSample>,
 }
@@ -155,6 +206,7 @@ impl C2cData {
             let mapped_addr = data_map.map_or(sample.addr, |m| sample.addr - m.start + m.pgoff);
             let key = LineKey {
                 kernel: sample.kernel,
+                mapped: data_map.is_some(),
                 dev_ino: data_map.map_or((0, 0, 0), |m| m.dev_ino),
                 pid: if anonymous_private { sample.pid } else { 0 },
                 line: mapped_addr & !(line_size - 1),
@@ -175,20 +227,8 @@ impl C2cData {
             entry.cpus.insert(sample.cpu);
             entry.phys.add(sample.phys_addr, memory);
             entry.first.get_or_insert(*sample);
-            // perf's compute_stats: the latency goes to the sample's most costly class.
-            let class = if one.rmt_hitm > 0 {
-                Some(0)
-            } else if one.lcl_hitm > 0 {
-                Some(1)
-            } else if one.rmt_peer > 0 || one.lcl_peer > 0 {
-                None
-            } else if one.load > 0 {
-                Some(2)
-            } else {
-                None
-            };
-            if let Some(class) = class {
-                entry.cycles[class].add(sample.weight);
+            if let Some(class) = Cycles::of(&one) {
+                entry.cycles[class as usize].add(sample.weight);
             }
         }
         data

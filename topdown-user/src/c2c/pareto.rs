@@ -11,8 +11,9 @@ use std::fmt::Write as _;
 
 use super::{
     code::{Code, CodeNames},
+    display::{Display, ReportOptions},
     line_table,
-    lines::{C2cData, Entry, Line},
+    lines::{C2cData, Cycles, Entry, Line},
     perf_data::Recording,
 };
 
@@ -39,9 +40,10 @@ struct Row<'a> {
 }
 
 /// The Pareto section, title included.
-pub fn render(data: &C2cData, recording: &Recording) -> String {
+pub fn render(data: &C2cData, recording: &Recording, options: ReportOptions) -> String {
+    let display = options.display;
     let mut names = CodeNames::new(recording);
-    let lines = line_table::displayed(data);
+    let lines = line_table::displayed(data, options);
     let offset_node = lines
         .iter()
         .flat_map(|l| l.entries.values())
@@ -53,20 +55,25 @@ pub fn render(data: &C2cData, recording: &Recording) -> String {
          Pareto      \n=================================================\n#\n",
     );
     for (index, line) in lines.iter().enumerate() {
-        let (rows, widths) = rows(line, &mut names, offset_node);
+        let (rows, widths) = rows(line, &mut names, offset_node, display);
         if index == 0 {
-            out.push_str(&header(widths));
+            out.push_str(&header(widths, display));
         } else {
             out.push('\n');
         }
         let dashes = format!("  {}\n", "-".repeat(70));
         let s = &line.stats;
+        let (remote, local) = if display == Display::Peer {
+            (s.rmt_peer, s.lcl_peer)
+        } else {
+            (s.rmt_hitm, s.lcl_hitm)
+        };
         out.push_str(&dashes);
         let _ = writeln!(
             out,
             "  {index:>5}  {:>7}  {:>7}  {:>7}  {:>7}  {:>7}  {:>18}",
-            s.rmt_hitm,
-            s.lcl_hitm,
+            remote,
+            local,
             s.st_l1hit,
             s.st_l1miss,
             s.st_na,
@@ -74,18 +81,20 @@ pub fn render(data: &C2cData, recording: &Recording) -> String {
         );
         out.push_str(&dashes);
         for row in &rows {
-            out.push_str(&row_text(row, line, widths, cpu_nodes));
+            out.push_str(&row_text(row, line, widths, cpu_nodes, display));
         }
     }
     out
 }
 
-/// The rows perf shows for `line` (entries with HITMs or stores; by offset, then most HITMs,
-/// then code address), and the line's column widths (computed over all its entries).
+/// The rows perf shows for `line` (entries with stores or the display's count; by offset, then
+/// the display's ranking, then code address), and the line's column widths (computed over all
+/// its entries).
 fn rows<'a>(
     line: &'a Line,
     names: &mut CodeNames<'_>,
     offset_node: usize,
+    display: Display,
 ) -> (Vec<Row<'a>>, Widths) {
     let mut widths = Widths {
         offset_node,
@@ -109,7 +118,7 @@ fn rows<'a>(
             code.object.len()
         });
         widths.srcline = widths.srcline.max(code.srcline.len());
-        if entry.stats.store > 0 || entry.stats.tot_hitm > 0 {
+        if entry.stats.store > 0 || display.metric(&entry.stats) > 0 {
             rows.push(Row {
                 offset,
                 iaddr,
@@ -122,7 +131,7 @@ fn rows<'a>(
     rows.sort_by(|a, b| {
         a.offset
             .cmp(&b.offset)
-            .then(b.entry.stats.tot_hitm.cmp(&a.entry.stats.tot_hitm))
+            .then(display.rank(&a.entry.stats, &b.entry.stats))
             .then(a.iaddr.cmp(&b.iaddr))
     });
     (rows, widths)
@@ -160,12 +169,17 @@ fn head(width: usize, top: &str, low: &'static str, span: usize) -> Head {
 }
 
 /// The three header lines and the closing `#`, with `widths`.
-fn header(widths: Widths) -> String {
+fn header(widths: Widths, display: Display) -> String {
     let data_address = fill_line("Data address", 18 + widths.offset_node + 6 + 4);
+    let peer = display == Display::Peer;
     let heads = [
         head(5, "", "Num", 0),
-        head(7, "----- HITM -----", "RmtHitm", 1),
-        head(7, "", "LclHitm", 0),
+        if peer {
+            head(7, "-- Peer Snoop --", "Rmt", 1)
+        } else {
+            head(7, "----- HITM -----", "RmtHitm", 1)
+        },
+        head(7, "", if peer { "Lcl" } else { "LclHitm" }, 0),
         head(7, "------- Store Refs ------", "L1 Hit", 2),
         head(7, "", "L1 Miss", 0),
         head(7, "", "N/A", 0),
@@ -173,8 +187,13 @@ fn header(widths: Widths) -> String {
         head(widths.offset_node, "", "Node", 0),
         head(6, "", "PA cnt", 0),
         head(18, "", "Code address", 0),
-        head(8, "---------- cycles ----------", "rmt hitm", 2),
-        head(8, "", "lcl hitm", 0),
+        head(
+            8,
+            "---------- cycles ----------",
+            if peer { "rmt peer" } else { "rmt hitm" },
+            2,
+        ),
+        head(8, "", if peer { "lcl peer" } else { "lcl hitm" }, 0),
         head(8, "", "load", 0),
         head(7, "Total", "records", 0),
         head(8, "cpu", "cnt", 0),
@@ -216,8 +235,15 @@ fn header(widths: Widths) -> String {
 }
 
 /// One row of a line, as perf's `%.2F%%`, hex and `%6.0f` columns print it.
-fn row_text(row: &Row<'_>, line: &Line, widths: Widths, cpu_nodes: &[Vec<u32>]) -> String {
+fn row_text(
+    row: &Row<'_>,
+    line: &Line,
+    widths: Widths,
+    cpu_nodes: &[Vec<u32>],
+    display: Display,
+) -> String {
     let (s, total) = (&row.entry.stats, &line.stats);
+    let peer = display == Display::Peer;
     let percent = |value: u64, of: u64| {
         let share = if of == 0 {
             0.0
@@ -240,13 +266,29 @@ fn row_text(row: &Row<'_>, line: &Line, widths: Widths, cpu_nodes: &[Vec<u32>]) 
         .filter(|(_, cpus)| cpus.iter().any(|c| row.entry.cpus.contains(c)))
         .map(|(node, _)| format!("{node:>2}"))
         .collect();
-    let mean = |i: usize| format!("{:>6.0}", row.entry.cycles[i].get());
+    let mean = |class: Cycles| format!("{:>6.0}", row.entry.cycles[class as usize].get());
+    let (remote, local) = if peer {
+        (
+            percent(s.rmt_peer, total.rmt_peer),
+            percent(s.lcl_peer, total.lcl_peer),
+        )
+    } else {
+        (
+            percent(s.rmt_hitm, total.rmt_hitm),
+            percent(s.lcl_hitm, total.lcl_hitm),
+        )
+    };
+    let (remote_cycles, local_cycles) = if peer {
+        (Cycles::RmtPeer, Cycles::LclPeer)
+    } else {
+        (Cycles::RmtHitm, Cycles::LclHitm)
+    };
     format!(
         "  {:5}  {:>7}  {:>7}  {:>7}  {:>7}  {:>7}  {:>18}  {:>ow$}  {:>6}  {:>18}  {:>8}  {:>8}  \
          {:>8}  {records:>7}  {:>8}  {symbol}  {:<bw$.bw$}  {:<sw$.sw$}  {}\n",
         "",
-        percent(s.rmt_hitm, total.rmt_hitm),
-        percent(s.lcl_hitm, total.lcl_hitm),
+        remote,
+        local,
         percent(s.st_l1hit, total.st_l1hit),
         percent(s.st_l1miss, total.st_l1miss),
         percent(s.st_na, total.st_na),
@@ -254,9 +296,9 @@ fn row_text(row: &Row<'_>, line: &Line, widths: Widths, cpu_nodes: &[Vec<u32>]) 
         row.entry.phys.node_list(),
         row.entry.phys.changes,
         format!("{:#x}", row.iaddr),
-        mean(0),
-        mean(1),
-        mean(2),
+        mean(remote_cycles),
+        mean(local_cycles),
+        mean(Cycles::Load),
         row.entry.cpus.len(),
         row.code.object,
         row.code.srcline,

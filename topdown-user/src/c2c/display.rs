@@ -1,0 +1,62 @@
+//! How a c2c report ranks and filters cache lines (`-d tot|lcl|rmt|peer`, `--show-all`), as
+//! perf c2c does.
+
+use clap::ValueEnum;
+use topdown_common::c2c::C2cStats;
+
+/// What lines are ranked by (`perf c2c report -d`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum Display {
+    /// Total HITMs (perf's default on x86).
+    #[default]
+    Tot,
+    /// Local HITMs.
+    Lcl,
+    /// Remote HITMs.
+    Rmt,
+    /// Loads served by a peer cache (perf's default on arm64).
+    Peer,
+}
+
+impl Display {
+    /// The count lines are ranked by.
+    pub const fn metric(self, s: &C2cStats) -> u64 {
+        match self {
+            Self::Tot => s.tot_hitm,
+            Self::Lcl => s.lcl_hitm,
+            Self::Rmt => s.rmt_hitm,
+            Self::Peer => s.tot_peer,
+        }
+    }
+
+    /// perf's `display_str`, for "Cachelines sort on".
+    pub const fn title(self) -> &'static str {
+        match self {
+            Self::Tot => "Total HITMs",
+            Self::Lcl => "Local HITMs",
+            Self::Rmt => "Remote HITMs",
+            Self::Peer => "Peer Snoop",
+        }
+    }
+
+    /// Orders two entries of a line after their offset (perf's `cl_resort` keys after
+    /// `offset`): most of the ranked count first, then the other kind of HITM.
+    pub fn rank(self, a: &C2cStats, b: &C2cStats) -> std::cmp::Ordering {
+        let key = |s: &C2cStats| match self {
+            Self::Tot => (s.tot_hitm, 0),
+            Self::Lcl => (s.lcl_hitm, s.rmt_hitm),
+            Self::Rmt => (s.rmt_hitm, s.lcl_hitm),
+            Self::Peer => (s.tot_peer, 0),
+        };
+        key(b).cmp(&key(a))
+    }
+}
+
+/// How a report chooses and shows its lines.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReportOptions {
+    /// What lines are ranked by.
+    pub display: Display,
+    /// Every line, not only those with at least 0.1 % of the ranked count.
+    pub show_all: bool,
+}
