@@ -126,7 +126,7 @@ fn display_modes_and_show_all_equal_perf() {
 }
 
 #[test]
-fn truncated_perf_data_is_one_line_and_no_panic() {
+fn truncated_or_corrupt_perf_data_is_one_line_naming_the_offset() {
     let dir = tempfile::tempdir().unwrap();
     let data = generate(&fixtures().join("branches.json"), dir.path());
     let bytes = std::fs::read(&data).unwrap();
@@ -142,7 +142,25 @@ fn truncated_perf_data_is_one_line_and_no_panic() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
         assert!(!stderr.contains("panicked"), "{stderr}");
+        assert!(stderr.contains("byte"), "names the offset: {stderr}");
     }
+    // A record whose size field is broken: the error names the record's offset.
+    let data_offset = u64::from_le_bytes(bytes[40..48].try_into().unwrap()) as usize;
+    let mut broken = bytes.clone();
+    broken[data_offset + 6..data_offset + 8].copy_from_slice(&3u16.to_le_bytes());
+    let path = dir.path().join("broken.data");
+    std::fs::write(&path, &broken).unwrap();
+    let output = Command::new(topdown_bpf_binary())
+        .args(["c2c", "report", "--stats", "-i"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.trim().lines().count() == 1 && stderr.contains(&format!("byte {data_offset}")),
+        "{stderr}"
+    );
 }
 
 /// `c2c report ARGS -i data` run in `dir` (where the generator put the ELF files): its

@@ -4,7 +4,7 @@
 //! - `build-ebpf`: builds the BPF object (installing bpf-linker and its LLVM when missing).
 //! - `run -- ARGS`: builds everything and runs `topdown-bpf ARGS` (through sudo when not root).
 //! - `test`: builds everything and runs the whole test suite.
-//! - `bench`: the collector-cost benchmark (see BENCHMARKS.md).
+//! - `bench [collector|c2c-report]`: the benchmarks (see BENCHMARKS.md).
 
 mod deps;
 
@@ -45,12 +45,25 @@ enum Task {
         #[arg(last = true)]
         args: Vec<OsString>,
     },
-    /// Measure the collector's cost (needs root; writes a Markdown table to stdout).
+    /// Run a benchmark (writes a Markdown table to stdout; see BENCHMARKS.md).
     Bench {
+        /// Which: the collector's cost at context switches (needs root), or `c2c report` on a
+        /// generated perf.data of a million samples against `perf c2c report`.
+        #[arg(value_enum, default_value_t = Bench::Collector)]
+        which: Bench,
         /// Repetitions per configuration.
         #[arg(long, default_value_t = 7)]
         runs: usize,
     },
+}
+
+/// The benchmarks `cargo xtask bench` runs.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Bench {
+    /// `xtask/bench/collector-cost.sh`.
+    Collector,
+    /// `xtask/bench/c2c-report.sh`.
+    C2cReport,
 }
 
 fn main() -> ExitCode {
@@ -99,11 +112,15 @@ fn run(cli: Cli) -> Result<()> {
             println!("\ntests: {passed} passed, {failed} failed");
             check(status, "cargo test")
         }
-        Task::Bench { runs } => {
+        Task::Bench { which, runs } => {
             let binary = build_user(&root, true)?;
             deps::ensure_bench_tools()?;
+            let script = match which {
+                Bench::Collector => "xtask/bench/collector-cost.sh",
+                Bench::C2cReport => "xtask/bench/c2c-report.sh",
+            };
             let status = Command::new("bash")
-                .arg(root.join("xtask/bench/collector-cost.sh"))
+                .arg(root.join(script))
                 .arg(&binary)
                 .arg(runs.to_string())
                 .status()

@@ -4,7 +4,9 @@
 //! Within a line, samples are grouped again by offset and code address, as perf's default
 //! `offset,iaddr` coalescing does for the Pareto table.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
+
+use rustc_hash::FxHashMap;
 
 use topdown_common::c2c::C2cStats;
 
@@ -127,6 +129,37 @@ impl Cycles {
     }
 }
 
+/// A set of CPU numbers, as a bitmap.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CpuSet(Vec<u64>);
+
+impl CpuSet {
+    fn insert(&mut self, cpu: u32) {
+        let (word, bit) = ((cpu / 64) as usize, cpu % 64);
+        if self.0.len() <= word {
+            self.0.resize(word + 1, 0);
+        }
+        self.0[word] |= 1 << bit;
+    }
+
+    /// Whether `cpu` is in the set.
+    pub fn contains(&self, cpu: u32) -> bool {
+        self.0
+            .get((cpu / 64) as usize)
+            .is_some_and(|w| w >> (cpu % 64) & 1 == 1)
+    }
+
+    /// How many CPUs are in the set.
+    pub fn len(&self) -> usize {
+        self.0.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(&self) -> bool {
+        self.0.iter().all(|w| *w == 0)
+    }
+}
+
 /// A running mean of load latencies.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Mean {
@@ -156,7 +189,7 @@ pub struct Entry {
     /// Their classification.
     pub stats: C2cStats,
     /// CPUs that sampled them.
-    pub cpus: BTreeSet<u32>,
+    pub cpus: CpuSet,
     /// Where their data lived.
     pub phys: PhysSeen,
     /// Mean latency per [`Cycles`] class, indexed by it.
@@ -175,9 +208,9 @@ pub struct Line {
     /// Where its data lived.
     pub phys: PhysSeen,
     /// Its samples per cgroup id of the sampled task (id 0: not recorded).
-    pub by_cgroup: BTreeMap<u64, C2cStats>,
+    pub by_cgroup: FxHashMap<u64, C2cStats>,
     /// Its samples by (offset in the line, code address).
-    pub entries: BTreeMap<(u64, u64), Entry>,
+    pub entries: FxHashMap<(u64, u64), Entry>,
 }
 
 /// Every sample's classification, in total and per line.
@@ -186,7 +219,7 @@ pub struct C2cData {
     /// All samples (perf's "Trace Event Information").
     pub total: C2cStats,
     /// Per cache line.
-    pub lines: BTreeMap<LineKey, Line>,
+    pub lines: FxHashMap<LineKey, Line>,
 }
 
 impl C2cData {

@@ -9,4 +9,5 @@ pub mod line_table;
 pub mod lines;
 pub mod pareto;
 pub mod perf_data;
+pub mod records;
 pub mod stats_report;

@@ -263,7 +263,7 @@ fn row_text(
     let nodes: Vec<String> = cpu_nodes
         .iter()
         .enumerate()
-        .filter(|(_, cpus)| cpus.iter().any(|c| row.entry.cpus.contains(c)))
+        .filter(|(_, cpus)| cpus.iter().any(|&c| row.entry.cpus.contains(c)))
         .map(|(node, _)| format!("{node:>2}"))
         .collect();
     let mean = |class: Cycles| format!("{:>6.0}", row.entry.cycles[class as usize].get());

@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+"""Write a gen_perf_data.py spec of N memory samples spread over many cache lines, for the
+c2c report benchmark: three processes, private anonymous and shared file memory, every load
+class c2c counts, stores, 4 CPUs on 2 nodes. usage: c2c_spec.py N OUT.json"""
+import json, random, sys
+
+n, out = int(sys.argv[1]), sys.argv[2]
+random.seed(42)
+classes = [
+    {"op": "LOAD", "lvl": "HIT|L3", "snoop": "HITM", "lvl_num": "L3", "dtlb": "L1|HIT", "lock": "NA"},
+    {"op": "LOAD", "lvl": "MISS|REM_CCE1", "snoop": "HITM", "lvl_num": "ANY_CACHE", "remote": 1,
+     "dtlb": "L1|HIT", "lock": "NA"},
+    {"op": "LOAD", "lvl": "HIT|L1", "snoop": "NONE", "lvl_num": "L1", "dtlb": "L1|HIT", "lock": "NA"},
+    {"op": "LOAD", "lvl": "HIT|L2", "snoop": "NONE", "lvl_num": "L2", "dtlb": "L1|HIT", "lock": "NA"},
+    {"op": "LOAD", "lvl": "HIT|LOC_RAM", "snoop": "HIT", "lvl_num": "RAM", "dtlb": "L1|HIT", "lock": "NA"},
+]
+store = {"op": "STORE", "lvl": "HIT|L1", "snoop": "NA", "dtlb": "L1|HIT", "lock": "NA"}
+procs = []
+for i, pid in enumerate([2000, 3000, 4000]):
+    base = 0x400000 + i * 0x100000
+    procs.append({"pid": pid, "comm": f"w{i}", "tids": [pid, pid + 1],
+                  "mmaps": [
+                      {"start": hex(base), "len": "0x10000", "filename": f"w{i}-bin/w{i}", "prot": 5,
+                       "symbols": [{"addr": hex(base + 0x1000 + 0x100 * k), "size": "0x100",
+                                    "name": f"func_{i}_{k}"} for k in range(16)]},
+                      {"start": hex(0x7f1000000000 + i * 0x1000000000), "len": "0x100000",
+                       "filename": "/dev/shm/bench", "prot": 3, "flags": 1, "maj": 0, "min": 25,
+                       "ino": 4242, "phys": "0x2000000"},
+                      {"start": "0x7f0000000000", "len": "0x1000000", "filename": "//anon", "prot": 3,
+                       "phys": hex(0x10000000 * (i + 1))}]})
+entries, per = 20000, max(1, n // 20000)
+samples = []
+for k in range(entries):
+    i = random.randrange(3)
+    pid = procs[i]["pid"]
+    shared = random.random() < 0.5
+    line = random.randrange(4096)
+    base = (0x7f1000000000 + i * 0x1000000000) if shared else 0x7f0000000000
+    addr = base + line * 64 + random.randrange(8) * 8
+    is_store = random.random() < 0.3
+    ip = 0x400000 + i * 0x100000 + 0x1000 + 0x100 * random.randrange(16) + random.randrange(32)
+    s = {"pid": pid, "tid": pid + random.randrange(2), "cpu": random.randrange(4), "ip": hex(ip),
+         "addr": hex(addr), "count": per}
+    if is_store:
+        s["store"] = True
+        s["data_src"] = store
+    else:
+        s["data_src"] = random.choice(classes)
+        s["weight"] = random.randrange(5, 400)
+    samples.append(s)
+spec = {"nr_cpus": 4, "numa_nodes": [{"cpus": "0-1"}, {"cpus": "2-3"}], "phys_addr": True,
+        "processes": procs, "samples": samples}
+json.dump(spec, open(out, "w"))
