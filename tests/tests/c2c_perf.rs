@@ -301,3 +301,18 @@ fn shared_lines_split_by_cgroup_and_container() {
     );
     assert!(stderr.contains("--all-cgroups"), "{stderr}");
 }
+
+/// Node information in the Pareto table (`-N`: CPU counts and shares per node, blanks for nodes
+/// not touched; `-NN`: CPU lists) and `--no-source`, on the recording whose lines are shared
+/// across nodes.
+#[test]
+fn node_info_and_no_source_equal_perf() {
+    for (kind, args) in [
+        ("stdio-N", &["--stdio", "-N"][..]),
+        ("stdio-NN", &["--stdio", "-NN"]),
+        ("stdio-d-peer-N", &["--stdio", "-d", "peer", "-N"]),
+        ("stdio-no-source", &["--stdio", "--no-source"]),
+    ] {
+        compare("cgroups", kind, args);
+    }
+}

@@ -129,6 +129,19 @@ pub struct C2cReportArgs {
     #[arg(long)]
     pub show_all: bool,
 
+    /// More node information in the Pareto table: -N adds CPU counts and shares per node, -NN
+    /// the CPU lists.
+    #[arg(short = 'N', long = "node-info", action = ArgAction::Count)]
+    pub node_info: u8,
+
+    /// Do not cut symbols at 30 characters.
+    #[arg(long)]
+    pub full_symbols: bool,
+
+    /// No Source:Line column.
+    #[arg(long)]
+    pub no_source: bool,
+
     /// Also split each shared cache line by the cgroup of the tasks that touched it (needs a
     /// recording made with `perf c2c record -- --all-cgroups`).
     #[arg(long, conflicts_with_all = ["stats", "per_container"])]

@@ -21,6 +21,9 @@ pub fn run(args: &C2cArgs) -> Result<()> {
             let options = ReportOptions {
                 display: report.display,
                 show_all: report.show_all,
+                node_info: report.node_info.min(2),
+                full_symbols: report.full_symbols,
+                no_source: report.no_source,
             };
             let by = if report.per_container {
                 Some(GroupBy::Container)

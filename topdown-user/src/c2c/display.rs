@@ -59,4 +59,11 @@ pub struct ReportOptions {
     pub display: Display,
     /// Every line, not only those with at least 0.1 % of the ranked count.
     pub show_all: bool,
+    /// The Pareto table's last column (`-N`): 0 the nodes of the CPUs, 1 with their CPU counts
+    /// and shares of the ranked count and of the stores, 2 with the CPU lists.
+    pub node_info: u8,
+    /// Symbols are not cut at 30 characters (`--full-symbols`).
+    pub full_symbols: bool,
+    /// No Source:Line column (`--no-source`).
+    pub no_source: bool,
 }

@@ -73,25 +73,30 @@ impl PhysSeen {
         if self.nodes.is_empty() {
             return "N/A".into();
         }
-        let mut ranges: Vec<(u64, u64)> = Vec::new();
-        for &node in &self.nodes {
-            match ranges.last_mut() {
-                Some((_, end)) if *end + 1 == node => *end = node,
-                _ => ranges.push((node, node)),
-            }
-        }
-        ranges
-            .iter()
-            .map(|&(a, b)| {
-                if a == b {
-                    a.to_string()
-                } else {
-                    format!("{a}-{b}")
-                }
-            })
-            .collect::<Vec<_>>()
-            .join(",")
+        ranges(self.nodes.iter().copied())
     }
+}
+
+/// Ascending numbers as a kernel bitmap list: `0,2-3,5`.
+pub fn ranges(numbers: impl IntoIterator<Item = u64>) -> String {
+    let mut spans: Vec<(u64, u64)> = Vec::new();
+    for n in numbers {
+        match spans.last_mut() {
+            Some((_, end)) if *end + 1 == n => *end = n,
+            _ => spans.push((n, n)),
+        }
+    }
+    spans
+        .iter()
+        .map(|&(a, b)| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}-{b}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// The load classes perf keeps a mean latency for (`compute_stats`), each sample in its most
@@ -194,6 +199,8 @@ pub struct Entry {
     pub phys: PhysSeen,
     /// Mean latency per [`Cycles`] class, indexed by it.
     pub cycles: [Mean; 5],
+    /// Their classification per NUMA node of the sampling CPU (the recording's node order).
+    pub node_stats: Vec<C2cStats>,
     /// The first sample (its process, code address and mode name the code).
     pub first: Option<MemSample>,
 }
@@ -227,6 +234,17 @@ impl C2cData {
     /// `--double-cl`).
     pub fn from_recording(recording: &Recording, line_size: u64) -> Self {
         let memory = recording.memory.as_ref();
+        let nodes = recording.numa_cpus.len();
+        let mut node_of_cpu: Vec<Option<usize>> = Vec::new();
+        for (node, cpus) in recording.numa_cpus.iter().enumerate() {
+            for &cpu in cpus {
+                let cpu = cpu as usize;
+                if node_of_cpu.len() <= cpu {
+                    node_of_cpu.resize(cpu + 1, None);
+                }
+                node_of_cpu[cpu] = Some(node);
+            }
+        }
         let mut data = Self::default();
         for sample in &recording.samples {
             let data_map = recording.mapping(sample.pid, sample.addr);
@@ -257,6 +275,10 @@ impl C2cData {
                 .entry((sample.addr & (line_size - 1), sample.ip))
                 .or_default();
             entry.stats.add(&one);
+            if let Some(Some(node)) = node_of_cpu.get(sample.cpu as usize) {
+                entry.node_stats.resize(nodes, C2cStats::default());
+                entry.node_stats[*node].add(&one);
+            }
             entry.cpus.insert(sample.cpu);
             entry.phys.add(sample.phys_addr, memory);
             entry.first.get_or_insert(*sample);

@@ -13,7 +13,7 @@ use super::{
     code::{Code, CodeNames},
     display::{Display, ReportOptions},
     line_table,
-    lines::{C2cData, Cycles, Entry, Line},
+    lines::{C2cData, Cycles, Entry, Line, ranges},
     perf_data::Recording,
 };
 
@@ -55,9 +55,9 @@ pub fn render(data: &C2cData, recording: &Recording, options: ReportOptions) -> 
          Pareto      \n=================================================\n#\n",
     );
     for (index, line) in lines.iter().enumerate() {
-        let (rows, widths) = rows(line, &mut names, offset_node, display);
+        let (rows, widths) = rows(line, &mut names, offset_node, options);
         if index == 0 {
-            out.push_str(&header(widths, display));
+            out.push_str(&header(widths, options));
         } else {
             out.push('\n');
         }
@@ -81,7 +81,7 @@ pub fn render(data: &C2cData, recording: &Recording, options: ReportOptions) -> 
         );
         out.push_str(&dashes);
         for row in &rows {
-            out.push_str(&row_text(row, line, widths, cpu_nodes, display));
+            out.push_str(&row_text(row, line, widths, cpu_nodes, options));
         }
     }
     out
@@ -94,8 +94,9 @@ fn rows<'a>(
     line: &'a Line,
     names: &mut CodeNames<'_>,
     offset_node: usize,
-    display: Display,
+    options: ReportOptions,
 ) -> (Vec<Row<'a>>, Widths) {
+    let display = options.display;
     let mut widths = Widths {
         offset_node,
         symbol: 0,
@@ -127,7 +128,9 @@ fn rows<'a>(
             });
         }
     }
-    widths.symbol = widths.symbol.min(SYMBOL_WIDTH);
+    if !options.full_symbols {
+        widths.symbol = widths.symbol.min(SYMBOL_WIDTH);
+    }
     rows.sort_by(|a, b| {
         a.offset
             .cmp(&b.offset)
@@ -169,9 +172,16 @@ fn head(width: usize, top: &str, low: &'static str, span: usize) -> Head {
 }
 
 /// The three header lines and the closing `#`, with `widths`.
-fn header(widths: Widths, display: Display) -> String {
+fn header(widths: Widths, options: ReportOptions) -> String {
+    let display = options.display;
     let data_address = fill_line("Data address", 18 + widths.offset_node + 6 + 4);
     let peer = display == Display::Peer;
+    let node = match (options.node_info, peer) {
+        (0, _) => "Node",
+        (1, false) => "Node{cpus %hitms %stores}",
+        (1, true) => "Node{cpus %peers %stores}",
+        _ => "Node{cpu list}",
+    };
     let heads = [
         head(5, "", "Num", 0),
         if peer {
@@ -200,8 +210,12 @@ fn header(widths: Widths, display: Display) -> String {
         head(widths.symbol, "", "Symbol", 0),
         head(widths.object, "Shared", "Object", 0),
         head(widths.srcline, "", "Source:Line", 0),
-        head(4, "", "Node", 0),
+        head(4, "", node, 0),
     ];
+    let heads: Vec<Head> = heads
+        .into_iter()
+        .filter(|h| !(options.no_source && h.low == "Source:Line"))
+        .collect();
     let mut out = String::new();
     for top in [true, false] {
         out.push_str("# ");
@@ -240,8 +254,9 @@ fn row_text(
     line: &Line,
     widths: Widths,
     cpu_nodes: &[Vec<u32>],
-    display: Display,
+    options: ReportOptions,
 ) -> String {
+    let display = options.display;
     let (s, total) = (&row.entry.stats, &line.stats);
     let peer = display == Display::Peer;
     let percent = |value: u64, of: u64| {
@@ -253,6 +268,11 @@ fn row_text(
         format!("{share:.2}%")
     };
     let records = s.table_records();
+    let source = if options.no_source {
+        String::new()
+    } else {
+        format!("{:<sw$.sw$}  ", row.code.srcline, sw = widths.srcline)
+    };
     let symbol = if row.code.resolved {
         let name = row.code.symbol.get(4..).unwrap_or_default();
         let width = widths.symbol.saturating_sub(4);
@@ -260,12 +280,6 @@ fn row_text(
     } else {
         row.code.symbol.clone()
     };
-    let nodes: Vec<String> = cpu_nodes
-        .iter()
-        .enumerate()
-        .filter(|(_, cpus)| cpus.iter().any(|&c| row.entry.cpus.contains(c)))
-        .map(|(node, _)| format!("{node:>2}"))
-        .collect();
     let mean = |class: Cycles| format!("{:>6.0}", row.entry.cycles[class as usize].get());
     let (remote, local) = if peer {
         (
@@ -285,7 +299,7 @@ fn row_text(
     };
     format!(
         "  {:5}  {:>7}  {:>7}  {:>7}  {:>7}  {:>7}  {:>18}  {:>ow$}  {:>6}  {:>18}  {:>8}  {:>8}  \
-         {:>8}  {records:>7}  {:>8}  {symbol}  {:<bw$.bw$}  {:<sw$.sw$}  {}\n",
+         {:>8}  {records:>7}  {:>8}  {symbol}  {:<bw$.bw$}  {source}{}\n",
         "",
         remote,
         local,
@@ -301,12 +315,62 @@ fn row_text(
         mean(Cycles::Load),
         row.entry.cpus.len(),
         row.code.object,
-        row.code.srcline,
-        nodes.join(" "),
+        node_cell(row.entry, cpu_nodes, options),
         ow = widths.offset_node,
         bw = widths.object,
-        sw = widths.srcline,
     )
+}
+
+/// perf's `node_entry`: for each NUMA node the entry's CPUs touch, its number (`-N` 0), with
+/// its CPU count and shares of the ranked count and the stores (1; 21 blanks for a node not
+/// touched), or with its CPU list (2).
+fn node_cell(entry: &Entry, cpu_nodes: &[Vec<u32>], options: ReportOptions) -> String {
+    let share = |part: u64, all: u64| part as f64 * 100.0 / all as f64;
+    let mut out = String::new();
+    let mut first = true;
+    for (node, cpus) in cpu_nodes.iter().enumerate() {
+        let touched: Vec<u64> = cpus
+            .iter()
+            .filter(|&&c| entry.cpus.contains(c))
+            .map(|&c| u64::from(c))
+            .collect();
+        if touched.is_empty() {
+            if options.node_info == 1 {
+                out.push_str(&" ".repeat(21));
+            }
+            continue;
+        }
+        if !first {
+            out.push(' ');
+        }
+        first = false;
+        let _ = write!(out, "{node:>2}");
+        match options.node_info {
+            0 => {}
+            1 => {
+                let here = entry.node_stats.get(node).copied().unwrap_or_default();
+                let _ = write!(out, "{{{:>2} ", touched.len());
+                let (part, all) = (
+                    options.display.metric(&here),
+                    options.display.metric(&entry.stats),
+                );
+                let _ = if all == 0 {
+                    write!(out, "{:>6} ", "n/a")
+                } else {
+                    write!(out, "{:5.1}% ", share(part, all))
+                };
+                let _ = if entry.stats.store == 0 {
+                    write!(out, "{:>6}}}", "n/a")
+                } else {
+                    write!(out, "{:5.1}%}}", share(here.store, entry.stats.store))
+                };
+            }
+            _ => {
+                let _ = write!(out, "{{{}}}", ranges(touched));
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]
