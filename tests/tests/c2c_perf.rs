@@ -316,3 +316,90 @@ fn node_info_and_no_source_equal_perf() {
         compare("cgroups", kind, args);
     }
 }
+
+/// `--json` carries perf's numbers: the Trace Event Information counters, the shared-line count,
+/// each line's HITMs as the Shared Data Cache Line Table prints them, and as many entries per
+/// line as the Pareto table has rows, for every fixture.
+#[test]
+fn json_carries_the_numbers_perf_prints() {
+    let labels = [
+        ("Total records", "nr_entries"),
+        ("Locked Load/Store Operations", "locks"),
+        ("Load Operations", "load"),
+        ("Loads - uncacheable", "ld_uncache"),
+        ("Loads - IO", "ld_io"),
+        ("Loads - Miss", "ld_miss"),
+        ("Loads - no mapping", "ld_noadrs"),
+        ("Load Fill Buffer Hit", "ld_fbhit"),
+        ("Load L1D hit", "ld_l1hit"),
+        ("Load L2D hit", "ld_l2hit"),
+        ("Load Local HITM", "lcl_hitm"),
+        ("Load Remote HITM", "rmt_hitm"),
+        ("Load Remote HIT", "rmt_hit"),
+        ("Load Local DRAM", "lcl_dram"),
+        ("Load Remote DRAM", "rmt_dram"),
+        ("Load HIT Local Peer", "lcl_peer"),
+        ("Load HIT Remote Peer", "rmt_peer"),
+        ("Store Operations", "store"),
+        ("Store - uncacheable", "st_uncache"),
+        ("Store - no mapping", "st_noadrs"),
+        ("Store L1D Hit", "st_l1hit"),
+        ("Store L1D Miss", "st_l1miss"),
+        ("No Page Map Rejects", "nomap"),
+        ("Unable to parse data source", "noparse"),
+    ];
+    for name in FIXTURES {
+        let dir = tempfile::tempdir().unwrap();
+        let data = generate(&fixtures().join(format!("{name}.json")), dir.path());
+        let perf = live_perf(&data, dir.path(), &[]).unwrap_or_else(|| {
+            std::fs::read_to_string(fixtures().join(format!("{name}.perf-6.1.stdio.txt"))).unwrap()
+        });
+        let doc: serde_json::Value =
+            serde_json::from_str(&ours(&data, dir.path(), &["--json"])).unwrap();
+        let value = |label: &str| -> u64 {
+            perf.lines()
+                .find_map(|l| l.trim().strip_prefix(label)?.trim().strip_prefix(':'))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or_else(|| panic!("{name}: {label} in perf's output"))
+        };
+        for (label, counter) in labels {
+            assert_eq!(doc["totals"][counter], value(label), "{name}: {counter}");
+        }
+        assert_eq!(doc["shared"]["lines"], value("Total Shared Cache Lines"));
+
+        // The line table's rows: index, address, node, PA cnt, share, then Total, Lcl, Rmt HITM.
+        let table: Vec<Vec<&str>> = perf
+            .lines()
+            .skip_while(|l| !l.contains("Shared Data Cache Line Table"))
+            .take_while(|l| !l.contains("Shared Cache Line Distribution Pareto"))
+            .filter(|l| !l.starts_with('#') && !l.starts_with('='))
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .filter(|f| f.len() > 8 && f[0].parse::<usize>().is_ok())
+            .collect();
+        let lines = doc["lines"].as_array().unwrap();
+        assert_eq!(lines.len(), table.len(), "{name}: lines");
+        let pareto = perf
+            .split("Shared Cache Line Distribution Pareto")
+            .nth(1)
+            .unwrap();
+        for (line, row) in lines.iter().zip(&table) {
+            let stats = &line["stats"];
+            assert_eq!(
+                [&stats["tot_hitm"], &stats["lcl_hitm"], &stats["rmt_hitm"]],
+                [row[5], row[6], row[7]].map(|v| v.parse::<u64>().unwrap()),
+                "{name}: line {}",
+                row[0]
+            );
+            assert_eq!(format!("{:#x}", line["address"].as_u64().unwrap()), row[1]);
+        }
+        let rows_in_pareto = pareto
+            .lines()
+            .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()) && l.contains('%'))
+            .count();
+        let entries: usize = lines
+            .iter()
+            .map(|l| l["entries"].as_array().unwrap().len())
+            .sum();
+        assert_eq!(entries, rows_in_pareto, "{name}: Pareto rows");
+    }
+}

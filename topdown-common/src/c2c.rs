@@ -59,6 +59,44 @@ pub enum Decoded {
 }
 
 impl C2cStats {
+    /// Every counter with perf's name for it, in declaration order (for JSON and tests).
+    pub const fn named(&self) -> [(&'static str, u64); 32] {
+        [
+            ("nr_entries", self.nr_entries),
+            ("locks", self.locks),
+            ("store", self.store),
+            ("st_uncache", self.st_uncache),
+            ("st_noadrs", self.st_noadrs),
+            ("st_l1hit", self.st_l1hit),
+            ("st_l1miss", self.st_l1miss),
+            ("st_na", self.st_na),
+            ("load", self.load),
+            ("ld_excl", self.ld_excl),
+            ("ld_shared", self.ld_shared),
+            ("ld_uncache", self.ld_uncache),
+            ("ld_io", self.ld_io),
+            ("ld_miss", self.ld_miss),
+            ("ld_noadrs", self.ld_noadrs),
+            ("ld_fbhit", self.ld_fbhit),
+            ("ld_l1hit", self.ld_l1hit),
+            ("ld_l2hit", self.ld_l2hit),
+            ("ld_llchit", self.ld_llchit),
+            ("lcl_hitm", self.lcl_hitm),
+            ("rmt_hitm", self.rmt_hitm),
+            ("tot_hitm", self.tot_hitm),
+            ("lcl_peer", self.lcl_peer),
+            ("rmt_peer", self.rmt_peer),
+            ("tot_peer", self.tot_peer),
+            ("rmt_hit", self.rmt_hit),
+            ("lcl_dram", self.lcl_dram),
+            ("rmt_dram", self.rmt_dram),
+            ("blk_data", self.blk_data),
+            ("blk_addr", self.blk_addr),
+            ("nomap", self.nomap),
+            ("noparse", self.noparse),
+        ]
+    }
+
     /// perf's `total_loads` for its tables: the sum of its load columns (LLC misses and cache
     /// hits). An Intel remote HITM is both `rmt_hitm` and `rmt_dram`, so it counts twice here,
     /// unlike in `load`.

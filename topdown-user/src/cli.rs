@@ -142,6 +142,10 @@ pub struct C2cReportArgs {
     #[arg(long)]
     pub no_source: bool,
 
+    /// One JSON document (`topdown-bpf/c2c/v1`) with the numbers of the four tables.
+    #[arg(long, conflicts_with_all = ["stats", "per_cgroup", "per_container"])]
+    pub json: bool,
+
     /// Also split each shared cache line by the cgroup of the tasks that touched it (needs a
     /// recording made with `perf c2c record -- --all-cgroups`).
     #[arg(long, conflicts_with_all = ["stats", "per_container"])]

@@ -3,7 +3,8 @@
 use anyhow::{Result, bail};
 
 use super::{
-    by_group, display::ReportOptions, line_table, lines::C2cData, pareto, perf_data, stats_report,
+    by_group, display::ReportOptions, json_report, line_table, lines::C2cData, pareto, perf_data,
+    stats_report,
 };
 use crate::{
     attrib::groups::GroupBy,
@@ -25,6 +26,10 @@ pub fn run(args: &C2cArgs) -> Result<()> {
                 full_symbols: report.full_symbols,
                 no_source: report.no_source,
             };
+            if report.json {
+                print!("{}", json_report::render(&data, &recording, options));
+                return Ok(());
+            }
             let by = if report.per_container {
                 Some(GroupBy::Container)
             } else {

@@ -5,6 +5,7 @@ pub mod by_group;
 pub mod code;
 pub mod command;
 pub mod display;
+pub mod json_report;
 pub mod line_table;
 pub mod lines;
 pub mod pareto;

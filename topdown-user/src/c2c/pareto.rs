@@ -32,16 +32,33 @@ struct Widths {
 }
 
 /// One row: its entry and the names of its code.
-struct Row<'a> {
-    offset: u64,
-    iaddr: u64,
-    entry: &'a Entry,
-    code: Code,
+pub struct Row<'a> {
+    /// Offset of its data in the line.
+    pub offset: u64,
+    /// Its code address.
+    pub iaddr: u64,
+    /// Its samples.
+    pub entry: &'a Entry,
+    /// The names of its code.
+    pub code: Code,
 }
 
-/// The Pareto section, title included.
-pub fn render(data: &C2cData, recording: &Recording, options: ReportOptions) -> String {
-    let display = options.display;
+/// One line of the table and its rows.
+pub struct ParetoLine<'a> {
+    /// The line.
+    pub line: &'a Line,
+    /// Its rows, in perf's order.
+    pub rows: Vec<Row<'a>>,
+    widths: Widths,
+}
+
+/// The lines of the Shared Data Cache Line Table (same order, same indexes), each with the rows
+/// perf shows for it.
+pub fn lines<'a>(
+    data: &'a C2cData,
+    recording: &Recording,
+    options: ReportOptions,
+) -> Vec<ParetoLine<'a>> {
     let mut names = CodeNames::new(recording);
     let lines = line_table::displayed(data, options);
     let offset_node = lines
@@ -49,13 +66,26 @@ pub fn render(data: &C2cData, recording: &Recording, options: ReportOptions) -> 
         .flat_map(|l| l.entries.values())
         .map(|e| e.phys.node_list().len())
         .fold(4, usize::max);
+    lines
+        .into_iter()
+        .map(|line| {
+            let (rows, widths) = rows(line, &mut names, offset_node, options);
+            ParetoLine { line, rows, widths }
+        })
+        .collect()
+}
+
+/// The Pareto section, title included.
+pub fn render(data: &C2cData, recording: &Recording, options: ReportOptions) -> String {
+    let display = options.display;
     let cpu_nodes = &recording.numa_cpus;
     let mut out = String::from(
         "=================================================\n      Shared Cache Line Distribution \
          Pareto      \n=================================================\n#\n",
     );
-    for (index, line) in lines.iter().enumerate() {
-        let (rows, widths) = rows(line, &mut names, offset_node, options);
+    for (index, ParetoLine { line, rows, widths }) in
+        lines(data, recording, options).into_iter().enumerate()
+    {
         if index == 0 {
             out.push_str(&header(widths, options));
         } else {
@@ -321,6 +351,22 @@ fn row_text(
     )
 }
 
+/// The NUMA nodes (the recording's node order) whose CPUs sampled `entry`, and those CPUs.
+pub fn nodes_touched(entry: &Entry, cpu_nodes: &[Vec<u32>]) -> Vec<(usize, Vec<u64>)> {
+    cpu_nodes
+        .iter()
+        .enumerate()
+        .map(|(node, cpus)| {
+            let touched = cpus
+                .iter()
+                .filter(|&&c| entry.cpus.contains(c))
+                .map(|&c| u64::from(c))
+                .collect();
+            (node, touched)
+        })
+        .collect()
+}
+
 /// perf's `node_entry`: for each NUMA node the entry's CPUs touch, its number (`-N` 0), with
 /// its CPU count and shares of the ranked count and the stores (1; 21 blanks for a node not
 /// touched), or with its CPU list (2).
@@ -328,12 +374,7 @@ fn node_cell(entry: &Entry, cpu_nodes: &[Vec<u32>], options: ReportOptions) -> S
     let share = |part: u64, all: u64| part as f64 * 100.0 / all as f64;
     let mut out = String::new();
     let mut first = true;
-    for (node, cpus) in cpu_nodes.iter().enumerate() {
-        let touched: Vec<u64> = cpus
-            .iter()
-            .filter(|&&c| entry.cpus.contains(c))
-            .map(|&c| u64::from(c))
-            .collect();
+    for (node, touched) in nodes_touched(entry, cpu_nodes) {
         if touched.is_empty() {
             if options.node_info == 1 {
                 out.push_str(&" ".repeat(21));

@@ -1,0 +1,92 @@
+//! `c2c report --json`: the numbers of perf's four tables in one JSON document
+//! (`topdown-bpf/c2c/v1`), counters named as perf names them (`lcl_hitm`, `st_l1hit`, ...).
+
+use serde_json::{Map, Value, json};
+use topdown_common::c2c::C2cStats;
+
+use super::{
+    display::ReportOptions,
+    lines::{C2cData, Cycles},
+    pareto::{self, nodes_touched},
+    perf_data::Recording,
+};
+
+/// Every counter, by perf's name.
+fn stats(s: &C2cStats) -> Value {
+    Value::Object(
+        s.named()
+            .into_iter()
+            .map(|(name, value)| (name.to_owned(), json!(value)))
+            .collect::<Map<_, _>>(),
+    )
+}
+
+/// The document.
+pub fn render(data: &C2cData, recording: &Recording, options: ReportOptions) -> String {
+    let display = options.display;
+    let (shared_lines, shared) = data.shared();
+    let total: u64 = data.lines.values().map(|l| display.metric(&l.stats)).sum();
+    let lines: Vec<Value> = pareto::lines(data, recording, options)
+        .iter()
+        .enumerate()
+        .map(|(index, pareto_line)| {
+            let line = pareto_line.line;
+            let entries: Vec<Value> = pareto_line
+                .rows
+                .iter()
+                .map(|row| {
+                    let e = row.entry;
+                    let mean = |class: Cycles| e.cycles[class as usize].get();
+                    let nodes: Vec<Value> = nodes_touched(e, &recording.numa_cpus)
+                        .into_iter()
+                        .filter(|(_, cpus)| !cpus.is_empty())
+                        .map(|(node, cpus)| json!({"node": node, "cpus": cpus}))
+                        .collect();
+                    json!({
+                        "offset": row.offset,
+                        "code_address": row.iaddr,
+                        "symbol": row.code.symbol,
+                        "object": row.code.object,
+                        "source_line": row.code.srcline,
+                        "data_nodes": e.phys.node_list(),
+                        "pa_count": e.phys.changes,
+                        "mean_cycles": {
+                            "rmt_hitm": mean(Cycles::RmtHitm),
+                            "lcl_hitm": mean(Cycles::LclHitm),
+                            "rmt_peer": mean(Cycles::RmtPeer),
+                            "lcl_peer": mean(Cycles::LclPeer),
+                            "load": mean(Cycles::Load),
+                        },
+                        "cpu_count": e.cpus.len(),
+                        "cpu_nodes": nodes,
+                        "stats": stats(&e.stats),
+                    })
+                })
+                .collect();
+            json!({
+                "index": index,
+                "address": line.address,
+                "data_nodes": line.phys.node_list(),
+                "pa_count": line.phys.changes,
+                "share_percent": if total == 0 {
+                    0.0
+                } else {
+                    display.metric(&line.stats) as f64 * 100.0 / total as f64
+                },
+                "stats": stats(&line.stats),
+                "entries": entries,
+            })
+        })
+        .collect();
+    json!({
+        "schema": "topdown-bpf/c2c/v1",
+        "events": recording.events,
+        "display": display.title(),
+        "show_all": options.show_all,
+        "totals": stats(&data.total),
+        "shared": {"lines": shared_lines, "stats": stats(&shared)},
+        "lines": lines,
+    })
+    .to_string()
+        + "\n"
+}
