@@ -88,7 +88,7 @@ fn compare(name: &str, kind: &str, args: &[&str]) {
     );
 }
 
-const FIXTURES: [&str; 3] = ["example", "branches", "cgroups"];
+const FIXTURES: [&str; 4] = ["example", "branches", "cgroups", "ties"];
 
 #[test]
 fn stats_equal_perf_c2c_report_line_by_line() {
@@ -401,5 +401,26 @@ fn json_carries_the_numbers_perf_prints() {
             .map(|l| l["entries"].as_array().unwrap().len())
             .sum();
         assert_eq!(entries, rows_in_pareto, "{name}: Pareto rows");
+    }
+}
+
+/// Coalescing (`-c`): entries told apart by pid, thread (with its COMM name), object, code
+/// address, in any combination and order; entries that rank equal keep perf's collapse order
+/// (pid descending; thread, code address and object ascending), on the file made of such ties.
+#[test]
+fn coalescing_equals_perf() {
+    for fields in [
+        "pid",
+        "tid",
+        "dso",
+        "pid,tid",
+        "dso,iaddr",
+        "tid,pid,iaddr,dso",
+    ] {
+        compare(
+            "ties",
+            &format!("stdio-c-{fields}"),
+            &["--stdio", "-c", fields],
+        );
     }
 }

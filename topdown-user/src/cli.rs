@@ -142,6 +142,11 @@ pub struct C2cReportArgs {
     #[arg(long)]
     pub no_source: bool,
 
+    /// Tell entries of a line apart by these fields besides the offset: pid, tid, iaddr, dso
+    /// (comma-separated; default iaddr).
+    #[arg(short = 'c', long, value_name = "FIELDS", default_value = "iaddr")]
+    pub coalesce: String,
+
     /// One JSON document (`topdown-bpf/c2c/v1`) with the numbers of the four tables.
     #[arg(long, conflicts_with_all = ["stats", "per_cgroup", "per_container"])]
     pub json: bool,

@@ -42,6 +42,11 @@ impl<'a> CodeNames<'a> {
         }
     }
 
+    /// The name of thread `tid` (its latest COMM record), empty when unknown.
+    pub fn comm(&self, tid: u32) -> String {
+        self.recording.comms.get(&tid).cloned().unwrap_or_default()
+    }
+
     /// The code at `ip` in process `pid`, sampled in kernel mode or not.
     pub fn code(&mut self, pid: u32, ip: u64, kernel: bool) -> Code {
         if let Some(code) = self.cache.get(&(pid, ip, kernel)) {

@@ -3,8 +3,11 @@
 use anyhow::{Result, bail};
 
 use super::{
-    by_group, display::ReportOptions, json_report, line_table, lines::C2cData, pareto, perf_data,
-    stats_report,
+    by_group,
+    display::{Coalesce, ReportOptions},
+    json_report, line_table,
+    lines::C2cData,
+    pareto, perf_data, stats_report,
 };
 use crate::{
     attrib::groups::GroupBy,
@@ -17,9 +20,11 @@ pub fn run(args: &C2cArgs) -> Result<()> {
     match &args.command {
         None => live(&SysRoot::host(), args.threshold),
         Some(C2cCommand::Report(report)) => {
+            let coalesce = Coalesce::parse(&report.coalesce)?;
             let recording = perf_data::read(&report.input)?;
-            let data = C2cData::from_recording(&recording, 64);
+            let data = C2cData::from_recording(&recording, 64, coalesce);
             let options = ReportOptions {
+                coalesce,
                 display: report.display,
                 show_all: report.show_all,
                 node_info: report.node_info.min(2),
@@ -41,7 +46,7 @@ pub fn run(args: &C2cArgs) -> Result<()> {
                 .transpose()?;
             print!(
                 "{}",
-                stats_report::render(&data, &recording.events, options.display)
+                stats_report::render(&data, &recording.events, options)
             );
             if !report.stats {
                 print!("\n{}", line_table::render(&data, options));

@@ -1,6 +1,7 @@
 //! How a c2c report ranks and filters cache lines (`-d tot|lcl|rmt|peer`, `--show-all`), as
 //! perf c2c does.
 
+use anyhow::{Result, bail};
 use clap::ValueEnum;
 use topdown_common::c2c::C2cStats;
 
@@ -52,6 +53,78 @@ impl Display {
     }
 }
 
+/// A field entries of a line can be told apart by (`perf c2c report -c`), besides the offset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Field {
+    /// The process.
+    Pid,
+    /// The thread.
+    Tid,
+    /// The code address (and with it symbol, object and source line columns).
+    Iaddr,
+    /// The code's object.
+    Dso,
+}
+
+/// The fields entries are coalesced by, in the order given (perf's default: `iaddr`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Coalesce([Option<Field>; 4]);
+
+impl Default for Coalesce {
+    fn default() -> Self {
+        Self([Some(Field::Iaddr), None, None, None])
+    }
+}
+
+impl Coalesce {
+    /// Parses `pid,tid,iaddr,dso` (any subset, any order).
+    pub fn parse(text: &str) -> Result<Self> {
+        let mut fields = [None; 4];
+        let mut n = 0;
+        for token in text.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+            let field = match token {
+                "pid" => Field::Pid,
+                "tid" => Field::Tid,
+                "iaddr" => Field::Iaddr,
+                "dso" => Field::Dso,
+                other => bail!("unknown coalesce field `{other}`: use pid, tid, iaddr or dso"),
+            };
+            if !fields.contains(&Some(field)) && n < 4 {
+                fields[n] = Some(field);
+                n += 1;
+            }
+        }
+        if n == 0 {
+            bail!("-c needs at least one of pid, tid, iaddr, dso");
+        }
+        Ok(Self(fields))
+    }
+
+    /// The fields, in the order given.
+    pub fn fields(&self) -> impl Iterator<Item = Field> + '_ {
+        self.0.iter().flatten().copied()
+    }
+
+    /// Whether entries are told apart by `field`.
+    pub fn has(&self, field: Field) -> bool {
+        self.0.contains(&Some(field))
+    }
+
+    /// perf's "Cacheline data grouping": `offset,iaddr`.
+    pub fn grouping(&self) -> String {
+        let names: Vec<&str> = self
+            .fields()
+            .map(|f| match f {
+                Field::Pid => "pid",
+                Field::Tid => "tid",
+                Field::Iaddr => "iaddr",
+                Field::Dso => "dso",
+            })
+            .collect();
+        format!("offset,{}", names.join(","))
+    }
+}
+
 /// How a report chooses and shows its lines.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReportOptions {
@@ -66,4 +139,6 @@ pub struct ReportOptions {
     pub full_symbols: bool,
     /// No Source:Line column (`--no-source`).
     pub no_source: bool,
+    /// What entries of a line are told apart by (`-c`).
+    pub coalesce: Coalesce,
 }

@@ -10,7 +10,10 @@ use rustc_hash::FxHashMap;
 
 use topdown_common::c2c::C2cStats;
 
-use super::perf_data::{MemSample, MemoryTopology, Recording};
+use super::{
+    display::{Coalesce, Field},
+    perf_data::{MemSample, MemoryTopology, Recording},
+};
 
 /// A cache line as perf tells lines apart.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -188,7 +191,23 @@ impl Mean {
     }
 }
 
-/// Samples of one line with the same offset and code address (a row of perf's Pareto table).
+/// What tells entries of a line apart: the offset, and the fields entries are coalesced by
+/// (0 for the others). `dso` is an index into [`C2cData::objects`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct EntryKey {
+    /// Offset of the data in the line.
+    pub offset: u64,
+    /// Process, with `-c pid`.
+    pub pid: u32,
+    /// Thread, with `-c tid`.
+    pub tid: u32,
+    /// Code address, with `-c iaddr` (the default).
+    pub iaddr: u64,
+    /// The code's object, with `-c dso`.
+    pub dso: u32,
+}
+
+/// Samples of one line with the same [`EntryKey`] (a row of perf's Pareto table).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Entry {
     /// Their classification.
@@ -216,8 +235,8 @@ pub struct Line {
     pub phys: PhysSeen,
     /// Its samples per cgroup id of the sampled task (id 0: not recorded).
     pub by_cgroup: FxHashMap<u64, C2cStats>,
-    /// Its samples by (offset in the line, code address).
-    pub entries: FxHashMap<(u64, u64), Entry>,
+    /// Its samples by entry.
+    pub entries: FxHashMap<EntryKey, Entry>,
 }
 
 /// Every sample's classification, in total and per line.
@@ -231,8 +250,9 @@ pub struct C2cData {
 
 impl C2cData {
     /// Classifies every sample of `recording`, with lines of `line_size` bytes (64, or 128 for
-    /// `--double-cl`).
-    pub fn from_recording(recording: &Recording, line_size: u64) -> Self {
+    /// `--double-cl`), and entries told apart as `coalesce` says.
+    pub fn from_recording(recording: &Recording, line_size: u64, coalesce: Coalesce) -> Self {
+        let mut objects: FxHashMap<&str, u32> = FxHashMap::default();
         let memory = recording.memory.as_ref();
         let nodes = recording.numa_cpus.len();
         let mut node_of_cpu: Vec<Option<usize>> = Vec::new();
@@ -270,10 +290,35 @@ impl C2cData {
             line.phys.add(sample.phys_addr, memory);
             line.by_cgroup.entry(sample.cgroup).or_default().add(&one);
 
-            let entry = line
-                .entries
-                .entry((sample.addr & (line_size - 1), sample.ip))
-                .or_default();
+            let dso = if coalesce.has(Field::Dso) {
+                let path = recording
+                    .mapping(sample.pid, sample.ip)
+                    .map_or("", |m| m.path.as_str());
+                let next = objects.len() as u32;
+                *objects.entry(path).or_insert(next)
+            } else {
+                0
+            };
+            let entry_key = EntryKey {
+                offset: sample.addr & (line_size - 1),
+                pid: if coalesce.has(Field::Pid) {
+                    sample.pid
+                } else {
+                    0
+                },
+                tid: if coalesce.has(Field::Tid) {
+                    sample.tid
+                } else {
+                    0
+                },
+                iaddr: if coalesce.has(Field::Iaddr) {
+                    sample.ip
+                } else {
+                    0
+                },
+                dso,
+            };
+            let entry = line.entries.entry(entry_key).or_default();
             entry.stats.add(&one);
             if let Some(Some(node)) = node_of_cpu.get(sample.cpu as usize) {
                 entry.node_stats.resize(nodes, C2cStats::default());

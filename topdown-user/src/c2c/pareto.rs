@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 
 use super::{
     code::{Code, CodeNames},
-    display::{Display, ReportOptions},
+    display::{Display, Field, ReportOptions},
     line_table,
     lines::{C2cData, Cycles, Entry, Line, ranges},
     perf_data::Recording,
@@ -26,6 +26,7 @@ const UNRESOLVED_SYMBOL_WIDTH: usize = 16 + 4 + 2;
 #[derive(Clone, Copy, Debug)]
 struct Widths {
     offset_node: usize,
+    thread: usize,
     symbol: usize,
     object: usize,
     srcline: usize,
@@ -41,6 +42,8 @@ pub struct Row<'a> {
     pub entry: &'a Entry,
     /// The names of its code.
     pub code: Code,
+    /// Its first sample's thread name.
+    pub comm: String,
 }
 
 /// One line of the table and its rows.
@@ -129,14 +132,17 @@ fn rows<'a>(
     let display = options.display;
     let mut widths = Widths {
         offset_node,
+        thread: 0,
         symbol: 0,
         object: 0,
         srcline: "Source:Line".len(),
     };
     let mut rows = Vec::new();
-    for (&(offset, iaddr), entry) in &line.entries {
+    for (key, entry) in &line.entries {
         let Some(first) = entry.first else { continue };
         let code = names.code(first.pid, first.ip, first.kernel);
+        let comm = names.comm(first.tid);
+        widths.thread = widths.thread.max(comm.len() + 8);
         let symbol_width = if code.resolved {
             code.symbol.len()
         } else {
@@ -151,21 +157,33 @@ fn rows<'a>(
         widths.srcline = widths.srcline.max(code.srcline.len());
         if entry.stats.store > 0 || display.metric(&entry.stats) > 0 {
             rows.push(Row {
-                offset,
-                iaddr,
+                offset: key.offset,
+                iaddr: first.ip,
                 entry,
                 code,
+                comm,
             });
         }
     }
     if !options.full_symbols {
         widths.symbol = widths.symbol.min(SYMBOL_WIDTH);
     }
+    // Ties keep perf's collapse order: by each coalesce field in turn, in the direction of
+    // its comparison in perf (pid descending; thread, code address and object ascending).
     rows.sort_by(|a, b| {
-        a.offset
-            .cmp(&b.offset)
-            .then(display.rank(&a.entry.stats, &b.entry.stats))
-            .then(a.iaddr.cmp(&b.iaddr))
+        let (fa, fb) = (a.entry.first, b.entry.first);
+        let by_field = |field: Field| match field {
+            Field::Pid => fb.map(|s| s.pid).cmp(&fa.map(|s| s.pid)),
+            Field::Tid => fa.map(|s| s.tid).cmp(&fb.map(|s| s.tid)),
+            Field::Iaddr => a.iaddr.cmp(&b.iaddr),
+            Field::Dso => a.code.object.cmp(&b.code.object),
+        };
+        options.coalesce.fields().fold(
+            a.offset
+                .cmp(&b.offset)
+                .then(display.rank(&a.entry.stats, &b.entry.stats)),
+            |order, field| order.then_with(|| by_field(field)),
+        )
     });
     (rows, widths)
 }
@@ -201,50 +219,102 @@ fn head(width: usize, top: &str, low: &'static str, span: usize) -> Head {
     }
 }
 
-/// The three header lines and the closing `#`, with `widths`.
-fn header(widths: Widths, options: ReportOptions) -> String {
-    let display = options.display;
-    let data_address = fill_line("Data address", 18 + widths.offset_node + 6 + 4);
-    let peer = display == Display::Peer;
-    let node = match (options.node_info, peer) {
-        (0, _) => "Node",
-        (1, false) => "Node{cpus %hitms %stores}",
-        (1, true) => "Node{cpus %peers %stores}",
-        _ => "Node{cpu list}",
-    };
-    let heads = [
-        head(5, "", "Num", 0),
-        if peer {
-            head(7, "-- Peer Snoop --", "Rmt", 1)
-        } else {
-            head(7, "----- HITM -----", "RmtHitm", 1)
-        },
-        head(7, "", if peer { "Lcl" } else { "LclHitm" }, 0),
-        head(7, "------- Store Refs ------", "L1 Hit", 2),
-        head(7, "", "L1 Miss", 0),
-        head(7, "", "N/A", 0),
-        head(18, &data_address, "Offset", 2),
-        head(widths.offset_node, "", "Node", 0),
-        head(6, "", "PA cnt", 0),
-        head(18, "", "Code address", 0),
-        head(
+/// The Pareto table's columns, as perf's `cl_output` lists them for these options.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Column {
+    Num,
+    Remote,
+    Local,
+    StoreL1Hit,
+    StoreL1Miss,
+    StoreNa,
+    Offset,
+    OffsetNode,
+    PaCount,
+    Pid,
+    Tid,
+    CodeAddress,
+    MeanRemote,
+    MeanLocal,
+    MeanLoad,
+    Records,
+    CpuCount,
+    Symbol,
+    Object,
+    Source,
+    Node,
+}
+
+fn columns(options: ReportOptions) -> Vec<Column> {
+    use Column::*;
+    let c = options.coalesce;
+    let iaddr = c.has(Field::Iaddr);
+    // The line's shares, where its data lived, then the coalesce fields.
+    let mut out = vec![Num, Remote, Local, StoreL1Hit, StoreL1Miss, StoreNa];
+    out.extend([Offset, OffsetNode, PaCount]);
+    out.extend(c.has(Field::Pid).then_some(Pid));
+    out.extend(c.has(Field::Tid).then_some(Tid));
+    out.extend(iaddr.then_some(CodeAddress));
+    out.extend([MeanRemote, MeanLocal, MeanLoad, Records, CpuCount]);
+    out.extend(iaddr.then_some(Symbol));
+    out.extend((iaddr || c.has(Field::Dso)).then_some(Object));
+    out.extend((iaddr && !options.no_source).then_some(Source));
+    out.push(Node);
+    out
+}
+
+/// A column's header: width, its two lines, and its span.
+fn head_of(column: Column, widths: Widths, options: ReportOptions) -> Head {
+    let peer = options.display == Display::Peer;
+    match column {
+        Column::Num => head(5, "", "Num", 0),
+        Column::Remote if peer => head(7, "-- Peer Snoop --", "Rmt", 1),
+        Column::Remote => head(7, "----- HITM -----", "RmtHitm", 1),
+        Column::Local => head(7, "", if peer { "Lcl" } else { "LclHitm" }, 0),
+        Column::StoreL1Hit => head(7, "------- Store Refs ------", "L1 Hit", 2),
+        Column::StoreL1Miss => head(7, "", "L1 Miss", 0),
+        Column::StoreNa => head(7, "", "N/A", 0),
+        Column::Offset => {
+            let top = fill_line("Data address", 18 + widths.offset_node + 6 + 4);
+            head(18, &top, "Offset", 2)
+        }
+        Column::OffsetNode => head(widths.offset_node, "", "Node", 0),
+        Column::PaCount => head(6, "", "PA cnt", 0),
+        Column::Pid => head(7, "", "Pid", 0),
+        Column::Tid => head(widths.thread, "", "Tid", 0),
+        Column::CodeAddress => head(18, "", "Code address", 0),
+        Column::MeanRemote => head(
             8,
             "---------- cycles ----------",
             if peer { "rmt peer" } else { "rmt hitm" },
             2,
         ),
-        head(8, "", if peer { "lcl peer" } else { "lcl hitm" }, 0),
-        head(8, "", "load", 0),
-        head(7, "Total", "records", 0),
-        head(8, "cpu", "cnt", 0),
-        head(widths.symbol, "", "Symbol", 0),
-        head(widths.object, "Shared", "Object", 0),
-        head(widths.srcline, "", "Source:Line", 0),
-        head(4, "", node, 0),
-    ];
-    let heads: Vec<Head> = heads
+        Column::MeanLocal => head(8, "", if peer { "lcl peer" } else { "lcl hitm" }, 0),
+        Column::MeanLoad => head(8, "", "load", 0),
+        Column::Records => head(7, "Total", "records", 0),
+        Column::CpuCount => head(8, "cpu", "cnt", 0),
+        Column::Symbol => head(widths.symbol, "", "Symbol", 0),
+        Column::Object => head(widths.object, "Shared", "Object", 0),
+        Column::Source => head(widths.srcline, "", "Source:Line", 0),
+        Column::Node => head(
+            4,
+            "",
+            match (options.node_info, peer) {
+                (0, _) => "Node",
+                (1, false) => "Node{cpus %hitms %stores}",
+                (1, true) => "Node{cpus %peers %stores}",
+                _ => "Node{cpu list}",
+            },
+            0,
+        ),
+    }
+}
+
+/// The three header lines and the closing `#`, with `widths`.
+fn header(widths: Widths, options: ReportOptions) -> String {
+    let heads: Vec<Head> = columns(options)
         .into_iter()
-        .filter(|h| !(options.no_source && h.low == "Source:Line"))
+        .map(|c| head_of(c, widths, options))
         .collect();
     let mut out = String::new();
     for top in [true, false] {
@@ -286,69 +356,72 @@ fn row_text(
     cpu_nodes: &[Vec<u32>],
     options: ReportOptions,
 ) -> String {
-    let display = options.display;
+    let peer = options.display == Display::Peer;
     let (s, total) = (&row.entry.stats, &line.stats);
-    let peer = display == Display::Peer;
     let percent = |value: u64, of: u64| {
         let share = if of == 0 {
             0.0
         } else {
             value as f64 * 100.0 / of as f64
         };
-        format!("{share:.2}%")
+        format!("{:>7}", format!("{share:.2}%"))
     };
-    let records = s.table_records();
-    let source = if options.no_source {
-        String::new()
-    } else {
-        format!("{:<sw$.sw$}  ", row.code.srcline, sw = widths.srcline)
-    };
-    let symbol = if row.code.resolved {
-        let name = row.code.symbol.get(4..).unwrap_or_default();
-        let width = widths.symbol.saturating_sub(4);
-        format!("{}{name:<width$.width$}", &row.code.symbol[..4])
-    } else {
-        row.code.symbol.clone()
-    };
-    let mean = |class: Cycles| format!("{:>6.0}", row.entry.cycles[class as usize].get());
-    let (remote, local) = if peer {
-        (
-            percent(s.rmt_peer, total.rmt_peer),
-            percent(s.lcl_peer, total.lcl_peer),
-        )
-    } else {
-        (
-            percent(s.rmt_hitm, total.rmt_hitm),
-            percent(s.lcl_hitm, total.lcl_hitm),
+    let mean = |class: Cycles| {
+        format!(
+            "{:>8}",
+            format!("{:>6.0}", row.entry.cycles[class as usize].get())
         )
     };
-    let (remote_cycles, local_cycles) = if peer {
-        (Cycles::RmtPeer, Cycles::LclPeer)
-    } else {
-        (Cycles::RmtHitm, Cycles::LclHitm)
-    };
-    format!(
-        "  {:5}  {:>7}  {:>7}  {:>7}  {:>7}  {:>7}  {:>18}  {:>ow$}  {:>6}  {:>18}  {:>8}  {:>8}  \
-         {:>8}  {records:>7}  {:>8}  {symbol}  {:<bw$.bw$}  {source}{}\n",
-        "",
-        remote,
-        local,
-        percent(s.st_l1hit, total.st_l1hit),
-        percent(s.st_l1miss, total.st_l1miss),
-        percent(s.st_na, total.st_na),
-        format!("{:#x}", row.offset),
-        row.entry.phys.node_list(),
-        row.entry.phys.changes,
-        format!("{:#x}", row.iaddr),
-        mean(remote_cycles),
-        mean(local_cycles),
-        mean(Cycles::Load),
-        row.entry.cpus.len(),
-        row.code.object,
-        node_cell(row.entry, cpu_nodes, options),
-        ow = widths.offset_node,
-        bw = widths.object,
-    )
+    let first = row.entry.first;
+    let cells: Vec<String> = columns(options)
+        .into_iter()
+        .map(|column| match column {
+            Column::Num => " ".repeat(5),
+            Column::Remote if peer => percent(s.rmt_peer, total.rmt_peer),
+            Column::Remote => percent(s.rmt_hitm, total.rmt_hitm),
+            Column::Local if peer => percent(s.lcl_peer, total.lcl_peer),
+            Column::Local => percent(s.lcl_hitm, total.lcl_hitm),
+            Column::StoreL1Hit => percent(s.st_l1hit, total.st_l1hit),
+            Column::StoreL1Miss => percent(s.st_l1miss, total.st_l1miss),
+            Column::StoreNa => percent(s.st_na, total.st_na),
+            Column::Offset => format!("{:>18}", format!("{:#x}", row.offset)),
+            Column::OffsetNode => {
+                format!("{:>w$}", row.entry.phys.node_list(), w = widths.offset_node)
+            }
+            Column::PaCount => format!("{:>6}", row.entry.phys.changes),
+            Column::Pid => format!("{:>7}", first.map_or(0, |f| f.pid)),
+            Column::Tid => format!(
+                "{:>7}:{:<w$.w$}",
+                first.map_or(0, |f| f.tid),
+                row.comm,
+                w = widths.thread.saturating_sub(8)
+            ),
+            Column::CodeAddress => format!("{:>18}", format!("{:#x}", row.iaddr)),
+            Column::MeanRemote => mean(if peer {
+                Cycles::RmtPeer
+            } else {
+                Cycles::RmtHitm
+            }),
+            Column::MeanLocal => mean(if peer {
+                Cycles::LclPeer
+            } else {
+                Cycles::LclHitm
+            }),
+            Column::MeanLoad => mean(Cycles::Load),
+            Column::Records => format!("{:>7}", s.table_records()),
+            Column::CpuCount => format!("{:>8}", row.entry.cpus.len()),
+            Column::Symbol if row.code.resolved => {
+                let name = row.code.symbol.get(4..).unwrap_or_default();
+                let width = widths.symbol.saturating_sub(4);
+                format!("{}{name:<width$.width$}", &row.code.symbol[..4])
+            }
+            Column::Symbol => row.code.symbol.clone(),
+            Column::Object => format!("{:<w$.w$}", row.code.object, w = widths.object),
+            Column::Source => format!("{:<w$.w$}", row.code.srcline, w = widths.srcline),
+            Column::Node => node_cell(row.entry, cpu_nodes, options),
+        })
+        .collect();
+    format!("  {}\n", cells.join("  "))
 }
 
 /// The NUMA nodes (the recording's node order) whose CPUs sampled `entry`, and those CPUs.

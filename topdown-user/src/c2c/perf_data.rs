@@ -77,6 +77,8 @@ pub struct Recording {
     pub memory: Option<MemoryTopology>,
     /// cgroup paths by id, from `PERF_RECORD_CGROUP` (`perf record --all-cgroups`).
     pub cgroups: HashMap<u64, String>,
+    /// Thread names by tid, from `PERF_RECORD_COMM` (the latest).
+    pub comms: FxHashMap<u32, String>,
     /// Each NUMA node's CPUs (`HEADER_NUMA_TOPOLOGY`), in the file's node order.
     pub numa_cpus: Vec<Vec<u32>>,
 }

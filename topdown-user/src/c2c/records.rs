@@ -10,6 +10,7 @@ use linux_perf_data::linux_perf_event_reader::SampleFormat;
 use super::perf_data::{Mapping, MemSample, Recording};
 
 const RECORD_MMAP: u32 = 1;
+const RECORD_COMM: u32 = 3;
 const RECORD_SAMPLE: u32 = 9;
 const RECORD_MMAP2: u32 = 10;
 const RECORD_CGROUP: u32 = 19;
@@ -159,6 +160,12 @@ pub fn walk(bytes: &[u8], formats: &Formats, recording: &mut Recording) -> Resul
                     recording.mappings.entry(pid).or_default().push(mapping);
                 })
             }
+            RECORD_COMM => half(body, 4)
+                .zip(c_string(body, 8))
+                .map(|(tid, comm)| {
+                    recording.comms.insert(tid, comm);
+                })
+                .ok_or_else(|| anyhow::anyhow!("cut short")),
             RECORD_CGROUP => word(body, 0)
                 .zip(c_string(body, 8))
                 .map(|(id, path)| {

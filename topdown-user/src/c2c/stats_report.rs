@@ -4,17 +4,17 @@ use std::fmt::Write as _;
 
 use topdown_common::c2c::C2cStats;
 
-use super::{display::Display, lines::C2cData};
+use super::{display::ReportOptions, lines::C2cData};
 
 const RULE: &str = "=================================================";
 
 /// "Trace Event Information", "Global Shared Cache Line Event Information" and "c2c details".
-pub fn render(data: &C2cData, events: &[String], display: Display) -> String {
+pub fn render(data: &C2cData, events: &[String], options: ReportOptions) -> String {
     let mut out = String::new();
     trace_events(&mut out, &data.total);
     let (lines, shared) = data.shared();
     shared_lines(&mut out, lines, &shared);
-    details(&mut out, events, display);
+    details(&mut out, events, options);
     out
 }
 
@@ -116,12 +116,22 @@ fn shared_lines(out: &mut String, lines: usize, s: &C2cStats) {
     );
 }
 
-fn details(out: &mut String, events: &[String], display: Display) {
+fn details(out: &mut String, events: &[String], options: ReportOptions) {
     let _ = writeln!(out);
     title(out, "                 c2c details                     ");
     for (i, event) in events.iter().enumerate() {
         let _ = writeln!(out, "  {:<34}: {event}", if i == 0 { "Events" } else { "" });
     }
-    let _ = writeln!(out, "  {:<34}: {}", "Cachelines sort on", display.title());
-    let _ = writeln!(out, "  {:<34}: offset,iaddr", "Cacheline data grouping");
+    let _ = writeln!(
+        out,
+        "  {:<34}: {}",
+        "Cachelines sort on",
+        options.display.title()
+    );
+    let _ = writeln!(
+        out,
+        "  {:<34}: {}",
+        "Cacheline data grouping",
+        options.coalesce.grouping()
+    );
 }
