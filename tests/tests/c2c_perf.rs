@@ -35,9 +35,49 @@ fn generate(spec: &Path, dir: &Path) -> PathBuf {
     data
 }
 
+/// A perf to compare with: Debian's (6.1, on PATH), or 6.12 unpacked by
+/// ../shared/tools/get-perf-6.12.sh (`cargo xtask test` does it into target/perf612 and names
+/// the folder in `TOPDOWN_PERF612_DIR`), which has `--double-cl`.
+#[derive(Clone, Copy)]
+enum Perf {
+    Debian,
+    V612,
+}
+
+impl Perf {
+    /// The version its recorded outputs are named after.
+    const fn version(self) -> &'static str {
+        match self {
+            Self::Debian => "6.1",
+            Self::V612 => "6.12",
+        }
+    }
+
+    /// A command running it, if it is here.
+    fn command(self) -> Option<Command> {
+        match self {
+            Self::Debian => Some(Command::new("perf")),
+            Self::V612 => {
+                let dir = PathBuf::from(std::env::var_os("TOPDOWN_PERF612_DIR")?);
+                let bin = dir.join("usr/bin/perf");
+                bin.exists().then(|| {
+                    let mut command = Command::new(bin);
+                    command.env("LD_LIBRARY_PATH", dir.join("usr/lib/x86_64-linux-gnu"));
+                    command
+                })
+            }
+        }
+    }
+}
+
 /// `perf c2c report --stdio [extra]` on `data`, if a working perf is installed.
 fn live_perf(data: &Path, dir: &Path, extra: &[&str]) -> Option<String> {
-    let output = Command::new("perf")
+    live(Perf::Debian, data, dir, extra)
+}
+
+fn live(perf: Perf, data: &Path, dir: &Path, extra: &[&str]) -> Option<String> {
+    let output = perf
+        .command()?
         .args(["c2c", "report", "--stdio"])
         .args(extra)
         .arg("-i")
@@ -49,27 +89,35 @@ fn live_perf(data: &Path, dir: &Path, extra: &[&str]) -> Option<String> {
         .then(|| String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
-/// Our output of `c2c report ARGS -i data` must equal perf's (live, or recorded in
+/// Our output of `c2c report ARGS -i data` must equal Debian's perf's (live, or recorded in
 /// `{name}.perf-6.1.{kind}.txt`).
 fn compare(name: &str, kind: &str, args: &[&str]) {
+    compare_with(Perf::Debian, name, kind, args);
+}
+
+/// Our output of `c2c report ARGS -i data` must equal `perf`'s (live, or recorded in
+/// `{name}.perf-{version}.{kind}.txt`).
+fn compare_with(perf: Perf, name: &str, kind: &str, args: &[&str]) {
+    let version = perf.version();
     let dir = tempfile::tempdir().unwrap();
     let data = generate(&fixtures().join(format!("{name}.json")), dir.path());
     let recorded =
-        std::fs::read_to_string(fixtures().join(format!("{name}.perf-6.1.{kind}.txt"))).unwrap();
+        std::fs::read_to_string(fixtures().join(format!("{name}.perf-{version}.{kind}.txt")))
+            .unwrap();
     let perf_args: Vec<&str> = args.iter().copied().filter(|a| *a != "--stdio").collect();
-    let expected = match live_perf(&data, dir.path(), &perf_args) {
+    let expected = match live(perf, &data, dir.path(), &perf_args) {
         Some(live) => {
-            let version = Command::new("perf").arg("--version").output().unwrap();
-            if String::from_utf8_lossy(&version.stdout).contains(" 6.1.") {
+            let reported = perf.command().unwrap().arg("--version").output().unwrap();
+            if String::from_utf8_lossy(&reported.stdout).contains(&format!(" {version}.")) {
                 assert_eq!(
                     live, recorded,
-                    "{name}: the recorded perf 6.1 output is stale"
+                    "{name}: the recorded perf {version} output is stale"
                 );
             }
             live
         }
         None => {
-            eprintln!("perf not installed: comparing {name} with the recorded perf 6.1 output");
+            eprintln!("perf {version} not here: comparing {name} with its recorded output");
             recorded
         }
     };
@@ -422,5 +470,45 @@ fn coalescing_equals_perf() {
             &format!("stdio-c-{fields}"),
             &["--stdio", "-c", fields],
         );
+    }
+}
+
+/// `--double-cl` (128-byte lines, for adjacent-line prefetch) against perf 6.12, which has it.
+/// 6.12 prints `sym+off` where 6.1 prints `??:0` for code without line info, so these compare
+/// with `--no-source` (every number, no source column).
+#[test]
+fn double_cl_equals_perf_6_12() {
+    for (name, kind, args) in [
+        (
+            "branches",
+            "stdio-double-cl",
+            &["--stdio", "--double-cl", "--no-source"][..],
+        ),
+        (
+            "branches",
+            "stdio-double-cl-d-peer-show-all",
+            &[
+                "--stdio",
+                "--double-cl",
+                "--no-source",
+                "-d",
+                "peer",
+                "--show-all",
+            ],
+        ),
+        (
+            "cgroups",
+            "stdio-double-cl-N-c-pid-tid",
+            &[
+                "--stdio",
+                "--double-cl",
+                "--no-source",
+                "-N",
+                "-c",
+                "pid,tid",
+            ],
+        ),
+    ] {
+        compare_with(Perf::V612, name, kind, args);
     }
 }

@@ -147,6 +147,11 @@ pub struct C2cReportArgs {
     #[arg(short = 'c', long, value_name = "FIELDS", default_value = "iaddr")]
     pub coalesce: String,
 
+    /// Group by 128-byte lines (two adjacent cache lines), to find false sharing caused by
+    /// adjacent-line prefetch (as perf 6.12's --double-cl).
+    #[arg(long)]
+    pub double_cl: bool,
+
     /// One JSON document (`topdown-bpf/c2c/v1`) with the numbers of the four tables.
     #[arg(long, conflicts_with_all = ["stats", "per_cgroup", "per_container"])]
     pub json: bool,

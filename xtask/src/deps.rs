@@ -4,7 +4,7 @@
 use std::{
     env,
     ffi::OsString,
-    path::PathBuf,
+    path::{Path, PathBuf},
     process::{Command, Stdio},
 };
 
@@ -95,6 +95,27 @@ pub fn offer_test_tools() {
     if let Err(error) = ensure_debian_packages(&["prometheus"]) {
         eprintln!("xtask: could not install prometheus ({error:#}); the scrape test will say so");
     }
+}
+
+/// Unpacks perf 6.12 (Debian bookworm-backports, for the `--double-cl` comparisons) into
+/// `dir` with ../shared/tools/get-perf-6.12.sh when it is not there yet; best effort: without
+/// it the tests compare against recorded perf 6.12 output. Returns the folder when usable.
+pub fn offer_perf_6_12(root: &Path, dir: &Path) -> Option<PathBuf> {
+    let perf = dir.join("usr/bin/perf");
+    if !perf.exists() {
+        let script = root.join("../shared/tools/get-perf-6.12.sh");
+        let fetched = Command::new("bash")
+            .arg(&script)
+            .arg(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        if !fetched.is_ok_and(|s| s.success()) {
+            eprintln!("xtask: could not unpack perf 6.12; --double-cl tests use recorded output");
+            return None;
+        }
+    }
+    perf.exists().then(|| dir.to_path_buf())
 }
 
 /// Makes sure the benchmark's peers and load generator are installed.

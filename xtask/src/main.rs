@@ -87,8 +87,13 @@ fn run(cli: Cli) -> Result<()> {
         Task::Test { args } => {
             build_user(&root, false)?;
             deps::offer_test_tools();
+            let perf612 = deps::offer_perf_6_12(&root, &root.join("target/perf612"));
             let object = ebpf_object(&root);
-            let mut child = cargo()
+            let mut test = cargo();
+            if let Some(dir) = perf612 {
+                test.env("TOPDOWN_PERF612_DIR", dir);
+            }
+            let mut child = test
                 .current_dir(&root)
                 .arg("test")
                 .args(&args)

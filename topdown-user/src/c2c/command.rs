@@ -22,15 +22,16 @@ pub fn run(args: &C2cArgs) -> Result<()> {
         Some(C2cCommand::Report(report)) => {
             let coalesce = Coalesce::parse(&report.coalesce)?;
             let recording = perf_data::read(&report.input)?;
-            let data = C2cData::from_recording(&recording, 64, coalesce);
             let options = ReportOptions {
                 coalesce,
+                double_cl: report.double_cl,
                 display: report.display,
                 show_all: report.show_all,
                 node_info: report.node_info.min(2),
                 full_symbols: report.full_symbols,
                 no_source: report.no_source,
             };
+            let data = C2cData::from_recording(&recording, options.line_size(), coalesce);
             if report.json {
                 print!("{}", json_report::render(&data, &recording, options));
                 return Ok(());

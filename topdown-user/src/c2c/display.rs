@@ -141,4 +141,27 @@ pub struct ReportOptions {
     pub no_source: bool,
     /// What entries of a line are told apart by (`-c`).
     pub coalesce: Coalesce,
+    /// Lines of 128 bytes, two adjacent cache lines together (`--double-cl`: adjacent-line
+    /// prefetchers make neighbours falsely share).
+    pub double_cl: bool,
+}
+
+impl ReportOptions {
+    /// Bytes per line: 64, or 128 with `--double-cl`.
+    pub const fn line_size(&self) -> u64 {
+        if self.double_cl { 128 } else { 64 }
+    }
+}
+
+/// perf's `fill_line`: `text` centred in dashes, `len` wide.
+pub fn fill_line(text: &str, len: usize) -> String {
+    let start = (len / 2).saturating_sub(text.len() / 2);
+    let mut out = "-".repeat(start.saturating_sub(1));
+    out.push(' ');
+    out.push_str(text);
+    out.push(' ');
+    while out.len() < len {
+        out.push('-');
+    }
+    out
 }

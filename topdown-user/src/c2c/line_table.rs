@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use super::{
-    display::{Display, ReportOptions},
+    display::{Display, ReportOptions, fill_line},
     lines::{C2cData, Line},
 };
 
@@ -41,7 +41,13 @@ pub fn displayed(data: &C2cData, options: ReportOptions) -> Vec<&Line> {
 }
 
 /// The header for `display`: its ranked column, and the HITM or peer columns.
-fn header(display: Display) -> String {
+fn header(options: ReportOptions) -> String {
+    let display = options.display;
+    let line = if options.double_cl {
+        "Double-Cacheline"
+    } else {
+        "Cacheline"
+    };
     let (rank, group) = match display {
         Display::Tot => ("      Tot", "Hitm"),
         Display::Lcl => ("      Lcl", "Hitm"),
@@ -59,6 +65,10 @@ fn header(display: Display) -> String {
             &format!("{rank}  ------- Load {group} -------"),
         )
         .replace("     Hitm    Total  LclHitm  RmtHitm", low)
+        .replace(
+            "----------- Cacheline ----------",
+            &fill_line(line, 18 + 4 + 6 + 4),
+        )
 }
 
 /// The table, for the lines with a share of all HITMs of at least 0.1 %.
@@ -67,7 +77,7 @@ pub fn render(data: &C2cData, options: ReportOptions) -> String {
     // Shares are of all samples' count (perf's `percent_costly_snoop`).
     let total: u64 = data.lines.values().map(|l| display.metric(&l.stats)).sum();
     let lines = displayed(data, options);
-    let mut out = header(display);
+    let mut out = header(options);
     for (index, line) in lines.iter().enumerate() {
         let s = &line.stats;
         let loads = s.table_loads();

@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 
 use super::{
     code::{Code, CodeNames},
-    display::{Display, Field, ReportOptions},
+    display::{Display, Field, ReportOptions, fill_line},
     line_table,
     lines::{C2cData, Cycles, Entry, Line, ranges},
     perf_data::Recording,
@@ -186,19 +186,6 @@ fn rows<'a>(
         )
     });
     (rows, widths)
-}
-
-/// perf's `fill_line`: `text` centred in dashes, `len` wide.
-fn fill_line(text: &str, len: usize) -> String {
-    let start = (len / 2).saturating_sub(text.len() / 2);
-    let mut out = "-".repeat(start.saturating_sub(1));
-    out.push(' ');
-    out.push_str(text);
-    out.push(' ');
-    while out.len() < len {
-        out.push('-');
-    }
-    out
 }
 
 /// A header column: width, its two header lines, and how many following columns its first
