@@ -44,3 +44,48 @@ fn filter_counts_samples_without_data_src_as_unparsable_and_loses_nothing() {
     );
     assert!(collector.drain().is_empty());
 }
+
+/// The live command end to end, on the software stand-in: `c2c -e cpu-clock -- COMMAND` opens
+/// the sampling events itself, attaches the filter with PERF_EVENT_IOC_SET_BPF, records until the
+/// command exits, and reports every sample the kernel classified (all unparsable: cpu-clock
+/// samples carry no data source), with its losses on one line.
+#[test]
+fn live_c2c_records_until_the_command_exits_and_reports_every_sample() {
+    if !privileged("live_c2c_records_until_the_command_exits") {
+        return;
+    }
+    let output = std::process::Command::new(topdown_tests::topdown_bpf_binary())
+        .args(["c2c", "-e", "cpu-clock", "-F", "1000", "--json", "--"])
+        .arg(env!("CARGO_BIN_EXE_workload"))
+        .args(["--run-ms", "600", "--churn", "0", "--no-wait"])
+        .output()
+        .expect("running topdown-bpf c2c");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let summary = stderr
+        .lines()
+        .find(|l| l.starts_with("topdown-bpf: c2c recorded"))
+        .unwrap_or_else(|| panic!("a summary line in {stderr}"));
+    assert!(
+        summary.contains("ring buffer full 0, unreadable samples 0"),
+        "{summary}"
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    // The workload's own event lines come first (it shares our stdout).
+    let doc: serde_json::Value = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|doc| doc["schema"] == "topdown-bpf/c2c/v1")
+        .unwrap_or_else(|| panic!("a JSON report in {stdout}"));
+    let totals = &doc["totals"];
+    let samples = totals["nr_entries"].as_u64().unwrap();
+    // The workload keeps one CPU busy for 600 ms at 1000 samples per second.
+    assert!(samples > 300, "{samples} samples: {summary}");
+    assert_eq!(
+        totals["noparse"], samples,
+        "every cpu-clock sample is unparsable"
+    );
+    assert_eq!(totals["load"], 0);
+    assert_eq!(doc["shared"]["lines"], 0);
+    assert_eq!(doc["events"][0], "cpu-clock");
+}

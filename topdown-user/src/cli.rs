@@ -80,7 +80,7 @@ pub struct ServeArgs {
     pub duration: Option<f64>,
 }
 
-/// `topdown-bpf c2c`: without a subcommand, live recording.
+/// `topdown-bpf c2c`: without a subcommand, record live, then report.
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct C2cArgs {
@@ -91,6 +91,31 @@ pub struct C2cArgs {
     /// Load latency threshold in cycles (`ldlat`), as `perf c2c record` (default 30).
     #[arg(long, value_name = "CYCLES", default_value_t = 30)]
     pub threshold: u64,
+
+    /// Stop after S seconds (default: when COMMAND exits, or Ctrl-C).
+    #[arg(long, value_name = "S")]
+    pub duration: Option<f64>,
+
+    /// Sample this event instead of the machine's memory events: `cpu-clock` or `task-clock`,
+    /// to try the live path on a machine without a memory-sampling PMU.
+    #[arg(short = 'e', long = "event", value_name = "EVENT")]
+    pub event: Option<String>,
+
+    /// Samples per second per CPU and event (perf's default, 4000).
+    #[arg(short = 'F', long = "freq", value_name = "HZ", default_value_t = 4000)]
+    pub freq: u64,
+
+    /// Report only these processes' cache lines (the statistics stay machine-wide).
+    #[arg(short = 'p', long = "pid", value_name = "PID", value_delimiter = ',')]
+    pub pids: Vec<u32>,
+
+    /// How to report.
+    #[command(flatten)]
+    pub view: C2cViewArgs,
+
+    /// Run COMMAND and record (machine-wide) until it exits.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command_line: Vec<String>,
 }
 
 /// `topdown-bpf c2c` subcommands.
@@ -113,6 +138,14 @@ pub struct C2cReportArgs {
     )]
     pub input: PathBuf,
 
+    /// How to report.
+    #[command(flatten)]
+    pub view: C2cViewArgs,
+}
+
+/// How a c2c report is drawn, live or from a file (perf c2c report's options).
+#[derive(Clone, Debug, Args)]
+pub struct C2cViewArgs {
     /// Print only the statistics (perf's Trace Event and Shared Cache Line Event tables).
     #[arg(long)]
     pub stats: bool,

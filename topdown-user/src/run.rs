@@ -336,7 +336,7 @@ pub(crate) fn far_future() -> tokio::time::Instant {
 }
 
 /// Waits for the command to exit; never completes when there is none.
-async fn wait_for(
+pub(crate) async fn wait_for(
     child: Option<&mut tokio::process::Child>,
 ) -> std::io::Result<std::process::ExitStatus> {
     match child {

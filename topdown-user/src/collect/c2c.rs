@@ -1,20 +1,73 @@
 //! The c2c filter's loader: BTF offsets and latency threshold in, per-class counts, losses and
 //! forwarded samples out.
 
-use std::time::Duration;
+use std::{
+    io,
+    os::fd::{AsFd as _, AsRawFd as _, FromRawFd as _, OwnedFd, RawFd},
+    time::Duration,
+};
 
 use anyhow::{Context as _, Result, anyhow};
 use aya::{
     Ebpf, EbpfLoader,
     maps::{MapData, PerCpuArray, RingBuf},
-    programs::{
-        PerfEvent,
-        perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
-    },
+    programs::PerfEvent,
 };
+use perf_event_open_sys::{bindings, ioctls};
 use topdown_common::c2c::{C2cRecord, C2cStats, counter};
 
 use super::{btf::KernelBtf, object};
+use crate::pmu::memory_events::{self, MemoryEvent, Rate};
+
+/// What every sample carries, as `perf c2c record` asks (`-d --phys-data --sample-cpu -W`).
+const SAMPLE_TYPE: u32 = bindings::PERF_SAMPLE_IP
+    | bindings::PERF_SAMPLE_TID
+    | bindings::PERF_SAMPLE_TIME
+    | bindings::PERF_SAMPLE_ADDR
+    | bindings::PERF_SAMPLE_ID
+    | bindings::PERF_SAMPLE_CPU
+    | bindings::PERF_SAMPLE_PERIOD
+    | bindings::PERF_SAMPLE_WEIGHT
+    | bindings::PERF_SAMPLE_DATA_SRC
+    | bindings::PERF_SAMPLE_PHYS_ADDR;
+
+/// Opens one sampling event on `cpu` (every process), disabled, in `leader`'s group if any.
+fn open_sampling(event: &MemoryEvent, cpu: u32, leader: Option<RawFd>) -> Result<OwnedFd> {
+    let mut attr = bindings::perf_event_attr {
+        size: size_of::<bindings::perf_event_attr>() as u32,
+        type_: event.pmu_type,
+        config: event.config,
+        sample_type: u64::from(SAMPLE_TYPE),
+        ..Default::default()
+    };
+    attr.__bindgen_anon_3.config1 = event.config1;
+    if event.samples {
+        match event.rate {
+            Rate::Frequency(hz) => {
+                attr.set_freq(1);
+                attr.__bindgen_anon_1.sample_freq = hz;
+            }
+            Rate::Period(period) => attr.__bindgen_anon_1.sample_period = period,
+        }
+    }
+    attr.set_precise_ip(u64::from(event.precise_ip));
+    attr.set_disabled(1);
+    // SAFETY: attr is a valid perf_event_attr of the size it declares.
+    let fd = unsafe {
+        perf_event_open_sys::perf_event_open(
+            &mut attr,
+            -1,
+            cpu as i32,
+            leader.unwrap_or(-1),
+            libc::c_ulong::from(bindings::PERF_FLAG_FD_CLOEXEC),
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error()).context("perf_event_open");
+    }
+    // SAFETY: a descriptor perf_event_open just returned, owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
 
 /// What the filter counted so far, summed over CPUs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -29,17 +82,19 @@ pub struct C2cCounts {
     pub read_errors: u64,
 }
 
-/// The c2c filter, loaded and attached.
+/// The c2c filter, loaded and attached to every CPU's sampling events.
 pub struct C2cCollector {
     bpf: Ebpf,
     samples: RingBuf<MapData>,
+    /// Held open for as long as the filter runs on them.
+    _events: Vec<OwnedFd>,
 }
 
 impl C2cCollector {
-    /// Attaches the filter to a `cpu-clock` sampling event every `period` on each online CPU:
-    /// the software stand-in for memory sampling on machines without it. Samples carry no
-    /// data_src, so every one is counted as unparsable and none is forwarded.
-    pub fn start_on_cpu_clock(period: Duration, ldlat: u64, ring_bytes: u32) -> Result<Self> {
+    /// Opens `events` on every online CPU, with the fields c2c needs in each sample, and runs
+    /// the filter on every sample (`PERF_EVENT_IOC_SET_BPF`); loads under `ldlat` cycles are
+    /// counted but not forwarded.
+    pub fn start(events: &[MemoryEvent], ldlat: u64, ring_bytes: u32) -> Result<Self> {
         let mut bpf = load(ldlat, ring_bytes)?;
         let cpus = aya::util::online_cpus()
             .map_err(|(path, error)| anyhow!("reading online CPUs from {path}: {error}"))?;
@@ -48,22 +103,49 @@ impl C2cCollector {
             .context("the BPF object has no c2c_filter program")?
             .try_into()?;
         program.load().context("loading the c2c filter")?;
-        let period = u64::try_from(period.as_nanos()).unwrap_or(u64::MAX).max(1);
-        for cpu in cpus {
-            program
-                .attach(
-                    PerfEventConfig::Software(SoftwareEvent::CpuClock),
-                    PerfEventScope::AllProcessesOneCpu { cpu },
-                    SamplePolicy::Period(period),
-                    false,
-                )
-                .with_context(|| format!("attaching the c2c filter on CPU {cpu}"))?;
+        let program_fd = program.fd()?.as_fd().as_raw_fd();
+        let mut open: Vec<OwnedFd> = Vec::new();
+        for &cpu in &cpus {
+            let first = open.len();
+            for event in events {
+                let leader = event.leader.map(|i| open[first + i].as_raw_fd());
+                let fd = open_sampling(event, cpu, leader)
+                    .with_context(|| format!("opening {} on CPU {cpu}", event.name))?;
+                if event.samples {
+                    // SAFETY: both descriptors are open; the kernel checks the program type.
+                    if unsafe { ioctls::SET_BPF(fd.as_raw_fd(), program_fd as u32) } < 0 {
+                        return Err(io::Error::last_os_error()).with_context(|| {
+                            format!("attaching the c2c filter to {} on CPU {cpu}", event.name)
+                        });
+                    }
+                }
+                open.push(fd);
+            }
+        }
+        for fd in &open {
+            // SAFETY: an open perf event descriptor; enabling a member is harmless.
+            if unsafe { ioctls::ENABLE(fd.as_raw_fd(), 0) } < 0 {
+                return Err(io::Error::last_os_error()).context("enabling the sampling events");
+            }
         }
         let samples = RingBuf::try_from(
             bpf.take_map("C2C_SAMPLES")
                 .context("the BPF object has no C2C_SAMPLES map")?,
         )?;
-        Ok(Self { bpf, samples })
+        Ok(Self {
+            bpf,
+            samples,
+            _events: open,
+        })
+    }
+
+    /// Attaches the filter to a `cpu-clock` sampling event every `period` on each online CPU:
+    /// the software stand-in for memory sampling on machines without it. Samples carry no
+    /// data_src, so every one is counted as unparsable and none is forwarded.
+    pub fn start_on_cpu_clock(period: Duration, ldlat: u64, ring_bytes: u32) -> Result<Self> {
+        let nanos = u64::try_from(period.as_nanos()).unwrap_or(u64::MAX).max(1);
+        let event = memory_events::software("cpu-clock", Rate::Period(nanos))?;
+        Self::start(&[event], ldlat, ring_bytes)
     }
 
     /// Forwarded samples since the previous call.

@@ -4,6 +4,7 @@ pub mod counter_set;
 pub mod event_spec;
 pub mod event_table;
 pub mod machine;
+pub mod memory_events;
 pub mod sysfs;
 pub mod topdown_model;
 pub mod topdown_set;

@@ -104,7 +104,7 @@ impl Pmu {
     }
 
     /// Encodes `terms` (`event=0x3c,umask=0x1,cmask=1`; a bare `term` means 1) through this
-    /// PMU's `format/` files.
+    /// PMU's `format/` files; a term given twice takes its last value.
     pub fn encode(&self, terms: &str) -> Result<EventConfig> {
         let mut out = EventConfig::default();
         for term in terms.split(',').map(str::trim).filter(|t| !t.is_empty()) {
@@ -148,7 +148,8 @@ fn place_bits(format: &str, mut value: u64, out: &mut EventConfig) -> Result<()>
         } else {
             (1u64 << width) - 1
         };
-        *target |= (value & mask) << lo;
+        // A later term overrides an earlier one (`mem-loads` from sysfs, then `ldlat=30`).
+        *target = (*target & !(mask << lo)) | ((value & mask) << lo);
         value = if width == 64 { 0 } else { value >> width };
     }
     if value != 0 {

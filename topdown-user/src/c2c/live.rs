@@ -1,0 +1,215 @@
+//! `topdown-bpf c2c`: records live. The kernel filter classifies every memory sample and
+//! forwards only contended loads at or over the threshold and stores; this drains them, reads
+//! the mappings of every process it sees while it still runs, and stops at the end of
+//! `--duration`, when the command exits, or on Ctrl-C / SIGTERM.
+
+use std::{
+    collections::HashSet,
+    path::Path,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, Result, bail};
+use tokio::{
+    process::Command,
+    signal::unix::{SignalKind, signal},
+    time::{interval, sleep_until},
+};
+use topdown_common::c2c::C2cRecord;
+
+use super::{
+    host,
+    perf_data::{MemSample, Recording},
+};
+use crate::{
+    attrib::cgroups::CgroupNames,
+    cli::C2cArgs,
+    collect::c2c::{C2cCollector, C2cCounts},
+    pmu::{
+        memory_events::{self, Rate},
+        sysfs::SysRoot,
+    },
+    preflight,
+    run::{far_future, wait_for},
+};
+
+/// How often forwarded samples are moved out of the ring buffer.
+const DRAIN: Duration = Duration::from_millis(100);
+/// Ring buffer for forwarded samples.
+const RING_BYTES: u32 = 16 << 20;
+/// Kernel addresses start here on x86-64 and arm64.
+const KERNEL_START: u64 = 0xffff_8000_0000_0000;
+
+/// A finished live recording: the forwarded samples as a [`Recording`], and the kernel's counts
+/// of every sample.
+pub struct LiveRecording {
+    /// Forwarded samples with the mappings and topology needed to key and name them.
+    pub recording: Recording,
+    /// Every sample, classified in the kernel, and the losses.
+    pub counts: C2cCounts,
+    /// How long it recorded.
+    pub seconds: f64,
+}
+
+/// Records as `args` say.
+pub fn record(sys: &SysRoot, args: &C2cArgs) -> Result<LiveRecording> {
+    let rate = Rate::Frequency(args.freq);
+    let events = match &args.event {
+        Some(name) => vec![memory_events::software(name, rate)?],
+        None => match memory_events::for_machine(sys, args.threshold, rate)? {
+            Some(events) => events,
+            None if sys.pmu_names()?.iter().any(|n| n.starts_with("arm_spe")) => bail!(
+                "Arm SPE is not supported yet for live c2c: record with `perf c2c record` and \
+                 read it with `topdown-bpf c2c report -i FILE`"
+            ),
+            None => bail!(
+                "this machine has no memory-sampling PMU (Intel mem-loads, AMD IBS, Arm SPE): \
+                 record with `perf c2c record` where there is one and read it with \
+                 `topdown-bpf c2c report -i FILE --stats` (or try the live path with -e cpu-clock)"
+            ),
+        },
+    };
+    if args.duration.is_some_and(|d| !(d > 0.0 && d.is_finite())) {
+        bail!("--duration must be a positive number of seconds");
+    }
+    preflight::check()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async {
+        let mut collector = C2cCollector::start(&events, args.threshold, RING_BYTES)?;
+        let started = Instant::now();
+        let mut child = match args.command_line.split_first() {
+            Some((program, rest)) => Some(
+                Command::new(program)
+                    .args(rest)
+                    .spawn()
+                    .with_context(|| format!("cannot run `{program}`"))?,
+            ),
+            None => None,
+        };
+        let mut live = Gathered::new(&args.pids);
+        let deadline = args
+            .duration
+            .map(|s| tokio::time::Instant::from_std(started + Duration::from_secs_f64(s)));
+        let mut drain = interval(DRAIN);
+        let mut sigterm = signal(SignalKind::terminate()).context("installing a SIGTERM handler")?;
+        loop {
+            tokio::select! {
+                _ = drain.tick() => live.take(collector.drain()),
+                () = async { sleep_until(deadline.unwrap_or_else(far_future)).await }, if deadline.is_some() => break,
+                status = wait_for(child.as_mut()), if child.is_some() => {
+                    log::info!("command exited: {:?}", status);
+                    break;
+                }
+                _ = tokio::signal::ctrl_c() => break,
+                _ = sigterm.recv() => break,
+            }
+        }
+        live.take(collector.drain());
+        let counts = collector.counts()?;
+        let devices = sys.path("sys/devices");
+        Ok(LiveRecording {
+            recording: live.finish(
+                events.iter().map(|e| e.name.clone()).collect(),
+                &devices,
+            ),
+            counts,
+            seconds: started.elapsed().as_secs_f64(),
+        })
+    })
+}
+
+/// Forwarded samples gathered so far, and the mappings of their processes.
+struct Gathered {
+    recording: Recording,
+    only: HashSet<u32>,
+    seen: HashSet<u32>,
+}
+
+impl Gathered {
+    fn new(pids: &[u32]) -> Self {
+        Self {
+            recording: Recording::default(),
+            only: pids.iter().copied().collect(),
+            seen: HashSet::new(),
+        }
+    }
+
+    /// Keeps `records` (those of the asked processes), reading each new process's mappings
+    /// while it still runs.
+    fn take(&mut self, records: Vec<C2cRecord>) {
+        for record in records {
+            if !self.only.is_empty() && !self.only.contains(&record.pid) {
+                continue;
+            }
+            if self.seen.insert(record.pid) {
+                self.recording
+                    .mappings
+                    .insert(record.pid, host::mappings(record.pid));
+            }
+            let time = self.recording.samples.len() as u64;
+            self.recording.samples.push(MemSample {
+                pid: record.pid,
+                tid: record.tid,
+                cpu: record.cpu,
+                ip: record.ip,
+                addr: record.addr,
+                data_src: record.data_src,
+                weight: record.weight,
+                phys_addr: record.phys_addr,
+                time,
+                cgroup: record.cgroup_id,
+                kernel: record.ip >= KERNEL_START,
+            });
+        }
+    }
+
+    fn finish(mut self, events: Vec<String>, devices: &Path) -> Recording {
+        let mut names = CgroupNames::host();
+        let ids: HashSet<u64> = self.recording.samples.iter().map(|s| s.cgroup).collect();
+        for id in ids {
+            self.recording.cgroups.insert(id, names.name(id));
+        }
+        self.recording.events = events;
+        self.recording.numa_cpus = host::numa_cpus(devices);
+        self.recording.memory = host::memory_topology(devices);
+        self.recording
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    fn c2c_args(argv: &[&str]) -> C2cArgs {
+        match Cli::try_parse_from(argv).unwrap().command {
+            Some(Command::C2c(args)) => args,
+            _ => panic!("not c2c"),
+        }
+    }
+
+    #[test]
+    fn without_a_memory_sampling_pmu_it_says_so_and_where_to_go() {
+        let error = record(&SysRoot::fixture("vm-no-pmu"), &c2c_args(&["t", "c2c"]))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            error.contains("no memory-sampling PMU") && error.contains("c2c report -i"),
+            "{error}"
+        );
+        let error = record(
+            &SysRoot::fixture("vm-no-pmu"),
+            &c2c_args(&["t", "c2c", "-e", "cycles"]),
+        )
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(error.contains("cpu-clock"), "{error}");
+    }
+}
