@@ -140,6 +140,8 @@ fn prometheus_scrapes_per_cgroup_series_with_the_kernels_numbers() {
                 "-I",
                 "200",
             ])
+            // The c2c filter too, on the software stand-in (no memory-sampling PMU here).
+            .args(["--c2c", "--c2c-event", "cpu-clock"])
             .stderr(Stdio::null())
             .spawn()
             .expect("starting topdown-bpf serve"),
@@ -174,6 +176,14 @@ fn prometheus_scrapes_per_cgroup_series_with_the_kernels_numbers() {
     let body = wait_for("the test cgroup's series", Duration::from_secs(10), || {
         get(port, "/metrics").filter(|b| b.contains(&format!("cgroup=\"{path}\"")))
     });
+    let classified = body
+        .lines()
+        .find_map(|l| l.strip_prefix("topdown_c2c_classified_total "))
+        .and_then(|v| v.trim().parse::<f64>().ok());
+    assert!(
+        classified.is_some_and(|n| n > 0.0),
+        "the c2c filter classified samples: {classified:?}"
+    );
     let mut check = Command::new(&promtool)
         .args(["check", "metrics"])
         .stdin(Stdio::piped())

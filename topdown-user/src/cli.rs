@@ -78,6 +78,19 @@ pub struct ServeArgs {
     /// Stop after S seconds (default: until Ctrl-C or SIGTERM).
     #[arg(long, value_name = "S")]
     pub duration: Option<f64>,
+
+    /// Also run the c2c filter and export forwarded HITM, peer and store samples per cgroup
+    /// (`topdown_cgroup_c2c_samples_total`); needs a memory-sampling PMU, or --c2c-event.
+    #[arg(long)]
+    pub c2c: bool,
+
+    /// With --c2c: sample this software event instead (`cpu-clock`), to try it without a PMU.
+    #[arg(long, value_name = "EVENT", requires = "c2c")]
+    pub c2c_event: Option<String>,
+
+    /// With --c2c: load latency threshold in cycles.
+    #[arg(long, value_name = "CYCLES", default_value_t = 30)]
+    pub threshold: u64,
 }
 
 /// `topdown-bpf c2c`: without a subcommand, record live, then report.

@@ -53,22 +53,12 @@ pub struct LiveRecording {
 
 /// Records as `args` say.
 pub fn record(sys: &SysRoot, args: &C2cArgs) -> Result<LiveRecording> {
-    let rate = Rate::Frequency(args.freq);
-    let events = match &args.event {
-        Some(name) => vec![memory_events::software(name, rate)?],
-        None => match memory_events::for_machine(sys, args.threshold, rate)? {
-            Some(events) => events,
-            None if sys.pmu_names()?.iter().any(|n| n.starts_with("arm_spe")) => bail!(
-                "Arm SPE is not supported yet for live c2c: record with `perf c2c record` and \
-                 read it with `topdown-bpf c2c report -i FILE`"
-            ),
-            None => bail!(
-                "this machine has no memory-sampling PMU (Intel mem-loads, AMD IBS, Arm SPE): \
-                 record with `perf c2c record` where there is one and read it with \
-                 `topdown-bpf c2c report -i FILE --stats` (or try the live path with -e cpu-clock)"
-            ),
-        },
-    };
+    let events = memory_events::choose(
+        sys,
+        args.event.as_deref(),
+        args.threshold,
+        Rate::Frequency(args.freq),
+    )?;
     if args.duration.is_some_and(|d| !(d > 0.0 && d.is_finite())) {
         bail!("--duration must be a positive number of seconds");
     }

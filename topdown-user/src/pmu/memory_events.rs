@@ -94,6 +94,32 @@ pub fn for_machine(sys: &SysRoot, ldlat: u64, rate: Rate) -> Result<Option<Vec<M
     Ok(None)
 }
 
+/// The events a c2c recording opens: `event` when given (a software stand-in), else this
+/// machine's memory events; one clear line when it has none.
+pub fn choose(
+    sys: &SysRoot,
+    event: Option<&str>,
+    ldlat: u64,
+    rate: Rate,
+) -> Result<Vec<MemoryEvent>> {
+    if let Some(name) = event {
+        return Ok(vec![software(name, rate)?]);
+    }
+    match for_machine(sys, ldlat, rate)? {
+        Some(events) => Ok(events),
+        None if sys.pmu_names()?.iter().any(|n| n.starts_with("arm_spe")) => bail!(
+            "Arm SPE is not supported yet for live c2c: record with `perf c2c record` and read it \
+             with `topdown-bpf c2c report -i FILE`"
+        ),
+        None => bail!(
+            "this machine has no memory-sampling PMU (Intel mem-loads, AMD IBS, Arm SPE): record \
+             with `perf c2c record` where there is one and read it with `topdown-bpf c2c report \
+             -i FILE --stats` (or try the live path on a software event: `c2c -e cpu-clock`, \
+             `serve --c2c --c2c-event cpu-clock`)"
+        ),
+    }
+}
+
 /// A software event standing in for memory sampling (`-e cpu-clock`): its samples carry no
 /// data source, so the filter counts them all as unparsable. Lets the whole live path run on
 /// machines without a memory-sampling PMU.

@@ -14,10 +14,14 @@ use prometheus_client::{
     metrics::{counter::Counter, family::Family, gauge::Gauge},
     registry::{Registry, Unit},
 };
-use topdown_common::stats::Stat;
+use topdown_common::{
+    c2c::{C2cRecord, C2cStats},
+    stats::Stat,
+};
 
 use crate::{
     attrib::{Window, cgroups::CgroupNames, containers::Owner, usage::CgroupUsage},
+    collect::c2c::C2cCounts,
     pmu::counter_set::{CounterSet, Unit as CounterUnit},
     report::rows::TopdownView,
 };
@@ -43,6 +47,8 @@ struct Exported {
     /// Label sets it has in the per-event and per-node families.
     event_labels: Vec<Labels>,
     node_labels: Vec<Labels>,
+    /// Label sets it has in the c2c family.
+    c2c_labels: Vec<Labels>,
     removed_at: Option<Instant>,
 }
 
@@ -56,6 +62,8 @@ pub struct Exporter {
     event_seconds: Family<Labels, FloatCounter>,
     tma: Family<Labels, FloatGauge>,
     losses: Family<Labels, Counter>,
+    c2c: Family<Labels, Counter>,
+    c2c_classified: Counter,
     refused: Counter,
     exported_gauge: Gauge,
     set: CounterSet,
@@ -91,6 +99,8 @@ impl Exporter {
             event_seconds: Family::default(),
             tma: Family::default(),
             losses: Family::default(),
+            c2c: Family::default(),
+            c2c_classified: Counter::default(),
             refused: Counter::default(),
             exported_gauge: Gauge::default(),
             registry,
@@ -146,6 +156,17 @@ impl Exporter {
             self.losses.clone(),
         );
         r.register(
+            "topdown_cgroup_c2c_samples",
+            "Memory samples the c2c filter forwarded, by cgroup and class: lcl_hitm and rmt_hitm \
+             loads (a line modified in another core's cache), peer loads, stores (with --c2c)",
+            self.c2c.clone(),
+        );
+        r.register(
+            "topdown_c2c_classified",
+            "Memory samples the c2c filter classified in the kernel, forwarded or not",
+            self.c2c_classified.clone(),
+        );
+        r.register(
             "topdown_cgroups_refused",
             "cgroups not exported because --max-series was reached",
             self.refused.clone(),
@@ -163,27 +184,9 @@ impl Exporter {
     pub fn update(&mut self, window: &Window, names: &mut CgroupNames, now: Instant) -> Vec<u64> {
         names.allow_rescan();
         for usage in &window.cgroups {
-            if self.dropped.contains(&usage.id) {
-                continue;
+            if self.export(usage.id, names) {
+                self.charge(usage);
             }
-            if !self.exported.contains_key(&usage.id) {
-                if self.exported.len() >= self.limits.max_cgroups {
-                    if self.refused_ids.insert(usage.id) {
-                        self.refused.inc();
-                    }
-                    continue;
-                }
-                self.exported.insert(
-                    usage.id,
-                    Exported {
-                        labels: labels_of(&names.name(usage.id)),
-                        event_labels: Vec::new(),
-                        node_labels: Vec::new(),
-                        removed_at: None,
-                    },
-                );
-            }
-            self.charge(usage);
         }
         for stat in Stat::ALL.into_iter().filter(|s| s.is_loss()) {
             let counter = self
@@ -193,6 +196,81 @@ impl Exporter {
             counter.inc_by(total.saturating_sub(counter.get()));
         }
         self.drop_removed(names, now)
+    }
+
+    /// Makes sure cgroup `id` has series, unless it was dropped or the cap bites (counted
+    /// once per cgroup); whether it has them.
+    fn export(&mut self, id: u64, names: &mut CgroupNames) -> bool {
+        if self.dropped.contains(&id) {
+            return false;
+        }
+        if !self.exported.contains_key(&id) {
+            if self.exported.len() >= self.limits.max_cgroups {
+                if self.refused_ids.insert(id) {
+                    self.refused.inc();
+                }
+                return false;
+            }
+            self.exported.insert(
+                id,
+                Exported {
+                    labels: labels_of(&names.name(id)),
+                    event_labels: Vec::new(),
+                    node_labels: Vec::new(),
+                    c2c_labels: Vec::new(),
+                    removed_at: None,
+                },
+            );
+        }
+        true
+    }
+
+    /// Takes the samples the c2c filter forwarded since the previous call, and its counts.
+    pub fn update_c2c(
+        &mut self,
+        records: &[C2cRecord],
+        counts: &C2cCounts,
+        names: &mut CgroupNames,
+    ) {
+        for record in records {
+            let mut one = C2cStats::default();
+            one.add_sample(record.data_src, record.addr, true);
+            let class = if one.lcl_hitm > 0 {
+                "lcl_hitm"
+            } else if one.rmt_hitm > 0 {
+                "rmt_hitm"
+            } else if one.tot_peer > 0 {
+                "peer"
+            } else if one.store > 0 {
+                "store"
+            } else {
+                continue;
+            };
+            if !self.export(record.cgroup_id, names) {
+                continue;
+            }
+            let Some(entry) = self.exported.get_mut(&record.cgroup_id) else {
+                continue;
+            };
+            let mut labels = entry.labels.clone();
+            labels.push(("class".into(), class.into()));
+            self.c2c.get_or_create(&labels).inc();
+            if !entry.c2c_labels.contains(&labels) {
+                entry.c2c_labels.push(labels);
+            }
+        }
+        let total = counts.stats.nr_entries;
+        self.c2c_classified
+            .inc_by(total.saturating_sub(self.c2c_classified.get()));
+        for (cause, value) in [
+            ("c2c_ring_full", counts.ring_full),
+            ("c2c_unreadable_samples", counts.read_errors),
+        ] {
+            let counter = self
+                .losses
+                .get_or_create_owned(&vec![("cause".into(), cause.into())]);
+            counter.inc_by(value.saturating_sub(counter.get()));
+        }
     }
 
     fn charge(&mut self, usage: &CgroupUsage) {
@@ -263,6 +341,9 @@ impl Exporter {
                 for labels in &entry.node_labels {
                     self.tma.remove(labels);
                 }
+                for labels in &entry.c2c_labels {
+                    self.c2c.remove(labels);
+                }
             }
             self.dropped.insert(*id);
         }
@@ -327,6 +408,8 @@ mod tests {
     use std::{fs, os::unix::fs::MetadataExt as _};
 
     use super::*;
+    use topdown_common::data_src::{self, DataSrc};
+
     use crate::{
         attrib::usage::CounterValue,
         collect::Stats,
@@ -457,5 +540,50 @@ mod tests {
         let text = exporter.encode();
         assert!(!text.contains("cgroup=\"/b\""), "{text}");
         assert!(text.contains("topdown_cgroups_exported 1"));
+
+        // c2c: forwarded samples by cgroup and class, the kernel's count and losses.
+        let record = |cgroup_id, data_src| C2cRecord {
+            cgroup_id,
+            data_src,
+            addr: 0x1000,
+            ..C2cRecord::default()
+        };
+        let hitm = |remote: bool| {
+            let mut src = DataSrc::decode(0);
+            src.op = data_src::op::LOAD;
+            src.lvl = data_src::lvl::HIT | data_src::lvl::L3;
+            src.snoop = data_src::snoop::HITM;
+            if remote {
+                src.lvl = data_src::lvl::MISS | data_src::lvl::REM_CCE1;
+                src.remote = true;
+            }
+            src.encode()
+        };
+        let records = [
+            record(docker, hitm(false)),
+            record(docker, hitm(false)),
+            record(docker, hitm(true)),
+        ];
+        let counts = C2cCounts {
+            forwarded: 3,
+            ring_full: 2,
+            ..C2cCounts::default()
+        };
+        let mut counts = counts;
+        counts.stats.nr_entries = 50;
+        exporter.update_c2c(&records, &counts, &mut names);
+        let text = exporter.encode();
+        let c2c = |class: &str| {
+            line(&text, &format!("topdown_cgroup_c2c_samples_total{{cgroup=\"/{scope}\",container=\"docker:0f0f0f0f0f0f\",runtime=\"docker\",class=\"{class}\"}}"))
+                .and_then(|l| l.rsplit(' ').next())
+                .map(str::to_owned)
+        };
+        assert_eq!(c2c("lcl_hitm").as_deref(), Some("2"), "{text}");
+        assert_eq!(c2c("rmt_hitm").as_deref(), Some("1"), "{text}");
+        assert!(text.contains("topdown_c2c_classified_total 50"), "{text}");
+        assert!(
+            text.contains("topdown_kernel_losses_total{cause=\"c2c_ring_full\"} 2"),
+            "{text}"
+        );
     }
 }

@@ -22,13 +22,20 @@ use tokio::{
 use crate::{
     attrib::{Attributor, cgroups::CgroupNames, target::Target},
     cli::ServeArgs,
-    collect::{Collector, CollectorOptions},
+    collect::{Collector, CollectorOptions, c2c::C2cCollector},
+    pmu::{
+        memory_events::{self, Rate},
+        sysfs::SysRoot,
+    },
     preflight,
     run::{counter_set, far_future},
 };
 
-/// How often dead threads' and removed cgroups' records are moved out of the ring buffers.
+/// How often dead threads' and removed cgroups' records (and c2c samples) are moved out of the
+/// ring buffers.
 const DRAIN: Duration = Duration::from_millis(100);
+/// Ring buffer for forwarded c2c samples.
+const C2C_RING_BYTES: u32 = 16 << 20;
 
 /// Collects per cgroup and serves the metrics until Ctrl-C, SIGTERM or `--duration`.
 pub async fn run(args: &ServeArgs) -> Result<()> {
@@ -62,6 +69,21 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
             ..CollectorOptions::default()
         },
     )?;
+    let mut c2c = if args.c2c {
+        let events = memory_events::choose(
+            &SysRoot::host(),
+            args.c2c_event.as_deref(),
+            args.threshold,
+            Rate::Frequency(4000),
+        )?;
+        Some(C2cCollector::start(
+            &events,
+            args.threshold,
+            C2C_RING_BYTES,
+        )?)
+    } else {
+        None
+    };
     let started = Instant::now();
     let mut attrib = Attributor::new(set.counters.len(), Target::NoThreads);
     attrib.start(started);
@@ -99,7 +121,13 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
                 collector.forget_cgroups(&gone)?;
                 latest.send_replace(Arc::new(exporter.encode()));
             }
-            _ = drain.tick() => collector.drain_exits(),
+            _ = drain.tick() => {
+                collector.drain_exits();
+                if let Some(c2c) = c2c.as_mut() {
+                    let records = c2c.drain();
+                    exporter.update_c2c(&records, &c2c.counts()?, &mut names);
+                }
+            }
             () = async { sleep_until(deadline.unwrap_or_else(far_future)).await }, if deadline.is_some() => break Ok(()),
             finished = &mut server => break finished.context("the metrics server stopped").and_then(|r| r),
             _ = tokio::signal::ctrl_c() => break Ok(()),
