@@ -73,12 +73,17 @@ fn header(options: ReportOptions) -> String {
 
 /// The table, for the lines with a share of all HITMs of at least 0.1 %.
 pub fn render(data: &C2cData, options: ReportOptions) -> String {
+    render_top(data, options, usize::MAX)
+}
+
+/// The table's first `top` lines (the live view's hottest lines).
+pub fn render_top(data: &C2cData, options: ReportOptions, top: usize) -> String {
     let display = options.display;
     // Shares are of all samples' count (perf's `percent_costly_snoop`).
     let total: u64 = data.lines.values().map(|l| display.metric(&l.stats)).sum();
     let lines = displayed(data, options);
     let mut out = header(options);
-    for (index, line) in lines.iter().enumerate() {
+    for (index, line) in lines.iter().take(top).enumerate() {
         let s = &line.stats;
         let loads = s.table_loads();
         let node = line.phys.node_list();

@@ -1,10 +1,12 @@
 //! `topdown-bpf c2c`: records live. The kernel filter classifies every memory sample and
 //! forwards only contended loads at or over the threshold and stores; this drains them, reads
-//! the mappings of every process it sees while it still runs, and stops at the end of
-//! `--duration`, when the command exits, or on Ctrl-C / SIGTERM.
+//! the mappings of every process it sees while it still runs, shows the hottest lines so far on
+//! a terminal, and stops at the end of `--duration`, when the command exits, or on Ctrl-C /
+//! SIGTERM.
 
 use std::{
     collections::HashSet,
+    io::IsTerminal as _,
     path::Path,
     time::{Duration, Instant},
 };
@@ -18,7 +20,9 @@ use tokio::{
 use topdown_common::c2c::C2cRecord;
 
 use super::{
-    host,
+    display::ReportOptions,
+    host, line_table,
+    lines::C2cData,
     perf_data::{MemSample, Recording},
 };
 use crate::{
@@ -39,6 +43,29 @@ const DRAIN: Duration = Duration::from_millis(100);
 const RING_BYTES: u32 = 16 << 20;
 /// Kernel addresses start here on x86-64 and arm64.
 const KERNEL_START: u64 = 0xffff_8000_0000_0000;
+
+/// Redraw period of the live view.
+const REDRAW: Duration = Duration::from_secs(1);
+/// Lines in the live view.
+const HOTTEST: usize = 10;
+
+/// The live view: what was classified and forwarded so far, and the hottest lines of the
+/// forwarded samples, on a cleared terminal.
+fn hottest(recording: &Recording, counts: &C2cCounts, elapsed: Duration) -> String {
+    let options = ReportOptions::default();
+    let data = C2cData::from_recording(recording, options.line_size(), options.coalesce);
+    format!(
+        "\x1b[H\x1b[2J# topdown-bpf c2c: {:.0} s, {} samples classified, {} forwarded, losses: ring \
+         buffer full {}, unreadable {}; the {HOTTEST} hottest lines so far (Ctrl-C for the \
+         report)\n{}",
+        elapsed.as_secs_f64(),
+        counts.stats.nr_entries,
+        counts.forwarded,
+        counts.ring_full,
+        counts.read_errors,
+        line_table::render_top(&data, options, HOTTEST)
+    )
+}
 
 /// A finished live recording: the forwarded samples as a [`Recording`], and the kernel's counts
 /// of every sample.
@@ -84,10 +111,16 @@ pub fn record(sys: &SysRoot, args: &C2cArgs) -> Result<LiveRecording> {
             .duration
             .map(|s| tokio::time::Instant::from_std(started + Duration::from_secs_f64(s)));
         let mut drain = interval(DRAIN);
+        // A terminal gets the hottest lines so far, redrawn every second.
+        let view = std::io::stdout().is_terminal() && !args.view.json;
+        let mut redraw = interval(REDRAW);
         let mut sigterm = signal(SignalKind::terminate()).context("installing a SIGTERM handler")?;
         loop {
             tokio::select! {
                 _ = drain.tick() => live.take(collector.drain()),
+                _ = redraw.tick(), if view => {
+                    print!("{}", hottest(&live.recording, &collector.counts()?, started.elapsed()));
+                }
                 () = async { sleep_until(deadline.unwrap_or_else(far_future)).await }, if deadline.is_some() => break,
                 status = wait_for(child.as_mut()), if child.is_some() => {
                     log::info!("command exited: {:?}", status);
@@ -181,6 +214,44 @@ mod tests {
             Some(Command::C2c(args)) => args,
             _ => panic!("not c2c"),
         }
+    }
+
+    #[test]
+    fn the_live_view_shows_the_hottest_lines_and_the_losses() {
+        let mut src = topdown_common::data_src::DataSrc::decode(0);
+        src.op = topdown_common::data_src::op::LOAD;
+        src.lvl = topdown_common::data_src::lvl::HIT | topdown_common::data_src::lvl::L3;
+        src.snoop = topdown_common::data_src::snoop::HITM;
+        let mut gathered = Gathered::new(&[]);
+        let record = |addr| C2cRecord {
+            pid: 1,
+            tid: 1,
+            addr,
+            ip: 0x401000,
+            data_src: src.encode(),
+            weight: 200,
+            ..C2cRecord::default()
+        };
+        // 12 hot lines, the one at 0x7000 hottest: the view keeps 10.
+        let mut records: Vec<C2cRecord> = (0..12).map(|i| record(0x1000 + i * 64)).collect();
+        records.extend([record(0x7000), record(0x7008)]);
+        gathered.take(records);
+        let counts = C2cCounts {
+            forwarded: 14,
+            ring_full: 3,
+            ..C2cCounts::default()
+        };
+        let text = hottest(&gathered.recording, &counts, Duration::from_secs(2));
+        assert!(
+            text.contains("14 forwarded, losses: ring buffer full 3"),
+            "{text}"
+        );
+        let rows: Vec<&str> = text
+            .lines()
+            .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+            .collect();
+        assert_eq!(rows.len(), HOTTEST, "{text}");
+        assert!(rows[0].contains("0x7000"), "the hottest first: {}", rows[0]);
     }
 
     #[test]
