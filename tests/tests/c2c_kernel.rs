@@ -89,3 +89,53 @@ fn live_c2c_records_until_the_command_exits_and_reports_every_sample() {
     assert_eq!(doc["shared"]["lines"], 0);
     assert_eq!(doc["events"][0], "cpu-clock");
 }
+
+/// `c2c record -o FILE` saves the recording (with the kernel's count of every sample) as a
+/// perf.data file: our report reads back the statistics the live run classified, and perf
+/// itself reads the file.
+#[test]
+fn recordings_saved_by_c2c_record_read_back() {
+    if !privileged("recordings_saved_by_c2c_record_read_back") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("c2c.data");
+    let output = std::process::Command::new(topdown_tests::topdown_bpf_binary())
+        .args(["c2c", "record", "-e", "cpu-clock", "-F", "1000", "-o"])
+        .arg(&file)
+        .args(["--", env!("CARGO_BIN_EXE_workload")])
+        .args(["--run-ms", "400", "--churn", "0", "--no-wait"])
+        .output()
+        .expect("running topdown-bpf c2c record");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let classified: u64 = stderr
+        .split("on cpu-clock: ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("the summary in {stderr}"));
+    assert!(classified > 100, "{stderr}");
+    let report = std::process::Command::new(topdown_tests::topdown_bpf_binary())
+        .args(["c2c", "report", "--stats", "-i"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&report.stdout);
+    let total = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Total records"))
+        .and_then(|v| v.trim().trim_start_matches(':').trim().parse::<u64>().ok());
+    assert_eq!(total, Some(classified), "{text}");
+    if let Ok(perf) = std::process::Command::new("perf")
+        .args(["c2c", "report", "--stdio", "--stats", "-i"])
+        .arg(&file)
+        .output()
+    {
+        assert!(
+            perf.status.success(),
+            "perf reads it: {}",
+            String::from_utf8_lossy(&perf.stderr)
+        );
+    }
+}

@@ -512,3 +512,27 @@ fn double_cl_equals_perf_6_12() {
         compare_with(Perf::V612, name, kind, args);
     }
 }
+
+/// `c2c record -o` writes what it recorded as a perf.data file: rewriting each fixture's
+/// recording with our writer gives a file that both our report and perf's own report read
+/// exactly as they read the original.
+#[test]
+fn recordings_written_back_read_the_same_in_perf_and_here() {
+    for name in FIXTURES {
+        let dir = tempfile::tempdir().unwrap();
+        let original = generate(&fixtures().join(format!("{name}.json")), dir.path());
+        let recording = topdown_user::c2c::perf_data::read(&original).unwrap();
+        let rewritten = dir.path().join("rewritten.data");
+        topdown_user::c2c::perf_writer::write(&rewritten, &recording, None).unwrap();
+        assert_eq!(
+            ours(&rewritten, dir.path(), &["--stdio"]),
+            ours(&original, dir.path(), &["--stdio"]),
+            "{name}: our report of the rewritten file"
+        );
+        if let Some(before) = live_perf(&original, dir.path(), &[]) {
+            let after = live_perf(&rewritten, dir.path(), &[])
+                .unwrap_or_else(|| panic!("{name}: perf reads the rewritten file"));
+            assert_eq!(after, before, "{name}: perf's report of the rewritten file");
+        }
+    }
+}

@@ -59,6 +59,42 @@ pub enum Decoded {
 }
 
 impl C2cStats {
+    /// Sets every counter from `values`, in the order of [`Self::named`] (saved totals).
+    pub const fn set_named(&mut self, values: &[u64; 32]) {
+        self.nr_entries = values[0];
+        self.locks = values[1];
+        self.store = values[2];
+        self.st_uncache = values[3];
+        self.st_noadrs = values[4];
+        self.st_l1hit = values[5];
+        self.st_l1miss = values[6];
+        self.st_na = values[7];
+        self.load = values[8];
+        self.ld_excl = values[9];
+        self.ld_shared = values[10];
+        self.ld_uncache = values[11];
+        self.ld_io = values[12];
+        self.ld_miss = values[13];
+        self.ld_noadrs = values[14];
+        self.ld_fbhit = values[15];
+        self.ld_l1hit = values[16];
+        self.ld_l2hit = values[17];
+        self.ld_llchit = values[18];
+        self.lcl_hitm = values[19];
+        self.rmt_hitm = values[20];
+        self.tot_hitm = values[21];
+        self.lcl_peer = values[22];
+        self.rmt_peer = values[23];
+        self.tot_peer = values[24];
+        self.rmt_hit = values[25];
+        self.lcl_dram = values[26];
+        self.rmt_dram = values[27];
+        self.blk_data = values[28];
+        self.blk_addr = values[29];
+        self.nomap = values[30];
+        self.noparse = values[31];
+    }
+
     /// Every counter with perf's name for it, in declaration order (for JSON and tests).
     pub const fn named(&self) -> [(&'static str, u64); 32] {
         [

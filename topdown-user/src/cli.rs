@@ -101,6 +101,18 @@ pub struct C2cArgs {
     #[command(subcommand)]
     pub command: Option<C2cCommand>,
 
+    /// What to record.
+    #[command(flatten)]
+    pub live: C2cLiveArgs,
+
+    /// How to report.
+    #[command(flatten)]
+    pub view: C2cViewArgs,
+}
+
+/// What a live c2c recording samples, and for how long.
+#[derive(Clone, Debug, Args)]
+pub struct C2cLiveArgs {
     /// Load latency threshold in cycles (`ldlat`), as `perf c2c record` (default 30).
     #[arg(long, value_name = "CYCLES", default_value_t = 30)]
     pub threshold: u64,
@@ -118,13 +130,9 @@ pub struct C2cArgs {
     #[arg(short = 'F', long = "freq", value_name = "HZ", default_value_t = 4000)]
     pub freq: u64,
 
-    /// Report only these processes' cache lines (the statistics stay machine-wide).
+    /// Keep only these processes' samples (the statistics stay machine-wide).
     #[arg(short = 'p', long = "pid", value_name = "PID", value_delimiter = ',')]
     pub pids: Vec<u32>,
-
-    /// How to report.
-    #[command(flatten)]
-    pub view: C2cViewArgs,
 
     /// Run COMMAND and record (machine-wide) until it exits.
     #[arg(last = true, value_name = "COMMAND")]
@@ -134,9 +142,29 @@ pub struct C2cArgs {
 /// `topdown-bpf c2c` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum C2cCommand {
-    /// Report a recording made by `perf c2c record`: perf's statistics, Shared Data Cache Line
-    /// Table and Shared Cache Line Distribution Pareto.
+    /// Report a recording made by `perf c2c record` or `topdown-bpf c2c record`: perf's
+    /// statistics, Shared Data Cache Line Table and Shared Cache Line Distribution Pareto.
     Report(C2cReportArgs),
+    /// Record live and save the filtered samples as a perf.data file that `c2c report -i` (ours
+    /// or perf's) reads later.
+    Record(C2cRecordArgs),
+}
+
+/// `topdown-bpf c2c record`.
+#[derive(Debug, Args)]
+pub struct C2cRecordArgs {
+    /// Where to write the recording.
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "FILE",
+        default_value = "perf.data"
+    )]
+    pub output: PathBuf,
+
+    /// What to record.
+    #[command(flatten)]
+    pub live: C2cLiveArgs,
 }
 
 /// `topdown-bpf c2c report`.

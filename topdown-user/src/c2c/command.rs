@@ -10,7 +10,7 @@ use super::{
     lines::C2cData,
     live, pareto,
     perf_data::{self, Recording},
-    stats_report,
+    perf_writer, stats_report,
 };
 use crate::{
     attrib::groups::GroupBy,
@@ -23,21 +23,26 @@ pub fn run(args: &C2cArgs) -> Result<()> {
     match &args.command {
         None => {
             let coalesce = Coalesce::parse(&args.view.coalesce)?;
-            let live = live::record(&SysRoot::host(), args)?;
-            let c = &live.counts;
+            let live = live::record(&SysRoot::host(), &args.live, !args.view.json)?;
+            summarize(&live, args.live.threshold);
+            report(
+                &live.recording,
+                Some(&live.counts.stats),
+                &args.view,
+                coalesce,
+            )
+        }
+        Some(C2cCommand::Record(record)) => {
+            let live = live::record(&SysRoot::host(), &record.live, true)?;
+            summarize(&live, record.live.threshold);
+            perf_writer::write(&record.output, &live.recording, Some(&live.counts.stats))?;
             eprintln!(
-                "topdown-bpf: c2c recorded {:.1} s on {}: {} samples classified in the kernel, {} \
-                 forwarded (loads of at least {} cycles with HITM or peer, and stores); losses: \
-                 ring buffer full {}, unreadable samples {}",
-                live.seconds,
-                live.recording.events.join(", "),
-                c.stats.nr_entries,
-                c.forwarded,
-                args.threshold,
-                c.ring_full,
-                c.read_errors
+                "topdown-bpf: wrote {} samples to {}: read it with `topdown-bpf c2c report -i {}`",
+                live.recording.samples.len(),
+                record.output.display(),
+                record.output.display()
             );
-            report(&live.recording, Some(&c.stats), &args.view, coalesce)
+            Ok(())
         }
         Some(C2cCommand::Report(report_args)) => {
             let coalesce = Coalesce::parse(&report_args.view.coalesce)?;
@@ -45,6 +50,22 @@ pub fn run(args: &C2cArgs) -> Result<()> {
             report(&recording, None, &report_args.view, coalesce)
         }
     }
+}
+
+/// One line on stderr: how long, on what, how many samples classified and forwarded, losses.
+fn summarize(live: &live::LiveRecording, threshold: u64) {
+    let c = &live.counts;
+    eprintln!(
+        "topdown-bpf: c2c recorded {:.1} s on {}: {} samples classified in the kernel, {} \
+         forwarded (loads of at least {threshold} cycles with HITM or peer, and stores); \
+         losses: ring buffer full {}, unreadable samples {}",
+        live.seconds,
+        live.recording.events.join(", "),
+        c.stats.nr_entries,
+        c.forwarded,
+        c.ring_full,
+        c.read_errors
+    );
 }
 
 /// Prints the report of `recording` as `view` asks. `totals` replaces the recording's own
@@ -65,7 +86,7 @@ fn report(
         no_source: view.no_source,
     };
     let mut data = C2cData::from_recording(recording, options.line_size(), coalesce);
-    if let Some(totals) = totals {
+    if let Some(totals) = totals.or(recording.totals.as_ref()) {
         data.total = *totals;
     }
     if view.json {

@@ -13,6 +13,13 @@ pub fn mappings(pid: u32) -> Vec<Mapping> {
         .unwrap_or_default()
 }
 
+/// The name of thread `tid` of process `pid`, empty if it is gone.
+pub fn comm(pid: u32, tid: u32) -> String {
+    fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
+        .map(|c| c.trim_end().to_owned())
+        .unwrap_or_default()
+}
+
 /// `start-end perms offset maj:min inode path` lines; the `s` permission marks MAP_SHARED.
 fn parse_maps(text: &str) -> Vec<Mapping> {
     text.lines()
@@ -34,6 +41,11 @@ fn parse_maps(text: &str) -> Vec<Mapping> {
                     inode,
                 ),
                 shared: perms.as_bytes().get(3) == Some(&b's'),
+                prot: [(0, b'r', 1), (1, b'w', 2), (2, b'x', 4)]
+                    .iter()
+                    .filter(|(i, c, _)| perms.as_bytes().get(*i) == Some(c))
+                    .map(|(_, _, bit)| bit)
+                    .sum(),
                 path: if path.is_empty() {
                     "//anon".into()
                 } else {

@@ -27,7 +27,7 @@ use super::{
 };
 use crate::{
     attrib::cgroups::CgroupNames,
-    cli::C2cArgs,
+    cli::C2cLiveArgs,
     collect::c2c::{C2cCollector, C2cCounts},
     pmu::{
         memory_events::{self, Rate},
@@ -79,7 +79,7 @@ pub struct LiveRecording {
 }
 
 /// Records as `args` say.
-pub fn record(sys: &SysRoot, args: &C2cArgs) -> Result<LiveRecording> {
+pub fn record(sys: &SysRoot, args: &C2cLiveArgs, view: bool) -> Result<LiveRecording> {
     let events = memory_events::choose(
         sys,
         args.event.as_deref(),
@@ -112,7 +112,7 @@ pub fn record(sys: &SysRoot, args: &C2cArgs) -> Result<LiveRecording> {
             .map(|s| tokio::time::Instant::from_std(started + Duration::from_secs_f64(s)));
         let mut drain = interval(DRAIN);
         // A terminal gets the hottest lines so far, redrawn every second.
-        let view = std::io::stdout().is_terminal() && !args.view.json;
+        let view = view && std::io::stdout().is_terminal();
         let mut redraw = interval(REDRAW);
         let mut sigterm = signal(SignalKind::terminate()).context("installing a SIGTERM handler")?;
         loop {
@@ -172,6 +172,10 @@ impl Gathered {
                     .mappings
                     .insert(record.pid, host::mappings(record.pid));
             }
+            self.recording
+                .comms
+                .entry(record.tid)
+                .or_insert_with(|| host::comm(record.pid, record.tid));
             let time = self.recording.samples.len() as u64;
             self.recording.samples.push(MemSample {
                 pid: record.pid,
@@ -209,9 +213,9 @@ mod tests {
     use super::*;
     use crate::cli::{Cli, Command};
 
-    fn c2c_args(argv: &[&str]) -> C2cArgs {
+    fn c2c_args(argv: &[&str]) -> C2cLiveArgs {
         match Cli::try_parse_from(argv).unwrap().command {
-            Some(Command::C2c(args)) => args,
+            Some(Command::C2c(args)) => args.live,
             _ => panic!("not c2c"),
         }
     }
@@ -256,10 +260,14 @@ mod tests {
 
     #[test]
     fn without_a_memory_sampling_pmu_it_says_so_and_where_to_go() {
-        let error = record(&SysRoot::fixture("vm-no-pmu"), &c2c_args(&["t", "c2c"]))
-            .err()
-            .unwrap()
-            .to_string();
+        let error = record(
+            &SysRoot::fixture("vm-no-pmu"),
+            &c2c_args(&["t", "c2c"]),
+            false,
+        )
+        .err()
+        .unwrap()
+        .to_string();
         assert!(
             error.contains("no memory-sampling PMU") && error.contains("c2c report -i"),
             "{error}"
@@ -267,6 +275,7 @@ mod tests {
         let error = record(
             &SysRoot::fixture("vm-no-pmu"),
             &c2c_args(&["t", "c2c", "-e", "cycles"]),
+            false,
         )
         .err()
         .unwrap()

@@ -12,5 +12,6 @@ pub mod lines;
 pub mod live;
 pub mod pareto;
 pub mod perf_data;
+pub mod perf_writer;
 pub mod records;
 pub mod stats_report;

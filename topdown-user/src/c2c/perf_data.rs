@@ -11,7 +11,25 @@ use rustc_hash::FxHashMap;
 use anyhow::{Context as _, Result, bail};
 use linux_perf_data::{Endianness, PerfFileReader};
 
-use super::records::{self, Formats};
+use topdown_common::c2c::C2cStats;
+
+use super::{
+    perf_writer::TOTALS_FEATURE,
+    records::{self, Formats},
+};
+
+/// Our totals section: the 32 counters of [`C2cStats::named`], in order.
+fn parse_totals(bytes: &[u8]) -> Option<C2cStats> {
+    let mut stats = C2cStats::default();
+    let values: Vec<u64> = bytes
+        .as_chunks::<8>()
+        .0
+        .iter()
+        .map(|c| u64::from_le_bytes(*c))
+        .collect();
+    stats.set_named(&values.try_into().ok()?);
+    Some(stats)
+}
 
 /// One memory sample.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,6 +71,8 @@ pub struct Mapping {
     pub dev_ino: (u32, u32, u64),
     /// `MAP_SHARED`.
     pub shared: bool,
+    /// `PROT_READ` 1, `PROT_WRITE` 2, `PROT_EXEC` 4 (0 when the record did not say).
+    pub prot: u32,
     /// The mapped file (`//anon` for anonymous memory).
     pub path: String,
 }
@@ -81,6 +101,9 @@ pub struct Recording {
     pub comms: FxHashMap<u32, String>,
     /// Each NUMA node's CPUs (`HEADER_NUMA_TOPOLOGY`), in the file's node order.
     pub numa_cpus: Vec<Vec<u32>>,
+    /// Every sample the kernel filter classified, forwarded or not: a live recording's
+    /// statistics, saved by `c2c record -o` in a feature section of our own.
+    pub totals: Option<C2cStats>,
 }
 
 /// Which NUMA node each block of physical memory belongs to.
@@ -175,5 +198,6 @@ pub fn read(path: &Path) -> Result<Recording> {
     );
     records::walk(&bytes, &formats, &mut recording)
         .with_context(|| format!("{} is corrupt", path.display()))?;
+    recording.totals = records::feature(&bytes, TOTALS_FEATURE).and_then(parse_totals);
     Ok(recording)
 }

@@ -9,15 +9,29 @@ use linux_perf_data::linux_perf_event_reader::SampleFormat;
 
 use super::perf_data::{Mapping, MemSample, Recording};
 
-const RECORD_MMAP: u32 = 1;
-const RECORD_COMM: u32 = 3;
-const RECORD_SAMPLE: u32 = 9;
-const RECORD_MMAP2: u32 = 10;
-const RECORD_CGROUP: u32 = 19;
-const RECORD_COMPRESSED: u32 = 81;
-/// `PERF_RECORD_MISC_CPUMODE_MASK` / `PERF_RECORD_MISC_KERNEL`.
-const CPUMODE_MASK: u16 = 0x7;
-const MISC_KERNEL: u16 = 1;
+/// perf.data record types and `misc` bits (`perf_event.h`), for reading and writing.
+#[allow(missing_docs, reason = "perf_event.h's names")]
+pub mod kind {
+    pub const MMAP: u32 = 1;
+    pub const COMM: u32 = 3;
+    pub const SAMPLE: u32 = 9;
+    pub const MMAP2: u32 = 10;
+    pub const CGROUP: u32 = 19;
+    pub const FINISHED_ROUND: u32 = 68;
+    pub const COMPRESSED: u32 = 81;
+    /// `PERF_RECORD_MISC_CPUMODE_MASK`.
+    pub const CPUMODE_MASK: u16 = 0x7;
+    pub const MISC_KERNEL: u16 = 1;
+    pub const MISC_USER: u16 = 2;
+    /// On COMM: the exec of the process (its main thread).
+    pub const MISC_COMM_EXEC: u16 = 1 << 13;
+    /// On MMAP2: a data (not executable) mapping.
+    pub const MISC_MMAP_DATA: u16 = 1 << 13;
+}
+use kind::{
+    CGROUP as RECORD_CGROUP, COMM as RECORD_COMM, COMPRESSED as RECORD_COMPRESSED, CPUMODE_MASK,
+    MISC_KERNEL, MMAP as RECORD_MMAP, MMAP2 as RECORD_MMAP2, SAMPLE as RECORD_SAMPLE,
+};
 /// `PERF_RECORD_MISC_MMAP_BUILD_ID`: an MMAP2 record with a build id instead of device/inode.
 const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
 const MAP_SHARED: u32 = 0x01;
@@ -127,6 +141,26 @@ pub fn check_sections(bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// The payload of feature section `bit`, if the file has it (sections follow the data section's
+/// end, one table entry per set bit, in bit order). Call after [`check_sections`].
+pub fn feature(bytes: &[u8], bit: u32) -> Option<&[u8]> {
+    let bits: Vec<u64> = (0..4)
+        .map(|i| word(bytes, 72 + 8 * i))
+        .collect::<Option<_>>()?;
+    let is_set = |b: u32| bits[(b / 64) as usize] >> (b % 64) & 1 == 1;
+    if !is_set(bit) {
+        return None;
+    }
+    let index = (0..bit).filter(|&b| is_set(b)).count();
+    let table = word(bytes, 40)? + word(bytes, 48)?;
+    let entry = table as usize + 16 * index;
+    let (offset, size) = (
+        word(bytes, entry)? as usize,
+        word(bytes, entry + 8)? as usize,
+    );
+    bytes.get(offset..offset.checked_add(size)?)
+}
+
 /// Walks the data section of the file in `bytes` into `recording`. Samples end in time order,
 /// as perf processes them (files without round markers may hold them out of order).
 pub fn walk(bytes: &[u8], formats: &Formats, recording: &mut Recording) -> Result<()> {
@@ -195,6 +229,11 @@ fn parse_mapping(body: &[u8], mmap2: bool, misc: u16) -> Result<(u32, Mapping)> 
     let field = |at| word(body, at).ok_or_else(|| anyhow::anyhow!("cut short at field {at}"));
     let pid = half(body, 0).ok_or_else(|| anyhow::anyhow!("cut short"))?;
     let (start, len, pgoff) = (field(8)?, field(16)?, field(24)?);
+    let prot = if mmap2 {
+        half(body, 56).unwrap_or(0)
+    } else {
+        0
+    };
     let (dev_ino, flags, name_at) = if mmap2 {
         let dev_ino = if misc & MISC_MMAP_BUILD_ID == 0 {
             let maj = half(body, 32).unwrap_or(0);
@@ -214,6 +253,7 @@ fn parse_mapping(body: &[u8], mmap2: bool, misc: u16) -> Result<(u32, Mapping)> 
         pgoff,
         dev_ino,
         shared: flags & MAP_SHARED != 0,
+        prot,
         path,
     };
     Ok((pid, mapping))

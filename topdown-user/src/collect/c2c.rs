@@ -20,7 +20,7 @@ use super::{btf::KernelBtf, object};
 use crate::pmu::memory_events::{self, MemoryEvent, Rate};
 
 /// What every sample carries, as `perf c2c record` asks (`-d --phys-data --sample-cpu -W`).
-const SAMPLE_TYPE: u32 = bindings::PERF_SAMPLE_IP
+pub const SAMPLE_TYPE: u32 = bindings::PERF_SAMPLE_IP
     | bindings::PERF_SAMPLE_TID
     | bindings::PERF_SAMPLE_TIME
     | bindings::PERF_SAMPLE_ADDR
