@@ -163,7 +163,12 @@ impl Recording {
 
 /// Reads `path`: one line of error, naming the byte offset, for anything corrupt or cut short.
 pub fn read(path: &Path) -> Result<Recording> {
-    let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let file = File::open(path).with_context(|| {
+        format!(
+            "cannot open {} (give a recording with -i FILE)",
+            path.display()
+        )
+    })?;
     // SAFETY: the file is only read; a recording changed while we read it can at worst make us
     // report garbage or an error, never read outside the mapping (every access is checked).
     let bytes = unsafe { memmap2::Mmap::map(&file) }
