@@ -5,7 +5,7 @@
 use std::{
     collections::HashMap,
     fs,
-    os::unix::fs::MetadataExt as _,
+    os::unix::{fs::MetadataExt as _, process::CommandExt as _},
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     thread,
@@ -131,17 +131,41 @@ fn unified_mount(test: &str) -> Option<PathBuf> {
     mount
 }
 
-/// The workload binary, busy for `run_ms`, started and moved into `leaf` at once (both books
-/// count only what it does after the move).
+/// The workload binary, busy for `run_ms`, started inside `leaf`: the child joins the cgroup
+/// before it execs, so both books see all of its time there (a move while it runs would leave
+/// up to one tick of it to whichever charge comes next).
 fn spawn_in(tree: &TestTree, leaf: &str, run_ms: u32) -> Child {
     let run_ms = run_ms.to_string();
-    let child = Command::new(env!("CARGO_BIN_EXE_workload"))
+    let procs = std::ffi::CString::new(
+        tree.dir(leaf)
+            .join("cgroup.procs")
+            .into_os_string()
+            .into_encoded_bytes(),
+    )
+    .unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_workload"));
+    command
         .args(["--run-ms", &run_ms, "--churn", "2", "--no-wait"])
-        .stdout(Stdio::null())
+        .stdout(Stdio::null());
+    // SAFETY: between fork and exec the child only calls open, write and close, which are
+    // async-signal-safe, on memory prepared before the fork.
+    unsafe {
+        command.pre_exec(move || {
+            let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
+            if fd < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let written = libc::write(fd, b"0".as_ptr().cast(), 1);
+            libc::close(fd);
+            if written != 1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    command
         .spawn()
-        .expect("starting the workload");
-    tree.enter(leaf, child.id());
-    child
+        .expect("starting the workload in its cgroup")
 }
 
 #[test]
