@@ -271,7 +271,6 @@ impl C2cData {
             let mapped = data_map.is_some() && recording.mapping(sample.pid, sample.ip).is_some();
             let mut one = C2cStats::default();
             one.add_sample(sample.data_src, sample.addr, mapped);
-            data.total.add(&one);
             let anonymous_private =
                 !sample.kernel && data_map.is_some_and(|m| !m.shared && m.dev_ino == (0, 0, 0));
             let mapped_addr = data_map.map_or(sample.addr, |m| sample.addr - m.start + m.pgoff);
@@ -288,7 +287,9 @@ impl C2cData {
             });
             line.stats.add(&one);
             line.phys.add(sample.phys_addr, memory);
-            line.by_cgroup.entry(sample.cgroup).or_default().add(&one);
+            if sample.cgroup != 0 {
+                line.by_cgroup.entry(sample.cgroup).or_default().add(&one);
+            }
 
             let dso = if coalesce.has(Field::Dso) {
                 let path = recording
@@ -330,6 +331,9 @@ impl C2cData {
             if let Some(class) = Cycles::of(&one) {
                 entry.cycles[class as usize].add(sample.weight);
             }
+        }
+        for line in data.lines.values() {
+            data.total.add(&line.stats);
         }
         data
     }
