@@ -139,3 +139,23 @@ fn recordings_saved_by_c2c_record_read_back() {
         );
     }
 }
+
+/// `--stores contended` loads the filter with its line map and runs it (these samples carry no
+/// stores to skip; the decision itself needs memory samples, which no machine here has).
+#[test]
+fn the_contended_store_filter_loads_and_runs() {
+    if !privileged("the_contended_store_filter_loads_and_runs") {
+        return;
+    }
+    let output = std::process::Command::new(topdown_tests::topdown_bpf_binary())
+        .args(["c2c", "-e", "cpu-clock", "--stores", "contended"])
+        .args(["--duration", "0.3", "--stats"])
+        .output()
+        .expect("running topdown-bpf c2c");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("0 stores skipped") && stderr.contains("contended lines not remembered 0"),
+        "{stderr}"
+    );
+}

@@ -368,8 +368,14 @@ pub mod counter {
     pub const READ_ERROR: u32 = 1;
     /// Samples forwarded to userspace.
     pub const FORWARDED: u32 = 2;
+    /// Stores not forwarded with `--stores contended`: their line had no HITM yet (by design,
+    /// not a loss; they are still classified).
+    pub const STORES_SKIPPED: u32 = 3;
+    /// Loss of precision: a contended line could not be remembered (the line map was full), so
+    /// later stores to it may be skipped.
+    pub const LINE_MAP_FULL: u32 = 4;
     /// Number of counters.
-    pub const COUNT: u32 = 3;
+    pub const COUNT: u32 = 5;
     /// The offsets the loader sets, in `C2C_OFFSETS` order: `bpf_perf_event_data_kern.regs`
     /// and `.data`, `perf_sample_data.{sample_flags, data_src, addr, weight, phys_addr}`,
     /// `pt_regs.ip`.

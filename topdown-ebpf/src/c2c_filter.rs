@@ -10,7 +10,7 @@ use aya_ebpf::{
         bpf_probe_read_kernel,
     },
     macros::map,
-    maps::{PerCpuArray, RingBuf},
+    maps::{LruHashMap, PerCpuArray, RingBuf},
     programs::PerfEventContext,
 };
 use topdown_common::{
@@ -24,6 +24,10 @@ static C2C_OFFSETS: [u32; counter::OFFSETS] = [0; counter::OFFSETS];
 /// Loads under this latency (cycles) are not forwarded.
 #[unsafe(no_mangle)]
 static C2C_LDLAT: u64 = 30;
+/// Non-zero: forward only stores to lines already seen with a contended load
+/// (`--stores contended`); zero: every store.
+#[unsafe(no_mangle)]
+static C2C_STORES_CONTENDED: u64 = 0;
 /// Forward every Nth record with a wakeup, the others silently (batched wakeups).
 const WAKEUP_EVERY: u64 = 64;
 
@@ -38,6 +42,11 @@ static C2C_STATS: PerCpuArray<C2cStats> = PerCpuArray::with_max_entries(1, 0);
 
 #[map]
 static C2C_COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::COUNT, 0);
+
+/// Lines seen with a contended load: physical line addresses where the sample has one (shared
+/// memory has one physical line in every process), virtual ones otherwise.
+#[map]
+static CONTENDED_LINES: LruHashMap<u64, u8> = LruHashMap::with_max_entries(65536, 0);
 
 /// Forwarded samples; the loader sizes it for c2c runs.
 #[map]
@@ -104,6 +113,18 @@ pub fn filter(ctx: &PerfEventContext) -> u32 {
     let contended = is_contended_load(data_src) && weight >= ldlat;
     if !store && !contended {
         return 0;
+    }
+    // SAFETY: a read-only global the loader sets before loading.
+    if unsafe { core::ptr::read_volatile(&C2C_STORES_CONTENDED) } != 0 {
+        let line = if phys_addr != 0 { phys_addr } else { addr } & !63;
+        if contended {
+            if CONTENDED_LINES.insert(&line, &1, 0).is_err() {
+                bump(counter::LINE_MAP_FULL);
+            }
+        } else if CONTENDED_LINES.get_ptr(&line).is_none() {
+            bump(counter::STORES_SKIPPED);
+            return 0;
+        }
     }
     let Some(mut entry) = C2C_SAMPLES.reserve::<C2cRecord>(0) else {
         bump(counter::RING_FULL);

@@ -130,6 +130,11 @@ pub struct C2cLiveArgs {
     #[arg(short = 'F', long = "freq", value_name = "HZ", default_value_t = 4000)]
     pub freq: u64,
 
+    /// Which stores the kernel forwards: all, or only those to lines already seen with a HITM
+    /// or peer load (fewer samples; stores before a line's first HITM are not seen).
+    #[arg(long, value_enum, default_value_t = StoreFilter::All)]
+    pub stores: StoreFilter,
+
     /// Keep only these processes' samples (the statistics stay machine-wide).
     #[arg(short = 'p', long = "pid", value_name = "PID", value_delimiter = ',')]
     pub pids: Vec<u32>,
@@ -137,6 +142,15 @@ pub struct C2cLiveArgs {
     /// Run COMMAND and record (machine-wide) until it exits.
     #[arg(last = true, value_name = "COMMAND")]
     pub command_line: Vec<String>,
+}
+
+/// Which stores the c2c filter forwards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum StoreFilter {
+    /// Every store.
+    All,
+    /// Stores to lines already seen with a contended load.
+    Contended,
 }
 
 /// `topdown-bpf c2c` subcommands.

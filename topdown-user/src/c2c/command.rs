@@ -57,14 +57,17 @@ fn summarize(live: &live::LiveRecording, threshold: u64) {
     let c = &live.counts;
     eprintln!(
         "topdown-bpf: c2c recorded {:.1} s on {}: {} samples classified in the kernel, {} \
-         forwarded (loads of at least {threshold} cycles with HITM or peer, and stores); \
-         losses: ring buffer full {}, unreadable samples {}",
+         forwarded (loads of at least {threshold} cycles with HITM or peer, and stores), {} \
+         stores skipped (--stores contended); losses: ring buffer full {}, unreadable samples \
+         {}, contended lines not remembered {}",
         live.seconds,
         live.recording.events.join(", "),
         c.stats.nr_entries,
         c.forwarded,
+        c.stores_skipped,
         c.ring_full,
-        c.read_errors
+        c.read_errors,
+        c.line_map_full
     );
 }
 

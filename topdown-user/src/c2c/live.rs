@@ -27,7 +27,7 @@ use super::{
 };
 use crate::{
     attrib::cgroups::CgroupNames,
-    cli::C2cLiveArgs,
+    cli::{C2cLiveArgs, StoreFilter},
     collect::c2c::{C2cCollector, C2cCounts},
     pmu::{
         memory_events::{self, Rate},
@@ -95,7 +95,12 @@ pub fn record(sys: &SysRoot, args: &C2cLiveArgs, view: bool) -> Result<LiveRecor
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async {
-        let mut collector = C2cCollector::start(&events, args.threshold, RING_BYTES)?;
+        let mut collector = C2cCollector::start(
+            &events,
+            args.threshold,
+            RING_BYTES,
+            args.stores == StoreFilter::Contended,
+        )?;
         let started = Instant::now();
         let mut child = match args.command_line.split_first() {
             Some((program, rest)) => Some(

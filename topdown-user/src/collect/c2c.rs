@@ -80,6 +80,11 @@ pub struct C2cCounts {
     pub ring_full: u64,
     /// Loss: samples whose fields could not be read.
     pub read_errors: u64,
+    /// Stores not forwarded because their line had no HITM yet (`--stores contended`).
+    pub stores_skipped: u64,
+    /// Contended lines that could not be remembered (`--stores contended`: the line map was
+    /// full, so later stores to them may have been skipped).
+    pub line_map_full: u64,
 }
 
 /// The c2c filter, loaded and attached to every CPU's sampling events.
@@ -93,9 +98,15 @@ pub struct C2cCollector {
 impl C2cCollector {
     /// Opens `events` on every online CPU, with the fields c2c needs in each sample, and runs
     /// the filter on every sample (`PERF_EVENT_IOC_SET_BPF`); loads under `ldlat` cycles are
-    /// counted but not forwarded.
-    pub fn start(events: &[MemoryEvent], ldlat: u64, ring_bytes: u32) -> Result<Self> {
-        let mut bpf = load(ldlat, ring_bytes)?;
+    /// counted but not forwarded, and with `stores_contended` so are stores to lines not yet
+    /// seen with a contended load.
+    pub fn start(
+        events: &[MemoryEvent],
+        ldlat: u64,
+        ring_bytes: u32,
+        stores_contended: bool,
+    ) -> Result<Self> {
+        let mut bpf = load(ldlat, ring_bytes, stores_contended)?;
         let cpus = aya::util::online_cpus()
             .map_err(|(path, error)| anyhow!("reading online CPUs from {path}: {error}"))?;
         let program: &mut PerfEvent = bpf
@@ -145,7 +156,7 @@ impl C2cCollector {
     pub fn start_on_cpu_clock(period: Duration, ldlat: u64, ring_bytes: u32) -> Result<Self> {
         let nanos = u64::try_from(period.as_nanos()).unwrap_or(u64::MAX).max(1);
         let event = memory_events::software("cpu-clock", Rate::Period(nanos))?;
-        Self::start(&[event], ldlat, ring_bytes)
+        Self::start(&[event], ldlat, ring_bytes, false)
     }
 
     /// Forwarded samples since the previous call.
@@ -177,12 +188,14 @@ impl C2cCollector {
         counts.forwarded = sum(counter::FORWARDED)?;
         counts.ring_full = sum(counter::RING_FULL)?;
         counts.read_errors = sum(counter::READ_ERROR)?;
+        counts.stores_skipped = sum(counter::STORES_SKIPPED)?;
+        counts.line_map_full = sum(counter::LINE_MAP_FULL)?;
         Ok(counts)
     }
 }
 
 /// The object with the c2c filter's offsets and threshold set; the per-thread maps kept tiny.
-fn load(ldlat: u64, ring_bytes: u32) -> Result<Ebpf> {
+fn load(ldlat: u64, ring_bytes: u32, stores_contended: bool) -> Result<Ebpf> {
     let btf = KernelBtf::from_sys_fs()?;
     let member = |strukt: &str, name: &str| btf.member_offset(strukt, name);
     let offsets: [u32; counter::OFFSETS] = [
@@ -198,6 +211,7 @@ fn load(ldlat: u64, ring_bytes: u32) -> Result<Ebpf> {
     EbpfLoader::new()
         .override_global("C2C_OFFSETS", &offsets, true)
         .override_global("C2C_LDLAT", &ldlat, true)
+        .override_global("C2C_STORES_CONTENDED", &u64::from(stores_contended), true)
         .map_max_entries("C2C_SAMPLES", ring_bytes)
         .map_max_entries("THREADS", 1)
         .load(object::bytes()?)

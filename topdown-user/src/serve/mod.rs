@@ -80,6 +80,7 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
             &events,
             args.threshold,
             C2C_RING_BYTES,
+            false,
         )?)
     } else {
         None
