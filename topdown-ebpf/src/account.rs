@@ -46,7 +46,8 @@ static THREADS: HashMap<u32, ThreadTotals> = HashMap::with_max_entries(16384, 0)
 #[map]
 static CGROUPS: HashMap<u64, CgroupTotals> = HashMap::with_max_entries(4096, 0);
 
-/// Scratch space for a cgroup not in `CGROUPS` (map full, or the idle task).
+/// Scratch space to insert a new cgroup, and the sink for slices charged to no cgroup (the
+/// idle task, or a full map); its contents are never read.
 #[map]
 static CGROUP_SCRATCH: PerCpuArray<CgroupTotals> = PerCpuArray::with_max_entries(1, 0);
 
@@ -102,8 +103,9 @@ pub fn charge_current<C: EbpfContext>(ctx: &C, end: SliceEnd) {
     let Some(group) = cgroup_of(ctx, tid, cgroup_id) else {
         return;
     };
-    // SAFETY: all three point into map values owned by this CPU (or this thread's or cgroup's
-    // slot, which other CPUs only touch for other threads) for the duration of the program.
+    // SAFETY: all three point into map values valid for the duration of the program: this
+    // CPU's readings, this thread's slot (no other CPU runs it now), and its cgroup's slot,
+    // which other CPUs update too, only with atomic adds (`add_shared`).
     let (prev, totals, group) = unsafe { (&mut *prev, &mut *totals, &mut *group) };
     add_deltas(cpu, prev, &mut totals.charged, &mut group.charged);
 
@@ -170,21 +172,20 @@ fn totals_of<C: EbpfContext>(ctx: &C, tid: u32, tgid: u32) -> Option<*mut Thread
     }
 }
 
-/// The totals of cgroup `id` (created on first sight), or a scratch slot for the idle task and
-/// when the map is full (the loss is counted).
+/// The totals of cgroup `id` (created on first sight), or a per-CPU sink nobody reads: for the
+/// idle task (charged to no cgroup), and when the map is full (the loss is counted).
 #[inline(always)]
 fn cgroup_of<C: EbpfContext>(ctx: &C, tid: u32, id: u64) -> Option<*mut CgroupTotals> {
-    if tid != 0
-        && let Some(totals) = CGROUPS.get_ptr_mut(&id)
-    {
-        return Some(totals);
-    }
     let scratch = CGROUP_SCRATCH.get_ptr_mut(0)?;
-    // SAFETY: per-CPU scratch slot, not shared with another program run.
-    unsafe { *scratch = CgroupTotals::new(id) };
     if tid == 0 {
+        // Idle switches are the most frequent: no lookup, no reset, just the sink.
         return Some(scratch);
     }
+    if let Some(totals) = CGROUPS.get_ptr_mut(&id) {
+        return Some(totals);
+    }
+    // SAFETY: per-CPU scratch slot, not shared with another program run.
+    unsafe { *scratch = CgroupTotals::new(id) };
     // SAFETY: as above.
     match CGROUPS.insert(&id, unsafe { &*scratch }, u64::from(BPF_NOEXIST)) {
         Ok(()) => CGROUPS.get_ptr_mut(&id).or(Some(scratch)),

@@ -5,6 +5,7 @@
 use std::{fs, path::Path};
 
 use super::perf_data::{Mapping, MemoryTopology};
+use crate::pmu::machine::parse_cpu_list;
 
 /// The mappings of process `pid`, empty if it is gone.
 pub fn mappings(pid: u32) -> Vec<Mapping> {
@@ -77,14 +78,7 @@ pub fn numa_cpus(sys_devices: &Path) -> Vec<Vec<u32>> {
         .into_iter()
         .filter_map(|(_, dir)| {
             let list = fs::read_to_string(dir.join("cpulist")).ok()?;
-            let mut cpus = Vec::new();
-            for part in list.trim().split(',').filter(|p| !p.is_empty()) {
-                match part.split_once('-') {
-                    Some((a, b)) => cpus.extend(a.parse::<u32>().ok()?..=b.parse().ok()?),
-                    None => cpus.push(part.parse().ok()?),
-                }
-            }
-            Some(cpus)
+            parse_cpu_list(&list).ok()
         })
         .collect()
 }

@@ -268,7 +268,8 @@ impl C2cData {
         let mut data = Self::default();
         for sample in &recording.samples {
             let data_map = recording.mapping(sample.pid, sample.addr);
-            let mapped = data_map.is_some() && recording.mapping(sample.pid, sample.ip).is_some();
+            let code_map = recording.mapping(sample.pid, sample.ip);
+            let mapped = data_map.is_some() && code_map.is_some();
             let mut one = C2cStats::default();
             one.add_sample(sample.data_src, sample.addr, mapped);
             let anonymous_private =
@@ -285,16 +286,13 @@ impl C2cData {
                 address: sample.addr & !(line_size - 1),
                 ..Line::default()
             });
-            line.stats.add(&one);
             line.phys.add(sample.phys_addr, memory);
             if sample.cgroup != 0 {
                 line.by_cgroup.entry(sample.cgroup).or_default().add(&one);
             }
 
             let dso = if coalesce.has(Field::Dso) {
-                let path = recording
-                    .mapping(sample.pid, sample.ip)
-                    .map_or("", |m| m.path.as_str());
+                let path = code_map.map_or("", |m| m.path.as_str());
                 let next = objects.len() as u32;
                 *objects.entry(path).or_insert(next)
             } else {
@@ -332,7 +330,11 @@ impl C2cData {
                 entry.cycles[class as usize].add(sample.weight);
             }
         }
-        for line in data.lines.values() {
+        // A line's counts are its entries' (every sample is in one), the total its lines'.
+        for line in data.lines.values_mut() {
+            for entry in line.entries.values() {
+                line.stats.add(&entry.stats);
+            }
             data.total.add(&line.stats);
         }
         data

@@ -82,6 +82,7 @@ pub fn lines<'a>(
 pub fn render(data: &C2cData, recording: &Recording, options: ReportOptions) -> String {
     let display = options.display;
     let cpu_nodes = &recording.numa_cpus;
+    let columns = columns(options);
     let mut out = String::from(
         "=================================================\n      Shared Cache Line Distribution \
          Pareto      \n=================================================\n#\n",
@@ -90,7 +91,7 @@ pub fn render(data: &C2cData, recording: &Recording, options: ReportOptions) -> 
         lines(data, recording, options).into_iter().enumerate()
     {
         if index == 0 {
-            out.push_str(&header(widths, options));
+            out.push_str(&header(&columns, widths, options));
         } else {
             out.push('\n');
         }
@@ -114,7 +115,7 @@ pub fn render(data: &C2cData, recording: &Recording, options: ReportOptions) -> 
         );
         out.push_str(&dashes);
         for row in &rows {
-            out.push_str(&row_text(row, line, widths, cpu_nodes, options));
+            out.push_str(&row_text(&columns, row, line, widths, cpu_nodes, options));
         }
     }
     out
@@ -298,10 +299,10 @@ fn head_of(column: Column, widths: Widths, options: ReportOptions) -> Head {
 }
 
 /// The three header lines and the closing `#`, with `widths`.
-fn header(widths: Widths, options: ReportOptions) -> String {
-    let heads: Vec<Head> = columns(options)
-        .into_iter()
-        .map(|c| head_of(c, widths, options))
+fn header(columns: &[Column], widths: Widths, options: ReportOptions) -> String {
+    let heads: Vec<Head> = columns
+        .iter()
+        .map(|&c| head_of(c, widths, options))
         .collect();
     let mut out = String::new();
     for top in [true, false] {
@@ -337,6 +338,7 @@ fn header(widths: Widths, options: ReportOptions) -> String {
 
 /// One row of a line, as perf's `%.2F%%`, hex and `%6.0f` columns print it.
 fn row_text(
+    columns: &[Column],
     row: &Row<'_>,
     line: &Line,
     widths: Widths,
@@ -360,8 +362,8 @@ fn row_text(
         )
     };
     let first = row.entry.first;
-    let cells: Vec<String> = columns(options)
-        .into_iter()
+    let cells: Vec<String> = columns
+        .iter()
         .map(|column| match column {
             Column::Num => " ".repeat(5),
             Column::Remote if peer => percent(s.rmt_peer, total.rmt_peer),

@@ -13,11 +13,7 @@ use topdown_common::c2c::C2cStats;
 
 use super::{
     perf_data::Recording,
-    records::kind::{
-        CGROUP as RECORD_CGROUP, COMM as RECORD_COMM, FINISHED_ROUND as RECORD_FINISHED_ROUND,
-        MISC_COMM_EXEC, MISC_KERNEL, MISC_MMAP_DATA, MISC_USER, MMAP2 as RECORD_MMAP2,
-        SAMPLE as RECORD_SAMPLE,
-    },
+    records::kind::{self, MISC_COMM_EXEC, MISC_KERNEL, MISC_MMAP_DATA, MISC_USER},
 };
 use crate::collect::c2c::SAMPLE_TYPE;
 
@@ -138,7 +134,7 @@ pub fn write(path: &Path, recording: &Recording, totals: Option<&C2cStats>) -> R
         body.u32(pid).u32(tid).c_string(comm);
         trailer(&mut body, pid, tid);
         let misc = if pid == tid { MISC_COMM_EXEC } else { 0 };
-        record(&mut data, RECORD_COMM, misc, body);
+        record(&mut data, kind::COMM, misc, body);
     }
     let mut pids: Vec<&u32> = recording.mappings.keys().collect();
     pids.sort();
@@ -163,7 +159,7 @@ pub fn write(path: &Path, recording: &Recording, totals: Option<&C2cStats>) -> R
                 } else {
                     0
                 };
-            record(&mut data, RECORD_MMAP2, misc, body);
+            record(&mut data, kind::MMAP2, misc, body);
         }
     }
     if has_cgroups {
@@ -173,7 +169,7 @@ pub fn write(path: &Path, recording: &Recording, totals: Option<&C2cStats>) -> R
             let mut body = Bytes::default();
             body.u64(*id).c_string(path);
             trailer(&mut body, 0, 0);
-            record(&mut data, RECORD_CGROUP, 0, body);
+            record(&mut data, kind::CGROUP, 0, body);
         }
     }
     for s in &recording.samples {
@@ -194,12 +190,12 @@ pub fn write(path: &Path, recording: &Recording, totals: Option<&C2cStats>) -> R
             body.u64(s.cgroup);
         }
         let misc = if s.kernel { MISC_KERNEL } else { MISC_USER };
-        record(&mut data, RECORD_SAMPLE, misc, body);
+        record(&mut data, kind::SAMPLE, misc, body);
     }
 
     // A round marker closes the data: perf takes an empty data section for an unfinished
     // recording.
-    record(&mut data, RECORD_FINISHED_ROUND, 0, Bytes::default());
+    record(&mut data, kind::FINISHED_ROUND, 0, Bytes::default());
 
     // Feature sections.
     let mut features: Vec<(u32, Bytes)> = Vec::new();

@@ -8,6 +8,7 @@ use anyhow::{Result, bail};
 use linux_perf_data::linux_perf_event_reader::SampleFormat;
 
 use super::perf_data::{Mapping, MemSample, Recording};
+use crate::pmu::machine::parse_cpu_list;
 
 /// perf.data record types and `misc` bits (`perf_event.h`), for reading and writing.
 #[allow(missing_docs, reason = "perf_event.h's names")]
@@ -28,10 +29,6 @@ pub mod kind {
     /// On MMAP2: a data (not executable) mapping.
     pub const MISC_MMAP_DATA: u16 = 1 << 13;
 }
-use kind::{
-    CGROUP as RECORD_CGROUP, COMM as RECORD_COMM, COMPRESSED as RECORD_COMPRESSED, CPUMODE_MASK,
-    MISC_KERNEL, MMAP as RECORD_MMAP, MMAP2 as RECORD_MMAP2, SAMPLE as RECORD_SAMPLE,
-};
 /// `PERF_RECORD_MISC_MMAP_BUILD_ID`: an MMAP2 record with a build id instead of device/inode.
 const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
 const MAP_SHARED: u32 = 0x01;
@@ -186,27 +183,27 @@ pub fn walk(bytes: &[u8], formats: &Formats, recording: &mut Recording) -> Resul
         }
         let body = &bytes[at + 8..at + size];
         let parsed = match kind {
-            RECORD_SAMPLE => {
+            kind::SAMPLE => {
                 parse_sample(body, formats.of(body), misc).map(|s| recording.samples.push(s))
             }
-            RECORD_MMAP | RECORD_MMAP2 => {
-                parse_mapping(body, kind == RECORD_MMAP2, misc).map(|(pid, mapping)| {
+            kind::MMAP | kind::MMAP2 => {
+                parse_mapping(body, kind == kind::MMAP2, misc).map(|(pid, mapping)| {
                     recording.mappings.entry(pid).or_default().push(mapping);
                 })
             }
-            RECORD_COMM => half(body, 4)
+            kind::COMM => half(body, 4)
                 .zip(c_string(body, 8))
                 .map(|(tid, comm)| {
                     recording.comms.insert(tid, comm);
                 })
                 .ok_or_else(|| anyhow::anyhow!("cut short")),
-            RECORD_CGROUP => word(body, 0)
+            kind::CGROUP => word(body, 0)
                 .zip(c_string(body, 8))
                 .map(|(id, path)| {
                     recording.cgroups.insert(id, path);
                 })
                 .ok_or_else(|| anyhow::anyhow!("cut short")),
-            RECORD_COMPRESSED => bail!(
+            kind::COMPRESSED => bail!(
                 "compressed records (perf record -z) are not supported: record without -z, or \
                  `perf inject -i FILE -o PLAIN` first"
             ),
@@ -287,7 +284,7 @@ fn parse_sample(body: &[u8], format: SampleFormat, misc: u16) -> Result<MemSampl
         phys_addr: 0,
         time: 0,
         cgroup: 0,
-        kernel: misc & CPUMODE_MASK == MISC_KERNEL,
+        kernel: misc & kind::CPUMODE_MASK == kind::MISC_KERNEL,
     };
     if format.contains(SampleFormat::IDENTIFIER) {
         next()?;
@@ -358,22 +355,10 @@ pub fn parse_numa_cpus(bytes: &[u8]) -> Option<Vec<Vec<u32>>> {
     for _ in 0..half(bytes, 0)? {
         let len = half(bytes, at + 20)? as usize;
         let text = c_string(bytes.get(..at + 24 + len)?, at + 24)?;
-        nodes.push(parse_cpu_list(&text)?);
+        nodes.push(parse_cpu_list(&text).ok()?);
         at += 24 + len;
     }
     Some(nodes)
-}
-
-/// `0-3,8` to its CPUs.
-fn parse_cpu_list(text: &str) -> Option<Vec<u32>> {
-    let mut cpus = Vec::new();
-    for part in text.split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => cpus.extend(a.trim().parse::<u32>().ok()?..=b.trim().parse().ok()?),
-            None => cpus.push(part.trim().parse().ok()?),
-        }
-    }
-    Some(cpus)
 }
 
 #[cfg(test)]
@@ -381,9 +366,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cpu_lists_and_cut_records_are_handled() {
-        assert_eq!(parse_cpu_list("0-2,5"), Some(vec![0, 1, 2, 5]));
-        assert_eq!(parse_cpu_list("x"), None);
+    fn cut_samples_name_where_they_end() {
         let error = parse_sample(&[0; 4], SampleFormat::IP, 0).unwrap_err();
         assert!(error.to_string().contains("byte 0"), "{error}");
     }
