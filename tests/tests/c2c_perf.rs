@@ -521,7 +521,7 @@ fn recordings_written_back_read_the_same_in_perf_and_here() {
     for name in FIXTURES {
         let dir = tempfile::tempdir().unwrap();
         let original = generate(&fixtures().join(format!("{name}.json")), dir.path());
-        let recording = topdown_user::c2c::perf_data::read(&original).unwrap();
+        let recording = topdown_user::c2c::perf_data::read_all(&original).unwrap();
         let rewritten = dir.path().join("rewritten.data");
         topdown_user::c2c::perf_writer::write(&rewritten, &recording, None).unwrap();
         assert_eq!(

@@ -278,38 +278,43 @@ impl C2cStats {
 
     /// Adds `other`'s counts (perf's `c2c_add_stats`).
     pub const fn add(&mut self, other: &Self) {
-        self.nr_entries += other.nr_entries;
-        self.locks += other.locks;
-        self.store += other.store;
-        self.st_uncache += other.st_uncache;
-        self.st_noadrs += other.st_noadrs;
-        self.st_l1hit += other.st_l1hit;
-        self.st_l1miss += other.st_l1miss;
-        self.st_na += other.st_na;
-        self.load += other.load;
-        self.ld_excl += other.ld_excl;
-        self.ld_shared += other.ld_shared;
-        self.ld_uncache += other.ld_uncache;
-        self.ld_io += other.ld_io;
-        self.ld_miss += other.ld_miss;
-        self.ld_noadrs += other.ld_noadrs;
-        self.ld_fbhit += other.ld_fbhit;
-        self.ld_l1hit += other.ld_l1hit;
-        self.ld_l2hit += other.ld_l2hit;
-        self.ld_llchit += other.ld_llchit;
-        self.lcl_hitm += other.lcl_hitm;
-        self.rmt_hitm += other.rmt_hitm;
-        self.tot_hitm += other.tot_hitm;
-        self.lcl_peer += other.lcl_peer;
-        self.rmt_peer += other.rmt_peer;
-        self.tot_peer += other.tot_peer;
-        self.rmt_hit += other.rmt_hit;
-        self.lcl_dram += other.lcl_dram;
-        self.rmt_dram += other.rmt_dram;
-        self.blk_data += other.blk_data;
-        self.blk_addr += other.blk_addr;
-        self.nomap += other.nomap;
-        self.noparse += other.noparse;
+        self.add_times(other, 1);
+    }
+
+    /// Adds `other`'s counts `times` times (the counts of `times` samples classified alike).
+    pub const fn add_times(&mut self, other: &Self, times: u64) {
+        self.nr_entries += other.nr_entries * times;
+        self.locks += other.locks * times;
+        self.store += other.store * times;
+        self.st_uncache += other.st_uncache * times;
+        self.st_noadrs += other.st_noadrs * times;
+        self.st_l1hit += other.st_l1hit * times;
+        self.st_l1miss += other.st_l1miss * times;
+        self.st_na += other.st_na * times;
+        self.load += other.load * times;
+        self.ld_excl += other.ld_excl * times;
+        self.ld_shared += other.ld_shared * times;
+        self.ld_uncache += other.ld_uncache * times;
+        self.ld_io += other.ld_io * times;
+        self.ld_miss += other.ld_miss * times;
+        self.ld_noadrs += other.ld_noadrs * times;
+        self.ld_fbhit += other.ld_fbhit * times;
+        self.ld_l1hit += other.ld_l1hit * times;
+        self.ld_l2hit += other.ld_l2hit * times;
+        self.ld_llchit += other.ld_llchit * times;
+        self.lcl_hitm += other.lcl_hitm * times;
+        self.rmt_hitm += other.rmt_hitm * times;
+        self.tot_hitm += other.tot_hitm * times;
+        self.lcl_peer += other.lcl_peer * times;
+        self.rmt_peer += other.rmt_peer * times;
+        self.tot_peer += other.tot_peer * times;
+        self.rmt_hit += other.rmt_hit * times;
+        self.lcl_dram += other.lcl_dram * times;
+        self.rmt_dram += other.rmt_dram * times;
+        self.blk_data += other.blk_data * times;
+        self.blk_addr += other.blk_addr * times;
+        self.nomap += other.nomap * times;
+        self.noparse += other.noparse * times;
     }
 
     const fn peer_local(&mut self) {

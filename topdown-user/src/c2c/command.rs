@@ -4,6 +4,7 @@
 use anyhow::Result;
 
 use super::{
+    aggregate::C2cBuilder,
     by_group,
     display::{Coalesce, ReportOptions},
     json_report, line_table,
@@ -22,15 +23,13 @@ use crate::{
 pub fn run(args: &C2cArgs) -> Result<()> {
     match &args.command {
         None => {
-            let coalesce = Coalesce::parse(&args.view.coalesce)?;
+            let options = report_options(&args.view)?;
             let live = live::record(&SysRoot::host(), &args.live, !args.view.json)?;
             summarize(&live, args.live.threshold);
-            report(
-                &live.recording,
-                Some(&live.counts.stats),
-                &args.view,
-                coalesce,
-            )
+            let mut data =
+                C2cData::from_recording(&live.recording, options.line_size(), options.coalesce);
+            data.total = live.counts.stats;
+            report(&live.recording, &data, &args.view, options)
         }
         Some(C2cCommand::Record(record)) => {
             let live = live::record(&SysRoot::host(), &record.live, true)?;
@@ -45,9 +44,15 @@ pub fn run(args: &C2cArgs) -> Result<()> {
             Ok(())
         }
         Some(C2cCommand::Report(report_args)) => {
-            let coalesce = Coalesce::parse(&report_args.view.coalesce)?;
-            let recording = perf_data::read(&report_args.input)?;
-            report(&recording, None, &report_args.view, coalesce)
+            let options = report_options(&report_args.view)?;
+            let (recording, builder) = perf_data::read(&report_args.input, |recording| {
+                C2cBuilder::new(recording, options.line_size(), options.coalesce)
+            })?;
+            let mut data = builder.finish();
+            if let Some(totals) = recording.totals {
+                data.total = totals;
+            }
+            report(&recording, &data, &report_args.view, options)
         }
     }
 }
@@ -71,29 +76,28 @@ fn summarize(live: &live::LiveRecording, threshold: u64) {
     );
 }
 
-/// Prints the report of `recording` as `view` asks. `totals` replaces the recording's own
-/// statistics when the kernel counted more samples than it forwarded (live recordings).
-fn report(
-    recording: &Recording,
-    totals: Option<&topdown_common::c2c::C2cStats>,
-    view: &C2cViewArgs,
-    coalesce: Coalesce,
-) -> Result<()> {
-    let options = ReportOptions {
-        coalesce,
+/// The report `view` asks for.
+fn report_options(view: &C2cViewArgs) -> Result<ReportOptions> {
+    Ok(ReportOptions {
+        coalesce: Coalesce::parse(&view.coalesce)?,
         double_cl: view.double_cl,
         display: view.display,
         show_all: view.show_all,
         node_info: view.node_info.min(2),
         full_symbols: view.full_symbols,
         no_source: view.no_source,
-    };
-    let mut data = C2cData::from_recording(recording, options.line_size(), coalesce);
-    if let Some(totals) = totals.or(recording.totals.as_ref()) {
-        data.total = *totals;
-    }
+    })
+}
+
+/// Prints the report of `data`, classified from `recording`, as `view` asks.
+fn report(
+    recording: &Recording,
+    data: &C2cData,
+    view: &C2cViewArgs,
+    options: ReportOptions,
+) -> Result<()> {
     if view.json {
-        print!("{}", json_report::render(&data, recording, options));
+        print!("{}", json_report::render(data, recording, options));
         return Ok(());
     }
     let by = if view.per_container {
@@ -103,15 +107,12 @@ fn report(
     };
     // Checked before anything is printed: one line when the recording cannot do it.
     let groups = by
-        .map(|by| by_group::render(&data, recording, by, options))
+        .map(|by| by_group::render(data, recording, by, options))
         .transpose()?;
-    print!(
-        "{}",
-        stats_report::render(&data, &recording.events, options)
-    );
+    print!("{}", stats_report::render(data, &recording.events, options));
     if !view.stats {
-        print!("\n{}", line_table::render(&data, options));
-        print!("{}", pareto::render(&data, recording, options));
+        print!("\n{}", line_table::render(data, options));
+        print!("{}", pareto::render(data, recording, options));
         if let Some(groups) = groups {
             print!("\n{groups}");
         }

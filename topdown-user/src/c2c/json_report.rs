@@ -25,7 +25,11 @@ fn stats(s: &C2cStats) -> Value {
 pub fn render(data: &C2cData, recording: &Recording, options: ReportOptions) -> String {
     let display = options.display;
     let (shared_lines, shared) = data.shared();
-    let total: u64 = data.lines.values().map(|l| display.metric(&l.stats)).sum();
+    let total: u64 = data
+        .lines
+        .iter()
+        .map(|(_, l)| display.metric(&l.stats))
+        .sum();
     let lines: Vec<Value> = pareto::lines(data, recording, options)
         .iter()
         .enumerate()
@@ -59,7 +63,7 @@ pub fn render(data: &C2cData, recording: &Recording, options: ReportOptions) -> 
                         },
                         "cpu_count": e.cpus.len(),
                         "cpu_nodes": nodes,
-                        "stats": stats(&e.stats),
+                        "stats": stats(&row.stats),
                     })
                 })
                 .collect();

@@ -24,7 +24,7 @@ const HEADER: &str = "\
 /// display's count (all with `--show-all`), most first.
 pub fn displayed(data: &C2cData, options: ReportOptions) -> Vec<&Line> {
     let metric = |l: &Line| options.display.metric(&l.stats);
-    let total: u64 = data.lines.values().map(metric).sum();
+    let total: u64 = data.lines.iter().map(|(_, l)| metric(l)).sum();
     let mut lines: Vec<_> = data
         .lines
         .iter()
@@ -80,7 +80,11 @@ pub fn render(data: &C2cData, options: ReportOptions) -> String {
 pub fn render_top(data: &C2cData, options: ReportOptions, top: usize) -> String {
     let display = options.display;
     // Shares are of all samples' count (perf's `percent_costly_snoop`).
-    let total: u64 = data.lines.values().map(|l| display.metric(&l.stats)).sum();
+    let total: u64 = data
+        .lines
+        .iter()
+        .map(|(_, l)| display.metric(&l.stats))
+        .sum();
     let lines = displayed(data, options);
     let mut out = header(options);
     for (index, line) in lines.iter().take(top).enumerate() {

@@ -4,16 +4,11 @@
 //! Within a line, samples are grouped again by offset and code address, as perf's default
 //! `offset,iaddr` coalescing does for the Pareto table.
 
-use std::collections::BTreeSet;
-
 use rustc_hash::FxHashMap;
 
 use topdown_common::c2c::C2cStats;
 
-use super::{
-    display::{Coalesce, Field},
-    perf_data::{MemSample, MemoryTopology, Recording},
-};
+use super::perf_data::MemSample;
 
 /// A cache line as perf tells lines apart.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -50,18 +45,16 @@ impl LineKey {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PhysSeen {
     /// Nodes holding the samples' physical addresses.
-    pub nodes: BTreeSet<u64>,
+    pub nodes: BitSet,
     /// Changes of physical address, in sample order.
     pub changes: u64,
     last: u64,
 }
 
 impl PhysSeen {
-    fn add(&mut self, phys: u64, memory: Option<&MemoryTopology>) {
-        if phys == 0 {
-            return;
-        }
-        let Some(node) = memory.and_then(|m| m.node_of(phys)) else {
+    /// Adds a sample's physical address and the node holding it (none: not counted).
+    pub(super) fn add(&mut self, phys: u64, node: Option<u32>) {
+        let Some(node) = node else {
             return;
         };
         self.nodes.insert(node);
@@ -76,7 +69,7 @@ impl PhysSeen {
         if self.nodes.is_empty() {
             return "N/A".into();
         }
-        ranges(self.nodes.iter().copied())
+        ranges(self.nodes.iter().map(u64::from))
     }
 }
 
@@ -120,7 +113,7 @@ pub enum Cycles {
 
 impl Cycles {
     /// The class of one sample's classification, if it is a load.
-    fn of(one: &C2cStats) -> Option<Self> {
+    pub(super) const fn of(one: &C2cStats) -> Option<Self> {
         if one.rmt_hitm > 0 {
             Some(Self::RmtHitm)
         } else if one.lcl_hitm > 0 {
@@ -137,24 +130,33 @@ impl Cycles {
     }
 }
 
-/// A set of CPU numbers, as a bitmap.
+/// A set of small numbers (CPUs, NUMA nodes), as a bitmap.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct CpuSet(Vec<u64>);
+pub struct BitSet(Vec<u64>);
 
-impl CpuSet {
-    fn insert(&mut self, cpu: u32) {
-        let (word, bit) = ((cpu / 64) as usize, cpu % 64);
+impl BitSet {
+    pub(super) fn insert(&mut self, n: u32) {
+        let (word, bit) = ((n / 64) as usize, n % 64);
         if self.0.len() <= word {
             self.0.resize(word + 1, 0);
         }
         self.0[word] |= 1 << bit;
     }
 
-    /// Whether `cpu` is in the set.
-    pub fn contains(&self, cpu: u32) -> bool {
+    /// Whether `n` is in the set.
+    pub fn contains(&self, n: u32) -> bool {
         self.0
-            .get((cpu / 64) as usize)
-            .is_some_and(|w| w >> (cpu % 64) & 1 == 1)
+            .get((n / 64) as usize)
+            .is_some_and(|w| w >> (n % 64) & 1 == 1)
+    }
+
+    /// The members, ascending.
+    pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        self.0.iter().enumerate().flat_map(|(i, &word)| {
+            (0..64)
+                .filter(move |bit| word >> bit & 1 == 1)
+                .map(move |bit| i as u32 * 64 + bit)
+        })
     }
 
     /// How many CPUs are in the set.
@@ -176,7 +178,7 @@ pub struct Mean {
 }
 
 impl Mean {
-    fn add(&mut self, value: u64) {
+    pub(super) fn add(&mut self, value: u64) {
         self.sum += value as f64;
         self.count += 1;
     }
@@ -207,21 +209,34 @@ pub struct EntryKey {
     pub dso: u32,
 }
 
+/// How many samples fell in one classification (an index into [`C2cData::classes`]), sampled
+/// by the CPUs of one NUMA node (its index in the recording's node list; [`NO_NODE`]: none).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClassCount {
+    /// The classification.
+    pub class: u32,
+    /// The node of the sampling CPU.
+    pub node: u32,
+    /// How many samples.
+    pub samples: u64,
+}
+
+/// The node of a CPU the recording's NUMA topology does not list.
+pub const NO_NODE: u32 = u32::MAX;
+
 /// Samples of one line with the same [`EntryKey`] (a row of perf's Pareto table).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Entry {
-    /// Their classification.
-    pub stats: C2cStats,
+    /// Their count per classification and node (see [`C2cData::entry_stats`]).
+    pub counts: Vec<ClassCount>,
     /// CPUs that sampled them.
-    pub cpus: CpuSet,
+    pub cpus: BitSet,
     /// Where their data lived.
     pub phys: PhysSeen,
     /// Mean latency per [`Cycles`] class, indexed by it.
     pub cycles: [Mean; 5],
-    /// Their classification per NUMA node of the sampling CPU (the recording's node order).
-    pub node_stats: Vec<C2cStats>,
     /// The first sample (its process, code address and mode name the code).
-    pub first: Option<MemSample>,
+    pub first: MemSample,
 }
 
 /// One cache line: its samples' classification and where it is.
@@ -235,124 +250,59 @@ pub struct Line {
     pub phys: PhysSeen,
     /// Its samples per cgroup id of the sampled task (id 0: not recorded).
     pub by_cgroup: FxHashMap<u64, C2cStats>,
-    /// Its samples by entry.
-    pub entries: FxHashMap<EntryKey, Entry>,
+    /// Its entries: indexes into [`C2cData::entries`], in the order of their first samples.
+    pub entries: Vec<u32>,
 }
 
-/// Every sample's classification, in total and per line.
+/// Every sample's classification, in total, per line and per entry.
 #[derive(Clone, Debug, Default)]
 pub struct C2cData {
     /// All samples (perf's "Trace Event Information").
     pub total: C2cStats,
-    /// Per cache line.
-    pub lines: FxHashMap<LineKey, Line>,
+    /// Per cache line, in the order of their first samples.
+    pub lines: Vec<(LineKey, Line)>,
+    /// Every line's entries.
+    pub entries: Vec<(EntryKey, Entry)>,
+    /// How one sample of each classification is counted, by [`ClassCount::class`].
+    pub classes: Vec<C2cStats>,
 }
 
 impl C2cData {
-    /// Classifies every sample of `recording`, with lines of `line_size` bytes (64, or 128 for
-    /// `--double-cl`), and entries told apart as `coalesce` says.
-    pub fn from_recording(recording: &Recording, line_size: u64, coalesce: Coalesce) -> Self {
-        let mut objects: FxHashMap<&str, u32> = FxHashMap::default();
-        let memory = recording.memory.as_ref();
-        let nodes = recording.numa_cpus.len();
-        let mut node_of_cpu: Vec<Option<usize>> = Vec::new();
-        for (node, cpus) in recording.numa_cpus.iter().enumerate() {
-            for &cpu in cpus {
-                let cpu = cpu as usize;
-                if node_of_cpu.len() <= cpu {
-                    node_of_cpu.resize(cpu + 1, None);
-                }
-                node_of_cpu[cpu] = Some(node);
-            }
-        }
-        let mut data = Self::default();
-        for sample in &recording.samples {
-            let data_map = recording.mapping(sample.pid, sample.addr);
-            let code_map = recording.mapping(sample.pid, sample.ip);
-            let mapped = data_map.is_some() && code_map.is_some();
-            let mut one = C2cStats::default();
-            one.add_sample(sample.data_src, sample.addr, mapped);
-            let anonymous_private =
-                !sample.kernel && data_map.is_some_and(|m| !m.shared && m.dev_ino == (0, 0, 0));
-            let mapped_addr = data_map.map_or(sample.addr, |m| sample.addr - m.start + m.pgoff);
-            let key = LineKey {
-                kernel: sample.kernel,
-                mapped: data_map.is_some(),
-                dev_ino: data_map.map_or((0, 0, 0), |m| m.dev_ino),
-                pid: if anonymous_private { sample.pid } else { 0 },
-                line: mapped_addr & !(line_size - 1),
-            };
-            let line = data.lines.entry(key).or_insert_with(|| Line {
-                address: sample.addr & !(line_size - 1),
-                ..Line::default()
-            });
-            line.phys.add(sample.phys_addr, memory);
-            if sample.cgroup != 0 {
-                line.by_cgroup.entry(sample.cgroup).or_default().add(&one);
-            }
-
-            let dso = if coalesce.has(Field::Dso) {
-                let path = code_map.map_or("", |m| m.path.as_str());
-                let next = objects.len() as u32;
-                *objects.entry(path).or_insert(next)
-            } else {
-                0
-            };
-            let entry_key = EntryKey {
-                offset: sample.addr & (line_size - 1),
-                pid: if coalesce.has(Field::Pid) {
-                    sample.pid
-                } else {
-                    0
-                },
-                tid: if coalesce.has(Field::Tid) {
-                    sample.tid
-                } else {
-                    0
-                },
-                iaddr: if coalesce.has(Field::Iaddr) {
-                    sample.ip
-                } else {
-                    0
-                },
-                dso,
-            };
-            let entry = line.entries.entry(entry_key).or_default();
-            entry.stats.add(&one);
-            if let Some(Some(node)) = node_of_cpu.get(sample.cpu as usize) {
-                entry.node_stats.resize(nodes, C2cStats::default());
-                entry.node_stats[*node].add(&one);
-            }
-            entry.cpus.insert(sample.cpu);
-            entry.phys.add(sample.phys_addr, memory);
-            entry.first.get_or_insert(*sample);
-            if let Some(class) = Cycles::of(&one) {
-                entry.cycles[class as usize].add(sample.weight);
-            }
-        }
-        // A line's counts are its entries' (every sample is in one), the total its lines'.
-        for line in data.lines.values_mut() {
-            for entry in line.entries.values() {
-                line.stats.add(&entry.stats);
-            }
-            data.total.add(&line.stats);
-        }
-        data
-    }
-
     /// The lines perf calls shared (any HITM or peer load), and their summed counts.
     pub fn shared(&self) -> (usize, C2cStats) {
         let mut sum = C2cStats::default();
         let mut count = 0;
-        for line in self
+        for (_, line) in self
             .lines
-            .values()
-            .filter(|l| l.stats.tot_hitm > 0 || l.stats.tot_peer > 0)
+            .iter()
+            .filter(|(_, l)| l.stats.tot_hitm > 0 || l.stats.tot_peer > 0)
         {
             count += 1;
             sum.add(&line.stats);
         }
         (count, sum)
+    }
+
+    /// The entries of `line`, with their keys.
+    pub fn entries_of<'a>(
+        &'a self,
+        line: &'a Line,
+    ) -> impl Iterator<Item = (&'a EntryKey, &'a Entry)> + 'a {
+        line.entries.iter().map(|&i| {
+            let (key, entry) = &self.entries[i as usize];
+            (key, entry)
+        })
+    }
+
+    /// The classification of `entry`'s samples sampled on `node`'s CPUs (`None`: all).
+    pub fn entry_stats(&self, entry: &Entry, node: Option<u32>) -> C2cStats {
+        let mut stats = C2cStats::default();
+        for count in &entry.counts {
+            if node.is_none_or(|n| n == count.node) {
+                stats.add_times(&self.classes[count.class as usize], count.samples);
+            }
+        }
+        stats
     }
 }
 
@@ -362,13 +312,37 @@ mod tests {
 
     #[test]
     fn node_lists_are_kernel_bitmap_lists() {
-        let seen = |nodes: &[u64]| PhysSeen {
-            nodes: nodes.iter().copied().collect(),
-            ..PhysSeen::default()
+        let seen = |nodes: &[u32]| {
+            let mut seen = PhysSeen::default();
+            for &node in nodes {
+                seen.add(0x1000 * u64::from(node + 1), Some(node));
+            }
+            seen
         };
         assert_eq!(seen(&[]).node_list(), "N/A");
         assert_eq!(seen(&[0]).node_list(), "0");
         assert_eq!(seen(&[0, 1]).node_list(), "0-1");
         assert_eq!(seen(&[0, 2, 3, 5]).node_list(), "0,2-3,5");
+    }
+
+    #[test]
+    fn physical_addresses_count_changes_and_only_on_a_node() {
+        let mut seen = PhysSeen::default();
+        for (phys, node) in [(0x1000, Some(0)), (0x1000, Some(0)), (0x2000, Some(1))] {
+            seen.add(phys, node);
+        }
+        seen.add(0x3000, None);
+        assert_eq!((seen.changes, seen.node_list().as_str()), (2, "0-1"));
+    }
+
+    #[test]
+    fn bit_sets_hold_numbers_past_one_word() {
+        let mut set = BitSet::default();
+        for n in [130, 0, 64, 63, 64] {
+            set.insert(n);
+        }
+        assert_eq!(set.iter().collect::<Vec<_>>(), [0, 63, 64, 130]);
+        assert_eq!(set.len(), 4);
+        assert!(set.contains(130) && !set.contains(129) && !set.contains(4000));
     }
 }

@@ -1,6 +1,7 @@
 //! c2c (cache-to-cache): memory samples, classified as perf c2c classifies them
 //! (`topdown_common::c2c`), grouped by cache line, reported as perf's tables.
 
+pub mod aggregate;
 pub mod by_group;
 pub mod code;
 pub mod command;

@@ -9,6 +9,8 @@
 
 use std::fmt::Write as _;
 
+use topdown_common::c2c::C2cStats;
+
 use super::{
     code::{Code, CodeNames},
     display::{Display, Field, ReportOptions, fill_line},
@@ -40,6 +42,10 @@ pub struct Row<'a> {
     pub iaddr: u64,
     /// Its samples.
     pub entry: &'a Entry,
+    /// Their classification.
+    pub stats: C2cStats,
+    /// Their classification per NUMA node of the sampling CPU (the recording's node order).
+    pub node_stats: Vec<C2cStats>,
     /// The names of its code.
     pub code: Code,
     /// Its first sample's thread name.
@@ -66,13 +72,14 @@ pub fn lines<'a>(
     let lines = line_table::displayed(data, options);
     let offset_node = lines
         .iter()
-        .flat_map(|l| l.entries.values())
-        .map(|e| e.phys.node_list().len())
+        .flat_map(|l| data.entries_of(l))
+        .map(|(_, e)| e.phys.node_list().len())
         .fold(4, usize::max);
     lines
         .into_iter()
         .map(|line| {
-            let (rows, widths) = rows(line, &mut names, offset_node, options);
+            let nodes = recording.numa_cpus.len();
+            let (rows, widths) = rows(data, line, &mut names, offset_node, nodes, options);
             ParetoLine { line, rows, widths }
         })
         .collect()
@@ -125,9 +132,11 @@ pub fn render(data: &C2cData, recording: &Recording, options: ReportOptions) -> 
 /// the display's ranking, then code address), and the line's column widths (computed over all
 /// its entries).
 fn rows<'a>(
+    data: &'a C2cData,
     line: &'a Line,
     names: &mut CodeNames<'_>,
     offset_node: usize,
+    nodes: usize,
     options: ReportOptions,
 ) -> (Vec<Row<'a>>, Widths) {
     let display = options.display;
@@ -139,8 +148,8 @@ fn rows<'a>(
         srcline: "Source:Line".len(),
     };
     let mut rows = Vec::new();
-    for (key, entry) in &line.entries {
-        let Some(first) = entry.first else { continue };
+    for (key, entry) in data.entries_of(line) {
+        let first = entry.first;
         let code = names.code(first.pid, first.ip, first.kernel);
         let comm = names.comm(first.tid);
         widths.thread = widths.thread.max(comm.len() + 8);
@@ -156,11 +165,16 @@ fn rows<'a>(
             code.object.len()
         });
         widths.srcline = widths.srcline.max(code.srcline.len());
-        if entry.stats.store > 0 || display.metric(&entry.stats) > 0 {
+        let stats = data.entry_stats(entry, None);
+        if stats.store > 0 || display.metric(&stats) > 0 {
             rows.push(Row {
                 offset: key.offset,
                 iaddr: first.ip,
                 entry,
+                stats,
+                node_stats: (0..nodes)
+                    .map(|node| data.entry_stats(entry, Some(node as u32)))
+                    .collect(),
                 code,
                 comm,
             });
@@ -174,15 +188,15 @@ fn rows<'a>(
     rows.sort_by(|a, b| {
         let (fa, fb) = (a.entry.first, b.entry.first);
         let by_field = |field: Field| match field {
-            Field::Pid => fb.map(|s| s.pid).cmp(&fa.map(|s| s.pid)),
-            Field::Tid => fa.map(|s| s.tid).cmp(&fb.map(|s| s.tid)),
+            Field::Pid => fb.pid.cmp(&fa.pid),
+            Field::Tid => fa.tid.cmp(&fb.tid),
             Field::Iaddr => a.iaddr.cmp(&b.iaddr),
             Field::Dso => a.code.object.cmp(&b.code.object),
         };
         options.coalesce.fields().fold(
             a.offset
                 .cmp(&b.offset)
-                .then(display.rank(&a.entry.stats, &b.entry.stats)),
+                .then(display.rank(&a.stats, &b.stats)),
             |order, field| order.then_with(|| by_field(field)),
         )
     });
@@ -346,7 +360,7 @@ fn row_text(
     options: ReportOptions,
 ) -> String {
     let peer = options.display == Display::Peer;
-    let (s, total) = (&row.entry.stats, &line.stats);
+    let (s, total) = (&row.stats, &line.stats);
     let percent = |value: u64, of: u64| {
         let share = if of == 0 {
             0.0
@@ -378,10 +392,10 @@ fn row_text(
                 format!("{:>w$}", row.entry.phys.node_list(), w = widths.offset_node)
             }
             Column::PaCount => format!("{:>6}", row.entry.phys.changes),
-            Column::Pid => format!("{:>7}", first.map_or(0, |f| f.pid)),
+            Column::Pid => format!("{:>7}", first.pid),
             Column::Tid => format!(
                 "{:>7}:{:<w$.w$}",
-                first.map_or(0, |f| f.tid),
+                first.tid,
                 row.comm,
                 w = widths.thread.saturating_sub(8)
             ),
@@ -407,7 +421,7 @@ fn row_text(
             Column::Symbol => row.code.symbol.clone(),
             Column::Object => format!("{:<w$.w$}", row.code.object, w = widths.object),
             Column::Source => format!("{:<w$.w$}", row.code.srcline, w = widths.srcline),
-            Column::Node => node_cell(row.entry, cpu_nodes, options),
+            Column::Node => node_cell(row, cpu_nodes, options),
         })
         .collect();
     format!("  {}\n", cells.join("  "))
@@ -432,11 +446,11 @@ pub fn nodes_touched(entry: &Entry, cpu_nodes: &[Vec<u32>]) -> Vec<(usize, Vec<u
 /// perf's `node_entry`: for each NUMA node the entry's CPUs touch, its number (`-N` 0), with
 /// its CPU count and shares of the ranked count and the stores (1; 21 blanks for a node not
 /// touched), or with its CPU list (2).
-fn node_cell(entry: &Entry, cpu_nodes: &[Vec<u32>], options: ReportOptions) -> String {
+fn node_cell(row: &Row<'_>, cpu_nodes: &[Vec<u32>], options: ReportOptions) -> String {
     let share = |part: u64, all: u64| part as f64 * 100.0 / all as f64;
     let mut out = String::new();
     let mut first = true;
-    for (node, touched) in nodes_touched(entry, cpu_nodes) {
+    for (node, touched) in nodes_touched(row.entry, cpu_nodes) {
         if touched.is_empty() {
             if options.node_info == 1 {
                 out.push_str(&" ".repeat(21));
@@ -451,21 +465,21 @@ fn node_cell(entry: &Entry, cpu_nodes: &[Vec<u32>], options: ReportOptions) -> S
         match options.node_info {
             0 => {}
             1 => {
-                let here = entry.node_stats.get(node).copied().unwrap_or_default();
+                let here = row.node_stats.get(node).copied().unwrap_or_default();
                 let _ = write!(out, "{{{:>2} ", touched.len());
                 let (part, all) = (
                     options.display.metric(&here),
-                    options.display.metric(&entry.stats),
+                    options.display.metric(&row.stats),
                 );
                 let _ = if all == 0 {
                     write!(out, "{:>6} ", "n/a")
                 } else {
                     write!(out, "{:5.1}% ", share(part, all))
                 };
-                let _ = if entry.stats.store == 0 {
+                let _ = if row.stats.store == 0 {
                     write!(out, "{:>6}}}", "n/a")
                 } else {
-                    write!(out, "{:5.1}%}}", share(here.store, entry.stats.store))
+                    write!(out, "{:5.1}%}}", share(here.store, row.stats.store))
                 };
             }
             _ => {

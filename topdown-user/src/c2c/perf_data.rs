@@ -4,7 +4,7 @@
 //! crate drops the WEIGHT and DATA_SRC fields c2c needs, and sorts every record of a file
 //! without round markers, which is most of perf's own time on a large recording.
 
-use std::{collections::HashMap, fs::File, io::Cursor, path::Path};
+use std::{collections::HashMap, fs::File, io::Cursor, ops::ControlFlow, path::Path};
 
 use rustc_hash::FxHashMap;
 
@@ -32,7 +32,7 @@ fn parse_totals(bytes: &[u8]) -> Option<C2cStats> {
 }
 
 /// One memory sample.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct MemSample {
     /// Process id.
     pub pid: u32,
@@ -87,7 +87,8 @@ impl Mapping {
 /// Everything c2c needs from a recording.
 #[derive(Clone, Debug, Default)]
 pub struct Recording {
-    /// Memory samples, in file order.
+    /// Memory samples, in time order: a live recording's; [`read`] hands a file's to a
+    /// [`SampleSink`] instead ([`read_all`] keeps them).
     pub samples: Vec<MemSample>,
     /// Mappings by process id.
     pub mappings: FxHashMap<u32, Vec<Mapping>>,
@@ -141,7 +142,13 @@ impl MemoryTopology {
 
     /// The node holding physical address `phys`.
     pub fn node_of(&self, phys: u64) -> Option<u64> {
-        let block = phys.checked_div(self.block_size)?;
+        // Block sizes are powers of two (the kernel's memory block size): a shift, not a
+        // division, on the hot path.
+        let block = if self.block_size.is_power_of_two() {
+            phys >> self.block_size.trailing_zeros()
+        } else {
+            phys.checked_div(self.block_size)?
+        };
         let (word, bit) = ((block / 64) as usize, block % 64);
         self.nodes
             .iter()
@@ -153,16 +160,42 @@ impl MemoryTopology {
 impl Recording {
     /// The mapping of process `pid` that holds `addr`.
     pub fn mapping(&self, pid: u32, addr: u64) -> Option<&Mapping> {
-        self.mappings
-            .get(&pid)?
-            .iter()
-            .rev()
-            .find(|m| m.contains(addr))
+        mapping_at(self.mappings_of(pid), addr)
+    }
+
+    /// The mappings of process `pid`, in the order they were recorded.
+    pub fn mappings_of(&self, pid: u32) -> &[Mapping] {
+        self.mappings.get(&pid).map_or(&[], Vec::as_slice)
     }
 }
 
-/// Reads `path`: one line of error, naming the byte offset, for anything corrupt or cut short.
-pub fn read(path: &Path) -> Result<Recording> {
+/// The mapping of `mappings` that holds `addr`: the latest recorded, where they overlap.
+pub fn mapping_at(mappings: &[Mapping], addr: u64) -> Option<&Mapping> {
+    mappings.iter().rev().find(|m| m.contains(addr))
+}
+
+/// What takes a recording's memory samples, one by one, in time order.
+pub trait SampleSink {
+    /// Takes `sample`; `recording` holds the mappings, thread names and cgroups known then.
+    fn add(&mut self, recording: &Recording, sample: &MemSample);
+}
+
+impl SampleSink for Vec<MemSample> {
+    fn add(&mut self, _: &Recording, sample: &MemSample) {
+        self.push(*sample);
+    }
+}
+
+/// Reads `path`, handing each memory sample, in time order as perf processes them, to a sink
+/// made by `new_sink` from the file's header; returns the recording (without its samples) and
+/// the sink. A file in time order is streamed: a sample sees the mappings recorded before it.
+/// At the first sample out of order the sink is dropped and the file read again whole, its
+/// samples sorted, then handed to a new sink with every mapping known. One line of error,
+/// naming the byte offset, for anything corrupt or cut short.
+pub fn read<S: SampleSink>(
+    path: &Path,
+    new_sink: impl Fn(&Recording) -> S,
+) -> Result<(Recording, S)> {
     let file = File::open(path).with_context(|| {
         format!(
             "cannot open {} (give a recording with -i FILE)",
@@ -181,7 +214,7 @@ pub fn read(path: &Path) -> Result<Recording> {
         bail!("{}: big-endian perf.data is not supported", path.display());
     }
     let attributes = perf_file.event_attributes();
-    let mut recording = Recording {
+    let header = Recording {
         events: attributes
             .iter()
             .filter_map(|attr| attr.name().map(str::to_owned))
@@ -194,6 +227,7 @@ pub fn read(path: &Path) -> Result<Recording> {
             .feature_section_data(linux_perf_data::Feature::NUMA_TOPOLOGY)
             .and_then(records::parse_numa_cpus)
             .unwrap_or_default(),
+        totals: records::feature(&bytes, TOTALS_FEATURE).and_then(parse_totals),
         ..Recording::default()
     };
     let formats = Formats::new(
@@ -201,8 +235,40 @@ pub fn read(path: &Path) -> Result<Recording> {
             .iter()
             .map(|a| (a.attr.sample_format, a.event_ids.clone())),
     );
-    records::walk(&bytes, &formats, &mut recording)
-        .with_context(|| format!("{} is corrupt", path.display()))?;
-    recording.totals = records::feature(&bytes, TOTALS_FEATURE).and_then(parse_totals);
+    let corrupt = || format!("{} is corrupt", path.display());
+    let mut recording = header.clone();
+    let mut sink = new_sink(&recording);
+    let mut last = 0;
+    let walked = records::walk(&bytes, &formats, &mut recording, |recording, sample| {
+        if sample.time < last {
+            return ControlFlow::Break(());
+        }
+        last = sample.time;
+        sink.add(recording, sample);
+        ControlFlow::Continue(())
+    })
+    .with_context(corrupt)?;
+    if walked.is_break() {
+        drop(sink);
+        recording = header;
+        let mut samples = Vec::new();
+        let _whole = records::walk(&bytes, &formats, &mut recording, |recording, sample| {
+            samples.add(recording, sample);
+            ControlFlow::Continue(())
+        })
+        .with_context(corrupt)?;
+        samples.sort_by_key(|s| s.time);
+        sink = new_sink(&recording);
+        for sample in &samples {
+            sink.add(&recording, sample);
+        }
+    }
+    Ok((recording, sink))
+}
+
+/// Reads `path` with its samples kept in [`Recording::samples`], in time order.
+pub fn read_all(path: &Path) -> Result<Recording> {
+    let (mut recording, samples) = read(path, |_| Vec::new())?;
+    recording.samples = samples;
     Ok(recording)
 }

@@ -2,7 +2,7 @@
 //! (the fields memory samples carry), MMAP/MMAP2 (mappings), CGROUP (names). Every read is
 //! bounds-checked, and what does not fit is an error naming its byte offset in the file.
 
-use std::collections::HashMap;
+use std::{collections::HashMap, ops::ControlFlow};
 
 use anyhow::{Result, bail};
 use linux_perf_data::linux_perf_event_reader::SampleFormat;
@@ -33,12 +33,133 @@ pub mod kind {
 const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
 const MAP_SHARED: u32 = 0x01;
 
-/// The sample format of each event, and how to tell which event a sample is from.
+/// Where the fields c2c reads sit in the samples of one event: byte offsets in the sample body,
+/// in `perf_event.h` order; fields after a callchain move by its length.
+#[derive(Clone, Copy, Debug)]
+struct Layout {
+    ip: Option<usize>,
+    tid: Option<usize>,
+    time: Option<usize>,
+    addr: Option<usize>,
+    cpu: Option<usize>,
+    /// Where the callchain's entry count is.
+    callchain: Option<usize>,
+    weight: Option<usize>,
+    /// WEIGHT_STRUCT: the latency is the low 32 bits of the weight word.
+    weight_struct: bool,
+    data_src: Option<usize>,
+    phys_addr: Option<usize>,
+    cgroup: Option<usize>,
+    /// The body's size without a callchain.
+    size: usize,
+    /// Fields we cannot step over (empty: none).
+    unsupported: SampleFormat,
+}
+
+impl Layout {
+    fn new(format: SampleFormat) -> Self {
+        let mut size = 0;
+        let mut field = |flag: SampleFormat| {
+            format.intersects(flag).then(|| {
+                size += 8;
+                size - 8
+            })
+        };
+        field(SampleFormat::IDENTIFIER);
+        let (ip, tid, time, addr) = (
+            field(SampleFormat::IP),
+            field(SampleFormat::TID),
+            field(SampleFormat::TIME),
+            field(SampleFormat::ADDR),
+        );
+        field(SampleFormat::ID);
+        field(SampleFormat::STREAM_ID);
+        let cpu = field(SampleFormat::CPU);
+        field(SampleFormat::PERIOD);
+        let callchain = field(SampleFormat::CALLCHAIN);
+        let weight = field(SampleFormat::WEIGHT | SampleFormat::WEIGHT_STRUCT);
+        let data_src = field(SampleFormat::DATA_SRC);
+        field(SampleFormat::TRANSACTION);
+        let phys_addr = field(SampleFormat::PHYS_ADDR);
+        let cgroup = field(SampleFormat::CGROUP);
+        Self {
+            ip,
+            tid,
+            time,
+            addr,
+            cpu,
+            callchain,
+            weight,
+            weight_struct: format.contains(SampleFormat::WEIGHT_STRUCT),
+            data_src,
+            phys_addr,
+            cgroup,
+            size,
+            unsupported: format
+                & (SampleFormat::READ
+                    | SampleFormat::RAW
+                    | SampleFormat::BRANCH_STACK
+                    | SampleFormat::REGS_USER
+                    | SampleFormat::STACK_USER
+                    | SampleFormat::REGS_INTR),
+        }
+    }
+
+    /// Reads the sample in `body`, a SAMPLE record's body with `misc` bits, into `sample`.
+    fn parse(&self, body: &[u8], misc: u16, sample: &mut MemSample) -> Result<()> {
+        if !self.unsupported.is_empty() {
+            bail!("sample fields {:?} are not supported", self.unsupported);
+        }
+        let shift = match self.callchain {
+            Some(at) => {
+                let nr = word(body, at).unwrap_or(0);
+                if nr > body.len() as u64 / 8 {
+                    bail!("callchain of {nr} entries in a {}-byte sample", body.len());
+                }
+                8 * nr as usize
+            }
+            None => 0,
+        };
+        if body.len() < self.size + shift {
+            bail!(
+                "the sample has {} bytes, its fields need {}",
+                body.len(),
+                self.size + shift
+            );
+        }
+        let get = |at: Option<usize>| at.and_then(|at| word(body, at)).unwrap_or(0);
+        let after = |at: Option<usize>| get(at.map(|at| at + shift));
+        let tid = get(self.tid);
+        let weight = after(self.weight);
+        *sample = MemSample {
+            pid: tid as u32,
+            tid: (tid >> 32) as u32,
+            cpu: get(self.cpu) as u32,
+            ip: get(self.ip),
+            addr: get(self.addr),
+            data_src: after(self.data_src),
+            weight: if self.weight_struct {
+                weight & 0xffff_ffff
+            } else {
+                weight
+            },
+            phys_addr: after(self.phys_addr),
+            time: get(self.time),
+            cgroup: after(self.cgroup),
+            kernel: misc & kind::CPUMODE_MASK == kind::MISC_KERNEL,
+        };
+        Ok(())
+    }
+}
+
+/// The sample layout of each event, and how to tell which event a sample is from.
 pub struct Formats {
-    /// The format every event shares, if they all share one.
-    common: Option<SampleFormat>,
-    by_id: HashMap<u64, SampleFormat>,
-    first: SampleFormat,
+    /// The layout every event shares, if they all share one.
+    common: Option<Layout>,
+    by_id: HashMap<u64, Layout>,
+    first: Layout,
+    /// Where a sample's event id is (IDENTIFIER first, or ID after IP, TID, TIME and ADDR).
+    id_at: usize,
 }
 
 impl Formats {
@@ -48,24 +169,14 @@ impl Formats {
         let mut formats = Vec::new();
         for (format, ids) in events {
             formats.push(format);
-            by_id.extend(ids.into_iter().map(|id| (id, format)));
+            by_id.extend(ids.into_iter().map(|id| (id, Layout::new(format))));
         }
         let first = formats.first().copied().unwrap_or(SampleFormat::empty());
-        let common = formats.iter().all(|f| *f == first).then_some(first);
-        Self {
-            common,
-            by_id,
-            first,
-        }
-    }
-
-    /// The format of the sample whose body is `body`: the shared one, or its event's (found by
-    /// IDENTIFIER, the first word, or by ID after IP, TID, TIME and ADDR).
-    fn of(&self, body: &[u8]) -> SampleFormat {
-        if let Some(format) = self.common {
-            return format;
-        }
-        let at = if self.first.contains(SampleFormat::IDENTIFIER) {
+        let common = formats
+            .iter()
+            .all(|f| *f == first)
+            .then(|| Layout::new(first));
+        let id_at = if first.contains(SampleFormat::IDENTIFIER) {
             0
         } else {
             let before = [
@@ -74,11 +185,24 @@ impl Formats {
                 SampleFormat::TIME,
                 SampleFormat::ADDR,
             ];
-            8 * before.iter().filter(|f| self.first.contains(**f)).count()
+            8 * before.iter().filter(|f| first.contains(**f)).count()
         };
-        word(body, at)
-            .and_then(|id| self.by_id.get(&id).copied())
-            .unwrap_or(self.first)
+        Self {
+            common,
+            by_id,
+            first: Layout::new(first),
+            id_at,
+        }
+    }
+
+    /// The layout of the sample whose body is `body`: the shared one, or its event's.
+    fn of(&self, body: &[u8]) -> &Layout {
+        if let Some(layout) = &self.common {
+            return layout;
+        }
+        word(body, self.id_at)
+            .and_then(|id| self.by_id.get(&id))
+            .unwrap_or(&self.first)
     }
 }
 
@@ -158,9 +282,15 @@ pub fn feature(bytes: &[u8], bit: u32) -> Option<&[u8]> {
     bytes.get(offset..offset.checked_add(size)?)
 }
 
-/// Walks the data section of the file in `bytes` into `recording`. Samples end in time order,
-/// as perf processes them (files without round markers may hold them out of order).
-pub fn walk(bytes: &[u8], formats: &Formats, recording: &mut Recording) -> Result<()> {
+/// Walks the data section of the file in `bytes` in file order: mappings, thread names and
+/// cgroups go into `recording`, and each sample to `on_sample` with the recording as it stands
+/// when the sample comes (the mappings recorded before it). Stops where `on_sample` breaks.
+pub fn walk(
+    bytes: &[u8],
+    formats: &Formats,
+    recording: &mut Recording,
+    mut on_sample: impl FnMut(&Recording, &MemSample) -> ControlFlow<()>,
+) -> Result<ControlFlow<()>> {
     let (Some(offset), Some(size)) = (word(bytes, 40), word(bytes, 48)) else {
         bail!("the file header is cut short ({} bytes)", bytes.len());
     };
@@ -172,20 +302,28 @@ pub fn walk(bytes: &[u8], formats: &Formats, recording: &mut Recording) -> Resul
         );
     }
     let (mut at, end) = (offset as usize, end as usize);
+    let mut sample = MemSample::default();
     while at < end {
-        let (Some(kind), Some(head)) = (half(bytes, at), bytes.get(at + 4..at + 8)) else {
+        let Some(head) = bytes.get(at..at + 8) else {
             bail!("record header cut short at byte {at}");
         };
-        let misc = u16::from_le_bytes([head[0], head[1]]);
-        let size = usize::from(u16::from_le_bytes([head[2], head[3]]));
+        let kind = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+        let misc = u16::from_le_bytes([head[4], head[5]]);
+        let size = usize::from(u16::from_le_bytes([head[6], head[7]]));
         if size < 8 || at + size > end {
             bail!("record at byte {at} has an impossible size ({size} bytes)");
         }
         let body = &bytes[at + 8..at + size];
         let parsed = match kind {
-            kind::SAMPLE => {
-                parse_sample(body, formats.of(body), misc).map(|s| recording.samples.push(s))
-            }
+            kind::SAMPLE => match formats.of(body).parse(body, misc, &mut sample) {
+                Ok(()) => {
+                    if on_sample(recording, &sample).is_break() {
+                        return Ok(ControlFlow::Break(()));
+                    }
+                    Ok(())
+                }
+                Err(error) => Err(error),
+            },
             kind::MMAP | kind::MMAP2 => {
                 parse_mapping(body, kind == kind::MMAP2, misc).map(|(pid, mapping)| {
                     recording.mappings.entry(pid).or_default().push(mapping);
@@ -214,10 +352,7 @@ pub fn walk(bytes: &[u8], formats: &Formats, recording: &mut Recording) -> Resul
         }
         at += size;
     }
-    if !recording.samples.is_sorted_by_key(|s| s.time) {
-        recording.samples.sort_by_key(|s| s.time);
-    }
-    Ok(())
+    Ok(ControlFlow::Continue(()))
 }
 
 /// MMAP: pid, tid, start, length, page offset, file name. MMAP2 adds device and inode (or a
@@ -256,97 +391,6 @@ fn parse_mapping(body: &[u8], mmap2: bool, misc: u16) -> Result<(u32, Mapping)> 
     Ok((pid, mapping))
 }
 
-/// The sample body, field by field in `perf_event.h` order, for the fields memory samples carry.
-fn parse_sample(body: &[u8], format: SampleFormat, misc: u16) -> Result<MemSample> {
-    let unsupported = SampleFormat::READ
-        | SampleFormat::RAW
-        | SampleFormat::BRANCH_STACK
-        | SampleFormat::REGS_USER
-        | SampleFormat::STACK_USER
-        | SampleFormat::REGS_INTR;
-    if format.intersects(unsupported) {
-        bail!("sample fields {:?} are not supported", format & unsupported);
-    }
-    let mut at = 0usize;
-    let mut next = || -> Result<u64> {
-        let value = word(body, at).ok_or_else(|| anyhow::anyhow!("sample ends at byte {at}"))?;
-        at += 8;
-        Ok(value)
-    };
-    let mut sample = MemSample {
-        pid: 0,
-        tid: 0,
-        cpu: 0,
-        ip: 0,
-        addr: 0,
-        data_src: 0,
-        weight: 0,
-        phys_addr: 0,
-        time: 0,
-        cgroup: 0,
-        kernel: misc & kind::CPUMODE_MASK == kind::MISC_KERNEL,
-    };
-    if format.contains(SampleFormat::IDENTIFIER) {
-        next()?;
-    }
-    if format.contains(SampleFormat::IP) {
-        sample.ip = next()?;
-    }
-    if format.contains(SampleFormat::TID) {
-        let word = next()?;
-        (sample.pid, sample.tid) = (word as u32, (word >> 32) as u32);
-    }
-    if format.contains(SampleFormat::TIME) {
-        sample.time = next()?;
-    }
-    if format.contains(SampleFormat::ADDR) {
-        sample.addr = next()?;
-    }
-    if format.contains(SampleFormat::ID) {
-        next()?;
-    }
-    if format.contains(SampleFormat::STREAM_ID) {
-        next()?;
-    }
-    if format.contains(SampleFormat::CPU) {
-        sample.cpu = next()? as u32;
-    }
-    if format.contains(SampleFormat::PERIOD) {
-        next()?;
-    }
-    if format.contains(SampleFormat::CALLCHAIN) {
-        let nr = next()?;
-        if nr > body.len() as u64 / 8 {
-            bail!("callchain of {nr} entries in a {}-byte sample", body.len());
-        }
-        for _ in 0..nr {
-            next()?;
-        }
-    }
-    if format.intersects(SampleFormat::WEIGHT | SampleFormat::WEIGHT_STRUCT) {
-        let word = next()?;
-        // WEIGHT_STRUCT: the latency is the low 32 bits (var1_dw).
-        sample.weight = if format.contains(SampleFormat::WEIGHT_STRUCT) {
-            word & 0xffff_ffff
-        } else {
-            word
-        };
-    }
-    if format.contains(SampleFormat::DATA_SRC) {
-        sample.data_src = next()?;
-    }
-    if format.contains(SampleFormat::TRANSACTION) {
-        next()?;
-    }
-    if format.contains(SampleFormat::PHYS_ADDR) {
-        sample.phys_addr = next()?;
-    }
-    if format.contains(SampleFormat::CGROUP) {
-        sample.cgroup = next()?;
-    }
-    Ok(sample)
-}
-
 /// `HEADER_NUMA_TOPOLOGY`: a node count, then per node its id, total and free memory, and its
 /// CPU list as a perf string (u32 length, then the NUL-padded text).
 pub fn parse_numa_cpus(bytes: &[u8]) -> Option<Vec<Vec<u32>>> {
@@ -366,8 +410,34 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cut_samples_name_where_they_end() {
-        let error = parse_sample(&[0; 4], SampleFormat::IP, 0).unwrap_err();
-        assert!(error.to_string().contains("byte 0"), "{error}");
+    fn cut_samples_say_how_short_they_are() {
+        let layout = Layout::new(SampleFormat::IP | SampleFormat::TID);
+        let error = layout
+            .parse(&[0; 12], 0, &mut MemSample::default())
+            .unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("has 12 bytes, its fields need 16"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn fields_after_a_callchain_move_by_its_length() {
+        let layout =
+            Layout::new(SampleFormat::IP | SampleFormat::CALLCHAIN | SampleFormat::DATA_SRC);
+        let words: [u64; 5] = [0x401000, 2, 0xa, 0xb, 0x42];
+        let body: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let mut sample = MemSample::default();
+        layout.parse(&body, 0, &mut sample).unwrap();
+        assert_eq!((sample.ip, sample.data_src), (0x401000, 0x42));
+        let error = layout.parse(&body[..32], 0, &mut sample).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("has 32 bytes, its fields need 40"),
+            "{error}"
+        );
     }
 }
