@@ -13,8 +13,11 @@ use topdown_common::c2c::C2cStats;
 use super::{
     display::{Coalesce, Field},
     lines::{C2cData, ClassCount, Cycles, Entry, EntryKey, Line, LineKey, NO_NODE},
-    perf_data::{MemSample, MemoryTopology, Recording, SampleSink, mapping_at},
+    perf_data::{MemSample, MemoryTopology, Recording, SampleSink},
 };
+
+/// At most how many entries and lines [`C2cBuilder::new`] reserves room for.
+const MAX_RESERVED: usize = 1 << 20;
 
 /// Slots of [`Classes::recent`].
 const RECENT: usize = 64;
@@ -67,18 +70,52 @@ impl Classes {
     }
 }
 
-/// An entry and its line: the key the builder finds an entry by.
+/// An entry and its line packed into words: the key the builder finds an entry by, compared
+/// word by word and hashed as one.
 #[derive(Clone, Copy, PartialEq, Eq)]
-struct EntryId(LineKey, EntryKey);
+struct EntryId {
+    line: u64,
+    inode: u64,
+    device: u64,
+    /// The line's process, mode and mapped flag.
+    owner: u64,
+    /// The offset in the line and the object.
+    offset: u64,
+    /// Process and thread.
+    task: u64,
+    iaddr: u64,
+}
+
+impl EntryId {
+    fn new(line: &LineKey, entry: &EntryKey) -> Self {
+        let (major, minor, inode) = line.dev_ino;
+        Self {
+            line: line.line,
+            inode,
+            device: u64::from(major) << 32 | u64::from(minor),
+            owner: u64::from(line.pid)
+                | u64::from(line.kernel) << 32
+                | u64::from(line.mapped) << 33,
+            // The offset is below the line size.
+            offset: entry.offset | u64::from(entry.dso) << 32,
+            task: u64::from(entry.pid) | u64::from(entry.tid) << 32,
+            iaddr: entry.iaddr,
+        }
+    }
+}
 
 impl Hash for EntryId {
-    /// Hashes fewer words than the fields (equal ids still hash equal): ids that differ only
-    /// in what is left out (mode, device) are rare, and this is the hottest lookup.
+    /// One word mixed from those that tell entries apart most (equal ids hash equal): the
+    /// hottest lookup of the report.
     fn hash<H: Hasher>(&self, state: &mut H) {
-        let (line, entry) = (&self.0, &self.1);
-        state.write_u64(line.line ^ line.dev_ino.2.rotate_left(29));
-        state.write_u64(entry.iaddr ^ entry.offset.rotate_left(48));
-        state.write_u64(u64::from(line.pid) | u64::from(entry.pid ^ entry.tid ^ entry.dso) << 32);
+        state.write_u64(
+            self.line
+                ^ self.inode.rotate_left(17)
+                ^ self.owner.rotate_left(40)
+                ^ self.offset.rotate_left(52)
+                ^ self.task.rotate_left(7)
+                ^ self.iaddr.rotate_left(23),
+        );
     }
 }
 
@@ -137,6 +174,12 @@ impl C2cBuilder {
                 node_of_cpu[cpu] = node as u32;
             }
         }
+        // Address space for as many entries and lines as the file has samples (up to a
+        // bound): vectors that never move or copy; only the pages used are ever touched.
+        let mut data = C2cData::default();
+        let most = recording.max_samples.min(MAX_RESERVED);
+        let _ = data.entries.try_reserve_exact(most);
+        let _ = data.lines.try_reserve_exact(most);
         Self {
             line_size,
             fields: KeyFields::new(coalesce),
@@ -147,7 +190,7 @@ impl C2cBuilder {
             line_ids: FxHashMap::default(),
             entry_ids: FxHashMap::default(),
             entry_lines: Vec::new(),
-            data: C2cData::default(),
+            data,
         }
     }
 
@@ -188,7 +231,7 @@ impl C2cBuilder {
         lines[line_index as usize].1.entries.push(index);
         self.entry_lines.push(line_index);
         self.entry_ids
-            .insert(EntryId(line, key), (index, line_index));
+            .insert(EntryId::new(&line, &key), (index, line_index));
         (index, line_index)
     }
 
@@ -220,9 +263,9 @@ impl SampleSink for C2cBuilder {
     /// Classifies `sample`, its addresses looked up in `recording`'s mappings.
     fn add(&mut self, recording: &Recording, sample: &MemSample) {
         let line_size = self.line_size;
-        let mappings = recording.mappings_of(sample.pid);
-        let data_map = mapping_at(mappings, sample.addr);
-        let code_map = mapping_at(mappings, sample.ip);
+        let maps = recording.mappings.get(&sample.pid);
+        let data_map = maps.and_then(|maps| maps.find(sample.addr));
+        let code_map = maps.and_then(|maps| maps.find(sample.ip));
         let mapped = data_map.is_some() && code_map.is_some();
         let class = self.classes.id(sample.data_src, sample.addr, mapped);
         let anonymous_private =
@@ -247,7 +290,7 @@ impl SampleSink for C2cBuilder {
                 0
             },
         };
-        let (index, line_index) = match self.entry_ids.get(&EntryId(line_key, entry_key)) {
+        let (index, line_index) = match self.entry_ids.get(&EntryId::new(&line_key, &entry_key)) {
             Some(&indexes) => indexes,
             None => self.new_entry(line_key, entry_key, sample),
         };

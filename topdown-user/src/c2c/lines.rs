@@ -130,56 +130,68 @@ impl Cycles {
     }
 }
 
-/// A set of small numbers (CPUs, NUMA nodes), as a bitmap.
+/// A set of small numbers (CPUs, NUMA nodes), as a bitmap whose first word is inline (no
+/// allocation below 64).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct BitSet(Vec<u64>);
+pub struct BitSet {
+    low: u64,
+    high: Vec<u64>,
+}
 
 impl BitSet {
     pub(super) fn insert(&mut self, n: u32) {
         let (word, bit) = ((n / 64) as usize, n % 64);
-        if self.0.len() <= word {
-            self.0.resize(word + 1, 0);
+        if word == 0 {
+            self.low |= 1 << bit;
+            return;
         }
-        self.0[word] |= 1 << bit;
+        if self.high.len() < word {
+            self.high.resize(word, 0);
+        }
+        self.high[word - 1] |= 1 << bit;
+    }
+
+    fn words(&self) -> impl Iterator<Item = u64> + '_ {
+        std::iter::once(self.low).chain(self.high.iter().copied())
     }
 
     /// Whether `n` is in the set.
     pub fn contains(&self, n: u32) -> bool {
-        self.0
-            .get((n / 64) as usize)
+        self.words()
+            .nth((n / 64) as usize)
             .is_some_and(|w| w >> (n % 64) & 1 == 1)
     }
 
     /// The members, ascending.
     pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
-        self.0.iter().enumerate().flat_map(|(i, &word)| {
+        self.words().enumerate().flat_map(|(i, word)| {
             (0..64)
                 .filter(move |bit| word >> bit & 1 == 1)
                 .map(move |bit| i as u32 * 64 + bit)
         })
     }
 
-    /// How many CPUs are in the set.
+    /// How many numbers are in the set.
     pub fn len(&self) -> usize {
-        self.0.iter().map(|w| w.count_ones() as usize).sum()
+        self.words().map(|w| w.count_ones() as usize).sum()
     }
 
     /// Whether the set is empty.
     pub fn is_empty(&self) -> bool {
-        self.0.iter().all(|w| *w == 0)
+        self.words().all(|w| w == 0)
     }
 }
 
-/// A running mean of load latencies.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+/// A running mean of load latencies (integers, summed exactly).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Mean {
-    sum: f64,
+    sum: u64,
     count: u64,
 }
 
 impl Mean {
-    pub(super) fn add(&mut self, value: u64) {
-        self.sum += value as f64;
+    pub(super) const fn add(&mut self, value: u64) {
+        self.sum += value;
         self.count += 1;
     }
 
@@ -188,7 +200,7 @@ impl Mean {
         if self.count == 0 {
             0.0
         } else {
-            self.sum / self.count as f64
+            self.sum as f64 / self.count as f64
         }
     }
 }

@@ -175,7 +175,7 @@ impl Gathered {
             if self.seen.insert(record.pid) {
                 self.recording
                     .mappings
-                    .insert(record.pid, host::mappings(record.pid));
+                    .insert(record.pid, host::mappings(record.pid).into_iter().collect());
             }
             self.recording
                 .comms

@@ -11,6 +11,7 @@ pub mod json_report;
 pub mod line_table;
 pub mod lines;
 pub mod live;
+pub mod maps;
 pub mod pareto;
 pub mod perf_data;
 pub mod perf_writer;

@@ -14,6 +14,7 @@ use linux_perf_data::{Endianness, PerfFileReader};
 use topdown_common::c2c::C2cStats;
 
 use super::{
+    maps::{Mapping, ProcessMaps},
     perf_writer::TOTALS_FEATURE,
     records::{self, Formats},
 };
@@ -58,32 +59,6 @@ pub struct MemSample {
     pub kernel: bool,
 }
 
-/// One mapping of a process, from an MMAP or MMAP2 record.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Mapping {
-    /// First address.
-    pub start: u64,
-    /// One past the last address.
-    pub end: u64,
-    /// File offset of `start`.
-    pub pgoff: u64,
-    /// Device major and minor, inode (0 for anonymous memory).
-    pub dev_ino: (u32, u32, u64),
-    /// `MAP_SHARED`.
-    pub shared: bool,
-    /// `PROT_READ` 1, `PROT_WRITE` 2, `PROT_EXEC` 4 (0 when the record did not say).
-    pub prot: u32,
-    /// The mapped file (`//anon` for anonymous memory).
-    pub path: String,
-}
-
-impl Mapping {
-    /// Whether `addr` falls in this mapping.
-    pub const fn contains(&self, addr: u64) -> bool {
-        self.start <= addr && addr < self.end
-    }
-}
-
 /// Everything c2c needs from a recording.
 #[derive(Clone, Debug, Default)]
 pub struct Recording {
@@ -91,7 +66,7 @@ pub struct Recording {
     /// [`SampleSink`] instead ([`read_all`] keeps them).
     pub samples: Vec<MemSample>,
     /// Mappings by process id.
-    pub mappings: FxHashMap<u32, Vec<Mapping>>,
+    pub mappings: FxHashMap<u32, ProcessMaps>,
     /// The recorded events' names (`cpu/mem-loads,ldlat=30/P`).
     pub events: Vec<String>,
     /// Physical memory topology (`HEADER_MEM_TOPOLOGY`), if recorded.
@@ -105,6 +80,9 @@ pub struct Recording {
     /// Every sample the kernel filter classified, forwarded or not: a live recording's
     /// statistics, saved by `c2c record -o` in a feature section of our own.
     pub totals: Option<C2cStats>,
+    /// At most how many samples the file holds (its data section over the smallest sample
+    /// record), to size tables once; 0 when unknown.
+    pub max_samples: usize,
 }
 
 /// Which NUMA node each block of physical memory belongs to.
@@ -160,18 +138,8 @@ impl MemoryTopology {
 impl Recording {
     /// The mapping of process `pid` that holds `addr`.
     pub fn mapping(&self, pid: u32, addr: u64) -> Option<&Mapping> {
-        mapping_at(self.mappings_of(pid), addr)
+        self.mappings.get(&pid)?.find(addr)
     }
-
-    /// The mappings of process `pid`, in the order they were recorded.
-    pub fn mappings_of(&self, pid: u32) -> &[Mapping] {
-        self.mappings.get(&pid).map_or(&[], Vec::as_slice)
-    }
-}
-
-/// The mapping of `mappings` that holds `addr`: the latest recorded, where they overlap.
-pub fn mapping_at(mappings: &[Mapping], addr: u64) -> Option<&Mapping> {
-    mappings.iter().rev().find(|m| m.contains(addr))
 }
 
 /// What takes a recording's memory samples, one by one, in time order.
@@ -235,6 +203,10 @@ pub fn read<S: SampleSink>(
             .iter()
             .map(|a| (a.attr.sample_format, a.event_ids.clone())),
     );
+    let header = Recording {
+        max_samples: records::max_samples(&bytes, &formats),
+        ..header
+    };
     let corrupt = || format!("{} is corrupt", path.display());
     let mut recording = header.clone();
     let mut sink = new_sink(&recording);

@@ -139,7 +139,7 @@ pub fn write(path: &Path, recording: &Recording, totals: Option<&C2cStats>) -> R
     let mut pids: Vec<&u32> = recording.mappings.keys().collect();
     pids.sort();
     for pid in pids {
-        for m in &recording.mappings[pid] {
+        for m in recording.mappings[pid].list() {
             let mut body = Bytes::default();
             body.u32(*pid)
                 .u32(*pid)

@@ -7,7 +7,10 @@ use std::{collections::HashMap, ops::ControlFlow};
 use anyhow::{Result, bail};
 use linux_perf_data::linux_perf_event_reader::SampleFormat;
 
-use super::perf_data::{Mapping, MemSample, Recording};
+use super::{
+    maps::Mapping,
+    perf_data::{MemSample, Recording},
+};
 use crate::pmu::machine::parse_cpu_list;
 
 /// perf.data record types and `misc` bits (`perf_event.h`), for reading and writing.
@@ -127,7 +130,16 @@ impl Layout {
                 self.size + shift
             );
         }
-        let get = |at: Option<usize>| at.and_then(|at| word(body, at)).unwrap_or(0);
+        // Every field lies in the first `size + shift` bytes, checked above: read them with
+        // no further checks (this runs once per sample).
+        let get = |at: Option<usize>| match at {
+            // SAFETY: `at + 8 <= self.size + shift <= body.len()` for every field offset
+            // (Layout::new counts 8 bytes per field it places; `after` adds the shift).
+            Some(at) => {
+                u64::from_le(unsafe { body.as_ptr().add(at).cast::<u64>().read_unaligned() })
+            }
+            None => 0,
+        };
         let after = |at: Option<usize>| get(at.map(|at| at + shift));
         let tid = get(self.tid);
         let weight = after(self.weight);
@@ -193,6 +205,18 @@ impl Formats {
             first: Layout::new(first),
             id_at,
         }
+    }
+
+    /// The size of the smallest sample record (header included) of any event.
+    fn smallest_sample(&self) -> usize {
+        8 + self
+            .by_id
+            .values()
+            .chain(self.common.as_ref())
+            .chain([&self.first])
+            .map(|layout| layout.size)
+            .min()
+            .unwrap_or(0)
     }
 
     /// The layout of the sample whose body is `body`: the shared one, or its event's.
@@ -280,6 +304,11 @@ pub fn feature(bytes: &[u8], bit: u32) -> Option<&[u8]> {
         word(bytes, entry + 8)? as usize,
     );
     bytes.get(offset..offset.checked_add(size)?)
+}
+
+/// At most how many samples the data section of the file in `bytes` can hold.
+pub fn max_samples(bytes: &[u8], formats: &Formats) -> usize {
+    word(bytes, 48).map_or(0, |size| size as usize / formats.smallest_sample())
 }
 
 /// Walks the data section of the file in `bytes` in file order: mappings, thread names and
