@@ -1,10 +1,20 @@
 //! Memory samples classified and grouped into [`C2cData`], one at a time in time order: the
-//! hot loop of `c2c report`. Each distinct classification input (data_src, whether the sample
-//! has an address, whether it is mapped) is classified once; an entry counts its samples per
-//! class and NUMA node; the counts become perf's statistics per line once, at the end, and per
-//! entry only for the entries a report shows ([`C2cData::entry_stats`]).
+//! hot loop of `c2c report`. Two stages: a [`Resolver`] keys each sample as perf does (it needs
+//! the recording's mappings, which change as the file is read); an [`Accumulator`] classifies
+//! and counts it. Each distinct classification input (data_src, whether the sample has an
+//! address, whether it is mapped) is classified once; an entry counts its samples per class and
+//! NUMA node; the counts become perf's statistics per line once, at the end, and per entry only
+//! for the entries a report shows ([`C2cData::entry_stats`]). A file is read on two threads
+//! when there are two CPUs, one stage each ([`read_file`]).
 
-use std::hash::{Hash, Hasher};
+use std::{
+    hash::{Hash, Hasher},
+    path::Path,
+    rc::Rc,
+    sync::mpsc,
+};
+
+use anyhow::Result;
 
 use rustc_hash::FxHashMap;
 
@@ -13,10 +23,10 @@ use topdown_common::c2c::C2cStats;
 use super::{
     display::{Coalesce, Field},
     lines::{C2cData, ClassCount, Cycles, Entry, EntryKey, Line, LineKey, NO_NODE},
-    perf_data::{MemSample, MemoryTopology, Recording, SampleSink},
+    perf_data::{self, MemSample, MemoryTopology, Recording, SampleSink},
 };
 
-/// At most how many entries and lines [`C2cBuilder::new`] reserves room for.
+/// At most how many entries and lines an accumulator reserves room for.
 const MAX_RESERVED: usize = 1 << 20;
 
 /// Slots of [`Classes::recent`].
@@ -72,7 +82,7 @@ impl Classes {
 
 /// An entry and its line packed into words: the key the builder finds an entry by, compared
 /// word by word and hashed as one.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct EntryId {
     line: u64,
     inode: u64,
@@ -101,6 +111,27 @@ impl EntryId {
             task: u64::from(entry.pid) | u64::from(entry.tid) << 32,
             iaddr: entry.iaddr,
         }
+    }
+}
+
+impl EntryId {
+    /// The line and entry keys packed in this id.
+    fn keys(&self) -> (LineKey, EntryKey) {
+        let line = LineKey {
+            kernel: self.owner >> 32 & 1 == 1,
+            mapped: self.owner >> 33 & 1 == 1,
+            dev_ino: ((self.device >> 32) as u32, self.device as u32, self.inode),
+            pid: self.owner as u32,
+            line: self.line,
+        };
+        let entry = EntryKey {
+            offset: self.offset & 0xffff_ffff,
+            pid: self.task as u32,
+            tid: (self.task >> 32) as u32,
+            iaddr: self.iaddr,
+            dso: (self.offset >> 32) as u32,
+        };
+        (line, entry)
     }
 }
 
@@ -140,57 +171,30 @@ impl KeyFields {
     }
 }
 
-/// Builds [`C2cData`] one sample at a time, in time order (perf's order: physical-address
-/// changes and each entry's first sample depend on it).
-pub struct C2cBuilder {
+/// A sample resolved against its process's mappings: its line and entry as perf keys them.
+#[derive(Clone, Copy)]
+struct Resolved {
+    id: EntryId,
+    /// Both its data and code addresses are in mappings.
+    mapped: bool,
+    sample: MemSample,
+}
+
+/// The first stage: what needs the recording's mappings (which change as it is read).
+struct Resolver {
     line_size: u64,
     /// Which sample fields tell entries apart (`-c`).
     fields: KeyFields,
-    memory: Option<MemoryTopology>,
-    /// Index in the recording's node list of each CPU's node ([`NO_NODE`]: none).
-    node_of_cpu: Vec<u32>,
     /// Code objects by path, numbered as met (`-c dso`).
     objects: FxHashMap<String, u32>,
-    classes: Classes,
-    line_ids: FxHashMap<LineKey, u32>,
-    /// Each entry's index in `data.entries`, and its line's in `data.lines`.
-    entry_ids: FxHashMap<EntryId, (u32, u32)>,
-    /// Each entry's line, by the entry's index.
-    entry_lines: Vec<u32>,
-    data: C2cData,
 }
 
-impl C2cBuilder {
-    /// For lines of `line_size` bytes (64, or 128 for `--double-cl`) and entries told apart as
-    /// `coalesce` says, with the NUMA and memory topology of `recording`.
-    pub fn new(recording: &Recording, line_size: u64, coalesce: Coalesce) -> Self {
-        let mut node_of_cpu = Vec::new();
-        for (node, cpus) in recording.numa_cpus.iter().enumerate() {
-            for &cpu in cpus {
-                let cpu = cpu as usize;
-                if node_of_cpu.len() <= cpu {
-                    node_of_cpu.resize(cpu + 1, NO_NODE);
-                }
-                node_of_cpu[cpu] = node as u32;
-            }
-        }
-        // Address space for as many entries and lines as the file has samples (up to a
-        // bound): vectors that never move or copy; only the pages used are ever touched.
-        let mut data = C2cData::default();
-        let most = recording.max_samples.min(MAX_RESERVED);
-        let _ = data.entries.try_reserve_exact(most);
-        let _ = data.lines.try_reserve_exact(most);
+impl Resolver {
+    fn new(line_size: u64, coalesce: Coalesce) -> Self {
         Self {
             line_size,
             fields: KeyFields::new(coalesce),
-            memory: recording.memory.clone(),
-            node_of_cpu,
             objects: FxHashMap::default(),
-            classes: Classes::default(),
-            line_ids: FxHashMap::default(),
-            entry_ids: FxHashMap::default(),
-            entry_lines: Vec::new(),
-            data,
         }
     }
 
@@ -204,12 +208,98 @@ impl C2cBuilder {
         index
     }
 
-    /// The indexes of a new entry and of its line (new too, if it is the line's first).
-    fn new_entry(&mut self, line: LineKey, key: EntryKey, sample: &MemSample) -> (u32, u32) {
-        let lines = &mut self.data.lines;
+    /// `sample`, its addresses looked up in `recording`'s mappings, keyed as perf keys it.
+    fn resolve(&mut self, recording: &Recording, sample: &MemSample) -> Resolved {
         let line_size = self.line_size;
+        let maps = recording.mappings.get(&sample.pid);
+        let data_map = maps.and_then(|maps| maps.find(sample.addr));
+        let code_map = maps.and_then(|maps| maps.find(sample.ip));
+        let anonymous_private =
+            !sample.kernel && data_map.is_some_and(|m| !m.shared && m.dev_ino == (0, 0, 0));
+        let mapped_addr = data_map.map_or(sample.addr, |m| sample.addr - m.start + m.pgoff);
+        let fields = self.fields;
+        let line = LineKey {
+            kernel: sample.kernel,
+            mapped: data_map.is_some(),
+            dev_ino: data_map.map_or((0, 0, 0), |m| m.dev_ino),
+            pid: if anonymous_private { sample.pid } else { 0 },
+            line: mapped_addr & !(line_size - 1),
+        };
+        let entry = EntryKey {
+            offset: sample.addr & (line_size - 1),
+            pid: sample.pid & fields.pid,
+            tid: sample.tid & fields.tid,
+            iaddr: sample.ip & fields.iaddr,
+            dso: if fields.dso {
+                self.object(code_map.map_or("", |m| m.path.as_str()))
+            } else {
+                0
+            },
+        };
+        Resolved {
+            id: EntryId::new(&line, &entry),
+            mapped: data_map.is_some() && code_map.is_some(),
+            sample: *sample,
+        }
+    }
+}
+
+/// The second stage: resolved samples classified and counted into lines and entries.
+struct Accumulator {
+    line_size: u64,
+    memory: Option<MemoryTopology>,
+    /// Index in the recording's node list of each CPU's node ([`NO_NODE`]: none).
+    node_of_cpu: Vec<u32>,
+    classes: Classes,
+    line_ids: FxHashMap<LineKey, u32>,
+    /// Each entry's index in `data.entries`, and its line's in `data.lines`.
+    entry_ids: FxHashMap<EntryId, (u32, u32)>,
+    /// Each entry's line, by the entry's index.
+    entry_lines: Vec<u32>,
+    /// Samples per (line, cgroup id, class), for samples that carry a cgroup.
+    cgroups: FxHashMap<(u32, u64, u32), u64>,
+    data: C2cData,
+}
+
+impl Accumulator {
+    /// For `line_size`-byte lines of the samples of `recording`, with its NUMA and memory
+    /// topology.
+    fn new(recording: &Recording, line_size: u64) -> Self {
+        let mut node_of_cpu = Vec::new();
+        for (node, cpus) in recording.numa_cpus.iter().enumerate() {
+            for &cpu in cpus {
+                let cpu = cpu as usize;
+                if node_of_cpu.len() <= cpu {
+                    node_of_cpu.resize(cpu + 1, NO_NODE);
+                }
+                node_of_cpu[cpu] = node as u32;
+            }
+        }
+        // Address space for as many entries and lines as there can be (up to a bound):
+        // vectors that never move or copy; only the pages used are ever touched.
+        let mut data = C2cData::default();
+        let most = recording.max_samples.min(MAX_RESERVED);
+        let _ = data.entries.try_reserve_exact(most);
+        let _ = data.lines.try_reserve_exact(most);
+        Self {
+            line_size,
+            memory: recording.memory.clone(),
+            node_of_cpu,
+            classes: Classes::default(),
+            line_ids: FxHashMap::default(),
+            entry_ids: FxHashMap::default(),
+            entry_lines: Vec::new(),
+            cgroups: FxHashMap::default(),
+            data,
+        }
+    }
+
+    /// The indexes of a new entry and of its line (new too, if it is the line's first).
+    fn new_entry(&mut self, r: &Resolved) -> (u32, u32) {
+        let lines = &mut self.data.lines;
+        let address = r.sample.addr & !(self.line_size - 1);
+        let (line, entry) = r.id.keys();
         let line_index = *self.line_ids.entry(line).or_insert_with(|| {
-            let address = sample.addr & !(line_size - 1);
             lines.push((
                 line,
                 Line {
@@ -222,95 +312,44 @@ impl C2cBuilder {
         let entries = &mut self.data.entries;
         let index = entries.len() as u32;
         entries.push((
-            key,
+            entry,
             Entry {
-                first: *sample,
+                first: r.sample,
                 ..Entry::default()
             },
         ));
         lines[line_index as usize].1.entries.push(index);
         self.entry_lines.push(line_index);
-        self.entry_ids
-            .insert(EntryId::new(&line, &key), (index, line_index));
+        self.entry_ids.insert(r.id, (index, line_index));
         (index, line_index)
     }
 
-    /// The classification of every sample added.
-    pub fn finish(self) -> C2cData {
-        let mut data = self.data;
-        data.classes = self
-            .classes
-            .classified
-            .iter()
-            .map(|(one, _)| *one)
-            .collect();
-        // A line's counts are its entries' (every sample is in one), the total its lines'.
-        for ((_, entry), &line) in data.entries.iter().zip(&self.entry_lines) {
-            let line = &mut data.lines[line as usize].1;
-            for count in &entry.counts {
-                line.stats
-                    .add_times(&data.classes[count.class as usize], count.samples);
-            }
-        }
-        for (_, line) in &data.lines {
-            data.total.add(&line.stats);
-        }
-        data
-    }
-}
-
-impl SampleSink for C2cBuilder {
-    /// Classifies `sample`, its addresses looked up in `recording`'s mappings.
-    fn add(&mut self, recording: &Recording, sample: &MemSample) {
-        let line_size = self.line_size;
-        let maps = recording.mappings.get(&sample.pid);
-        let data_map = maps.and_then(|maps| maps.find(sample.addr));
-        let code_map = maps.and_then(|maps| maps.find(sample.ip));
-        let mapped = data_map.is_some() && code_map.is_some();
-        let class = self.classes.id(sample.data_src, sample.addr, mapped);
-        let anonymous_private =
-            !sample.kernel && data_map.is_some_and(|m| !m.shared && m.dev_ino == (0, 0, 0));
-        let mapped_addr = data_map.map_or(sample.addr, |m| sample.addr - m.start + m.pgoff);
-        let line_key = LineKey {
-            kernel: sample.kernel,
-            mapped: data_map.is_some(),
-            dev_ino: data_map.map_or((0, 0, 0), |m| m.dev_ino),
-            pid: if anonymous_private { sample.pid } else { 0 },
-            line: mapped_addr & !(line_size - 1),
-        };
-        let fields = self.fields;
-        let entry_key = EntryKey {
-            offset: sample.addr & (line_size - 1),
-            pid: sample.pid & fields.pid,
-            tid: sample.tid & fields.tid,
-            iaddr: sample.ip & fields.iaddr,
-            dso: if fields.dso {
-                self.object(code_map.map_or("", |m| m.path.as_str()))
-            } else {
-                0
-            },
-        };
-        let (index, line_index) = match self.entry_ids.get(&EntryId::new(&line_key, &entry_key)) {
+    fn add(&mut self, r: &Resolved) {
+        let (index, line_index) = match self.entry_ids.get(&r.id) {
             Some(&indexes) => indexes,
-            None => self.new_entry(line_key, entry_key, sample),
+            None => self.new_entry(r),
         };
-
-        let phys_node = match (&self.memory, sample.phys_addr) {
-            (Some(memory), phys) if phys != 0 => memory.node_of(phys).map(|n| n as u32),
-            _ => None,
-        };
-        let (one, cycles) = &self.classes.classified[class as usize];
-        let entry = &mut self.data.entries[index as usize].1;
-        let line = &mut self.data.lines[line_index as usize].1;
-        line.phys.add(sample.phys_addr, phys_node);
-        if sample.cgroup != 0 {
-            line.by_cgroup.entry(sample.cgroup).or_default().add(one);
-        }
+        let sample = &r.sample;
+        let class = self.classes.id(sample.data_src, sample.addr, r.mapped);
+        let cycles = self.classes.classified[class as usize].1;
         let node = self
             .node_of_cpu
             .get(sample.cpu as usize)
             .copied()
             .unwrap_or(NO_NODE);
+        let phys_node = match (&self.memory, sample.phys_addr) {
+            (Some(memory), phys) if phys != 0 => memory.node_of(phys).map(|n| n as u32),
+            _ => None,
+        };
+        let entry = &mut self.data.entries[index as usize].1;
+        let line = &mut self.data.lines[line_index as usize].1;
+        line.phys.add(sample.phys_addr, phys_node);
+        if sample.cgroup != 0 {
+            *self
+                .cgroups
+                .entry((line_index, sample.cgroup, class))
+                .or_default() += 1;
+        }
         match entry
             .counts
             .iter_mut()
@@ -326,9 +365,174 @@ impl SampleSink for C2cBuilder {
         entry.cpus.insert(sample.cpu);
         entry.phys.add(sample.phys_addr, phys_node);
         if let Some(cycles) = cycles {
-            entry.cycles[*cycles as usize].add(sample.weight);
+            entry.cycles[cycles as usize].add(sample.weight);
         }
     }
+
+    /// The classification of every sample added.
+    fn finish(self) -> C2cData {
+        let mut data = self.data;
+        data.classes = self
+            .classes
+            .classified
+            .iter()
+            .map(|(one, _)| *one)
+            .collect();
+        // A line's counts are its entries' (every sample is in one), the total its lines'.
+        for ((_, entry), &line) in data.entries.iter().zip(&self.entry_lines) {
+            let line = &mut data.lines[line as usize].1;
+            for count in &entry.counts {
+                line.stats
+                    .add_times(&data.classes[count.class as usize], count.samples);
+            }
+        }
+        for ((line, cgroup, class), samples) in self.cgroups {
+            data.lines[line as usize]
+                .1
+                .by_cgroup
+                .entry(cgroup)
+                .or_default()
+                .add_times(&data.classes[class as usize], samples);
+        }
+        for (_, line) in &data.lines {
+            data.total.add(&line.stats);
+        }
+        data
+    }
+}
+
+/// Builds [`C2cData`] one sample at a time, in time order (perf's order: physical-address
+/// changes and each entry's first sample depend on it).
+pub struct C2cBuilder {
+    resolver: Resolver,
+    accumulator: Accumulator,
+}
+
+impl C2cBuilder {
+    /// For lines of `line_size` bytes (64, or 128 for `--double-cl`) and entries told apart as
+    /// `coalesce` says, with the NUMA and memory topology of `recording`.
+    pub fn new(recording: &Recording, line_size: u64, coalesce: Coalesce) -> Self {
+        Self {
+            resolver: Resolver::new(line_size, coalesce),
+            accumulator: Accumulator::new(recording, line_size),
+        }
+    }
+
+    /// The classification of every sample added.
+    pub fn finish(self) -> C2cData {
+        self.accumulator.finish()
+    }
+}
+
+impl SampleSink for C2cBuilder {
+    /// Classifies `sample`, its addresses looked up in `recording`'s mappings.
+    fn add(&mut self, recording: &Recording, sample: &MemSample) {
+        let resolved = self.resolver.resolve(recording, sample);
+        self.accumulator.add(&resolved);
+    }
+}
+
+/// Resolved samples handed from the reading thread to the counting one, in batches.
+const BATCH: usize = 512;
+
+/// What the reading thread tells the counting thread.
+enum Message {
+    /// Start (again) from nothing, for the samples of this recording (its header).
+    Start(Box<Recording>),
+    /// The next resolved samples, in order.
+    Batch(Vec<Resolved>),
+}
+
+/// The reading thread's sink: resolves samples and sends them on in batches.
+struct Batcher {
+    resolver: Resolver,
+    batch: Vec<Resolved>,
+    to_counter: mpsc::SyncSender<Message>,
+    /// Batches the counting thread is done with, to fill again (they stay in cache).
+    spent: Rc<mpsc::Receiver<Vec<Resolved>>>,
+}
+
+impl Batcher {
+    fn flush(&mut self) {
+        let empty = self
+            .spent
+            .try_recv()
+            .unwrap_or_else(|_| Vec::with_capacity(BATCH));
+        let full = std::mem::replace(&mut self.batch, empty);
+        // The counting thread only stops early if it panicked; join reports that.
+        let _ = self.to_counter.send(Message::Batch(full));
+    }
+}
+
+impl SampleSink for Batcher {
+    fn add(&mut self, recording: &Recording, sample: &MemSample) {
+        self.batch.push(self.resolver.resolve(recording, sample));
+        if self.batch.len() == BATCH {
+            self.flush();
+        }
+    }
+}
+
+/// Reads the perf.data at `path` and classifies its samples (see [`C2cBuilder::new`]), on two
+/// threads when the machine lets us: one reads and resolves, the other counts.
+pub fn read_file(path: &Path, line_size: u64, coalesce: Coalesce) -> Result<(Recording, C2cData)> {
+    if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
+        let (recording, builder) = perf_data::read(path, |recording| {
+            C2cBuilder::new(recording, line_size, coalesce)
+        })?;
+        return Ok((recording, builder.finish()));
+    }
+    read_file_on_two_threads(path, line_size, coalesce)
+}
+
+/// [`read_file`] on two threads: this one counts what the other reads and resolves, in
+/// batches (sent in order, handed back to be filled again).
+fn read_file_on_two_threads(
+    path: &Path,
+    line_size: u64,
+    coalesce: Coalesce,
+) -> Result<(Recording, C2cData)> {
+    let (to_counter, from_reader) = mpsc::sync_channel(8);
+    let (to_reader, spent) = mpsc::channel();
+    std::thread::scope(|scope| {
+        let reader = scope.spawn(move || -> Result<Recording> {
+            let spent = Rc::new(spent);
+            let (recording, mut sender) = perf_data::read(path, |recording| {
+                // A new sink means a new start (a file out of time order is read again).
+                let _ = to_counter.send(Message::Start(Box::new(recording.clone())));
+                Batcher {
+                    resolver: Resolver::new(line_size, coalesce),
+                    batch: Vec::with_capacity(BATCH),
+                    to_counter: to_counter.clone(),
+                    spent: Rc::clone(&spent),
+                }
+            })?;
+            sender.flush();
+            Ok(recording)
+        });
+        let mut accumulator = None;
+        for message in from_reader {
+            match message {
+                Message::Start(recording) => {
+                    accumulator = Some(Accumulator::new(&recording, line_size));
+                }
+                Message::Batch(mut batch) => {
+                    if let Some(accumulator) = &mut accumulator {
+                        for resolved in &batch {
+                            accumulator.add(resolved);
+                        }
+                    }
+                    batch.clear();
+                    let _ = to_reader.send(batch);
+                }
+            }
+        }
+        let recording = reader
+            .join()
+            .map_err(|_| anyhow::anyhow!("the reading thread failed"))??;
+        let accumulator = accumulator.unwrap_or_else(|| Accumulator::new(&recording, line_size));
+        Ok((recording, accumulator.finish()))
+    })
 }
 
 impl C2cData {
@@ -352,6 +556,102 @@ mod tests {
         let mut src = DataSrc::decode(0);
         (src.op, src.lvl, src.snoop) = (op, lvl, snoop);
         src.encode()
+    }
+
+    /// Two processes with code, private anonymous and shared file memory, four CPUs on two
+    /// nodes, memory on both; samples of every kind, in time order or not.
+    fn recording(in_order: bool) -> Recording {
+        use topdown_common::data_src::{lvl, op, snoop};
+
+        use crate::c2c::{maps::Mapping, perf_data::MemoryTopology};
+        let map = |start: u64, len: u64, path: &str, dev_ino, shared| Mapping {
+            start,
+            end: start + len,
+            pgoff: 0,
+            dev_ino,
+            shared,
+            prot: if path.starts_with("/bin") { 5 } else { 3 },
+            path: path.into(),
+        };
+        let mut recording = Recording {
+            events: vec!["cpu/mem-loads,ldlat=30/P".into()],
+            numa_cpus: vec![vec![0, 1], vec![2, 3]],
+            memory: Some(MemoryTopology {
+                block_size: 0x1000_0000,
+                nodes: vec![(0, vec![0b01]), (1, vec![0b10])],
+            }),
+            ..Recording::default()
+        };
+        for pid in [100, 200] {
+            let maps = [
+                map(0x40_0000, 0x1_0000, "/bin/w", (8, 1, 11), false),
+                map(0x7f00_0000_0000, 0x10_0000, "//anon", (0, 0, 0), false),
+                map(0x7f10_0000_0000, 0x10_0000, "/dev/shm/s", (0, 25, 7), true),
+            ];
+            recording.mappings.insert(pid, maps.into_iter().collect());
+        }
+        let kinds = [
+            data_src(op::LOAD, lvl::HIT | lvl::L3, snoop::HITM),
+            data_src(op::LOAD, lvl::HIT | lvl::L1, snoop::NONE),
+            data_src(op::LOAD, lvl::HIT | lvl::LOC_RAM, snoop::HIT),
+            data_src(op::STORE, lvl::HIT | lvl::L1, 0),
+            0,
+        ];
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = |below: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % below
+        };
+        for i in 0..3000 {
+            let pid = if next(2) == 0 { 100 } else { 200 };
+            let addr = match next(8) {
+                0 => 0,
+                1 => 0x1234_0000,
+                2..=4 => 0x7f00_0000_0000 + next(64) * 64 + next(8) * 8,
+                _ => 0x7f10_0000_0000 + next(64) * 64 + next(8) * 8,
+            };
+            recording.samples.push(MemSample {
+                pid,
+                tid: pid + next(2) as u32,
+                cpu: next(4) as u32,
+                ip: 0x40_1000 + next(16) * 0x10,
+                addr,
+                data_src: kinds[next(kinds.len() as u64) as usize],
+                weight: next(400),
+                phys_addr: [0, 0x0800_0000, 0x1800_0000][next(3) as usize],
+                time: if in_order { i } else { (i * 7919) % 3001 },
+                cgroup: [0, 1, 2][next(3) as usize],
+                kernel: false,
+            });
+        }
+        recording.cgroups = [(1, "/a".to_owned()), (2, "/b".to_owned())].into();
+        recording
+    }
+
+    #[test]
+    fn two_threads_count_what_one_does_in_time_order_or_not() {
+        let dir = tempfile::tempdir().unwrap();
+        for in_order in [true, false] {
+            let path = dir.path().join(format!("{in_order}.data"));
+            crate::c2c::perf_writer::write(&path, &recording(in_order), None).unwrap();
+            for coalesce in ["iaddr", "pid,tid,dso"] {
+                let coalesce = Coalesce::parse(coalesce).unwrap();
+                let (_, two) = read_file_on_two_threads(&path, 64, coalesce).unwrap();
+                let read = perf_data::read_all(&path).unwrap();
+                let one = C2cData::from_recording(&read, 64, coalesce);
+                assert_eq!(two.total, one.total);
+                assert_eq!(two.lines, one.lines);
+                assert_eq!(two.entries, one.entries);
+                assert_eq!(two.classes, one.classes);
+                // Not trivially equal: everything counted, shared lines, cgroups, nodes.
+                assert_eq!(one.total.nr_entries, 3000);
+                assert!(one.shared().0 > 10 && one.total.lcl_hitm > 0);
+                assert!(one.lines.iter().any(|(_, l)| l.by_cgroup.len() == 2));
+                assert!(one.entries.iter().any(|(_, e)| e.phys.nodes.len() == 2));
+            }
+        }
     }
 
     #[test]

@@ -4,13 +4,12 @@
 use anyhow::Result;
 
 use super::{
-    aggregate::C2cBuilder,
-    by_group,
+    aggregate, by_group,
     display::{Coalesce, ReportOptions},
     json_report, line_table,
     lines::C2cData,
     live, pareto,
-    perf_data::{self, Recording},
+    perf_data::Recording,
     perf_writer, stats_report,
 };
 use crate::{
@@ -45,10 +44,8 @@ pub fn run(args: &C2cArgs) -> Result<()> {
         }
         Some(C2cCommand::Report(report_args)) => {
             let options = report_options(&report_args.view)?;
-            let (recording, builder) = perf_data::read(&report_args.input, |recording| {
-                C2cBuilder::new(recording, options.line_size(), options.coalesce)
-            })?;
-            let mut data = builder.finish();
+            let (recording, mut data) =
+                aggregate::read_file(&report_args.input, options.line_size(), options.coalesce)?;
             if let Some(totals) = recording.totals {
                 data.total = totals;
             }
