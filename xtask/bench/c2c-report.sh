@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # c2c report speed: `topdown-bpf c2c report --stdio` against `perf c2c report --stdio` on the
-# same generated perf.data (xtask/bench/c2c_spec.py -> ../shared/tools/gen_perf_data.py), both
-# pinned to CPU 1, runs interleaved, medians and the ratio reported, with each tool's peak RSS.
-# The outputs must be identical (same counts, same tables). Usage: c2c-report.sh TOPDOWN_BPF RUNS
+# same generated perf.data (xtask/bench/c2c_spec.py -> ../shared/tools/gen_perf_data.py). Each
+# run times, back to back: perf and ours pinned to CPUs $CPUS (default 0-1; perf reads on one
+# thread, ours on two), then ours pinned to one CPU ($ONE, default 1). Medians, the median of
+# the per-run ratios (neighbouring runs share this noisy host's state), and peak RSS. Every
+# output must equal perf's. Usage: c2c-report.sh TOPDOWN_BPF RUNS
 set -euo pipefail
 topdown=$1
 runs=${2:-5}
 samples=${SAMPLES:-1000000}
+cpus=${CPUS:-0-1}
+one=${ONE:-1}
 here=$(cd "$(dirname "$0")" && pwd)
 gen=$(cd "$here/../../../shared/tools" && pwd)/gen_perf_data.py
 work=$(mktemp -d)
@@ -15,25 +19,41 @@ cd "$work"
 python3 "$here/c2c_spec.py" "$samples" spec.json
 python3 "$gen" spec.json perf.data
 
-# One timed run: "<seconds> <peak KB>" on stdout, the report in $2.
+# One timed run on CPUs $1 of the rest: "<seconds> <peak KB>", the report in $out.
 timed() {
-  /usr/bin/time -f "%e %M" -o time.txt taskset -c 1 "$@" > "$out" 2>/dev/null
-  cat time.txt
+  local on=$1 start end
+  shift
+  start=$(date +%s%N)
+  /usr/bin/time -f "%M" -o rss.txt taskset -c "$on" "$@" > "$out" 2>/dev/null
+  end=$(date +%s%N)
+  awk -v us=$(( (end - start) / 1000 )) -v kb="$(cat rss.txt)" 'BEGIN { printf "%.3f %s\n", us / 1e6, kb }'
 }
-ours=() theirs=() ours_kb=() theirs_kb=()
+: > runs.txt
 for i in $(seq "$runs"); do
-  out=ours.txt; read -r t kb < <(timed "$topdown" c2c report --stdio -i perf.data); ours+=("$t"); ours_kb+=("$kb")
-  out=perf.txt; read -r t kb < <(timed perf c2c report --stdio -i perf.data); theirs+=("$t"); theirs_kb+=("$kb")
+  out=perf.txt; read -r tp kp < <(timed "$cpus" perf c2c report --stdio -i perf.data)
+  out=ours.txt; read -r to ko < <(timed "$cpus" "$topdown" c2c report --stdio -i perf.data)
   cmp -s ours.txt perf.txt || { echo "c2c-report: outputs differ" >&2; diff ours.txt perf.txt | head >&2; exit 1; }
-  echo "run $i/$runs: topdown-bpf ${ours[-1]} s, perf ${theirs[-1]} s" >&2
+  out=ours1.txt; read -r t1 _ < <(timed "$one" "$topdown" c2c report --stdio -i perf.data)
+  cmp -s ours1.txt perf.txt || { echo "c2c-report: one-CPU output differs" >&2; exit 1; }
+  echo "$tp $kp $to $ko $t1" >> runs.txt
+  echo "run $i/$runs: perf $tp s, topdown-bpf $to s (one CPU: $t1 s)" >&2
 done
-median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-mo=$(median "${ours[@]}"); mt=$(median "${theirs[@]}")
-echo
-echo "| tool | median s | peak RSS MB |"
-echo "|---|---:|---:|"
-echo "| topdown-bpf c2c report --stdio | $mo | $(( $(median "${ours_kb[@]}") / 1024 )) |"
-echo "| perf c2c report --stdio ($(perf --version | awk '{print $3}')) | $mt | $(( $(median "${theirs_kb[@]}") / 1024 )) |"
-echo
-echo "speed-up: $(awk -v a="$mt" -v b="$mo" 'BEGIN {printf "%.1f", a / b}')x; outputs identical"
-echo "machine: $(nproc) vCPU, $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); $samples samples, $(du -m perf.data | cut -f1) MB; runs: $runs, pinned to CPU 1; date: $(date +%F)"
+python3 - "$cpus" "$one" <<'PY'
+import statistics as st, sys
+cpus, one = sys.argv[1], sys.argv[2]
+runs = [list(map(float, l.split())) for l in open("runs.txt")]
+col = lambda i: [r[i] for r in runs]
+perf, ours, ours1 = col(0), col(2), col(4)
+ratio = [p / o for p, o in zip(perf, ours)]
+ratio1 = [p / o for p, o in zip(perf, ours1)]
+print("| tool | CPUs | median s | peak RSS MB |")
+print("|---|---|---:|---:|")
+print(f"| topdown-bpf c2c report --stdio | {cpus} | {st.median(ours):.3f} | {st.median(col(3)) / 1024:.0f} |")
+print(f"| topdown-bpf c2c report --stdio | {one} | {st.median(ours1):.3f} | |")
+print(f"| perf c2c report --stdio | {cpus} | {st.median(perf):.3f} | {st.median(col(1)) / 1024:.0f} |")
+print()
+print(f"speed-up, median of per-run ratios: {st.median(ratio):.1f}x on CPUs {cpus} "
+      f"(lowest {min(ratio):.1f}x), {st.median(ratio1):.1f}x with ours on one CPU "
+      f"(lowest {min(ratio1):.1f}x); outputs identical")
+PY
+echo "machine: $(nproc) vCPU, $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); perf $(perf --version | awk '{print $3}'); $samples samples, $(du -m perf.data | cut -f1) MB; runs: $runs; date: $(date +%F)"
