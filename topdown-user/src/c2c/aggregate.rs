@@ -112,9 +112,7 @@ impl EntryId {
             iaddr: entry.iaddr,
         }
     }
-}
 
-impl EntryId {
     /// The line and entry keys packed in this id.
     fn keys(&self) -> (LineKey, EntryKey) {
         let line = LineKey {
@@ -652,6 +650,30 @@ mod tests {
                 assert!(one.entries.iter().any(|(_, e)| e.phys.nodes.len() == 2));
             }
         }
+    }
+
+    #[test]
+    fn entry_ids_unpack_to_the_keys_they_were_packed_from() {
+        let line = LineKey {
+            kernel: true,
+            mapped: true,
+            dev_ino: (259, 7, 1 << 40),
+            pid: 4242,
+            line: 0x7f00_0000_1240,
+        };
+        let entry = EntryKey {
+            offset: 0x38,
+            pid: 4242,
+            tid: 4243,
+            iaddr: 0xffff_ffff_8100_0000,
+            dso: 3,
+        };
+        assert_eq!(EntryId::new(&line, &entry).keys(), (line, entry));
+        let other = LineKey {
+            kernel: false,
+            ..line
+        };
+        assert_ne!(EntryId::new(&other, &entry), EntryId::new(&line, &entry));
     }
 
     #[test]

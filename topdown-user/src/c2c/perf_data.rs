@@ -182,6 +182,11 @@ pub fn read<S: SampleSink>(
         bail!("{}: big-endian perf.data is not supported", path.display());
     }
     let attributes = perf_file.event_attributes();
+    let formats = Formats::new(
+        attributes
+            .iter()
+            .map(|a| (a.attr.sample_format, a.event_ids.clone())),
+    );
     let header = Recording {
         events: attributes
             .iter()
@@ -196,16 +201,8 @@ pub fn read<S: SampleSink>(
             .and_then(records::parse_numa_cpus)
             .unwrap_or_default(),
         totals: records::feature(&bytes, TOTALS_FEATURE).and_then(parse_totals),
-        ..Recording::default()
-    };
-    let formats = Formats::new(
-        attributes
-            .iter()
-            .map(|a| (a.attr.sample_format, a.event_ids.clone())),
-    );
-    let header = Recording {
         max_samples: records::max_samples(&bytes, &formats),
-        ..header
+        ..Recording::default()
     };
     let corrupt = || format!("{} is corrupt", path.display());
     let mut recording = header.clone();
