@@ -230,6 +230,38 @@ fn each_cgroup_is_charged_what_its_cpu_stat_says() {
         "a cgroup removed during the run keeps its path"
     );
 
+    // A removed cgroup's totals move to the attributor and its kernel entry is freed (what a
+    // long live run does): the run's totals keep it, the kernel's map no longer has it.
+    let charged_b = |totals: &topdown_user::attrib::Window| {
+        totals
+            .cgroups
+            .iter()
+            .find(|c| c.id == ids["b"])
+            .map(|c| c.on_cpu_ns())
+    };
+    let before = charged_b(&totals);
+    let removed: Vec<u64> = snapshot.removed_cgroups.iter().map(|(id, _)| *id).collect();
+    assert!(
+        removed.contains(&ids["b"]),
+        "the rmdir record names b: {removed:?}"
+    );
+    let gone = attrib.retire_cgroups(removed);
+    assert_eq!(gone, [ids["b"]], "only b was charged and removed");
+    collector
+        .forget_cgroups(&gone)
+        .expect("freeing b's kernel entry");
+    let later = collector.snapshot().expect("snapshot");
+    assert!(
+        later.cgroups.iter().all(|c| c.id != ids["b"]),
+        "b's kernel entry is freed"
+    );
+    attrib.window(&later);
+    assert_eq!(
+        charged_b(&attrib.run_totals(&later)),
+        before,
+        "b's totals are kept"
+    );
+
     // Roll-ups: each subtree is the sum of its cgroups, and matches the kernel's own
     // (hierarchical) cpu.stat.
     let options = GroupOptions {

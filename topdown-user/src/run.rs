@@ -128,12 +128,19 @@ pub async fn run(cli: StatArgs, verbose: bool) -> Result<()> {
         .map(|s| tokio::time::Instant::from_std(started + Duration::from_secs_f64(s)));
     let mut sigterm = signal(SignalKind::terminate()).context("installing a SIGTERM handler")?;
 
+    // Cgroups removed by the previous snapshot: their last charges are in by now.
+    let mut removed_before: Vec<u64> = Vec::new();
     loop {
         tokio::select! {
             _ = report_tick.tick() => {
                 let snapshot = collector.snapshot()?;
                 renderer.cgroups_removed(&snapshot.removed_cgroups);
                 let window = attrib.window(&snapshot);
+                // Keep their totals here and free their kernel entries: the map then holds
+                // live cgroups only, however long the run and however many come and go.
+                let removed = snapshot.removed_cgroups.iter().map(|(id, _)| *id).collect();
+                let gone = attrib.retire_cgroups(std::mem::replace(&mut removed_before, removed));
+                collector.forget_cgroups(&gone)?;
                 if renderer.wants_windows() {
                     renderer.window(&window)?;
                 }

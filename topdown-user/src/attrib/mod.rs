@@ -48,6 +48,8 @@ pub struct Attributor {
     idle: Vec<ThreadTotals>,
     /// cgroup totals at the previous snapshot, by id.
     cgroups: HashMap<u64, CgroupTotals>,
+    /// Final totals of removed cgroups whose kernel entries were freed.
+    retired: Vec<CgroupTotals>,
     started: Option<std::time::Instant>,
     last: Option<std::time::Instant>,
 }
@@ -62,6 +64,7 @@ impl Attributor {
             exited: Vec::new(),
             idle: Vec::new(),
             cgroups: HashMap::new(),
+            retired: Vec::new(),
             started: None,
             last: None,
         }
@@ -134,6 +137,18 @@ impl Attributor {
         }
     }
 
+    /// Keeps the final totals of the removed cgroups `ids` (as of the latest window) for the
+    /// run's totals, so that their kernel entries can be freed; returns the ids it kept.
+    pub fn retire_cgroups(&mut self, ids: impl IntoIterator<Item = u64>) -> Vec<u64> {
+        ids.into_iter()
+            .filter_map(|id| self.cgroups.remove(&id))
+            .map(|totals| {
+                self.retired.push(totals);
+                totals.id
+            })
+            .collect()
+    }
+
     /// Usage over the whole run so far, exited threads included. Call after
     /// [`Attributor::window`] for the latest snapshot.
     pub fn run_totals(&self, snapshot: &Snapshot) -> Window {
@@ -159,6 +174,7 @@ impl Attributor {
         let cgroups = self
             .cgroups
             .values()
+            .chain(&self.retired)
             .map(|now| CgroupUsage::between(None, now, self.nr_counters))
             .filter(|usage| usage.switches > 0 || usage.on_cpu_ns() > 0)
             .collect();
