@@ -322,6 +322,7 @@ impl Accumulator {
         (index, line_index)
     }
 
+    /// Classifies `r` and counts it in its entry and line.
     fn add(&mut self, r: &Resolved) {
         let (index, line_index) = match self.entry_ids.get(&r.id) {
             Some(&indexes) => indexes,
