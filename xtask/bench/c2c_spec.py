@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """Write a gen_perf_data.py spec of N memory samples spread over many cache lines, for the
 c2c report benchmark: three processes, private anonymous and shared file memory, every load
-class c2c counts, stores, 4 CPUs on 2 nodes. usage: c2c_spec.py N OUT.json"""
+class c2c counts, stores, 4 CPUs on 2 nodes. 20,000 distinct samples, each repeated N/20,000
+times in a row, or with --interleave drawn at random N times (no two neighbours alike, as in
+a recording of many CPUs). usage: c2c_spec.py N OUT.json [--interleave]"""
 import json, random, sys
 
 n, out = int(sys.argv[1]), sys.argv[2]
+interleave = "--interleave" in sys.argv[3:]
 random.seed(42)
 classes = [
     {"op": "LOAD", "lvl": "HIT|L3", "snoop": "HITM", "lvl_num": "L3", "dtlb": "L1|HIT", "lock": "NA"},
@@ -48,6 +51,9 @@ for k in range(entries):
         s["data_src"] = random.choice(classes)
         s["weight"] = random.randrange(5, 400)
     samples.append(s)
+if interleave:
+    rng = random.Random(7)
+    samples = [{k: v for k, v in rng.choice(samples).items() if k != "count"} for _ in range(n)]
 spec = {"nr_cpus": 4, "numa_nodes": [{"cpus": "0-1"}, {"cpus": "2-3"}], "phys_addr": True,
         "processes": procs, "samples": samples}
 json.dump(spec, open(out, "w"))
