@@ -46,8 +46,7 @@ static THREADS: HashMap<u32, ThreadTotals> = HashMap::with_max_entries(16384, 0)
 #[map]
 static CGROUPS: HashMap<u64, CgroupTotals> = HashMap::with_max_entries(4096, 0);
 
-/// Scratch space to insert a new cgroup, and the sink for slices charged to no cgroup (the
-/// idle task, or a full map); its contents are never read.
+/// Scratch space to insert a new cgroup.
 #[map]
 static CGROUP_SCRATCH: PerCpuArray<CgroupTotals> = PerCpuArray::with_max_entries(1, 0);
 
@@ -100,20 +99,30 @@ pub fn charge_current<C: EbpfContext>(ctx: &C, end: SliceEnd) {
     };
     // SAFETY: plain helpers without arguments.
     let (cpu, cgroup_id) = unsafe { (bpf_get_smp_processor_id(), bpf_get_current_cgroup_id()) };
-    let Some(group) = cgroup_of(ctx, tid, cgroup_id) else {
-        return;
-    };
     // SAFETY: all three point into map values valid for the duration of the program: this
     // CPU's readings, this thread's slot (no other CPU runs it now), and its cgroup's slot,
     // which other CPUs update too, only with atomic adds (`add_shared`).
-    let (prev, totals, group) = unsafe { (&mut *prev, &mut *totals, &mut *group) };
-    add_deltas(cpu, prev, &mut totals.charged, &mut group.charged);
+    let (prev, totals, mut group) = unsafe {
+        (
+            &mut *prev,
+            &mut *totals,
+            cgroup_of(ctx, tid, cgroup_id).map(|group| &mut *group),
+        )
+    };
+    add_deltas(
+        cpu,
+        prev,
+        &mut totals.charged,
+        group.as_deref_mut().map(|group| &mut group.charged),
+    );
 
     totals.cgroup_id = cgroup_id;
     totals.last_cpu = cpu;
     if end != SliceEnd::Tick {
         totals.switches += 1;
-        add_shared(&mut group.switches, 1);
+        if let Some(group) = group {
+            add_shared(&mut group.switches, 1);
+        }
         count(Stat::Switches);
     } else {
         count(Stat::Ticks);
@@ -172,30 +181,27 @@ fn totals_of<C: EbpfContext>(ctx: &C, tid: u32, tgid: u32) -> Option<*mut Thread
     }
 }
 
-/// The totals of cgroup `id` (created on first sight), or a per-CPU sink nobody reads: for the
-/// idle task (charged to no cgroup), and when the map is full (the loss is counted).
+/// The totals of cgroup `id` (created on first sight); none for the idle task (charged to no
+/// cgroup, and the most frequent: no lookup, no adds) and when the map is full (counted).
 #[inline(always)]
 fn cgroup_of<C: EbpfContext>(ctx: &C, tid: u32, id: u64) -> Option<*mut CgroupTotals> {
-    let scratch = CGROUP_SCRATCH.get_ptr_mut(0)?;
     if tid == 0 {
-        // Idle switches are the most frequent: no lookup, no reset, just the sink.
-        return Some(scratch);
+        return None;
     }
     if let Some(totals) = CGROUPS.get_ptr_mut(&id) {
         return Some(totals);
     }
+    let scratch = CGROUP_SCRATCH.get_ptr_mut(0)?;
     // SAFETY: per-CPU scratch slot, not shared with another program run.
     unsafe { *scratch = CgroupTotals::new(id) };
-    // SAFETY: as above.
-    match CGROUPS.insert(&id, unsafe { &*scratch }, u64::from(BPF_NOEXIST)) {
-        Ok(()) => CGROUPS.get_ptr_mut(&id).or(Some(scratch)),
-        // Another CPU may have created it first.
-        Err(_) => CGROUPS.get_ptr_mut(&id).or_else(|| {
-            count(Stat::CgroupMapFull);
-            warn!(ctx, "cgroup map full: slice of cgroup {} not charged", id);
-            Some(scratch)
-        }),
+    // SAFETY: as above. An error may mean another CPU created it first: look again.
+    let _ = CGROUPS.insert(&id, unsafe { &*scratch }, u64::from(BPF_NOEXIST));
+    let totals = CGROUPS.get_ptr_mut(&id);
+    if totals.is_none() {
+        count(Stat::CgroupMapFull);
+        warn!(ctx, "cgroup map full: slice of cgroup {} not charged", id);
     }
+    totals
 }
 
 /// Adds to a total other CPUs may be adding to at the same time (a cgroup's): one BPF atomic
@@ -207,10 +213,15 @@ fn add_shared(total: &mut u64, value: u64) {
 }
 
 /// Reads every counter this CPU has, adds the deltas since `prev` to `charged` (the thread's)
-/// and `group` (its cgroup's), and makes the new readings `prev`. A counter that did not run
-/// during the slice charges nothing.
+/// and `group` (its cgroup's, if it has one), and makes the new readings `prev`. A counter that
+/// did not run during the slice charges nothing.
 #[inline(always)]
-fn add_deltas(cpu: u32, prev: &mut Readings, charged: &mut Readings, group: &mut Readings) {
+fn add_deltas(
+    cpu: u32,
+    prev: &mut Readings,
+    charged: &mut Readings,
+    mut group: Option<&mut Readings>,
+) {
     let slots = CPU_SLOTS.get(0).copied().unwrap_or(0);
     let base = cpu * MAX_COUNTERS as u32;
     for i in 0..MAX_COUNTERS {
@@ -226,17 +237,22 @@ fn add_deltas(cpu: u32, prev: &mut Readings, charged: &mut Readings, group: &mut
         };
         let enabled = now.enabled_nanos.wrapping_sub(prev.enabled_ns[i]);
         let running = now.running_nanos.wrapping_sub(prev.running_ns[i]);
-        if running > 0 {
-            let delta = now.counter.wrapping_sub(prev.counts[i]);
-            charged.counts[i] += delta;
-            add_shared(&mut group.counts[i], delta);
-        } else if enabled > 0 {
-            count(Stat::CounterNotRunning);
-        }
+        let delta = if running > 0 {
+            now.counter.wrapping_sub(prev.counts[i])
+        } else {
+            if enabled > 0 {
+                count(Stat::CounterNotRunning);
+            }
+            0
+        };
+        charged.counts[i] += delta;
         charged.enabled_ns[i] += enabled;
         charged.running_ns[i] += running;
-        add_shared(&mut group.enabled_ns[i], enabled);
-        add_shared(&mut group.running_ns[i], running);
+        if let Some(group) = group.as_deref_mut() {
+            add_shared(&mut group.counts[i], delta);
+            add_shared(&mut group.enabled_ns[i], enabled);
+            add_shared(&mut group.running_ns[i], running);
+        }
         prev.counts[i] = now.counter;
         prev.enabled_ns[i] = now.enabled_nanos;
         prev.running_ns[i] = now.running_nanos;
