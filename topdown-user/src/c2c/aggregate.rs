@@ -596,13 +596,7 @@ mod tests {
             data_src(op::STORE, lvl::HIT | lvl::L1, 0),
             0,
         ];
-        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
-        let mut next = |below: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % below
-        };
+        let mut next = crate::c2c::test_random(0x2545_f491_4f6c_dd1d_u64);
         for i in 0..3000 {
             let pid = if next(2) == 0 { 100 } else { 200 };
             let addr = match next(8) {

@@ -145,13 +145,7 @@ mod tests {
     /// overlapping mappings.
     #[test]
     fn lookups_agree_with_the_latest_mapping_that_holds_the_address() {
-        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
-        let mut next = |below: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % below
-        };
+        let mut next = crate::c2c::test_random(0x9e37_79b9_7f4a_7c15_u64);
         for _ in 0..50 {
             let list: Vec<Mapping> = (0..next(40))
                 .map(|i| {

@@ -17,3 +17,14 @@ pub mod perf_data;
 pub mod perf_writer;
 pub mod records;
 pub mod stats_report;
+
+/// Deterministic pseudo-random numbers below a bound, for tests (xorshift64 from `seed`).
+#[cfg(test)]
+fn test_random(mut seed: u64) -> impl FnMut(u64) -> u64 {
+    move |below| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % below
+    }
+}

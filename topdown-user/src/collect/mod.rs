@@ -7,11 +7,11 @@ mod object;
 pub mod perf_open;
 mod snapshot;
 
-use std::{collections::HashMap as StdHashMap, time::Duration};
+use std::{collections::HashMap as StdHashMap, hash::Hash, time::Duration};
 
 use anyhow::{Context as _, Result, anyhow};
 use aya::{
-    Btf, Ebpf, EbpfLoader,
+    Btf, Ebpf, EbpfLoader, Pod,
     maps::{HashMap, MapData, PerCpuArray, PerCpuValues, PerfEventArray, RingBuf},
     programs::{
         BtfTracePoint, PerfEvent,
@@ -256,36 +256,32 @@ impl Collector {
     }
 
     fn cgroups(&self) -> Result<Vec<CgroupTotals>> {
-        let cgroups: HashMap<_, u64, CgroupTotals> =
-            HashMap::try_from(self.bpf.map("CGROUPS").context("no CGROUPS map")?)?;
-        let mut by_id = StdHashMap::new();
-        for entry in cgroups.iter() {
-            match entry {
-                Ok((id, totals)) => {
-                    by_id.insert(id, totals);
-                }
-                Err(aya::maps::MapError::KeyNotFound) => {}
-                Err(error) => return Err(error).context("reading the CGROUPS map"),
-            }
-        }
-        Ok(by_id.into_values().collect())
+        self.values_of::<u64, CgroupTotals>("CGROUPS")
     }
 
     fn live_threads(&self) -> Result<Vec<ThreadTotals>> {
-        let threads: HashMap<_, u32, ThreadTotals> =
-            HashMap::try_from(self.bpf.map("THREADS").context("no THREADS map")?)?;
-        // Deleting the key being visited restarts the walk: keep one entry per tid.
-        let mut by_tid = StdHashMap::new();
-        for entry in threads.iter() {
+        self.values_of::<u32, ThreadTotals>("THREADS")
+    }
+
+    /// Every value of the hash map `name`, one per key: deleting the key being visited (a
+    /// thread exiting, a cgroup forgotten) restarts the kernel's walk, so keys can come twice.
+    fn values_of<K: Pod + Eq + Hash, V: Pod>(&self, name: &str) -> Result<Vec<V>> {
+        let map: HashMap<_, K, V> = HashMap::try_from(
+            self.bpf
+                .map(name)
+                .with_context(|| format!("no {name} map"))?,
+        )?;
+        let mut by_key = StdHashMap::new();
+        for entry in map.iter() {
             match entry {
-                Ok((tid, totals)) => {
-                    by_tid.insert(tid, totals);
+                Ok((key, value)) => {
+                    by_key.insert(key, value);
                 }
                 Err(aya::maps::MapError::KeyNotFound) => {}
-                Err(error) => return Err(error).context("reading the THREADS map"),
+                Err(error) => return Err(error).with_context(|| format!("reading the {name} map")),
             }
         }
-        Ok(by_tid.into_values().collect())
+        Ok(by_key.into_values().collect())
     }
 
     fn stats(&self) -> Result<Stats> {
