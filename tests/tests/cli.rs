@@ -4,7 +4,7 @@
 use std::{collections::HashSet, process::Command};
 
 use serde_json::Value;
-use topdown_tests::{privileged, topdown_bpf_binary};
+use topdown_tests::{assert_switch_counts, privileged, topdown_bpf_binary};
 
 fn topdown() -> Command {
     Command::new(topdown_bpf_binary())
@@ -242,10 +242,7 @@ fn extra_events_are_counted_per_thread_and_bad_ones_are_one_line() {
     let counted = busy["counters"]["context-switches"]["raw"]
         .as_u64()
         .unwrap();
-    assert!(
-        counted.abs_diff(switches) <= 3,
-        "{counted} context switches vs {switches} switches out"
-    );
+    assert_switch_counts("busy", counted, switches);
     assert!(busy["counters"]["page-faults"]["raw"].as_u64().is_some());
 
     let output = topdown().args(["-e", "context-switchs"]).output().unwrap();

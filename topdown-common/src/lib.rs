@@ -3,19 +3,20 @@
 //! read the same bytes: map values, ring-buffer records and global settings.
 //!
 //! One module per concept: what a counter reading is ([`reading`]), what a thread has been
-//! charged ([`thread`]), what a cgroup has been charged ([`cgroup`]), and what the kernel side
-//! could not do ([`stats`]).
+//! charged and the records sent about it ([`thread`]), what each CPU keeps ([`cpu`]), a removed
+//! cgroup's name ([`cgroup`]), and what the kernel side could not do ([`stats`]).
 #![cfg_attr(not(test), no_std)]
 
 pub mod c2c;
 pub mod cgroup;
+pub mod cpu;
 pub mod data_src;
 pub mod reading;
 pub mod stats;
 pub mod thread;
 
-/// How many counters one counter set may hold per CPU. The kernel program reads the counter
-/// of slot `cpu * MAX_COUNTERS + i` for every slot `i` in its CPU mask; TopDown sets need up to 9
-/// (slots, 8 metrics) plus the on-CPU clock; Ice Lake Level 2 needs 25. At most 32: each CPU
-/// selects its slots with a 32-bit mask.
+/// How many counters one counter set may hold per CPU, slot 0 (the on-CPU clock) included. The
+/// kernel program reads the counter of slot `cpu * MAX_COUNTERS + i` for every slot `i > 0` in
+/// its CPU mask; TopDown sets need up to 9 (slots, 8 metrics) plus the on-CPU clock; Ice Lake
+/// Level 2 needs 25. At most 32: each CPU selects its slots with a 32-bit mask.
 pub const MAX_COUNTERS: usize = 32;

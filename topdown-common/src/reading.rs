@@ -2,31 +2,48 @@
 
 use crate::MAX_COUNTERS;
 
-/// Cumulative values of every counter of a set: the count, and the nanoseconds the counter was
-/// enabled and running (they differ when the kernel multiplexes the counter).
+/// One counter's cumulative value and the nanoseconds it was enabled and running (they differ
+/// when the kernel multiplexes the counter). Kept together so that one slot is one place in
+/// memory, and so that a record can carry only the first `n` slots of a set.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Reading {
+    /// Counter value (events, cycles or nanoseconds).
+    pub count: u64,
+    /// Nanoseconds the counter was enabled.
+    pub enabled_ns: u64,
+    /// Nanoseconds it was actually counting.
+    pub running_ns: u64,
+}
+
+impl Reading {
+    /// Nothing counted.
+    pub const ZERO: Self = Self {
+        count: 0,
+        enabled_ns: 0,
+        running_ns: 0,
+    };
+}
+
+/// Cumulative values of every counter slot of a set.
 ///
 /// Used twice: as this CPU's previous readings (raw counter values) and as a thread's charged
-/// totals (sums of per-slice deltas).
+/// totals (sums of per-slice deltas). Slot 0 is the on-CPU clock, which the kernel program
+/// takes from the clock at each charge (no counter read): enabled and running equal its count.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Readings {
-    /// Counter values, one per counter of the set.
-    pub counts: [u64; MAX_COUNTERS],
-    /// Nanoseconds each counter was enabled.
-    pub enabled_ns: [u64; MAX_COUNTERS],
-    /// Nanoseconds each counter was actually counting.
-    pub running_ns: [u64; MAX_COUNTERS],
+    /// One reading per slot.
+    pub slots: [Reading; MAX_COUNTERS],
 }
 
 impl Readings {
     /// All counters at zero.
     pub const ZERO: Self = Self {
-        counts: [0; MAX_COUNTERS],
-        enabled_ns: [0; MAX_COUNTERS],
-        running_ns: [0; MAX_COUNTERS],
+        slots: [Reading::ZERO; MAX_COUNTERS],
     };
 }
 
 #[cfg(feature = "user")]
-// SAFETY: repr(C), only u64 arrays, no padding.
+// SAFETY: repr(C), only u64s, no padding.
 unsafe impl aya::Pod for Readings {}

@@ -6,8 +6,9 @@
 pub enum Stat {
     /// A slice could not be charged: the `THREADS` map was full.
     ThreadMapFull = 0,
-    /// A dead thread's final record could not be sent: the `EXITS` ring buffer was full.
-    ExitRingFull = 1,
+    /// A thread record (a dead thread's final totals, or a thread's totals as it left a
+    /// cgroup) could not be sent: the `THREAD_RECORDS` ring buffer was full.
+    RecordRingFull = 1,
     /// `bpf_perf_event_read_value` failed for a counter (missing or foreign-CPU event).
     CounterReadError = 2,
     /// A counter was enabled but not running during a slice (multiplexed out): its count
@@ -19,26 +20,23 @@ pub enum Stat {
     Ticks = 5,
     /// A followed process forked a child that could not be followed: `FOLLOWED` was full.
     FollowMapFull = 6,
-    /// A slice was charged to its thread but not to its cgroup: the `CGROUPS` map was full.
-    CgroupMapFull = 7,
     /// A removed cgroup's name could not be sent: the `CGROUPS_REMOVED` ring buffer was full.
-    CgroupNameRingFull = 8,
+    CgroupNameRingFull = 7,
 }
 
 /// Number of [`Stat`] slots.
-pub const NR_STATS: u32 = 9;
+pub const NR_STATS: u32 = 8;
 
 impl Stat {
     /// Every stat, in index order.
     pub const ALL: [Self; NR_STATS as usize] = [
         Self::ThreadMapFull,
-        Self::ExitRingFull,
+        Self::RecordRingFull,
         Self::CounterReadError,
         Self::CounterNotRunning,
         Self::Switches,
         Self::Ticks,
         Self::FollowMapFull,
-        Self::CgroupMapFull,
         Self::CgroupNameRingFull,
     ];
 
@@ -47,11 +45,10 @@ impl Stat {
         matches!(
             self,
             Self::ThreadMapFull
-                | Self::ExitRingFull
+                | Self::RecordRingFull
                 | Self::CounterReadError
                 | Self::CounterNotRunning
                 | Self::FollowMapFull
-                | Self::CgroupMapFull
                 | Self::CgroupNameRingFull
         )
     }
@@ -60,13 +57,12 @@ impl Stat {
     pub const fn name(self) -> &'static str {
         match self {
             Self::ThreadMapFull => "thread map full",
-            Self::ExitRingFull => "exit ring buffer full",
+            Self::RecordRingFull => "thread record ring full",
             Self::CounterReadError => "counter read errors",
             Self::CounterNotRunning => "counter not running",
             Self::Switches => "context switches",
             Self::Ticks => "ticks",
             Self::FollowMapFull => "follow map full",
-            Self::CgroupMapFull => "cgroup map full",
             Self::CgroupNameRingFull => "cgroup name ring full",
         }
     }

@@ -1,59 +1,90 @@
-//! What the kernel has charged to one thread (or to one CPU's idle task).
+//! What the kernel has charged to one thread, and the records it sends about threads.
 
-use crate::reading::Readings;
+use crate::reading::{Reading, Readings};
 
 /// Length of a task's `comm`, as the kernel keeps it.
 pub const COMM_LEN: usize = 16;
 
-/// Cumulative totals charged to one thread since the collector started.
-///
-/// The kernel keeps one per live thread in the `THREADS` hash map (key: tid) and updates it
-/// at every switch-out of that thread and at every collector tick while it runs; when the
-/// thread dies its final totals go to userspace through the `EXITS` ring buffer and the map
-/// slot is freed. Idle time is kept per CPU in `IDLE` with `tid == 0`.
+/// Who a thread is and what it was last seen doing: the fixed part of [`ThreadTotals`], and the
+/// start of every [`ThreadTotals`] record sent to userspace.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ThreadTotals {
+pub struct ThreadHeader {
     /// Thread id (kernel `pid`), in the initial pid namespace.
     pub tid: u32,
     /// Process id (kernel `tgid`).
     pub tgid: u32,
-    /// cgroup2 id (the cgroup directory's inode number) as of the latest charge.
+    /// Clock (ns, `CLOCK_MONOTONIC`) at the thread's first charge: with `tid`, names one thread
+    /// even when the tid is reused later.
+    pub born_ns: u64,
+    /// cgroup2 id (the cgroup directory's inode number) its latest slice was charged to. In a
+    /// [`ThreadHeader::FLAG_MOVED`] record: the cgroup it left.
     pub cgroup_id: u64,
     /// Times the thread was switched out.
     pub switches: u64,
     /// CPU of the latest charge.
     pub last_cpu: u32,
-    /// [`ThreadTotals::FLAG_EXITED`], [`ThreadTotals::FLAG_FOLLOWED`].
+    /// [`ThreadHeader::FLAG_EXITED`], [`ThreadHeader::FLAG_FOLLOWED`], [`ThreadHeader::FLAG_MOVED`].
     pub flags: u32,
     /// Thread name as of the latest charge (NUL-padded).
     pub comm: [u8; COMM_LEN],
-    /// Sums of the per-slice counter deltas.
-    pub charged: Readings,
 }
 
-impl ThreadTotals {
+impl ThreadHeader {
     /// Set in the record sent when the thread died.
     pub const FLAG_EXITED: u32 = 1;
     /// The thread's process was in the kernel's `FOLLOWED` set when the thread was first
     /// charged: it descends from a process the user asked to follow (a command it ran).
     pub const FLAG_FOLLOWED: u32 = 2;
+    /// Set in the record sent when the thread was first charged in another cgroup: its totals
+    /// as of leaving `cgroup_id`, so userspace charges each cgroup its own share.
+    pub const FLAG_MOVED: u32 = 4;
+}
 
+/// Cumulative totals charged to one thread since the collector started.
+///
+/// The kernel keeps one per live thread in the `THREADS` hash map (key: tid) and updates it
+/// at every switch-out of that thread and at every collector tick while it runs. Records about
+/// a thread (it died, it changed cgroup) go to userspace through the `THREAD_RECORDS` ring
+/// buffer as the header followed by only the set's slots ([`record_len`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ThreadTotals {
+    /// Who, where, how often.
+    pub header: ThreadHeader,
+    /// Sums of the per-slice counter deltas.
+    pub charged: Readings,
+}
+
+impl ThreadTotals {
     /// Nothing charged yet to thread `tid` of process `tgid`.
     pub const fn new(tid: u32, tgid: u32) -> Self {
         Self {
-            tid,
-            tgid,
-            cgroup_id: 0,
-            switches: 0,
-            last_cpu: 0,
-            flags: 0,
-            comm: [0; COMM_LEN],
+            header: ThreadHeader {
+                tid,
+                tgid,
+                born_ns: 0,
+                cgroup_id: 0,
+                switches: 0,
+                last_cpu: 0,
+                flags: 0,
+                comm: [0; COMM_LEN],
+            },
             charged: Readings::ZERO,
         }
     }
 }
 
+/// Bytes of a thread record carrying the first `slots` counter slots (at most all of them).
+pub const fn record_len(slots: usize) -> usize {
+    let slots = if slots > crate::MAX_COUNTERS {
+        crate::MAX_COUNTERS
+    } else {
+        slots
+    };
+    size_of::<ThreadHeader>() + slots * size_of::<Reading>()
+}
+
 #[cfg(feature = "user")]
-// SAFETY: repr(C); fields are laid out without padding (u32 pairs, u64s, a 16-byte array).
+// SAFETY: repr(C); u32 pairs, u64s and a 16-byte array: no padding.
 unsafe impl aya::Pod for ThreadTotals {}

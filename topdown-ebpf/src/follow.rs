@@ -4,7 +4,7 @@
 use aya_ebpf::{
     helpers::{bpf_get_current_pid_tgid, bpf_probe_read_kernel},
     macros::map,
-    maps::HashMap,
+    maps::{Array, HashMap},
     programs::BtfTracePointContext,
 };
 use topdown_common::stats::Stat;
@@ -18,6 +18,12 @@ static TASK_TGID_OFFSET: u32 = 0;
 /// Followed processes (tgid). The loader adds the command it starts.
 #[map]
 static FOLLOWED: HashMap<u32, u8> = HashMap::with_max_entries(65536, 0);
+
+/// A thread of the loader's (tid; 0 for none) whose forks are followed while it starts a
+/// command: the command is followed from its first instruction, and the loader's own threads
+/// never are.
+#[map]
+static SPAWNER: Array<u32> = Array::with_max_entries(1, 0);
 
 /// Whether process `tgid` is followed.
 #[inline(always)]
@@ -33,24 +39,37 @@ pub fn forget(tgid: u32) {
     let _ = FOLLOWED.remove(&tgid);
 }
 
+/// The thread and process ids of `task` (a `struct task_struct *`): `pid` and `tgid`, which
+/// sit side by side in `task_struct` (tgid at the offset from the kernel's BTF, pid just
+/// before it, as `pid_t pid; pid_t tgid;` declares them). Zeros when unreadable.
+#[inline(always)]
+pub fn ids_of(task: *const u8) -> (u32, u32) {
+    // SAFETY: a read-only global the loader sets before loading.
+    let offset = unsafe { core::ptr::read_volatile(&TASK_TGID_OFFSET) } as usize;
+    // SAFETY: bpf_probe_read_kernel checks the address.
+    let ids = unsafe { bpf_probe_read_kernel(task.wrapping_add(offset - 4).cast::<[u32; 2]>()) };
+    ids.map_or((0, 0), |[pid, tgid]| (pid, tgid))
+}
+
+/// The process id of `task` (a `struct task_struct *`), 0 when unreadable.
+#[inline(always)]
+pub fn tgid_of(task: *const u8) -> u32 {
+    ids_of(task).1
+}
+
 /// `tp_btf/sched_process_fork(struct task_struct *parent, struct task_struct *child)`; the
 /// parent is `current`.
 #[inline(always)]
 pub fn on_fork(ctx: &BtfTracePointContext) {
-    let parent_tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
-    if !is_followed(parent_tgid) {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let parent_tgid = (pid_tgid >> 32) as u32;
+    let spawner = SPAWNER.get(0).copied().unwrap_or(0);
+    if !(spawner != 0 && spawner == pid_tgid as u32) && !is_followed(parent_tgid) {
         return;
     }
-    let child: *const u8 = ctx.arg(1);
-    // SAFETY: a read-only global the loader sets before loading.
-    let offset = unsafe { core::ptr::read_volatile(&TASK_TGID_OFFSET) } as usize;
-    // SAFETY: bpf_probe_read_kernel checks the address; child is a live task_struct.
-    let Ok(child_tgid) =
-        (unsafe { bpf_probe_read_kernel(child.wrapping_add(offset).cast::<u32>()) })
-    else {
-        return;
-    };
-    if child_tgid != parent_tgid && FOLLOWED.insert(&child_tgid, &1, 0).is_err() {
+    let child_tgid = tgid_of(ctx.arg(1));
+    if child_tgid != 0 && child_tgid != parent_tgid && FOLLOWED.insert(&child_tgid, &1, 0).is_err()
+    {
         count(Stat::FollowMapFull);
     }
 }

@@ -1,15 +1,15 @@
 //! The kernel half of topdown-bpf: programs and maps only, no policy.
 //!
-//! `sched_switch` charges this CPU's counter deltas since the previous charge to the outgoing
-//! thread and to its cgroup; `tick` does the same for the running thread from a per-CPU timer,
-//! so long slices show up while they run. A thread's last switch (`prev_state` has `TASK_DEAD`)
-//! sends its final totals to userspace and frees its slot. `sched_process_fork` follows a
-//! command's descendants; `cgroup_rmdir` keeps the names of cgroups removed during the run.
-//! Every loss is counted in `STATS`.
+//! `sched_switch` charges this CPU's clock and counter deltas since the previous charge to the
+//! outgoing thread; `tick` does the same for the running thread from a per-CPU timer, so long
+//! slices show up while they run. A thread's last switch (`prev_state` has `TASK_DEAD`) sends
+//! its final totals to userspace and frees its slot; a thread charged in a new cgroup sends its
+//! totals as it left the old one, so userspace charges each cgroup exactly. `sched_process_fork`
+//! follows a command's descendants, `sched_process_exec` renames a thread at exec, and
+//! `cgroup_rmdir` keeps the names of cgroups removed during the run. Every loss is counted in
+//! the per-CPU state.
 #![no_std]
 #![no_main]
-#![feature(core_intrinsics)]
-#![allow(internal_features)]
 
 mod account;
 mod c2c_filter;
@@ -28,13 +28,27 @@ const TASK_DEAD: u32 = 0x80;
 /// unsigned int prev_state)`. `current` is still `prev` here.
 #[btf_tracepoint(function = "sched_switch")]
 pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
+    if account::narrowed() {
+        let next: *const u8 = ctx.arg(2);
+        let (tid, tgid) = follow::ids_of(next);
+        if !account::switch_watched(tid, tgid) {
+            return 0;
+        }
+    }
     let prev_state: u32 = ctx.arg(3);
     let end = if prev_state & TASK_DEAD != 0 {
         account::SliceEnd::Exit
     } else {
         account::SliceEnd::Switch
     };
-    account::charge_current(&ctx, end);
+    account::charge_current(end);
+    0
+}
+
+/// `tp_btf/sched_process_exec`: the current thread has a new name.
+#[btf_tracepoint(function = "sched_process_exec")]
+pub fn sched_process_exec(_ctx: BtfTracePointContext) -> i32 {
+    account::on_exec();
     0
 }
 
@@ -54,8 +68,10 @@ pub fn cgroup_rmdir(ctx: BtfTracePointContext) -> i32 {
 
 /// Per-CPU timer (a cpu-clock sampling event): charges the running thread's slice so far.
 #[perf_event]
-pub fn tick(ctx: PerfEventContext) -> i32 {
-    account::charge_current(&ctx, account::SliceEnd::Tick);
+pub fn tick(_ctx: PerfEventContext) -> i32 {
+    if account::current_watched() {
+        account::charge_current(account::SliceEnd::Tick);
+    }
     0
 }
 

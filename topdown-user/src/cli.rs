@@ -71,10 +71,6 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = 16384)]
     pub max_threads: u32,
 
-    /// Capacity of the kernel's cgroup map.
-    #[arg(long, value_name = "N", default_value_t = 4096)]
-    pub max_cgroups: u32,
-
     /// Stop after S seconds (default: until Ctrl-C or SIGTERM).
     #[arg(long, value_name = "S")]
     pub duration: Option<f64>,
@@ -405,10 +401,6 @@ pub struct CgroupArgs {
     /// A cgroup's row includes its descendants (the hierarchy as the kernel has it).
     #[arg(long)]
     pub rollup: bool,
-
-    /// Capacity of the kernel's cgroup map.
-    #[arg(long, value_name = "N", default_value_t = 4096)]
-    pub max_cgroups: u32,
 }
 
 const AFTER_HELP: &str = "\

@@ -15,6 +15,7 @@ pub mod import;
 pub mod per_core;
 pub mod pmu;
 pub mod preflight;
+pub mod process_exit;
 pub mod report;
 pub mod run;
 pub mod serve;

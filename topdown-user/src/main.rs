@@ -32,7 +32,10 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Some(Command::Serve(args)) => finish(runtime.block_on(serve::run(&args))),
-        _ => finish(runtime.block_on(run::run(cli.stat, cli.verbose > 0))),
+        _ => match runtime.block_on(run::run(cli.stat, cli.verbose > 0)) {
+            Ok(code) => code,
+            Err(error) => finish(Err(error)),
+        },
     }
 }
 

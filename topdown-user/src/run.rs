@@ -4,13 +4,15 @@
 use std::{
     fs::File,
     io::{IsTerminal as _, Write},
+    os::unix::process::ExitStatusExt as _,
     path::Path,
+    process::{ExitCode, ExitStatus},
     time::{Duration, Instant},
 };
 
 use anyhow::{Context as _, Result, bail};
 use tokio::{
-    process::{Child, Command},
+    process::Command,
     signal::unix::{SignalKind, signal},
     time::{MissedTickBehavior, interval, sleep_until},
 };
@@ -18,7 +20,7 @@ use topdown_common::MAX_COUNTERS;
 
 use crate::{
     attrib::{
-        Attributor,
+        Attributor, EXITED_ROWS,
         cgroups::CgroupNames,
         groups::{GroupBy, GroupOptions, normalize},
         target::Target,
@@ -36,6 +38,7 @@ use crate::{
         topdown_set::{hybrid_topdown_set, topdown_set},
     },
     preflight,
+    process_exit::ProcessExits,
     report::{
         Format, Renderer,
         rows::{RowOptions, SortKey, TopdownPart, TopdownView},
@@ -43,13 +46,12 @@ use crate::{
     tma::Model,
 };
 
-/// How often dead threads' records are moved out of the kernel's ring buffer.
-const EXIT_DRAIN: Duration = Duration::from_millis(100);
 /// Refresh period of the live table when no `-I` is given.
 const DEFAULT_REFRESH: Duration = Duration::from_secs(1);
 
-/// Runs the per-thread session the command line describes.
-pub async fn run(cli: StatArgs, verbose: bool) -> Result<()> {
+/// Runs the per-thread session the command line describes; with `-- COMMAND`, the tool exits
+/// with the command's status, as `perf stat` does.
+pub async fn run(cli: StatArgs, verbose: bool) -> Result<ExitCode> {
     let format = format_of(&cli);
     let sort: SortKey = cli.sort.parse().unwrap_or(SortKey::OnCpu);
     if cli.duration.is_some_and(|d| !(d > 0.0 && d.is_finite())) {
@@ -70,7 +72,7 @@ pub async fn run(cli: StatArgs, verbose: bool) -> Result<()> {
     let mut out = open_output(cli.output.as_deref())?;
     preflight::check()?;
     if cli.per_core {
-        return per_core::run(
+        per_core::run(
             &set,
             topdown.as_ref(),
             cli.interval_ms,
@@ -78,27 +80,51 @@ pub async fn run(cli: StatArgs, verbose: bool) -> Result<()> {
             cli.json,
             &mut *out,
         )
-        .await;
+        .await?;
+        return Ok(ExitCode::SUCCESS);
     }
 
+    // A narrowed target charges only the processes it names (and their children); the
+    // cgroup views need every thread.
+    let narrow = group.is_none() && (target != Target::All || !cli.command.is_empty());
     let mut collector = Collector::start(
         &set,
         &CollectorOptions {
             max_threads: cli.max_threads,
-            max_cgroups: cli.cgroups.max_cgroups,
+            narrow,
             ..CollectorOptions::default()
         },
     )?;
     let started = Instant::now();
-    let mut logger = collector.take_logger();
+    match &target {
+        Target::Pids(pids) => pids.iter().try_for_each(|&pid| collector.follow(pid))?,
+        Target::Tids(tids) => tids
+            .iter()
+            .try_for_each(|&tid| collector.follow(process_of(tid)?))?,
+        Target::All | Target::Command(_) | Target::NoThreads => {}
+    }
+    let ends_with = match &target {
+        Target::Pids(pids) => ProcessExits::watch(pids)?,
+        _ => ProcessExits::watch(&[])?,
+    };
 
     let (target, mut child) = if cli.command.is_empty() {
         (target, None)
     } else {
-        let (pid, child) = spawn_followed(&cli.command, &mut collector)?;
+        let child = collector
+            .spawn_followed(|| {
+                Command::new(&cli.command[0])
+                    .args(&cli.command[1..])
+                    .spawn()
+            })?
+            .with_context(|| format!("cannot run `{}`", cli.command[0]))?;
+        let pid = child
+            .id()
+            .context("the command exited before it could be watched")?;
         (Target::Command(pid), Some(child))
     };
 
+    let draw_windows = cli.interval_ms.is_some() || format == Format::Refresh;
     let mut renderer = Renderer::new(
         out,
         format,
@@ -113,7 +139,8 @@ pub async fn run(cli: StatArgs, verbose: bool) -> Result<()> {
         cgroup_names,
     );
     renderer.header()?;
-    let mut attrib = Attributor::new(set.counters.len(), target);
+    let exited_rows = cli.top.map_or(EXITED_ROWS, |top| top.max(EXITED_ROWS));
+    let mut attrib = Attributor::with_exited_rows(set.counters.len(), target, exited_rows);
     attrib.start(started);
 
     let period = cli
@@ -122,7 +149,6 @@ pub async fn run(cli: StatArgs, verbose: bool) -> Result<()> {
     let mut report_tick = interval(period);
     report_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     report_tick.tick().await;
-    let mut drain_tick = interval(EXIT_DRAIN);
     let deadline = cli
         .duration
         .map(|s| tokio::time::Instant::from_std(started + Duration::from_secs_f64(s)));
@@ -130,47 +156,83 @@ pub async fn run(cli: StatArgs, verbose: bool) -> Result<()> {
 
     // Cgroups removed by the previous snapshot: their last charges are in by now.
     let mut removed_before: Vec<u64> = Vec::new();
+    let mut status = None;
     loop {
-        tokio::select! {
+        let stop_with = tokio::select! {
             _ = report_tick.tick() => {
                 let snapshot = collector.snapshot()?;
                 renderer.cgroups_removed(&snapshot.removed_cgroups);
                 let window = attrib.window(&snapshot);
-                // Keep their totals here and free their kernel entries: the map then holds
-                // live cgroups only, however long the run and however many come and go.
+                // Keep their totals for the run and stop tracking them: memory then holds
+                // live cgroups only, however many come and go.
                 let removed = snapshot.removed_cgroups.iter().map(|(id, _)| *id).collect();
-                let gone = attrib.retire_cgroups(std::mem::replace(&mut removed_before, removed));
-                collector.forget_cgroups(&gone)?;
-                if renderer.wants_windows() {
+                attrib.retire_cgroups(std::mem::replace(&mut removed_before, removed));
+                if draw_windows {
                     renderer.window(&window)?;
                 }
+                None
             }
-            _ = drain_tick.tick() => {
-                collector.drain_exits();
-                if let Some(logger) = logger.as_mut() {
-                    logger.flush();
+            () = async { sleep_until(deadline.unwrap_or_else(far_future)).await }, if deadline.is_some() => Some(None),
+            () = ends_with.all_ended() => {
+                log::info!("every watched process has exited");
+                Some(None)
+            }
+            exit = wait_for(child.as_mut()), if child.is_some() && status.is_none() => {
+                let exit = exit.context("waiting for the command")?;
+                log::info!("command exited: {exit}");
+                status = Some(exit);
+                Some(None)
+            }
+            _ = tokio::signal::ctrl_c() => Some(Some(libc::SIGINT)),
+            _ = sigterm.recv() => Some(Some(libc::SIGTERM)),
+        };
+        match (stop_with, child.as_mut()) {
+            (None, _) => {}
+            // The command gets the signal and ends the session when it exits, as under perf
+            // stat; its last slices are then in the final report.
+            (Some(Some(signal)), Some(child)) if status.is_none() => {
+                if let Some(pid) = child.id() {
+                    // SAFETY: sending a signal to our own child.
+                    unsafe { libc::kill(pid as libc::pid_t, signal) };
                 }
             }
-            () = async { sleep_until(deadline.unwrap_or_else(far_future)).await }, if deadline.is_some() => break,
-            status = wait_for(child.as_mut()), if child.is_some() => {
-                let status = status.context("waiting for the command")?;
-                log::info!("command exited: {status}");
-                break;
-            }
-            _ = tokio::signal::ctrl_c() => break,
-            _ = sigterm.recv() => break,
+            (Some(_), _) => break,
         }
     }
 
+    // The last, partial interval too: a stream of intervals then holds every exited thread.
     let snapshot = collector.snapshot()?;
     renderer.cgroups_removed(&snapshot.removed_cgroups);
-    attrib.window(&snapshot);
+    let window = attrib.window(&snapshot);
+    if draw_windows && cli.interval_ms.is_some() {
+        renderer.window(&window)?;
+    }
     let totals = attrib.run_totals(&snapshot);
     renderer.summary(&totals)?;
     if totals.stats.lost_anything() {
         log::warn!("the kernel side lost data: see the losses line");
     }
-    Ok(())
+    Ok(status.map_or(ExitCode::SUCCESS, exit_code))
+}
+
+/// The exit code a shell would report for `status`: the code, or 128 + the signal.
+fn exit_code(status: ExitStatus) -> ExitCode {
+    let code = status
+        .code()
+        .or_else(|| status.signal().map(|signal| 128 + signal))
+        .unwrap_or(1);
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+/// The process thread `tid` belongs to (`Tgid:` in its status).
+fn process_of(tid: u32) -> Result<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status"))
+        .with_context(|| format!("no thread with tid {tid}: check the -t argument"))?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("Tgid:"))
+        .and_then(|tgid| tgid.trim().parse().ok())
+        .with_context(|| format!("reading the process of thread {tid}"))
 }
 
 /// Rows per cgroup or per container, if asked; needs the unified cgroup2 hierarchy.
@@ -256,21 +318,6 @@ pub(crate) fn counter_set(
     };
     add_events(&sys, &machine, &mut set, topdown.as_ref(), events)?;
     Ok((set, topdown))
-}
-
-/// Starts the command so that the kernel follows it and everything it forks from its first
-/// instruction on: while we fork it, we are followed ourselves, and the fork hook follows the
-/// child.
-fn spawn_followed(argv: &[String], collector: &mut Collector) -> Result<(u32, Child)> {
-    let own = std::process::id();
-    collector.follow(own)?;
-    let spawned = Command::new(&argv[0]).args(&argv[1..]).spawn();
-    collector.unfollow(own)?;
-    let child = spawned.with_context(|| format!("cannot run `{}`", argv[0]))?;
-    let pid = child
-        .id()
-        .context("the command exited before it could be watched")?;
-    Ok((pid, child))
 }
 
 /// Adds the `-e` events to the set, resolved for this machine's core PMU and CPU event table.

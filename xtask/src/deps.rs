@@ -12,7 +12,7 @@ use anyhow::{Context as _, Result, bail};
 
 const BPF_LINKER_VERSION: &str = "0.13.0";
 const LLVM_PACKAGES: [&str; 3] = ["llvm-22-dev", "libpolly-22-dev", "libzstd-dev"];
-const BENCH_PACKAGES: [&str; 2] = ["linux-perf", "bpftrace"];
+const BENCH_PACKAGES: [&str; 3] = ["linux-perf", "bpftrace", "bpftool"];
 
 /// Whether we run as root.
 pub fn is_root() -> bool {

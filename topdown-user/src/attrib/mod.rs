@@ -4,19 +4,25 @@
 pub mod cgroups;
 pub mod containers;
 pub mod cores;
+pub mod exited;
 pub mod groups;
 pub mod target;
 pub mod usage;
 
 use std::{collections::HashMap, time::Duration};
 
-use topdown_common::{cgroup::CgroupTotals, thread::ThreadTotals};
+use topdown_common::reading::Reading;
 
 use self::{
+    exited::ExitedThreads,
     target::Target,
     usage::{CgroupUsage, CounterValue, ThreadUsage},
 };
-use crate::collect::{Snapshot, Stats};
+use crate::collect::{Snapshot, Stats, ThreadRecord};
+
+/// How many exited threads keep their own row in the run's totals (the hottest); the others
+/// fold into per-process rows. See [`ExitedThreads`].
+pub const EXITED_ROWS: usize = 500;
 
 /// Usage over one window of time.
 #[derive(Clone, Debug)]
@@ -35,21 +41,22 @@ pub struct Window {
     pub stats: Stats,
 }
 
-/// Keeps the previous snapshot's totals to turn the next one into deltas.
+/// Keeps the previous snapshot's totals to turn the next one into deltas, for threads and for
+/// the cgroups they ran in.
 #[derive(Debug)]
 pub struct Attributor {
     nr_counters: usize,
     target: Target,
-    /// Latest cumulative totals of live, reported threads.
-    live: HashMap<u32, ThreadTotals>,
-    /// Final totals of reported threads that died.
-    exited: Vec<ThreadTotals>,
+    /// Latest totals of every live thread, reported or not (its cgroup is charged from them).
+    live: HashMap<u32, ThreadRecord>,
+    /// Reported threads that died, for the run's totals.
+    exited: ExitedThreads,
     /// Idle totals per CPU at the previous snapshot.
-    idle: Vec<ThreadTotals>,
-    /// cgroup totals at the previous snapshot, by id.
-    cgroups: HashMap<u64, CgroupTotals>,
-    /// Final totals of removed cgroups whose kernel entries were freed.
-    retired: Vec<CgroupTotals>,
+    idle: Vec<Reading>,
+    /// What every cgroup was charged since the start, by id.
+    cgroups: HashMap<u64, CgroupUsage>,
+    /// Final totals of removed cgroups no longer tracked.
+    retired: Vec<CgroupUsage>,
     started: Option<std::time::Instant>,
     last: Option<std::time::Instant>,
 }
@@ -57,11 +64,16 @@ pub struct Attributor {
 impl Attributor {
     /// Attributes a set of `nr_counters` counters to the threads `target` keeps.
     pub fn new(nr_counters: usize, target: Target) -> Self {
+        Self::with_exited_rows(nr_counters, target, EXITED_ROWS)
+    }
+
+    /// As [`Attributor::new`], keeping `rows` exited threads' own rows in the run's totals.
+    pub fn with_exited_rows(nr_counters: usize, target: Target, rows: usize) -> Self {
         Self {
             nr_counters,
             target,
             live: HashMap::new(),
-            exited: Vec::new(),
+            exited: ExitedThreads::new(rows),
             idle: Vec::new(),
             cgroups: HashMap::new(),
             retired: Vec::new(),
@@ -76,57 +88,109 @@ impl Attributor {
         self.last = Some(at);
     }
 
+    /// The previous totals of the thread `record` is about, if it is the same thread.
+    fn before<'a>(
+        live: &'a HashMap<u32, ThreadRecord>,
+        record: &ThreadRecord,
+    ) -> Option<&'a ThreadRecord> {
+        live.get(&record.tid())
+            .filter(|before| before.same_thread(record))
+    }
+
     /// Usage since the previous snapshot (or since [`Attributor::start`]).
+    ///
+    /// A thread's cgroup is charged segment by segment: from its previous totals to each record
+    /// it sent (the totals as it left a cgroup, or its final ones), each to the cgroup the
+    /// record names, then to its map value, charged to the cgroup it is in now. The map is read
+    /// before the records are drained, so a record can be newer than the map value: the later
+    /// of the two is the thread's latest.
     pub fn window(&mut self, snapshot: &Snapshot) -> Window {
         let started = *self.started.get_or_insert(snapshot.at);
         let last = self.last.replace(snapshot.at).unwrap_or(started);
+        let nr = self.nr_counters;
+        let mut cgroups: HashMap<u64, CgroupUsage> = HashMap::new();
+        let mut charge = |id: u64, before: Option<&ThreadRecord>, now: &ThreadRecord| {
+            cgroups
+                .entry(id)
+                .or_insert_with(|| CgroupUsage::new(id, nr))
+                .charge(before, now);
+        };
+
+        // Each thread's latest record of this snapshot, in the order they were sent.
+        let mut latest: HashMap<u32, &ThreadRecord> = HashMap::new();
         let mut threads = Vec::new();
-        let mut still_live = HashMap::with_capacity(self.live.len());
-        for now in &snapshot.live {
-            if !self.target.keeps(now) {
-                continue;
-            }
-            let usage = ThreadUsage::between(self.live.get(&now.tid), now, self.nr_counters);
-            if !usage.is_idle() {
+        for record in &snapshot.records {
+            let before = latest
+                .get(&record.tid())
+                .copied()
+                .filter(|r| r.same_thread(record))
+                .or_else(|| Self::before(&self.live, record));
+            charge(record.header.cgroup_id, before, record);
+            latest.insert(record.tid(), record);
+            if record.exited() && self.target.keeps(&record.header) {
+                let usage = ThreadUsage::between(Self::before(&self.live, record), record, nr);
+                self.exited.add(ThreadUsage::between(None, record, nr));
                 threads.push(usage);
             }
-            still_live.insert(now.tid, *now);
         }
-        for dead in &snapshot.exited {
-            if !self.target.keeps(dead) {
-                continue;
+
+        let mut live = HashMap::with_capacity(snapshot.live.len());
+        for now in &snapshot.live {
+            let sent = latest
+                .get(&now.tid())
+                .copied()
+                .filter(|r| r.same_thread(now));
+            let newest = match sent {
+                // Died after the map was read: its final record is charged above.
+                Some(record) if record.exited() => continue,
+                // Left its cgroup after the map was read: the record is the later.
+                Some(record) if record.on_cpu_ns() > now.on_cpu_ns() => record,
+                Some(record) => {
+                    charge(now.header.cgroup_id, Some(record), now);
+                    now
+                }
+                None => {
+                    charge(now.header.cgroup_id, Self::before(&self.live, now), now);
+                    now
+                }
+            };
+            if self.target.keeps(&newest.header) {
+                let usage = ThreadUsage::between(Self::before(&self.live, newest), newest, nr);
+                if !usage.is_idle() {
+                    threads.push(ThreadUsage {
+                        cgroup_id: now.header.cgroup_id,
+                        ..usage
+                    });
+                }
             }
-            threads.retain(|t| t.tid != dead.tid);
-            threads.push(ThreadUsage::between(
-                self.live.get(&dead.tid),
-                dead,
-                self.nr_counters,
-            ));
-            still_live.remove(&dead.tid);
-            self.exited.push(*dead);
+            live.insert(now.tid(), newest.clone());
         }
-        self.live = still_live;
+        // Threads gone from the map without a final record: it was lost (counted by the
+        // kernel), or the thread was only ever charged to scratch space (map full, counted).
+        self.live = live;
 
         let idle = snapshot
             .idle
             .iter()
             .enumerate()
             .map(|(cpu, now)| {
-                ThreadUsage::between(self.idle.get(cpu), now, self.nr_counters)
-                    .counters
-                    .first()
-                    .copied()
-                    .unwrap_or_default()
+                let before = self.idle.get(cpu).copied().unwrap_or(Reading::ZERO);
+                CounterValue {
+                    raw: now.count.saturating_sub(before.count),
+                    enabled_ns: now.enabled_ns.saturating_sub(before.enabled_ns),
+                    running_ns: now.running_ns.saturating_sub(before.running_ns),
+                }
             })
             .collect();
         self.idle.clone_from(&snapshot.idle);
-        let cgroups = snapshot
-            .cgroups
-            .iter()
-            .map(|now| CgroupUsage::between(self.cgroups.get(&now.id), now, self.nr_counters))
-            .filter(|usage| usage.switches > 0 || usage.on_cpu_ns() > 0)
-            .collect();
-        self.cgroups = snapshot.cgroups.iter().map(|c| (c.id, *c)).collect();
+
+        let cgroups: Vec<CgroupUsage> = cgroups.into_values().filter(|c| !c.is_empty()).collect();
+        for usage in &cgroups {
+            self.cgroups
+                .entry(usage.id)
+                .or_insert_with(|| CgroupUsage::new(usage.id, nr))
+                .absorb(usage);
+        }
         Window {
             start: last.duration_since(started),
             length: snapshot.at.duration_since(last),
@@ -137,46 +201,53 @@ impl Attributor {
         }
     }
 
-    /// Keeps the final totals of the removed cgroups `ids` (as of the latest window) for the
-    /// run's totals, so that their kernel entries can be freed; returns the ids it kept.
+    /// Stops tracking the removed cgroups `ids`, keeping their final totals for the run's
+    /// totals; returns the ids it retired.
     pub fn retire_cgroups(&mut self, ids: impl IntoIterator<Item = u64>) -> Vec<u64> {
         ids.into_iter()
             .filter_map(|id| self.cgroups.remove(&id))
             .map(|totals| {
+                let id = totals.id;
                 self.retired.push(totals);
-                totals.id
+                id
             })
             .collect()
     }
 
-    /// Usage over the whole run so far, exited threads included. Call after
-    /// [`Attributor::window`] for the latest snapshot.
+    /// Forgets the cgroups `ids` altogether (the exporter, once their series are gone).
+    pub fn forget_cgroups(&mut self, ids: &[u64]) {
+        for id in ids {
+            self.cgroups.remove(id);
+        }
+    }
+
+    /// Usage over the whole run so far, exited threads included (beyond [`EXITED_ROWS`], folded
+    /// per process). Call after [`Attributor::window`] for the latest snapshot.
     pub fn run_totals(&self, snapshot: &Snapshot) -> Window {
         let started = self.started.unwrap_or(snapshot.at);
         let threads = self
             .live
             .values()
-            .chain(&self.exited)
-            .map(|totals| ThreadUsage::between(None, totals, self.nr_counters))
+            .filter(|record| self.target.keeps(&record.header))
+            .map(|record| ThreadUsage::between(None, record, self.nr_counters))
+            .chain(self.exited.rows())
             .filter(|usage| !usage.is_idle())
             .collect();
         let idle = self
             .idle
             .iter()
-            .map(|now| {
-                ThreadUsage::between(None, now, self.nr_counters)
-                    .counters
-                    .first()
-                    .copied()
-                    .unwrap_or_default()
+            .map(|now| CounterValue {
+                raw: now.count,
+                enabled_ns: now.enabled_ns,
+                running_ns: now.running_ns,
             })
             .collect();
         let cgroups = self
             .cgroups
             .values()
             .chain(&self.retired)
-            .map(|now| CgroupUsage::between(None, now, self.nr_counters))
-            .filter(|usage| usage.switches > 0 || usage.on_cpu_ns() > 0)
+            .filter(|usage| !usage.is_empty())
+            .cloned()
             .collect();
         Window {
             start: Duration::ZERO,
@@ -193,31 +264,55 @@ impl Attributor {
 mod tests {
     use std::time::Instant;
 
+    use topdown_common::thread::{ThreadHeader, ThreadTotals};
+
     use super::*;
     use crate::attrib::target::Target;
 
-    fn totals(tid: u32, tgid: u32, ns: u64, exited: bool) -> ThreadTotals {
+    /// Thread `tid` of `tgid` in cgroup `cgroup` with `ns` on-CPU and `switches` switches.
+    fn record(
+        tid: u32,
+        tgid: u32,
+        cgroup: u64,
+        ns: u64,
+        switches: u64,
+        flags: u32,
+    ) -> ThreadRecord {
         let mut t = ThreadTotals::new(tid, tgid);
-        t.charged.counts[0] = ns;
-        t.charged.enabled_ns[0] = ns;
-        t.charged.running_ns[0] = ns;
-        t.switches = 1;
-        if exited {
-            t.flags = ThreadTotals::FLAG_EXITED;
-        }
-        t
+        t.charged.slots[0] = Reading {
+            count: ns,
+            enabled_ns: ns,
+            running_ns: ns,
+        };
+        t.header.switches = switches;
+        t.header.cgroup_id = cgroup;
+        t.header.flags = flags;
+        t.header.born_ns = u64::from(tid) * 7;
+        ThreadRecord::from_totals(&t, 1)
     }
 
-    fn snapshot(at: Instant, live: Vec<ThreadTotals>, exited: Vec<ThreadTotals>) -> Snapshot {
+    fn totals(tid: u32, tgid: u32, ns: u64, exited: bool) -> ThreadRecord {
+        let flags = if exited { ThreadHeader::FLAG_EXITED } else { 0 };
+        record(tid, tgid, 1, ns, 1, flags)
+    }
+
+    fn snapshot(at: Instant, live: Vec<ThreadRecord>, records: Vec<ThreadRecord>) -> Snapshot {
         Snapshot {
             at,
             live,
-            exited,
+            records,
             idle: vec![],
-            cgroups: vec![],
             removed_cgroups: vec![],
             stats: Stats::default(),
         }
+    }
+
+    fn on_cpu(window: &Window, cgroup: u64) -> u64 {
+        window
+            .cgroups
+            .iter()
+            .find(|c| c.id == cgroup)
+            .map_or(0, CgroupUsage::on_cpu_ns)
     }
 
     #[test]
@@ -237,6 +332,7 @@ mod tests {
         let w1 = attrib.window(&s1);
         assert_eq!(w1.threads.len(), 2, "pid 99 is filtered out");
         assert_eq!(w1.length, Duration::from_secs(1));
+        assert_eq!(on_cpu(&w1, 1), 157, "every thread's cgroup is charged");
 
         let s2 = snapshot(
             t0 + Duration::from_secs(2),
@@ -250,10 +346,74 @@ mod tests {
         assert_eq!(dead.on_cpu_ns(), 30);
         assert!(dead.exited);
         assert_eq!(w2.start, Duration::from_secs(1));
+        assert_eq!(on_cpu(&w2, 1), 230);
 
         let run = attrib.run_totals(&s2);
         assert_eq!(by_tid(&run, 10).on_cpu_ns(), 300);
         assert_eq!(by_tid(&run, 11).on_cpu_ns(), 80);
         assert_eq!(run.length, Duration::from_secs(2));
+        assert_eq!(run.cgroups[0].on_cpu_ns(), 387);
+    }
+
+    #[test]
+    fn a_thread_that_moves_charges_each_cgroup_its_own_time() {
+        let moved = ThreadHeader::FLAG_MOVED;
+        let t0 = Instant::now();
+        let mut attrib = Attributor::new(1, Target::All);
+        attrib.start(t0);
+        attrib.window(&snapshot(t0, vec![record(5, 5, 1, 100, 2, 0)], vec![]));
+
+        // Moved from 1 to 2 before the map was read: 100..150 to 1, 150..400 to 2.
+        let w = attrib.window(&snapshot(
+            t0,
+            vec![record(5, 5, 2, 400, 9, 0)],
+            vec![record(5, 5, 1, 150, 4, moved)],
+        ));
+        assert_eq!((on_cpu(&w, 1), on_cpu(&w, 2)), (50, 250));
+        assert_eq!(w.threads[0].on_cpu_ns(), 300);
+        assert_eq!(
+            w.threads[0].cgroup_id, 2,
+            "the thread is shown where it is now"
+        );
+
+        // Moved from 2 to 3 after the map was read (record newer than the map value): all of
+        // 400..600 was in 2; the next window starts from the record.
+        let w = attrib.window(&snapshot(
+            t0,
+            vec![record(5, 5, 2, 500, 10, 0)],
+            vec![record(5, 5, 2, 600, 11, moved)],
+        ));
+        assert_eq!((on_cpu(&w, 2), on_cpu(&w, 3)), (200, 0));
+        assert_eq!(w.threads[0].on_cpu_ns(), 200);
+        let w = attrib.window(&snapshot(t0, vec![record(5, 5, 3, 650, 12, 0)], vec![]));
+        assert_eq!((on_cpu(&w, 2), on_cpu(&w, 3)), (0, 50));
+        let run = attrib.run_totals(&snapshot(t0, vec![], vec![]));
+        let sum: u64 = run.cgroups.iter().map(CgroupUsage::on_cpu_ns).sum();
+        assert_eq!(sum, 650, "nothing lost or counted twice");
+    }
+
+    #[test]
+    fn exits_after_the_map_read_and_reused_tids_are_each_counted_once() {
+        let t0 = Instant::now();
+        let mut attrib = Attributor::new(1, Target::All);
+        attrib.start(t0);
+        attrib.window(&snapshot(t0, vec![totals(8, 8, 100, false)], vec![]));
+        // Still in the map when it was read, dead by the time records were drained.
+        let w = attrib.window(&snapshot(
+            t0,
+            vec![totals(8, 8, 150, false)],
+            vec![totals(8, 8, 170, true)],
+        ));
+        assert_eq!(w.threads.len(), 1, "{:?}", w.threads);
+        assert_eq!(w.threads[0].on_cpu_ns(), 70);
+        assert!(w.threads[0].exited);
+        assert_eq!(on_cpu(&w, 1), 70);
+
+        // A new thread with the same tid: a different birth, so nothing is subtracted.
+        let mut reborn = totals(8, 8, 30, false);
+        reborn.header.born_ns += 1;
+        let w = attrib.window(&snapshot(t0, vec![reborn], vec![]));
+        assert_eq!(w.threads[0].on_cpu_ns(), 30);
+        assert_eq!(on_cpu(&w, 1), 30);
     }
 }

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use anyhow::{Result, bail};
-use topdown_common::thread::ThreadTotals;
+use topdown_common::thread::ThreadHeader;
 
 /// The threads to report.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,14 +43,14 @@ impl Target {
         Ok(())
     }
 
-    /// Whether these totals belong to a reported thread.
-    pub fn keeps(&self, totals: &ThreadTotals) -> bool {
+    /// Whether this thread is reported.
+    pub fn keeps(&self, totals: &ThreadHeader) -> bool {
         match self {
             Self::All => totals.tid != 0,
             Self::Pids(pids) => pids.contains(&totals.tgid),
             Self::Tids(tids) => tids.contains(&totals.tid),
             Self::Command(root) => {
-                totals.tgid == *root || totals.flags & ThreadTotals::FLAG_FOLLOWED != 0
+                totals.tgid == *root || totals.flags & ThreadHeader::FLAG_FOLLOWED != 0
             }
             Self::NoThreads => false,
         }
@@ -61,8 +61,8 @@ impl Target {
 mod tests {
     use super::*;
 
-    fn thread(tid: u32, pid: u32, flags: u32) -> ThreadTotals {
-        let mut t = ThreadTotals::new(tid, pid);
+    fn thread(tid: u32, pid: u32, flags: u32) -> ThreadHeader {
+        let mut t = topdown_common::thread::ThreadTotals::new(tid, pid).header;
         t.flags = flags;
         t
     }
@@ -70,12 +70,12 @@ mod tests {
     #[test]
     fn command_keeps_its_process_and_followed_ones() {
         let target = Target::Command(100);
-        let followed = ThreadTotals::FLAG_FOLLOWED;
+        let followed = ThreadHeader::FLAG_FOLLOWED;
         assert!(target.keeps(&thread(100, 100, 0)));
         assert!(target.keeps(&thread(101, 100, 0)));
         assert!(target.keeps(&thread(300, 300, followed)));
-        assert!(target.keeps(&thread(301, 300, followed | ThreadTotals::FLAG_EXITED)));
-        assert!(!target.keeps(&thread(400, 400, ThreadTotals::FLAG_EXITED)));
+        assert!(target.keeps(&thread(301, 300, followed | ThreadHeader::FLAG_EXITED)));
+        assert!(!target.keeps(&thread(400, 400, ThreadHeader::FLAG_EXITED)));
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! Per-thread usage over a window of time: what the kernel charged, as deltas.
 
-use topdown_common::{cgroup::CgroupTotals, reading::Readings, thread::ThreadTotals};
+use topdown_common::reading::Reading;
+
+use crate::collect::ThreadRecord;
 
 /// One counter over a window: its count and how long it was enabled and running.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -31,14 +33,14 @@ impl CounterValue {
     }
 }
 
-/// What one thread used over a window.
+/// What one thread used over a window (or, folded, several exited threads).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ThreadUsage {
-    /// Thread id.
+    /// Thread id; 0 for a row of folded threads.
     pub tid: u32,
-    /// Process id.
+    /// Process id; 0 for a row folding several processes.
     pub pid: u32,
-    /// Thread name.
+    /// Thread name; for folded rows, what they hold (`(exited threads: 12)`).
     pub comm: String,
     /// cgroup2 id at the latest charge.
     pub cgroup_id: u64,
@@ -48,22 +50,25 @@ pub struct ThreadUsage {
     pub counters: Vec<CounterValue>,
     /// The thread died (in this window, or in the run for run totals).
     pub exited: bool,
+    /// How many exited threads this row folds (0 for one thread's own row).
+    pub folded: u64,
 }
 
 impl ThreadUsage {
     /// `now` minus `before` (a zero-charged thread when `before` is `None`), for `nr` counters.
-    pub fn between(before: Option<&ThreadTotals>, now: &ThreadTotals, nr: usize) -> Self {
-        let counters = deltas(before.map(|t| &t.charged), &now.charged, nr);
+    pub fn between(before: Option<&ThreadRecord>, now: &ThreadRecord, nr: usize) -> Self {
         Self {
-            tid: now.tid,
-            pid: now.tgid,
-            comm: comm_string(&now.comm),
-            cgroup_id: now.cgroup_id,
+            tid: now.header.tid,
+            pid: now.header.tgid,
+            comm: comm_string(&now.header.comm),
+            cgroup_id: now.header.cgroup_id,
             switches: now
+                .header
                 .switches
-                .saturating_sub(before.map_or(0, |t| t.switches)),
-            counters,
-            exited: now.flags & ThreadTotals::FLAG_EXITED != 0,
+                .saturating_sub(before.map_or(0, |t| t.header.switches)),
+            counters: deltas(before.map(|t| t.slots.as_slice()), &now.slots, nr),
+            exited: now.exited(),
+            folded: 0,
         }
     }
 
@@ -80,6 +85,13 @@ impl ThreadUsage {
                 .iter()
                 .all(|c| c.raw == 0 && c.enabled_ns == 0)
     }
+
+    /// Adds `other`'s usage to this row (which then folds one more thread, or `other`'s).
+    pub fn absorb(&mut self, other: &Self) {
+        self.switches += other.switches;
+        add_counters(&mut self.counters, &other.counters);
+        self.folded += other.folded.max(1);
+    }
 }
 
 /// What one cgroup's threads used over a window (the cgroup itself, not its descendants).
@@ -94,15 +106,27 @@ pub struct CgroupUsage {
 }
 
 impl CgroupUsage {
-    /// `now` minus `before` (nothing charged when `before` is `None`), for `nr` counters.
-    pub fn between(before: Option<&CgroupTotals>, now: &CgroupTotals, nr: usize) -> Self {
+    /// Nothing charged yet to cgroup `id`, for `nr` counters.
+    pub fn new(id: u64, nr: usize) -> Self {
         Self {
-            id: now.id,
-            switches: now
-                .switches
-                .saturating_sub(before.map_or(0, |t| t.switches)),
-            counters: deltas(before.map(|t| &t.charged), &now.charged, nr),
+            id,
+            switches: 0,
+            counters: vec![CounterValue::default(); nr],
         }
+    }
+
+    /// Charges a thread's usage between two of its records.
+    pub fn charge(&mut self, before: Option<&ThreadRecord>, now: &ThreadRecord) {
+        self.switches += now
+            .header
+            .switches
+            .saturating_sub(before.map_or(0, |t| t.header.switches));
+        let delta = deltas(
+            before.map(|t| t.slots.as_slice()),
+            &now.slots,
+            self.counters.len(),
+        );
+        add_counters(&mut self.counters, &delta);
     }
 
     /// On-CPU nanoseconds (counter 0 of every set).
@@ -110,29 +134,41 @@ impl CgroupUsage {
         self.counters.first().map_or(0, |c| c.raw)
     }
 
+    /// Whether nothing was charged.
+    pub fn is_empty(&self) -> bool {
+        self.switches == 0 && self.on_cpu_ns() == 0
+    }
+
     /// Adds `other`'s usage to this one (a roll-up or a container's cgroups).
     pub fn absorb(&mut self, other: &Self) {
         self.switches += other.switches;
-        if self.counters.len() < other.counters.len() {
-            self.counters
-                .resize(other.counters.len(), CounterValue::default());
-        }
-        for (mine, theirs) in self.counters.iter_mut().zip(&other.counters) {
-            mine.raw += theirs.raw;
-            mine.enabled_ns += theirs.enabled_ns;
-            mine.running_ns += theirs.running_ns;
-        }
+        add_counters(&mut self.counters, &other.counters);
     }
 }
 
-/// `now` minus `before` (zero when `None`) for the first `nr` counters.
-fn deltas(before: Option<&Readings>, now: &Readings, nr: usize) -> Vec<CounterValue> {
-    let old = before.unwrap_or(&Readings::ZERO);
+fn add_counters(mine: &mut Vec<CounterValue>, theirs: &[CounterValue]) {
+    if mine.len() < theirs.len() {
+        mine.resize(theirs.len(), CounterValue::default());
+    }
+    for (mine, theirs) in mine.iter_mut().zip(theirs) {
+        mine.raw += theirs.raw;
+        mine.enabled_ns += theirs.enabled_ns;
+        mine.running_ns += theirs.running_ns;
+    }
+}
+
+/// `now` minus `before` (zero when `None`) for the first `nr` slots. A slot a record does not
+/// carry counts as zero.
+pub fn deltas(before: Option<&[Reading]>, now: &[Reading], nr: usize) -> Vec<CounterValue> {
+    let at = |slots: &[Reading], i: usize| slots.get(i).copied().unwrap_or(Reading::ZERO);
     (0..nr)
-        .map(|i| CounterValue {
-            raw: now.counts[i].saturating_sub(old.counts[i]),
-            enabled_ns: now.enabled_ns[i].saturating_sub(old.enabled_ns[i]),
-            running_ns: now.running_ns[i].saturating_sub(old.running_ns[i]),
+        .map(|i| {
+            let (old, new) = (before.map_or(Reading::ZERO, |b| at(b, i)), at(now, i));
+            CounterValue {
+                raw: new.count.saturating_sub(old.count),
+                enabled_ns: new.enabled_ns.saturating_sub(old.enabled_ns),
+                running_ns: new.running_ns.saturating_sub(old.running_ns),
+            }
         })
         .collect()
 }
@@ -146,14 +182,16 @@ fn comm_string(comm: &[u8]) -> String {
 mod tests {
     use super::*;
 
-    fn totals(tid: u32, ns: u64, switches: u64) -> ThreadTotals {
-        let mut t = ThreadTotals::new(tid, 7);
-        t.charged.counts[0] = ns;
-        t.charged.enabled_ns[0] = ns;
-        t.charged.running_ns[0] = ns;
-        t.switches = switches;
-        t.comm[..4].copy_from_slice(b"work");
-        t
+    fn totals(tid: u32, ns: u64, switches: u64) -> ThreadRecord {
+        let mut t = topdown_common::thread::ThreadTotals::new(tid, 7);
+        t.charged.slots[0] = Reading {
+            count: ns,
+            enabled_ns: ns,
+            running_ns: ns,
+        };
+        t.header.switches = switches;
+        t.header.comm[..4].copy_from_slice(b"work");
+        ThreadRecord::from_totals(&t, 1)
     }
 
     #[test]

@@ -5,29 +5,27 @@ pub mod btf;
 pub mod c2c;
 mod object;
 pub mod perf_open;
+mod records;
 mod snapshot;
 
 use std::{collections::HashMap as StdHashMap, hash::Hash, time::Duration};
 
-use anyhow::{Context as _, Result, anyhow};
+use anyhow::{Context as _, Result, anyhow, bail};
 use aya::{
     Btf, Ebpf, EbpfLoader, Pod,
-    maps::{HashMap, MapData, PerCpuArray, PerCpuValues, PerfEventArray, RingBuf},
+    maps::{Array, HashMap, MapData, PerCpuArray, PerCpuValues, PerfEventArray, RingBuf},
     programs::{
         BtfTracePoint, PerfEvent,
         perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
     },
 };
-use aya_log::EbpfLogger;
-pub use snapshot::{Snapshot, Stats};
+pub use snapshot::{Snapshot, Stats, ThreadRecord};
 use topdown_common::{
-    MAX_COUNTERS,
-    cgroup::{CgroupRemoved, CgroupTotals},
-    stats::Stat,
+    MAX_COUNTERS, cgroup::CgroupRemoved, cpu::CpuState, reading::Reading, stats::Stat,
     thread::ThreadTotals,
 };
 
-use self::perf_open::OpenCounters;
+use self::{perf_open::OpenCounters, records::RecordStream};
 use crate::pmu::counter_set::CounterSet;
 
 /// How the collector runs.
@@ -35,18 +33,19 @@ use crate::pmu::counter_set::CounterSet;
 pub struct CollectorOptions {
     /// Capacity of the kernel's live-thread map.
     pub max_threads: u32,
-    /// Capacity of the kernel's cgroup map.
-    pub max_cgroups: u32,
     /// How often the running thread's slice so far is charged on each CPU.
     pub tick: Duration,
+    /// Charge only the threads of followed processes ([`Collector::follow`]): a switch between
+    /// two other threads then costs one lookup. Idle time is not measured then.
+    pub narrow: bool,
 }
 
 impl Default for CollectorOptions {
     fn default() -> Self {
         Self {
             max_threads: 16384,
-            max_cgroups: 4096,
             tick: Duration::from_millis(10),
+            narrow: false,
         }
     }
 }
@@ -54,12 +53,12 @@ impl Default for CollectorOptions {
 /// The live collector: programs attached, counters counting.
 pub struct Collector {
     bpf: Ebpf,
-    exits: RingBuf<MapData>,
+    records: RecordStream,
     removed_cgroups: RingBuf<MapData>,
-    /// Removed cgroups drained from their ring buffer since the last snapshot.
-    pending_removed: Vec<(u64, String)>,
-    /// Exit records drained from the ring buffer since the last snapshot.
-    pending_exits: Vec<ThreadTotals>,
+    /// Slots of the counter set.
+    nr: usize,
+    /// Charging only followed processes (idle is not measured then).
+    narrow: bool,
     /// Held open for as long as the kernel programs read them.
     _counters: OpenCounters,
 }
@@ -72,7 +71,7 @@ impl Collector {
             .map_err(|(path, error)| anyhow!("reading online CPUs from {path}: {error}"))?;
         let possible = aya::util::nr_cpus()
             .map_err(|(path, error)| anyhow!("reading possible CPUs from {path}: {error}"))?;
-        let counters = OpenCounters::open(set, &cpus)?;
+        let counters = OpenCounters::open_for_kernel(set, &cpus)?;
         let kernel_btf = btf::KernelBtf::from_sys_fs()
             .context("reading the kernel's BTF (needs CONFIG_DEBUG_INFO_BTF=y)")?;
         let offset = |ty: &str, member: &str| {
@@ -81,30 +80,33 @@ impl Collector {
             })
         };
         let task_tgid_offset = offset("task_struct", "tgid")?;
+        // The switch program reads a task's pid and tgid in one read: `pid_t pid; pid_t tgid;`.
+        if offset("task_struct", "pid")? + 4 != task_tgid_offset {
+            bail!(
+                "this kernel's task_struct does not keep pid just before tgid (BTF offsets): \
+                 topdown-bpf does not support its layout"
+            );
+        }
         let cgroup_kn_offset = offset("cgroup", "kn")?;
         let kernfs_node_id_offset = offset("kernfs_node", "id")?;
         let cgroup_root_offset = offset("cgroup", "root")?;
         let hierarchy_id_offset = offset("cgroup_root", "hierarchy_id")?;
 
+        let set_slots = set.counters.len() as u32;
+        let narrow = u32::from(options.narrow);
         let mut bpf = EbpfLoader::new()
+            .override_global("SET_SLOTS", &set_slots, true)
+            .override_global("NARROW", &narrow, true)
             .override_global("TASK_TGID_OFFSET", &task_tgid_offset, true)
             .override_global("CGROUP_KN_OFFSET", &cgroup_kn_offset, true)
             .override_global("KERNFS_NODE_ID_OFFSET", &kernfs_node_id_offset, true)
             .override_global("CGROUP_ROOT_OFFSET", &cgroup_root_offset, true)
             .override_global("HIERARCHY_ID_OFFSET", &hierarchy_id_offset, true)
             .map_max_entries("THREADS", options.max_threads)
-            .map_max_entries("CGROUPS", options.max_cgroups)
             .map_max_entries("COUNTERS", possible.get() * MAX_COUNTERS as u32)
             .load(object::bytes()?)
             .map_err(|error| explain_bpf_error(error.into()))
             .context("loading the BPF programs")?;
-
-        let masks: Vec<u32> = (0..possible.get()).map(|cpu| set.slot_mask(cpu)).collect();
-        let mut cpu_slots: PerCpuArray<_, u32> =
-            PerCpuArray::try_from(map(&mut bpf, "CPU_SLOTS")?)?;
-        cpu_slots
-            .set(0, PerCpuValues::try_from(masks)?, 0)
-            .context("setting each CPU's counter slots")?;
 
         let mut slots = PerfEventArray::try_from(map(&mut bpf, "COUNTERS")?)?;
         for (cpu, index, fd) in counters.iter() {
@@ -120,7 +122,7 @@ impl Collector {
         let btf = Btf::from_sys_fs().context(
             "reading kernel BTF from /sys/kernel/btf/vmlinux (needs CONFIG_DEBUG_INFO_BTF=y)",
         )?;
-        for name in ["sched_switch", "sched_process_fork", "cgroup_rmdir"] {
+        for name in PROGRAMS {
             let program: &mut BtfTracePoint = program(&mut bpf, name)?.try_into()?;
             program
                 .load(name, &btf)
@@ -131,8 +133,18 @@ impl Collector {
         tick.load().context("loading the tick program")?;
 
         counters.enable()?;
+        // Each CPU's first slice is measured from now (the kernel's clock is CLOCK_MONOTONIC).
+        let now = monotonic_ns();
+        let states: Vec<CpuState> = (0..possible.get())
+            .map(|cpu| CpuState::new(set.slot_mask(cpu), now))
+            .collect();
+        let mut cpu_state: PerCpuArray<_, CpuState> =
+            PerCpuArray::try_from(map(&mut bpf, "CPU_STATE")?)?;
+        cpu_state
+            .set(0, PerCpuValues::try_from(states)?, 0)
+            .context("setting each CPU's counter slots")?;
 
-        for name in ["sched_switch", "sched_process_fork", "cgroup_rmdir"] {
+        for name in PROGRAMS {
             let program: &mut BtfTracePoint = program(&mut bpf, name)?.try_into()?;
             program
                 .attach()
@@ -152,9 +164,13 @@ impl Collector {
             .with_context(|| format!("attaching the tick program on CPU {cpu}"))?;
         }
 
-        let exits = RingBuf::try_from(
-            bpf.take_map("EXITS")
-                .context("the BPF object has no EXITS map")?,
+        let nr = set.counters.len();
+        let records = RecordStream::start(
+            RingBuf::try_from(
+                bpf.take_map("THREAD_RECORDS")
+                    .context("the BPF object has no THREAD_RECORDS map")?,
+            )?,
+            nr,
         )?;
         let removed_cgroups = RingBuf::try_from(
             bpf.take_map("CGROUPS_REMOVED")
@@ -162,16 +178,17 @@ impl Collector {
         )?;
         Ok(Self {
             bpf,
-            exits,
+            records,
             removed_cgroups,
-            pending_removed: Vec::new(),
-            pending_exits: Vec::new(),
+            nr,
+            narrow: options.narrow,
             _counters: counters,
         })
     }
 
     /// Follows process `pid`: every process it forks from now on is followed too, and their
-    /// threads carry [`ThreadTotals::FLAG_FOLLOWED`].
+    /// threads carry `ThreadHeader::FLAG_FOLLOWED`. On a narrowed collector, only followed
+    /// processes are charged.
     pub fn follow(&mut self, pid: u32) -> Result<()> {
         let mut followed: HashMap<_, u32, u8> = HashMap::try_from(map(&mut self.bpf, "FOLLOWED")?)?;
         followed
@@ -179,67 +196,64 @@ impl Collector {
             .with_context(|| format!("following process {pid}"))
     }
 
-    /// Stops following process `pid` (processes it forked stay followed).
-    pub fn unfollow(&mut self, pid: u32) -> Result<()> {
-        let mut followed: HashMap<_, u32, u8> = HashMap::try_from(map(&mut self.bpf, "FOLLOWED")?)?;
-        match followed.remove(&pid) {
-            Ok(()) | Err(aya::maps::MapError::KeyNotFound) => Ok(()),
-            Err(error) => Err(error).with_context(|| format!("unfollowing process {pid}")),
-        }
+    /// Runs `spawn` (which starts a process from this thread) with this thread's forks followed:
+    /// the process is followed from its first instruction, and none of our own threads is.
+    pub fn spawn_followed<T>(&mut self, spawn: impl FnOnce() -> T) -> Result<T> {
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() } as u32;
+        let mut spawner: Array<_, u32> = Array::try_from(map(&mut self.bpf, "SPAWNER")?)?;
+        spawner
+            .set(0, &tid, 0)
+            .context("following the command we start")?;
+        let spawned = spawn();
+        spawner
+            .set(0, &0, 0)
+            .context("following the command we start")?;
+        Ok(spawned)
     }
 
-    /// Frees the kernel's totals of cgroups that are gone and no longer reported: the map
-    /// holds live cgroups only, however long the collector runs.
-    pub fn forget_cgroups(&mut self, ids: &[u64]) -> Result<()> {
-        let mut cgroups: HashMap<_, u64, CgroupTotals> =
-            HashMap::try_from(map(&mut self.bpf, "CGROUPS")?)?;
-        for id in ids {
-            match cgroups.remove(id) {
-                Ok(()) | Err(aya::maps::MapError::KeyNotFound) => {}
-                Err(error) => return Err(error).with_context(|| format!("forgetting cgroup {id}")),
-            }
-        }
-        Ok(())
-    }
-
-    /// The logger that forwards the kernel programs' `aya-log` messages, if they have any.
-    pub fn take_logger(&mut self) -> Option<EbpfLogger<&'static dyn log::Log>> {
-        EbpfLogger::init(&mut self.bpf)
-            .inspect_err(|error| log::debug!("no BPF logger: {error}"))
-            .ok()
-    }
-
-    /// Everything charged so far: live threads, threads that died since the previous snapshot,
-    /// idle per CPU, and the loss counters.
+    /// Everything charged so far: live threads, the records the kernel sent since the previous
+    /// snapshot, idle per CPU, and the loss counters. The map is read before the records are
+    /// taken, so a thread missing from the map has its final record here (unless it was lost,
+    /// which is counted), and a record may be newer than the thread's map value.
     pub fn snapshot(&mut self) -> Result<Snapshot> {
-        let live = self.live_threads()?;
-        self.drain_exits();
-        let exited = std::mem::take(&mut self.pending_exits);
-        let idle: PerCpuArray<_, ThreadTotals> =
-            PerCpuArray::try_from(self.bpf.map("IDLE").context("no IDLE map")?)?;
-        let idle = idle.get(&0, 0)?.iter().copied().collect();
-        let cgroups = self.cgroups()?;
+        let live = self
+            .values_of::<u32, ThreadTotals>("THREADS")?
+            .iter()
+            .map(|totals| ThreadRecord::from_totals(totals, self.nr))
+            .collect();
+        let records = self.records.take();
+        let states: PerCpuArray<_, CpuState> =
+            PerCpuArray::try_from(self.bpf.map("CPU_STATE").context("no CPU_STATE map")?)?;
+        let states = states.get(&0, 0).context("reading each CPU's state")?;
+        let idle = if self.narrow {
+            Vec::new()
+        } else {
+            states
+                .iter()
+                .map(|state| state.idle.slots[0])
+                .collect::<Vec<Reading>>()
+        };
+        let mut stats = Stats::default();
+        for stat in Stat::ALL {
+            stats.set(
+                stat,
+                states.iter().map(|state| state.stats[stat as usize]).sum(),
+            );
+        }
         Ok(Snapshot {
             at: std::time::Instant::now(),
             live,
-            exited,
+            records,
             idle,
-            cgroups,
-            removed_cgroups: std::mem::take(&mut self.pending_removed),
-            stats: self.stats()?,
+            removed_cgroups: self.removed_cgroups(),
+            stats,
         })
     }
 
-    /// Moves dead threads' and removed cgroups' records out of their ring buffers so they never
-    /// fill between snapshots; they are handed out by the next [`Collector::snapshot`].
-    pub fn drain_exits(&mut self) {
-        while let Some(item) = self.exits.next() {
-            if item.len() >= size_of::<ThreadTotals>() {
-                // SAFETY: the kernel wrote a whole ThreadTotals (a Pod) into this record.
-                let record = unsafe { item.as_ptr().cast::<ThreadTotals>().read_unaligned() };
-                self.pending_exits.push(record);
-            }
-        }
+    /// Ids and paths of the cgroups removed since the previous call.
+    fn removed_cgroups(&mut self) -> Vec<(u64, String)> {
+        let mut removed = Vec::new();
         while let Some(item) = self.removed_cgroups.next() {
             if item.len() >= size_of::<CgroupRemoved>() {
                 // SAFETY: the kernel wrote a whole CgroupRemoved (a Pod) into this record.
@@ -250,17 +264,10 @@ impl Collector {
                     .position(|&b| b == 0)
                     .unwrap_or(record.path.len());
                 let path = String::from_utf8_lossy(&record.path[..end]).into_owned();
-                self.pending_removed.push((record.id, path));
+                removed.push((record.id, path));
             }
         }
-    }
-
-    fn cgroups(&self) -> Result<Vec<CgroupTotals>> {
-        self.values_of::<u64, CgroupTotals>("CGROUPS")
-    }
-
-    fn live_threads(&self) -> Result<Vec<ThreadTotals>> {
-        self.values_of::<u32, ThreadTotals>("THREADS")
+        removed
     }
 
     /// Every value of the hash map `name`, one per key: deleting the key being visited (a
@@ -283,17 +290,25 @@ impl Collector {
         }
         Ok(by_key.into_values().collect())
     }
+}
 
-    fn stats(&self) -> Result<Stats> {
-        let stats: PerCpuArray<_, u64> =
-            PerCpuArray::try_from(self.bpf.map("STATS").context("no STATS map")?)?;
-        let mut out = Stats::default();
-        for stat in Stat::ALL {
-            let per_cpu = stats.get(&(stat as u32), 0)?;
-            out.set(stat, per_cpu.iter().sum());
-        }
-        Ok(out)
-    }
+/// The tracepoint programs, in the order they are loaded and attached.
+const PROGRAMS: [&str; 4] = [
+    "sched_switch",
+    "sched_process_fork",
+    "sched_process_exec",
+    "cgroup_rmdir",
+];
+
+/// `CLOCK_MONOTONIC` in nanoseconds: the clock `bpf_ktime_get_ns` reads.
+fn monotonic_ns() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &raw mut now) };
+    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
 }
 
 fn map<'a>(bpf: &'a mut Ebpf, name: &str) -> Result<&'a mut aya::maps::Map> {

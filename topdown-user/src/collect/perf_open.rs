@@ -19,13 +19,24 @@ pub struct OpenCounters {
 }
 
 impl OpenCounters {
-    /// Opens every counter of `set` on every CPU of `cpus` it is for.
+    /// Opens every counter of `set` on every CPU of `cpus` it is for (counters read from
+    /// userspace, as `--per-core` does).
     pub fn open(set: &CounterSet, cpus: &[u32]) -> Result<Self> {
+        Self::open_from(set, cpus, 0)
+    }
+
+    /// Opens the counters the kernel program reads: every one but the on-CPU clock (slot
+    /// [`CounterSet::ON_CPU`]), which the program takes from the clock at each charge.
+    pub fn open_for_kernel(set: &CounterSet, cpus: &[u32]) -> Result<Self> {
+        Self::open_from(set, cpus, CounterSet::ON_CPU + 1)
+    }
+
+    fn open_from(set: &CounterSet, cpus: &[u32], first_slot: usize) -> Result<Self> {
         let mut events: Vec<(u32, usize, OwnedFd)> =
             Vec::with_capacity(set.counters.len() * cpus.len());
         for &cpu in cpus {
             let first = events.len();
-            for (index, counter) in set.counters.iter().enumerate() {
+            for (index, counter) in set.counters.iter().enumerate().skip(first_slot) {
                 if counter
                     .cpus
                     .as_ref()

@@ -3,24 +3,93 @@
 use std::time::Instant;
 
 use topdown_common::{
-    cgroup::CgroupTotals,
+    reading::Reading,
     stats::{NR_STATS, Stat},
-    thread::ThreadTotals,
+    thread::{ThreadHeader, ThreadTotals},
 };
+
+/// What the kernel says about one thread: who it is, and its cumulative totals for the set's
+/// slots only (a map value or a ring-buffer record, decoded once here).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThreadRecord {
+    /// Who, where, how often; flags say whether it died or left a cgroup.
+    pub header: ThreadHeader,
+    /// Cumulative readings, one per slot of the set.
+    pub slots: Vec<Reading>,
+}
+
+impl ThreadRecord {
+    /// The first `nr` slots of a kernel map value.
+    pub fn from_totals(totals: &ThreadTotals, nr: usize) -> Self {
+        Self {
+            header: totals.header,
+            slots: totals.charged.slots[..nr.min(totals.charged.slots.len())].to_vec(),
+        }
+    }
+
+    /// Decodes a ring-buffer record: a [`ThreadHeader`] followed by `nr` slots. `None` when it
+    /// is too short.
+    pub fn decode(bytes: &[u8], nr: usize) -> Option<Self> {
+        let header_len = size_of::<ThreadHeader>();
+        if bytes.len() < topdown_common::thread::record_len(nr) {
+            return None;
+        }
+        // SAFETY: the length was checked; ThreadHeader is plain old data (any bytes are valid).
+        let header = unsafe { bytes.as_ptr().cast::<ThreadHeader>().read_unaligned() };
+        let slots = bytes[header_len..]
+            .as_chunks::<{ size_of::<Reading>() }>()
+            .0
+            .iter()
+            .take(nr)
+            .map(|chunk| {
+                // SAFETY: a whole Reading's bytes; it is plain old data.
+                unsafe { chunk.as_ptr().cast::<Reading>().read_unaligned() }
+            })
+            .collect();
+        Some(Self { header, slots })
+    }
+
+    /// Thread id.
+    pub const fn tid(&self) -> u32 {
+        self.header.tid
+    }
+
+    /// Whether this is the same thread as `other` (a tid can be reused by a later thread).
+    pub const fn same_thread(&self, other: &Self) -> bool {
+        self.header.tid == other.header.tid && self.header.born_ns == other.header.born_ns
+    }
+
+    /// On-CPU nanoseconds charged so far (slot 0): grows with every charge, so of two records
+    /// of one thread the one with more is the later.
+    pub fn on_cpu_ns(&self) -> u64 {
+        self.slots.first().map_or(0, |slot| slot.count)
+    }
+
+    /// Whether this is the thread's final record.
+    pub const fn exited(&self) -> bool {
+        self.header.flags & ThreadHeader::FLAG_EXITED != 0
+    }
+
+    /// Whether this record gives the thread's totals as it left `header.cgroup_id`.
+    pub const fn moved(&self) -> bool {
+        self.header.flags & ThreadHeader::FLAG_MOVED != 0
+    }
+}
 
 /// Cumulative totals as of one moment.
 #[derive(Clone, Debug)]
 pub struct Snapshot {
     /// When it was read.
     pub at: Instant,
-    /// Live threads' totals since the collector started (one entry per tid).
-    pub live: Vec<ThreadTotals>,
-    /// Final totals of threads that died since the previous snapshot.
-    pub exited: Vec<ThreadTotals>,
-    /// Each CPU's idle task, by CPU number.
-    pub idle: Vec<ThreadTotals>,
-    /// Every cgroup charged since the collector started (removed ones included).
-    pub cgroups: Vec<CgroupTotals>,
+    /// Live threads' totals since the collector started (one entry per tid), read from the
+    /// kernel's map before `records` were drained.
+    pub live: Vec<ThreadRecord>,
+    /// Records sent since the previous snapshot, in the order they were sent: threads that
+    /// died, and threads as they left a cgroup.
+    pub records: Vec<ThreadRecord>,
+    /// Each CPU's idle task's on-CPU time (slot 0), by CPU number; empty when the collector is
+    /// narrowed to some processes (idle is not measured then).
+    pub idle: Vec<Reading>,
     /// Ids and paths of cgroups removed since the previous snapshot.
     pub removed_cgroups: Vec<(u64, String)>,
     /// Loss and activity counters, summed over CPUs.
@@ -53,5 +122,37 @@ impl Stats {
     /// Whether anything was lost.
     pub fn lost_anything(&self) -> bool {
         self.losses().any(|(_, value)| value > 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use topdown_common::thread::record_len;
+
+    #[test]
+    fn records_carry_the_header_and_only_the_sets_slots() {
+        let mut totals = ThreadTotals::new(7, 5);
+        totals.header.flags = ThreadHeader::FLAG_EXITED;
+        for (i, slot) in totals.charged.slots.iter_mut().enumerate() {
+            slot.count = 100 + i as u64;
+            slot.enabled_ns = 200 + i as u64;
+            slot.running_ns = 300 + i as u64;
+        }
+        // SAFETY: viewing a plain-old-data value's bytes.
+        let bytes = unsafe {
+            std::slice::from_raw_parts((&raw const totals).cast::<u8>(), size_of::<ThreadTotals>())
+        };
+        let record = ThreadRecord::decode(&bytes[..record_len(3)], 3).unwrap();
+        assert_eq!(record.tid(), 7);
+        assert!(record.exited() && !record.moved());
+        assert_eq!(record.slots.len(), 3);
+        assert_eq!(record.slots[2].count, 102);
+        assert_eq!(record.slots[2].running_ns, 302);
+        assert_eq!(record, ThreadRecord::from_totals(&totals, 3));
+        assert!(
+            ThreadRecord::decode(&bytes[..record_len(3) - 1], 3).is_none(),
+            "a short record is refused"
+        );
     }
 }

@@ -1,5 +1,7 @@
 //! One JSON document per window (schema in the README, `topdown-bpf/threads/v1`).
 
+use std::io::Write;
+
 use anyhow::Result;
 use serde_json::{Map, Value, json};
 use topdown_common::stats::Stat;
@@ -52,59 +54,19 @@ fn topdown(row: &Row, view: Option<&TopdownView>) -> Value {
     Value::Array(parts)
 }
 
-/// The document for one window: `topdown-bpf/threads/v1`, or `topdown-bpf/groups/v1` for rows
-/// of cgroups or containers.
-pub fn document(
+/// Writes the document for one window, one line: `topdown-bpf/threads/v1`, or
+/// `topdown-bpf/groups/v1` for rows of cgroups or containers. Rows are serialized one at a time
+/// after the rest of the document, so a window of many thousand threads never sits in memory
+/// as one tree.
+pub fn write_document(
+    out: &mut dyn Write,
     window: &Window,
     rows: &[Row],
     set: &CounterSet,
     view: Option<&TopdownView>,
     group_by: Option<GroupBy>,
     is_final: bool,
-) -> Result<String> {
-    let entries: Vec<Value> = rows
-        .iter()
-        .map(|row| {
-            let mut entry = match &row.who {
-                Who::Thread(t) => json!({
-                    "tid": t.tid,
-                    "pid": t.pid,
-                    "comm": t.comm,
-                    "cgroup": t.cgroup,
-                    "cgroup_id": t.cgroup_id,
-                    "exited": t.exited,
-                }),
-                Who::Group { group, .. } => json!({
-                    "label": group.label,
-                    "cgroup": group.path,
-                    "cgroup_id": group.id,
-                    "kind": group.owner.kind(),
-                    "container_id": match &group.owner {
-                        Owner::Container { id, .. } => Some(id.as_str()),
-                        _ => None,
-                    },
-                    "runtime": match &group.owner {
-                        Owner::Container { runtime, .. } => Some(*runtime),
-                        _ => None,
-                    },
-                    "pod_uid": group.owner.pod().map(|p| p.uid.as_str()),
-                    "qos": group.owner.pod().map(|p| p.qos.name()),
-                }),
-            };
-            let values = json!({
-                "on_cpu_ns": row.on_cpu_ns,
-                "cpu_percent": row.cpu_percent,
-                "switches": row.switches,
-                "counters": counters_json(set, &row.counters),
-                "run_percent": row.run_fraction * 100.0,
-                "topdown": topdown(row, view),
-            });
-            if let (Some(entry), Value::Object(values)) = (entry.as_object_mut(), values) {
-                entry.extend(values);
-            }
-            entry
-        })
-        .collect();
+) -> Result<()> {
     let stats: Map<String, Value> = Stat::ALL
         .into_iter()
         .map(|stat| (stat.name().replace(' ', "_"), json!(window.stats.get(stat))))
@@ -120,16 +82,69 @@ pub fn document(
         "kernel_stats": stats,
         "lost_anything": window.stats.lost_anything(),
     });
-    match group_by {
-        None => doc["threads"] = Value::Array(entries),
+    let list = match group_by {
+        None => "threads",
         Some(by) => {
             doc["schema"] = json!("topdown-bpf/groups/v1");
             doc["group_by"] = json!(match by {
                 GroupBy::Cgroup => "cgroup",
                 GroupBy::Container => "container",
             });
-            doc["groups"] = Value::Array(entries);
+            "groups"
         }
+    };
+    let head = serde_json::to_string(&doc)?;
+    let head = head.strip_suffix('}').unwrap_or(&head);
+    write!(out, "{head},\"{list}\":[")?;
+    for (i, row) in rows.iter().enumerate() {
+        if i > 0 {
+            out.write_all(b",")?;
+        }
+        serde_json::to_writer(&mut *out, &entry(row, set, view))?;
     }
-    Ok(serde_json::to_string(&doc)?)
+    out.write_all(b"]}\n")?;
+    Ok(())
+}
+
+/// One row's object: who it is, then its values.
+fn entry(row: &Row, set: &CounterSet, view: Option<&TopdownView>) -> Value {
+    let mut entry = match &row.who {
+        Who::Thread(t) => json!({
+            "tid": t.tid,
+            "pid": t.pid,
+            "comm": t.comm,
+            "cgroup": t.cgroup,
+            "cgroup_id": t.cgroup_id,
+            "exited": t.exited,
+            "folded_threads": t.folded,
+        }),
+        Who::Group { group, .. } => json!({
+            "label": group.label,
+            "cgroup": group.path,
+            "cgroup_id": group.id,
+            "kind": group.owner.kind(),
+            "container_id": match &group.owner {
+                Owner::Container { id, .. } => Some(id.as_str()),
+                _ => None,
+            },
+            "runtime": match &group.owner {
+                Owner::Container { runtime, .. } => Some(*runtime),
+                _ => None,
+            },
+            "pod_uid": group.owner.pod().map(|p| p.uid.as_str()),
+            "qos": group.owner.pod().map(|p| p.qos.name()),
+        }),
+    };
+    let values = json!({
+        "on_cpu_ns": row.on_cpu_ns,
+        "cpu_percent": row.cpu_percent,
+        "switches": row.switches,
+        "counters": counters_json(set, &row.counters),
+        "run_percent": row.run_fraction * 100.0,
+        "topdown": topdown(row, view),
+    });
+    if let (Some(entry), Value::Object(values)) = (entry.as_object_mut(), values) {
+        entry.extend(values);
+    }
+    entry
 }

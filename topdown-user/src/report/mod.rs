@@ -8,7 +8,7 @@ pub mod rows;
 mod table;
 pub mod topdown;
 
-use std::io::Write;
+use std::io::{BufWriter, Write};
 
 use anyhow::{Context as _, Result};
 
@@ -38,7 +38,7 @@ pub enum Format {
 
 /// Writes windows of usage in one format to one output.
 pub struct Renderer {
-    out: Box<dyn Write>,
+    out: BufWriter<Box<dyn Write>>,
     format: Format,
     rows: RowOptions,
     set: CounterSet,
@@ -56,18 +56,13 @@ impl Renderer {
         cgroups: CgroupNames,
     ) -> Self {
         Self {
-            out,
+            out: BufWriter::new(out),
             format,
             rows,
             set,
             cgroups,
             csv_header_written: false,
         }
-    }
-
-    /// Whether windows are drawn as they come (otherwise only the summary is).
-    pub const fn wants_windows(&self) -> bool {
-        !matches!(self.format, Format::Summary)
     }
 
     /// Remembers the names of cgroups the kernel saw removed, so they are still reported by
@@ -110,14 +105,16 @@ impl Renderer {
                 table::block(window, &rows, total, &self.set, &self.rows, is_final)
             }
             Format::Json => {
-                json::document(
+                json::write_document(
+                    &mut self.out,
                     window,
                     &rows,
                     &self.set,
                     self.rows.topdown.as_ref(),
                     self.rows.group_by(),
                     is_final,
-                )? + "\n"
+                )?;
+                String::new()
             }
             Format::Csv { separator } => {
                 let mut text = String::new();
@@ -209,6 +206,7 @@ mod tests {
             switches: 3,
             counters: values,
             exited: false,
+            folded: 0,
         };
         let window = Window {
             start: Duration::ZERO,
@@ -276,18 +274,18 @@ mod tests {
         assert_eq!(field("tma_backend_bound"), "0.600000");
         assert_eq!(field("bottleneck"), "tma_backend_bound");
 
-        let doc: serde_json::Value = serde_json::from_str(
-            &json::document(
-                &window,
-                &rows,
-                &set,
-                options().topdown.as_ref(),
-                None,
-                false,
-            )
-            .unwrap(),
+        let mut text = Vec::new();
+        json::write_document(
+            &mut text,
+            &window,
+            &rows,
+            &set,
+            options().topdown.as_ref(),
+            None,
+            false,
         )
         .unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(&text).unwrap();
         let thread = &doc["threads"][0];
         assert_eq!(thread["topdown"][0]["nodes"]["tma_retiring"], 0.25);
         assert_eq!(thread["topdown"][0]["bottleneck"], "tma_backend_bound");

@@ -65,6 +65,8 @@ pub struct ThreadKey {
     pub cgroup_id: u64,
     /// The thread died.
     pub exited: bool,
+    /// How many exited threads the row folds (tid 0); 0 for one thread's row.
+    pub folded: u64,
 }
 
 impl Who {
@@ -328,6 +330,7 @@ pub fn rows(
                     cgroup: cgroups.name(usage.cgroup_id),
                     cgroup_id: usage.cgroup_id,
                     exited: usage.exited,
+                    folded: usage.folded,
                 });
                 row(who, usage.switches, &usage.counters)
             })
@@ -395,6 +398,7 @@ mod tests {
                 running_ns: ns,
             }],
             exited: false,
+            folded: 0,
         }
     }
 

@@ -65,7 +65,6 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
         &set,
         &CollectorOptions {
             max_threads: args.max_threads,
-            max_cgroups: args.max_cgroups,
             ..CollectorOptions::default()
         },
     )?;
@@ -119,11 +118,10 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
                 }
                 let window = attrib.window(&snapshot);
                 let gone = exporter.update(&window, &mut names, Instant::now());
-                collector.forget_cgroups(&gone)?;
+                attrib.forget_cgroups(&gone);
                 latest.send_replace(Arc::new(exporter.encode()));
             }
-            _ = drain.tick() => {
-                collector.drain_exits();
+            _ = drain.tick(), if c2c.is_some() => {
                 if let Some(c2c) = c2c.as_mut() {
                     let records = c2c.drain();
                     exporter.update_c2c(&records, &c2c.counts()?, &mut names);

@@ -1,0 +1,171 @@
+//! Exited threads kept for the run's totals, in memory bounded by what a report shows, not by
+//! how many threads ever lived: the hottest `cap` threads keep their own rows; the others fold
+//! into one row per process, and processes beyond `cap` into one row. Every nanosecond stays.
+
+use std::{
+    cmp::{Ordering, Reverse},
+    collections::{BinaryHeap, HashMap},
+};
+
+use super::usage::ThreadUsage;
+
+/// A thread's row, ordered by on-CPU time (then tid, for a total order).
+#[derive(Debug)]
+struct ByOnCpu(ThreadUsage);
+
+impl Ord for ByOnCpu {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (self.0.on_cpu_ns(), self.0.tid).cmp(&(other.0.on_cpu_ns(), other.0.tid))
+    }
+}
+
+impl PartialOrd for ByOnCpu {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for ByOnCpu {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for ByOnCpu {}
+
+/// Exited threads' final usage over the run.
+#[derive(Debug)]
+pub struct ExitedThreads {
+    cap: usize,
+    /// The hottest exited threads, coldest on top.
+    threads: BinaryHeap<Reverse<ByOnCpu>>,
+    /// Threads beyond `cap`, folded per process.
+    processes: HashMap<u32, ThreadUsage>,
+    /// Processes beyond `cap`, folded into one row.
+    others: Option<ThreadUsage>,
+}
+
+impl ExitedThreads {
+    /// Keeps at most `cap` threads' own rows and `cap` process rows (at least 1 each).
+    pub fn new(cap: usize) -> Self {
+        Self {
+            cap: cap.max(1),
+            threads: BinaryHeap::new(),
+            processes: HashMap::new(),
+            others: None,
+        }
+    }
+
+    /// Adds a thread that died.
+    pub fn add(&mut self, thread: ThreadUsage) {
+        self.threads.push(Reverse(ByOnCpu(thread)));
+        if self.threads.len() > self.cap
+            && let Some(Reverse(ByOnCpu(coldest))) = self.threads.pop()
+        {
+            self.fold(coldest);
+        }
+    }
+
+    fn fold(&mut self, thread: ThreadUsage) {
+        let pid = thread.pid;
+        if let Some(row) = self.processes.get_mut(&pid) {
+            row.absorb(&thread);
+        } else if self.processes.len() < self.cap {
+            let mut row = folded_row(pid, &thread);
+            row.absorb(&thread);
+            self.processes.insert(pid, row);
+        } else {
+            self.others
+                .get_or_insert_with(|| ThreadUsage {
+                    pid: 0,
+                    ..folded_row(0, &thread)
+                })
+                .absorb(&thread);
+        }
+    }
+
+    /// Every row: threads, then per-process folds, then the rest, each fold named for how many
+    /// threads it holds.
+    pub fn rows(&self) -> impl Iterator<Item = ThreadUsage> + '_ {
+        let folds = self.processes.values().chain(&self.others).map(|row| {
+            let mut row = row.clone();
+            row.comm = if row.pid == 0 {
+                format!("(exited threads of other processes: {})", row.folded)
+            } else {
+                format!("(exited threads: {})", row.folded)
+            };
+            row
+        });
+        self.threads
+            .iter()
+            .map(|Reverse(ByOnCpu(thread))| thread.clone())
+            .chain(folds)
+    }
+}
+
+/// An empty exited row for process `pid`, ready to absorb threads.
+fn folded_row(pid: u32, like: &ThreadUsage) -> ThreadUsage {
+    ThreadUsage {
+        tid: 0,
+        pid,
+        comm: String::new(),
+        cgroup_id: like.cgroup_id,
+        switches: 0,
+        counters: vec![Default::default(); like.counters.len()],
+        exited: true,
+        folded: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attrib::usage::CounterValue;
+
+    fn thread(tid: u32, pid: u32, ns: u64) -> ThreadUsage {
+        ThreadUsage {
+            tid,
+            pid,
+            comm: format!("t{tid}"),
+            cgroup_id: 1,
+            switches: 1,
+            counters: vec![CounterValue {
+                raw: ns,
+                enabled_ns: ns,
+                running_ns: ns,
+            }],
+            exited: true,
+            folded: 0,
+        }
+    }
+
+    #[test]
+    fn hottest_keep_their_rows_and_the_rest_fold_without_losing_time() {
+        let mut exited = ExitedThreads::new(2);
+        let mut total = 0;
+        for tid in 1..=10u32 {
+            let pid = 100 + tid % 3;
+            let ns = u64::from(tid) * 1000;
+            total += ns;
+            exited.add(thread(tid, pid, ns));
+        }
+        let rows: Vec<ThreadUsage> = exited.rows().collect();
+        let own: Vec<u32> = rows
+            .iter()
+            .filter(|r| r.folded == 0)
+            .map(|r| r.tid)
+            .collect();
+        assert_eq!(own.len(), 2);
+        assert!(own.contains(&10) && own.contains(&9), "{own:?}");
+        let folds: Vec<&ThreadUsage> = rows.iter().filter(|r| r.folded > 0).collect();
+        assert_eq!(folds.len(), 3, "two processes, then the others: {folds:?}");
+        assert_eq!(folds.iter().map(|r| r.folded).sum::<u64>(), 8);
+        assert!(
+            folds
+                .iter()
+                .any(|r| r.pid == 0 && r.comm.contains("other processes"))
+        );
+        assert_eq!(rows.iter().map(ThreadUsage::on_cpu_ns).sum::<u64>(), total);
+        assert_eq!(rows.iter().map(|r| r.switches).sum::<u64>(), 10);
+    }
+}

@@ -1,0 +1,113 @@
+//! The kernel's thread records (exits, cgroup moves), drained from their ring buffer as it
+//! fills by a thread of their own, so a slow renderer or a burst of exits never fills it.
+
+use std::{
+    os::fd::{AsRawFd as _, RawFd},
+    sync::{
+        Arc, Mutex, MutexGuard, PoisonError,
+        atomic::{AtomicBool, Ordering},
+    },
+    thread::JoinHandle,
+};
+
+use anyhow::{Context as _, Result};
+use aya::maps::{MapData, RingBuf};
+
+use super::snapshot::ThreadRecord;
+
+/// How long the drain thread sleeps when the kernel does not wake it (it also checks whether
+/// it should stop this often).
+const POLL_MS: i32 = 20;
+
+/// The ring and what was drained from it, behind one lock: the drain thread and
+/// [`RecordStream::take`] are its two consumers, never at the same time.
+struct Inner {
+    ring: RingBuf<MapData>,
+    pending: Vec<ThreadRecord>,
+    /// Slots per record.
+    nr: usize,
+}
+
+// SAFETY: the ring's memory maps are owned by `ring` and only touched through it, with the
+// mutex held; nothing in it is tied to the thread that created it.
+unsafe impl Send for Inner {}
+
+impl Inner {
+    fn drain(&mut self) {
+        while let Some(item) = self.ring.next() {
+            // A record shorter than the set's is not ours to guess at; the kernel writes whole
+            // records, so this does not happen.
+            if let Some(record) = ThreadRecord::decode(&item, self.nr) {
+                self.pending.push(record);
+            }
+        }
+    }
+}
+
+/// Records the kernel sent, collected in the background.
+pub struct RecordStream {
+    inner: Arc<Mutex<Inner>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl RecordStream {
+    /// Starts draining `ring`, whose records carry `nr` slots each.
+    pub fn start(ring: RingBuf<MapData>, nr: usize) -> Result<Self> {
+        let fd = ring.as_raw_fd();
+        let inner = Arc::new(Mutex::new(Inner {
+            ring,
+            pending: Vec::new(),
+            nr,
+        }));
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = std::thread::Builder::new()
+            .name("topdown-records".into())
+            .spawn({
+                let inner = Arc::clone(&inner);
+                let stop = Arc::clone(&stop);
+                move || drain_until_stopped(fd, &inner, &stop)
+            })
+            .context("starting the thread that drains the kernel's thread records")?;
+        Ok(Self {
+            inner,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Every record sent so far and not yet taken, in the order the kernel sent them.
+    pub fn take(&self) -> Vec<ThreadRecord> {
+        let mut inner = lock(&self.inner);
+        inner.drain();
+        std::mem::take(&mut inner.pending)
+    }
+}
+
+impl Drop for RecordStream {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn lock(inner: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
+    // A panic while draining leaves plain data behind: keep using it.
+    inner.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Waits for the kernel's wake-up (or `POLL_MS`), drains, and again, until told to stop.
+fn drain_until_stopped(fd: RawFd, inner: &Mutex<Inner>, stop: &AtomicBool) {
+    while !stop.load(Ordering::Relaxed) {
+        let mut poll = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd; the fd stays open while `inner` holds the ring.
+        unsafe { libc::poll(&raw mut poll, 1, POLL_MS) };
+        lock(inner).drain();
+    }
+}
