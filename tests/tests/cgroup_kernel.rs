@@ -117,7 +117,13 @@ fn each_cgroup_is_charged_what_its_cpu_stat_says() {
             "{leaf} ran: {}",
             expected[leaf]
         );
-        assert_close(leaf, charged.on_cpu_ns(), expected[leaf], stolen);
+        assert_close(
+            leaf,
+            charged.on_cpu_ns(),
+            expected[leaf],
+            stolen,
+            charged.switches,
+        );
     }
     assert_eq!(
         names.name(ids["b"]),
@@ -166,14 +172,14 @@ fn each_cgroup_is_charged_what_its_cpu_stat_says() {
         keep: vec![tree.path("")],
     };
     let groups = group(&totals.cgroups, &mut names, &options);
-    let rolled = |leaf: &str| {
-        groups
+    let rolled_usage = |leaf: &str| {
+        &groups
             .iter()
             .find(|g| g.path == tree.path(leaf))
             .unwrap_or_else(|| panic!("{leaf} in {groups:?}"))
             .usage
-            .on_cpu_ns()
     };
+    let rolled = |leaf: &str| rolled_usage(leaf).on_cpu_ns();
     assert_eq!(rolled(""), leaves.iter().map(|l| rolled(l)).sum::<u64>());
     assert_eq!(rolled("a"), rolled("a/x"));
     assert_eq!(rolled("moved"), rolled("moved/from") + rolled("moved/to"));
@@ -183,6 +189,7 @@ fn each_cgroup_is_charged_what_its_cpu_stat_says() {
             rolled(subtree),
             expected[subtree],
             stolen,
+            rolled_usage(subtree).switches,
         );
     }
     drop(tree);

@@ -71,6 +71,7 @@ fn charged_time_matches_schedstat_and_exited_threads_match_their_own_clock() {
             usage.on_cpu_ns(),
             expected[tid],
             stolen,
+            usage.switches,
         );
         assert!(usage.switches > 0, "{name} was switched out");
     }
@@ -98,6 +99,7 @@ fn charged_time_matches_schedstat_and_exited_threads_match_their_own_clock() {
             usage.on_cpu_ns(),
             *cputime,
             stolen,
+            usage.switches,
         );
     }
 

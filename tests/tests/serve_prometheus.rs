@@ -176,6 +176,12 @@ fn prometheus_scrapes_per_cgroup_series_with_the_kernels_numbers() {
     let body = wait_for("the test cgroup's series", Duration::from_secs(10), || {
         get(port, "/metrics").filter(|b| b.contains(&format!("cgroup=\"{path}\"")))
     });
+    let switches = body
+        .lines()
+        .filter(|l| l.starts_with("topdown_cgroup_context_switches_total"))
+        .find(|l| l.contains(&format!("cgroup=\"{path}\"")))
+        .and_then(|l| l.split_whitespace().last()?.parse::<f64>().ok())
+        .expect("the test cgroup's switches") as u64;
     let classified = body
         .lines()
         .find_map(|l| l.strip_prefix("topdown_c2c_classified_total "))
@@ -239,6 +245,7 @@ fn prometheus_scrapes_per_cgroup_series_with_the_kernels_numbers() {
         (seconds * 1e9) as u64,
         usage_ns,
         stolen,
+        switches,
     );
     let up: Value = serde_json::from_str(&get(web, "/api/v1/query?query=up").unwrap()).unwrap();
     assert_eq!(

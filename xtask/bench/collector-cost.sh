@@ -1,18 +1,32 @@
 #!/usr/bin/env bash
-# Collector cost: pinned `perf bench sched pipe` (pure context switching on CPU 0) with no
-# collector, with topdown-bpf, and with a bpftrace program doing the same per-thread on-CPU
-# accounting; plus each sched_switch program's mean ns per run from kernel.bpf_stats_enabled.
-# Runs are interleaved (baseline, topdown-bpf, bpftrace, repeat) and medians reported, with
-# ratios against the baseline of the same run. Usage: collector-cost.sh TOPDOWN_BPF RUNS
+# Collector cost, four tables (see BENCHMARKS.md). Usage: collector-cost.sh TOPDOWN_BPF RUNS
+#  1. Software set: pinned `perf bench sched pipe` (pure context switching on CPU 0) with no
+#     collector, topdown-bpf machine-wide, topdown-bpf narrowed to another process (every switch
+#     here is between unwatched threads), a bpftrace program doing per-thread on-CPU accounting,
+#     and `perf stat` counting cpu-clock and msr/tsc per task. Interleaved runs, medians, ratios
+#     against the same run's baseline; each switch program's mean ns per run from
+#     kernel.bpf_stats_enabled.
+#  2. Per counter read: topdown-bpf with N = 1, 5 and 9 software counters read at every switch.
+#  3. Per-set estimates: counters and lookups of each TopDown set (examples/switch_reads.rs)
+#     times the costs of table 2.
+#  4. Churn: two threads starting and joining threads as fast as they can for 10 s, alone and
+#     under topdown-bpf -I 1000 --json -- CMD: exits/s, records lost, peak RSS.
 set -euo pipefail
 topdown=$1
 runs=${2:-7}
 loops=${LOOPS:-200000}
+root=$(cd "$(dirname "$0")/../.." && pwd)
 [ "$(id -u)" = 0 ] || { echo "collector-cost: needs root" >&2; exit 1; }
+
+cargo build -q --release -p topdown-tests --bin churn --manifest-path "$root/Cargo.toml"
+churn=$root/target/release/churn
+reads_table=$(cargo run -q --release -p topdown-user --example switch_reads \
+  --manifest-path "$root/Cargo.toml" -- "$root/tests/fixtures/sysfs")
 
 sysctl -qw kernel.bpf_stats_enabled=1
 # bpftrace's tracepoints need tracefs.
 [ -d /sys/kernel/tracing/events/sched ] || mount -t tracefs tracefs /sys/kernel/tracing
+sleep infinity & idle_pid=$!
 trap 'sysctl -qw kernel.bpf_stats_enabled=0; kill $(jobs -p) 2>/dev/null || true' EXIT
 
 bpftrace_prog='tracepoint:sched:sched_switch {
@@ -22,8 +36,8 @@ bpftrace_prog='tracepoint:sched:sched_switch {
   @switches[args->prev_pid] = count();
 }'
 
-pipe_ops() { # ops/sec of one pinned run
-  taskset -c 0 perf bench sched pipe -l "$loops" 2>/dev/null | awk '/ops\/sec/ {print $1}'
+pipe_ops() { # ops/sec of one pinned run; extra arguments wrap the benchmark (perf stat ...)
+  taskset -c 0 "$@" perf bench sched pipe -l "$loops" 2>/dev/null | awk '/ops\/sec/ {print $1}'
 }
 
 # Sum run_time_ns and run_cnt of the loaded programs whose name matches $1.
@@ -52,23 +66,107 @@ with_collector() { # $1 = name pattern of its switch program; the collector comm
   echo "$ops $ns"
 }
 
-base=(); td=(); tdns=(); bt=(); btns=()
+median() { printf '%s\n' "$@" | grep -v n/a | sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+ratio() { python3 -c "print(f'{$1/$2:.3f}')"; }
+
+echo "## 1. Software set ($runs interleaved runs)" >&2
+base=(); td=(); tdns=(); nar=(); narns=(); bt=(); btns=(); ps=(); wins=0
 for i in $(seq 1 "$runs"); do
   base+=("$(pipe_ops)")
   read -r ops ns < <(with_collector sched_switch "$topdown" --duration 600 -o /dev/null)
   td+=("$ops"); tdns+=("$ns")
+  read -r ops ns < <(with_collector sched_switch "$topdown" -p "$idle_pid" --duration 600 -o /dev/null)
+  nar+=("$ops"); narns+=("$ns")
   read -r ops ns < <(with_collector sched_sw bpftrace -e "$bpftrace_prog")
   bt+=("$ops"); btns+=("$ns")
-  echo "run $i/$runs: baseline ${base[-1]}  topdown-bpf ${td[-1]} (${tdns[-1]} ns/run)  bpftrace ${bt[-1]} (${btns[-1]} ns/run)" >&2
+  ps+=("$(pipe_ops perf stat -e cpu-clock,msr/tsc/ -x, -o /dev/null --)")
+  ahead=$(python3 -c "print(int(${td[-1]} > ${bt[-1]} and ${td[-1]} > ${ps[-1]}))")
+  wins=$((wins + ahead))
+  echo "run $i/$runs: baseline ${base[-1]}  topdown-bpf ${td[-1]} (${tdns[-1]} ns/run)  narrowed ${nar[-1]} (${narns[-1]} ns/run)  bpftrace ${bt[-1]} (${btns[-1]} ns/run)  perf stat ${ps[-1]}  ahead of both: $ahead" >&2
 done
-
-median() { printf '%s\n' "$@" | grep -v n/a | sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-mb=$(median "${base[@]}"); mt=$(median "${td[@]}"); mbt=$(median "${bt[@]}")
+mb=$(median "${base[@]}")
 echo
-echo "| configuration | median ops/s | ratio vs none | sched_switch program, median ns/run |"
+echo "| configuration | median ops/s | ratio vs none | switch program, median ns/run |"
 echo "|---|---:|---:|---:|"
 echo "| no collector | $mb | 1.000 | - |"
-echo "| topdown-bpf (software set) | $mt | $(python3 -c "print(f'{$mt/$mb:.3f}')") | $(median "${tdns[@]}") |"
-echo "| bpftrace (timestamp accounting) | $mbt | $(python3 -c "print(f'{$mbt/$mb:.3f}')") | $(median "${btns[@]}") |"
+echo "| topdown-bpf, software set, machine-wide | $(median "${td[@]}") | $(ratio "$(median "${td[@]}")" "$mb") | $(median "${tdns[@]}") |"
+echo "| topdown-bpf, narrowed (\`-p\` of another process) | $(median "${nar[@]}") | $(ratio "$(median "${nar[@]}")" "$mb") | $(median "${narns[@]}") |"
+echo "| bpftrace (timestamp accounting) | $(median "${bt[@]}") | $(ratio "$(median "${bt[@]}")" "$mb") | $(median "${btns[@]}") |"
+echo "| perf stat -e cpu-clock,msr/tsc/ (per-task counting) | $(median "${ps[@]}") | $(ratio "$(median "${ps[@]}")" "$mb") | - |"
+echo
+echo "topdown-bpf ahead of both bpftrace and perf stat in $wins of $runs runs."
+
+echo "## 2. Per counter read" >&2
+declare -A events=(
+  [1]="msr/tsc/"
+  [5]="msr/tsc/,context-switches,cpu-migrations,page-faults,minor-faults"
+  [9]="msr/tsc/,context-switches,cpu-migrations,page-faults,minor-faults,major-faults,alignment-faults,emulation-faults,cpu-clock"
+)
+declare -A per_n
+zero=()
+for i in $(seq 1 "$runs"); do
+  read -r _ ns < <(with_collector sched_switch "$topdown" --duration 600 -o /dev/null)
+  zero+=("$ns")
+done
+per_n[0]=$(median "${zero[@]}")
+for n in 1 5 9; do
+  vals=()
+  for i in $(seq 1 "$runs"); do
+    read -r _ ns < <(with_collector sched_switch "$topdown" -e "${events[$n]}" --duration 600 -o /dev/null)
+    vals+=("$ns")
+  done
+  per_n[$n]=$(median "${vals[@]}")
+  echo "N=$n: ${vals[*]}" >&2
+done
+per_read=$(python3 -c "print(round((${per_n[9]} - ${per_n[0]}) / 9))")
+echo
+echo "| counters read per switch | median ns/run | ns per read over N = 0 |"
+echo "|---:|---:|---:|"
+for n in 0 1 5 9; do
+  per=$([ "$n" = 0 ] && echo "-" || python3 -c "print(round((${per_n[$n]} - ${per_n[0]}) / $n))")
+  echo "| $n | ${per_n[$n]} | $per |"
+done
+
+echo
+echo "Estimated switch program cost per TopDown set = ${per_n[0]} ns (N = 0: state and thread"
+echo "lookups, clock, cgroup id) + counters read x $per_read ns (software events standing in):"
+echo
+echo "$reads_table" | python3 -c '
+import sys
+base, per = float(sys.argv[1]), float(sys.argv[2])
+for line in sys.stdin:
+    cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    if cells[0] == "CPU (model)":
+        print(line.rstrip() + " estimated ns/run |")
+    elif cells[0].startswith("---"):
+        print(line.rstrip() + "---:|")
+    else:
+        print(line.rstrip() + f" {base + per * int(cells[2]):.0f} |")' "${per_n[0]}" "$per_read"
+
+echo "## 4. Churn" >&2
+alone=$("$churn" --seconds 10 --creators 2)
+report=$(mktemp)
+under=$(python3 - "$topdown" "$churn" "$report" <<'EOF'
+import json, resource, subprocess, sys
+topdown, churn, report = sys.argv[1:4]
+out = subprocess.run([topdown, "--per-thread", "-I", "1000", "--json", "-o", report, "--",
+                      churn, "--seconds", "10", "--creators", "2"],
+                     stdout=subprocess.PIPE, check=True, text=True).stdout
+done = json.loads(out.strip().splitlines()[-1])
+docs = [json.loads(l) for l in open(report)]
+stats = docs[-1]["kernel_stats"]
+lost = stats["thread_record_ring_full"] + stats["thread_map_full"]
+rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024
+print(done["exits_per_s"], lost, rss)
+EOF
+)
+rm -f "$report"
+read -r under_rate under_lost under_rss <<< "$under"
+alone_rate=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['exits_per_s'])" "$alone")
+echo
+echo "| churn (2 creators, 10 s) | exits/s | records lost | topdown-bpf peak RSS MB |"
+echo "|---|---:|---:|---:|"
+echo "| alone | $alone_rate | - | - |"
+echo "| under topdown-bpf -I 1000 --json -- CMD | $under_rate | $under_lost | $under_rss |"
 echo
 echo "machine: $(nproc) vCPU, $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); runs: $runs x perf bench sched pipe -l $loops pinned to CPU 0, collectors on CPU 1; date: $(date -u +%F)"

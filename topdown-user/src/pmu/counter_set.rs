@@ -100,27 +100,12 @@ impl CounterSet {
         }
     }
 
-    /// The software set: on-CPU time from `cpu-clock`, plus `msr/tsc` cycles where the `msr`
-    /// PMU exists. Switch counts come with every set.
-    pub fn software(sys: &SysRoot, reason: String) -> Result<Self> {
-        let mut set = Self::on_cpu_clock("software", reason);
-        if let Some(msr) = sys.pmu("msr")?
-            && let Some(terms) = msr.event_terms("tsc")?
-        {
-            let config = msr.encode(&terms)?;
-            set.counters.push(Counter {
-                name: "msr/tsc".into(),
-                unit: Unit::Cycles,
-                attr: EventAttr {
-                    pmu_type: msr.pmu_type,
-                    config: config.config,
-                    config1: config.config1,
-                    ..EventAttr::default()
-                },
-                cpus: None,
-            });
-        }
-        Self::checked(set)
+    /// The software set: on-CPU time and switches, which every set has, and nothing the switch
+    /// program must read. (`msr/tsc`, where it exists, counts at a constant rate while a thread
+    /// runs: on-CPU time times the TSC frequency, no new information for a counter read at every
+    /// switch; `-e msr/tsc/` adds it.)
+    pub fn software(reason: String) -> Self {
+        Self::on_cpu_clock("software", reason)
     }
 
     /// The set to run on this machine, and why.
@@ -134,7 +119,7 @@ impl CounterSet {
                  --td-level"
             ),
         };
-        Self::software(sys, reason)
+        Self::checked(Self::software(reason))
     }
 
     fn checked(self) -> Result<Self> {
@@ -195,7 +180,7 @@ mod tests {
     }
 
     #[test]
-    fn vm_without_pmu_gets_cpu_clock_and_msr_tsc() {
+    fn vm_without_pmu_gets_the_clock_only() {
         let dir = tree(&[
             ("software", 1, &[], &[]),
             (
@@ -208,19 +193,10 @@ mod tests {
         let set = CounterSet::for_machine(&SysRoot::at(dir.path())).unwrap();
         assert_eq!(set.name, "software");
         assert!(set.reason.starts_with("no hardware PMU"), "{}", set.reason);
-        assert_eq!(set.names().collect::<Vec<_>>(), ["cpu-clock", "msr/tsc"]);
+        assert_eq!(set.names().collect::<Vec<_>>(), ["cpu-clock"]);
         assert_eq!(set.counters[0].attr.pmu_type, PERF_TYPE_SOFTWARE);
         assert_eq!(set.counters[0].attr.config, PERF_COUNT_SW_CPU_CLOCK);
-        assert_eq!(set.counters[1].attr.pmu_type, 11);
-        assert_eq!(set.counters[1].attr.config, 0);
-        assert_eq!(set.counters[1].unit, Unit::Cycles);
-    }
-
-    #[test]
-    fn no_msr_pmu_means_cpu_clock_only() {
-        let dir = tree(&[("software", 1, &[], &[])]);
-        let set = CounterSet::for_machine(&SysRoot::at(dir.path())).unwrap();
-        assert_eq!(set.names().collect::<Vec<_>>(), ["cpu-clock"]);
+        assert_eq!(set.counters[0].unit, Unit::Nanoseconds);
     }
 
     #[test]
