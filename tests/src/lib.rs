@@ -13,6 +13,17 @@ use std::{
 
 use serde_json::Value;
 
+/// The value after flag `name` on this process's command line (`--run-ms 3000`), or `default`
+/// when it is missing or does not parse: the test programs' whole argument parsing.
+pub fn flag_value<T: std::str::FromStr>(name: &str, default: T) -> T {
+    let args: Vec<String> = env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// Whether this process may load BPF and open system-wide counters. When it may not, says so
 /// loudly and returns false, except under CI (which runs as root), where it panics: a skipped
 /// kernel test there would hide a broken set-up.

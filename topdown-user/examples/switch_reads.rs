@@ -67,6 +67,6 @@ fn main() -> Result<()> {
             );
         }
     }
-    println!("| software set, default (`cpu-clock` from the clock, `msr/tsc`) | - | 1 | 0 | 3 |");
+    println!("| software set (default: on-CPU time from the clock) | - | 0 | 0 | 2 |");
     Ok(())
 }

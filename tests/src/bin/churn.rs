@@ -5,18 +5,11 @@
 //! thread included, the exited ones too).
 
 use std::{
-    env, thread,
+    thread,
     time::{Duration, Instant},
 };
 
-fn arg(name: &str, default: f64) -> f64 {
-    let args: Vec<String> = env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+use topdown_tests::flag_value;
 
 fn spin(duration: Duration) {
     let start = Instant::now();
@@ -26,10 +19,10 @@ fn spin(duration: Duration) {
 }
 
 fn main() {
-    let seconds = arg("--seconds", 10.0);
-    let creators = arg("--creators", 2.0).max(1.0) as u32;
-    let rate = arg("--rate", 0.0);
-    let work = Duration::from_micros(arg("--work-us", 0.0) as u64);
+    let seconds = flag_value("--seconds", 10.0);
+    let creators = flag_value("--creators", 2u32).max(1);
+    let rate = flag_value("--rate", 0.0);
+    let work = Duration::from_micros(flag_value("--work-us", 0));
     let end = Instant::now() + Duration::from_secs_f64(seconds);
     // Each creator's gap between starts, for the asked rate in all.
     let gap = (rate > 0.0).then(|| Duration::from_secs_f64(f64::from(creators) / rate));

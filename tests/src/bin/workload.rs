@@ -18,6 +18,8 @@ use std::{
     time::{Duration, Instant},
 };
 
+use topdown_tests::flag_value;
+
 fn thread_cputime_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -41,18 +43,9 @@ fn spin(duration: Duration) {
     }
 }
 
-fn arg(name: &str, default: u64) -> u64 {
-    let args: Vec<String> = env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn main() {
-    let run = Duration::from_millis(arg("--run-ms", 3000));
-    let churn = arg("--churn", 12);
+    let run = Duration::from_millis(flag_value("--run-ms", 3000));
+    let churn = flag_value("--churn", 12);
     let no_wait = env::args().any(|a| a == "--no-wait");
     let stop = Arc::new(AtomicBool::new(false));
     let (parked_tx, parked_rx) = mpsc::channel::<()>();

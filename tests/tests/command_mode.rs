@@ -1,0 +1,139 @@
+//! Command mode and narrowed targets as `perf stat` behaves: the command's exit status becomes
+//! the tool's, SIGINT and SIGTERM are passed to the command and its last slices reported, the
+//! tool's own threads are never the command's, `-p PID` ends when the process ends, and JSON
+//! without `-I` is one final document. Needs root.
+
+use std::{
+    process::{Command, Stdio},
+    thread,
+    time::{Duration, Instant},
+};
+
+use serde_json::Value;
+use topdown_tests::{privileged, topdown_bpf_binary};
+
+fn topdown() -> Command {
+    Command::new(topdown_bpf_binary())
+}
+
+/// The JSON documents of `stdout`, one per line.
+fn documents(stdout: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .filter(|doc: &Value| doc["schema"].is_string())
+        .collect()
+}
+
+#[test]
+fn exit_status_and_one_final_document() {
+    if !privileged("exit_status_and_one_final_document") {
+        return;
+    }
+    let output = topdown()
+        .args(["--json", "--", "sh", "-c", "sleep 0.2; exit 7"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(7),
+        "the command's status: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let docs = documents(&output.stdout);
+    assert_eq!(docs.len(), 1, "without -I, only the final document");
+    let doc = &docs[0];
+    assert_eq!(doc["final"], true);
+    assert_eq!(
+        doc["idle_ns"].as_array().map(Vec::len),
+        Some(0),
+        "idle is not measured when only the command is charged"
+    );
+    let comms: Vec<&str> = doc["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["comm"].as_str().unwrap())
+        .collect();
+    assert!(comms.contains(&"sleep"), "{comms:?}");
+    assert!(
+        !comms.contains(&"topdown-bpf"),
+        "never our own threads: {comms:?}"
+    );
+}
+
+#[test]
+fn sigterm_goes_to_the_command_whose_end_ends_the_report() {
+    if !privileged("sigterm_goes_to_the_command") {
+        return;
+    }
+    let child = topdown()
+        .args([
+            "--json",
+            "--",
+            "sh",
+            "-c",
+            "trap 'exit 3' TERM; while :; do :; done",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    thread::sleep(Duration::from_millis(1500));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(3),
+        "the command got SIGTERM and its status is ours: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let docs = documents(&output.stdout);
+    let shell = docs[0]["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["comm"] == "sh")
+        .expect("the command's thread");
+    assert!(
+        shell["on_cpu_ns"].as_u64().unwrap() > 1_000_000_000,
+        "its busy loop is charged: {shell}"
+    );
+}
+
+#[test]
+fn pid_mode_ends_with_the_process() {
+    if !privileged("pid_mode_ends_with_the_process") {
+        return;
+    }
+    // Runs 5 s: far longer than the collector takes to start, far shorter than --duration.
+    let mut target = Command::new(env!("CARGO_BIN_EXE_workload"))
+        .args(["--run-ms", "5000", "--churn", "1", "--no-wait"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let output = topdown()
+        .args(["--json", "--duration", "60", "-p"])
+        .arg(target.id().to_string())
+        .output()
+        .unwrap();
+    target.wait().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "ended with the process, not at --duration"
+    );
+    let docs = documents(&output.stdout);
+    let threads = docs[0]["threads"].as_array().unwrap();
+    assert!(
+        threads.iter().all(|t| t["pid"] == target.id()),
+        "only the process: {threads:?}"
+    );
+    assert!(!threads.is_empty(), "the process was charged");
+}
