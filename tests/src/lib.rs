@@ -248,5 +248,6 @@ pub fn wait_for_event(
 }
 pub mod atom_csv;
 pub mod cgroup_tree;
+pub mod http;
 pub mod metric_expr;
 pub mod pmu_events;

@@ -10,7 +10,7 @@ use std::{
 };
 
 use serde_json::Value;
-use topdown_tests::{privileged, topdown_bpf_binary};
+use topdown_tests::{assert_close, privileged, stolen_ns, topdown_bpf_binary};
 
 fn topdown() -> Command {
     Command::new(topdown_bpf_binary())
@@ -67,14 +67,14 @@ fn sigterm_goes_to_the_command_whose_end_ends_the_report() {
     if !privileged("sigterm_goes_to_the_command") {
         return;
     }
+    // The shell spins until SIGTERM, then says what the scheduler counted for it so far.
+    let stolen_before = stolen_ns();
     let child = topdown()
-        .args([
-            "--json",
-            "--",
-            "sh",
-            "-c",
-            "trap 'exit 3' TERM; while :; do :; done",
-        ])
+        .args(["--json", "--", "sh", "-c"])
+        .arg(
+            "trap 'read ran rest < /proc/$$/schedstat; echo \"ran $ran\" >&2; exit 3' TERM; \
+             while :; do :; done",
+        )
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -83,12 +83,17 @@ fn sigterm_goes_to_the_command_whose_end_ends_the_report() {
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let output = child.wait_with_output().unwrap();
+    let stolen = stolen_ns() - stolen_before;
+    let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(
         output.status.code(),
         Some(3),
-        "the command got SIGTERM and its status is ours: {}",
-        String::from_utf8_lossy(&output.stderr)
+        "the command got SIGTERM and its status is ours: {stderr}"
     );
+    let ran: u64 = stderr
+        .lines()
+        .find_map(|line| line.strip_prefix("ran ")?.trim().parse().ok())
+        .expect("the shell's own runtime");
     let docs = documents(&output.stdout);
     let shell = docs[0]["threads"]
         .as_array()
@@ -96,9 +101,13 @@ fn sigterm_goes_to_the_command_whose_end_ends_the_report() {
         .iter()
         .find(|t| t["comm"] == "sh")
         .expect("the command's thread");
-    assert!(
-        shell["on_cpu_ns"].as_u64().unwrap() > 1_000_000_000,
-        "its busy loop is charged: {shell}"
+    // It ran a little after it read its schedstat (the echo and exit): within the tolerance.
+    assert_close(
+        "the command's busy loop",
+        shell["on_cpu_ns"].as_u64().unwrap(),
+        ran,
+        stolen,
+        shell["switches"].as_u64().unwrap(),
     );
 }
 

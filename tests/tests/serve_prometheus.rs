@@ -6,27 +6,19 @@
 
 use std::{
     fs,
-    io::{Read as _, Write as _},
-    net::{TcpListener, TcpStream},
+    io::Write as _,
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
-    thread,
-    time::{Duration, Instant},
+    process::{Command, Stdio},
+    time::Duration,
 };
 
 use serde_json::Value;
-use topdown_tests::{assert_close, privileged, stolen_ns, topdown_bpf_binary};
+use topdown_tests::{
+    assert_close,
+    http::{Running, free_port, get, wait_for},
+    privileged, stolen_ns, topdown_bpf_binary,
+};
 use topdown_user::attrib::cgroups::cgroup2_mount;
-
-/// Kills the process when the test ends, however it ends.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// Removes the (empty) test cgroup when the test ends.
 struct Removed(PathBuf);
@@ -34,37 +26,6 @@ struct Removed(PathBuf);
 impl Drop for Removed {
     fn drop(&mut self) {
         let _ = fs::remove_dir(&self.0);
-    }
-}
-
-/// A free loopback port.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-}
-
-/// `GET path` over HTTP/1.0; the body, or `None` when nothing answers yet.
-fn get(port: u16, path: &str) -> Option<String> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    let (head, body) = response.split_once("\r\n\r\n")?;
-    head.starts_with("HTTP/1.").then(|| body.to_owned())
-}
-
-/// Polls `f` every 200 ms until it returns something, for at most `timeout`.
-fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(value) = f() {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        thread::sleep(Duration::from_millis(200));
     }
 }
 

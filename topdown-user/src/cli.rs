@@ -47,17 +47,23 @@ pub struct ServeArgs {
 
     /// How often the kernel's totals are read into the metrics, in milliseconds; TopDown
     /// gauges are over this window.
-    #[arg(short = 'I', long = "interval", value_name = "MS", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(100..))]
+    /// 100 ms to a day.
+    #[arg(short = 'I', long = "interval", value_name = "MS", default_value_t = 5000, value_parser = serve_interval_ms)]
     pub interval_ms: u64,
 
-    /// Seconds a removed cgroup's series stay before they are dropped.
-    #[arg(long, value_name = "S", default_value_t = 300.0)]
+    /// Seconds a removed cgroup's series stay before they are dropped (0 to a year).
+    #[arg(long, value_name = "S", default_value_t = 300.0, value_parser = grace_seconds)]
     pub grace: f64,
 
     /// At most this many cgroups are exported; more are counted in
-    /// `topdown_cgroups_refused_total`.
-    #[arg(long, value_name = "N", default_value_t = 2000)]
+    /// `topdown_cgroups_refused_total` (at least 1).
+    #[arg(long, value_name = "N", default_value_t = 2000, value_parser = at_least_one)]
     pub max_series: usize,
+
+    /// At most this many scrape connections are served at once; more are closed at once and
+    /// counted in `topdown_scrape_connections_refused_total` (at least 1).
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = at_least_one)]
+    pub max_connections: usize,
 
     /// TopDown per cgroup down to this level (1 or 2); needs a hardware PMU.
     #[arg(long = "td-level", value_name = "LEVEL", value_parser = clap::value_parser!(u8).range(1..=2))]
@@ -67,12 +73,12 @@ pub struct ServeArgs {
     #[arg(short = 'e', long = "event", value_name = "EVENT")]
     pub events: Vec<String>,
 
-    /// Capacity of the kernel's live-thread map.
-    #[arg(long, value_name = "N", default_value_t = 16384)]
+    /// Capacity of the kernel's live-thread map (1 to 4,194,304, the kernel's most pids).
+    #[arg(long, value_name = "N", default_value_t = 16384, value_parser = max_threads)]
     pub max_threads: u32,
 
-    /// Stop after S seconds (default: until Ctrl-C or SIGTERM).
-    #[arg(long, value_name = "S")]
+    /// Stop after S seconds (a millisecond to a year) (default: until Ctrl-C or SIGTERM).
+    #[arg(long, value_name = "S", value_parser = duration_seconds)]
     pub duration: Option<f64>,
 
     /// Also run the c2c filter and export forwarded HITM, peer and store samples per cgroup
@@ -113,8 +119,8 @@ pub struct C2cLiveArgs {
     #[arg(long, value_name = "CYCLES", default_value_t = 30)]
     pub threshold: u64,
 
-    /// Stop after S seconds (default: when COMMAND exits, or Ctrl-C).
-    #[arg(long, value_name = "S")]
+    /// Stop after S seconds (a millisecond to a year) (default: when COMMAND exits, or Ctrl-C).
+    #[arg(long, value_name = "S", value_parser = duration_seconds)]
     pub duration: Option<f64>,
 
     /// Sample this event instead of the machine's memory events: `cpu-clock` or `task-clock`,
@@ -305,11 +311,12 @@ pub struct StatArgs {
     pub per_thread: bool,
 
     /// Print one block per interval of MS milliseconds (like `perf stat -I`).
-    #[arg(short = 'I', long = "interval", value_name = "MS", value_parser = clap::value_parser!(u64).range(10..))]
+    /// 10 ms to a day.
+    #[arg(short = 'I', long = "interval", value_name = "MS", value_parser = interval_ms)]
     pub interval_ms: Option<u64>,
 
-    /// Stop after S seconds and print the summary.
-    #[arg(long, value_name = "S")]
+    /// Stop after S seconds (a millisecond to a year) and print the summary.
+    #[arg(long, value_name = "S", value_parser = duration_seconds)]
     pub duration: Option<f64>,
 
     /// Only these processes (all their threads); comma-separated or repeated.
@@ -326,8 +333,8 @@ pub struct StatArgs {
     )]
     pub tids: Vec<u32>,
 
-    /// Show only the first N threads of each block.
-    #[arg(long, value_name = "N")]
+    /// Show only the first N threads of each block (at least 1).
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
     pub top: Option<usize>,
 
     /// Sort by oncpu (default), switches, tid, pid, comm, a counter name, or a TopDown node
@@ -344,7 +351,7 @@ pub struct StatArgs {
     pub csv: bool,
 
     /// Separated values with this separator (like `perf stat -x`).
-    #[arg(short = 'x', long = "field-separator", value_name = "SEP")]
+    #[arg(short = 'x', long = "field-separator", value_name = "SEP", value_parser = separator)]
     pub field_separator: Option<String>,
 
     /// Write the report to FILE instead of standard output.
@@ -368,8 +375,8 @@ pub struct StatArgs {
     #[arg(long = "td-level", value_name = "LEVEL", value_parser = clap::value_parser!(u8).range(1..=2))]
     pub td_level: Option<u8>,
 
-    /// Capacity of the kernel's live-thread map.
-    #[arg(long, value_name = "N", default_value_t = 16384)]
+    /// Capacity of the kernel's live-thread map (1 to 4,194,304, the kernel's most pids).
+    #[arg(long, value_name = "N", default_value_t = 16384, value_parser = max_threads)]
     pub max_threads: u32,
 
     /// The cgroup options.
@@ -418,3 +425,116 @@ const ANALYZE_HELP: &str = "\
 Record with the command `--events` prints, e.g.
   perf stat -x, -o stat.csv -e '{slots,topdown-retiring,...},INT_MISC.UOP_DROPPING' -a sleep 10
 then: topdown-bpf analyze stat.csv --cpu GenuineIntel-6-8F --td-level 2";
+
+/// Longest duration or grace period: a year, in seconds.
+const YEAR_S: f64 = 365.0 * 86_400.0;
+
+/// A number of seconds in `min..=YEAR_S`, finite.
+fn seconds_in(text: &str, min: f64, what: &str) -> Result<f64, String> {
+    let value: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{what} is a number of seconds, like 10 or 0.5"))?;
+    if !value.is_finite() || value < min || value > YEAR_S {
+        return Err(format!(
+            "{what} must be from {min} to {YEAR_S} seconds (a year)"
+        ));
+    }
+    Ok(value)
+}
+
+/// `--duration`: a millisecond to a year.
+fn duration_seconds(text: &str) -> Result<f64, String> {
+    seconds_in(text, 0.001, "the duration")
+}
+
+/// `--grace`: 0 to a year.
+fn grace_seconds(text: &str) -> Result<f64, String> {
+    seconds_in(text, 0.0, "the grace period")
+}
+
+/// Milliseconds in `min..=max`.
+fn millis_in(text: &str, min: u64, max: u64) -> Result<u64, String> {
+    match text.trim().parse::<u64>() {
+        Ok(ms) if (min..=max).contains(&ms) => Ok(ms),
+        _ => Err(format!(
+            "the interval is a whole number of milliseconds from {min} to {max} (a day)"
+        )),
+    }
+}
+
+/// `-I` of the live views: 10 ms to a day.
+fn interval_ms(text: &str) -> Result<u64, String> {
+    millis_in(text, 10, 86_400_000)
+}
+
+/// `-I` of `serve`: 100 ms to a day.
+fn serve_interval_ms(text: &str) -> Result<u64, String> {
+    millis_in(text, 100, 86_400_000)
+}
+
+/// `--top`, `--max-series`: a whole number, at least 1.
+fn at_least_one(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err("a whole number, at least 1".into()),
+    }
+}
+
+/// `--max-threads`: 1 to the kernel's largest pid count (`PID_MAX_LIMIT`).
+fn max_threads(text: &str) -> Result<u32, String> {
+    match text.trim().parse::<u32>() {
+        Ok(n) if (1..=4_194_304).contains(&n) => Ok(n),
+        _ => Err("the thread map holds 1 to 4194304 threads".into()),
+    }
+}
+
+/// `-x`: a non-empty separator without line breaks.
+fn separator(text: &str) -> Result<String, String> {
+    if text.is_empty() || text.contains(['\n', '\r']) {
+        return Err("the separator is one or more characters, not empty and no line break".into());
+    }
+    Ok(text.to_owned())
+}
+
+#[cfg(test)]
+mod value_tests {
+    use super::*;
+
+    #[test]
+    fn numbers_outside_their_range_are_refused_in_words() {
+        for bad in ["1.8e19", "2e19", "1e300", "nan", "inf", "-1", "0", "x", ""] {
+            let error = duration_seconds(bad).unwrap_err();
+            assert!(error.contains("duration"), "{bad}: {error}");
+        }
+        assert_eq!(duration_seconds("2.5"), Ok(2.5));
+        assert_eq!(duration_seconds(&YEAR_S.to_string()), Ok(YEAR_S));
+        for bad in ["-1", "nan", "1e300", "inf"] {
+            assert!(grace_seconds(bad).is_err(), "{bad}");
+        }
+        assert_eq!(grace_seconds("0"), Ok(0.0));
+        let error = interval_ms("0").unwrap_err();
+        assert!(error.contains("from 10 to 86400000"), "{error}");
+        assert_eq!(interval_ms("10"), Ok(10));
+        assert!(interval_ms("86400001").is_err());
+        assert!(serve_interval_ms("99").is_err());
+        assert!(at_least_one("0").is_err());
+        assert_eq!(at_least_one("3"), Ok(3));
+        assert!(max_threads("0").is_err() && max_threads("4194305").is_err());
+        assert_eq!(max_threads("16384"), Ok(16384));
+        assert!(separator("").is_err() && separator("a\nb").is_err());
+        assert_eq!(separator(";"), Ok(";".into()));
+    }
+
+    #[test]
+    fn the_parsed_command_line_holds_the_checked_values() {
+        use clap::Parser as _;
+        let cli = Cli::try_parse_from(["topdown-bpf", "--duration", "1e300"]);
+        assert!(cli.is_err());
+        let cli = Cli::try_parse_from(["topdown-bpf", "--duration", "2", "--top", "5"]).unwrap();
+        assert_eq!(cli.stat.duration, Some(2.0));
+        assert_eq!(cli.stat.top, Some(5));
+        assert!(Cli::try_parse_from(["topdown-bpf", "serve", "--grace=-1"]).is_err());
+        assert!(Cli::try_parse_from(["topdown-bpf", "c2c", "--duration", "2e19"]).is_err());
+    }
+}

@@ -54,9 +54,6 @@ const DEFAULT_REFRESH: Duration = Duration::from_secs(1);
 pub async fn run(cli: StatArgs, verbose: bool) -> Result<ExitCode> {
     let format = format_of(&cli);
     let sort: SortKey = cli.sort.parse().unwrap_or(SortKey::OnCpu);
-    if cli.duration.is_some_and(|d| !(d > 0.0 && d.is_finite())) {
-        bail!("--duration must be a positive number of seconds");
-    }
     let (set, topdown) = counter_set(cli.td_level, cli.per_core, &cli.events)?;
     sort.validate(&set)?;
     let target = if !cli.pids.is_empty() {

@@ -11,7 +11,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Context as _, Result};
 use tokio::{
     process::Command,
     signal::unix::{SignalKind, signal},
@@ -86,9 +86,6 @@ pub fn record(sys: &SysRoot, args: &C2cLiveArgs, view: bool) -> Result<LiveRecor
         args.threshold,
         Rate::Frequency(args.freq),
     )?;
-    if args.duration.is_some_and(|d| !(d > 0.0 && d.is_finite())) {
-        bail!("--duration must be a positive number of seconds");
-    }
     preflight::check()?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

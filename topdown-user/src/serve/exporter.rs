@@ -65,6 +65,7 @@ pub struct Exporter {
     c2c: Family<Labels, Counter>,
     c2c_classified: Counter,
     refused: Counter,
+    connections_refused: Counter,
     exported_gauge: Gauge,
     set: CounterSet,
     view: Option<TopdownView>,
@@ -102,6 +103,7 @@ impl Exporter {
             c2c: Family::default(),
             c2c_classified: Counter::default(),
             refused: Counter::default(),
+            connections_refused: Counter::default(),
             exported_gauge: Gauge::default(),
             registry,
             set: set.clone(),
@@ -114,8 +116,19 @@ impl Exporter {
         exporter.register()
     }
 
+    /// The count of scrape connections closed at once because too many were open (the HTTP
+    /// side adds to it; it is in every exposition).
+    pub fn connections_refused(&self) -> Counter {
+        self.connections_refused.clone()
+    }
+
     fn register(mut self) -> Self {
         let r = &mut self.registry;
+        r.register(
+            "topdown_scrape_connections_refused",
+            "Scrape connections closed at once because --max-connections were already open",
+            self.connections_refused.clone(),
+        );
         r.register_with_unit(
             "topdown_cgroup_cpu",
             "On-CPU time of the cgroup's threads, charged in the kernel at every context switch",

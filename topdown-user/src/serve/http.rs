@@ -1,9 +1,14 @@
-//! The scrape endpoint: `GET /metrics` answers the latest exposition, in OpenMetrics when the
-//! scraper asks for it and in the classic Prometheus text format otherwise; anything else is 404.
+//! The scrape endpoint: `GET` (or `HEAD`) `/metrics` answers the latest exposition, in
+//! OpenMetrics when the scraper asks for it and in the classic Prometheus text format otherwise;
+//! other methods are 405, other paths 404.
+//!
+//! It stays up whoever connects: at most `max_connections` are served at once (more are closed
+//! at once and counted), a request's headers must arrive within [`HEADER_TIMEOUT`], and a failed
+//! `accept` (out of file descriptors, say) is logged once per burst and retried after a pause.
 
-use std::{convert::Infallible, sync::Arc};
+use std::{convert::Infallible, sync::Arc, time::Duration};
 
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use http_body_util::Full;
 use hyper::{
     Method, Request, Response, StatusCode,
@@ -12,8 +17,12 @@ use hyper::{
     server::conn::http1,
     service::service_fn,
 };
-use hyper_util::rt::TokioIo;
-use tokio::{net::TcpListener, sync::watch};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use prometheus_client::metrics::counter::Counter;
+use tokio::{
+    net::TcpListener,
+    sync::{Semaphore, watch},
+};
 
 use super::exporter::classic_text;
 
@@ -22,19 +31,55 @@ const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=
 /// The classic Prometheus text format, for everything else (curl, promtool).
 const CLASSIC: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// Serves `latest` (the newest exposition) on `listener` until the task is dropped.
-pub async fn serve(listener: TcpListener, latest: watch::Receiver<Arc<String>>) -> Result<()> {
+/// How long a connection may take to send a request's headers (or sit idle between requests).
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Pause after a failed `accept` before trying again.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Serves `latest` (the newest exposition) on `listener` until the task is dropped, at most
+/// `max_connections` connections at once; connections beyond are closed and counted in
+/// `refused`.
+pub async fn serve(
+    listener: TcpListener,
+    latest: watch::Receiver<Arc<String>>,
+    max_connections: usize,
+    refused: Counter,
+) -> Result<()> {
+    let slots = Arc::new(Semaphore::new(max_connections));
+    let mut failing = false;
     loop {
-        let (stream, _) = listener.accept().await.context("accepting a scrape")?;
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => {
+                failing = false;
+                stream
+            }
+            Err(error) => {
+                if !failing {
+                    log::warn!("accepting a scrape connection: {error}; retrying");
+                }
+                failing = true;
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
+                continue;
+            }
+        };
+        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+            refused.inc();
+            drop(stream);
+            continue;
+        };
         let latest = latest.clone();
         tokio::spawn(async move {
             let service = service_fn(move |request| answer(request, latest.clone()));
             if let Err(error) = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
                 .serve_connection(TokioIo::new(stream), service)
                 .await
             {
                 log::debug!("scrape connection: {error}");
             }
+            drop(slot);
         });
     }
 }
@@ -43,8 +88,9 @@ async fn answer(
     request: Request<hyper::body::Incoming>,
     latest: watch::Receiver<Arc<String>>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
-    let response = match (request.method(), request.uri().path()) {
-        (&Method::GET, "/metrics") => {
+    let method = request.method();
+    let response = match (method, request.uri().path()) {
+        (&Method::GET | &Method::HEAD, "/metrics") => {
             let wants_openmetrics = request
                 .headers()
                 .get_all(ACCEPT)
@@ -61,9 +107,13 @@ async fn answer(
                 .header(CONTENT_TYPE, kind)
                 .body(Full::new(Bytes::from(body)))
         }
-        (&Method::GET, "/") => Response::builder().body(Full::new(Bytes::from_static(
-            b"topdown-bpf: metrics at /metrics\n",
-        ))),
+        (&Method::GET | &Method::HEAD, "/") => Response::builder().body(Full::new(
+            Bytes::from_static(b"topdown-bpf: metrics at /metrics\n"),
+        )),
+        (_, "/" | "/metrics") => Response::builder()
+            .status(StatusCode::METHOD_NOT_ALLOWED)
+            .header(hyper::header::ALLOW, "GET, HEAD")
+            .body(Full::new(Bytes::from_static(b"only GET and HEAD\n"))),
         _ => Response::builder()
             .status(StatusCode::NOT_FOUND)
             .body(Full::new(Bytes::from_static(b"not found: try /metrics\n"))),

@@ -100,7 +100,12 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
         "topdown-bpf: counter set `{}`: {}; metrics on http://{address}/metrics",
         set.name, set.reason
     );
-    let mut server = tokio::spawn(http::serve(listener, scrapes));
+    let mut server = tokio::spawn(http::serve(
+        listener,
+        scrapes,
+        args.max_connections,
+        exporter.connections_refused(),
+    ));
 
     let mut refresh = interval(Duration::from_millis(args.interval_ms));
     refresh.set_missed_tick_behavior(MissedTickBehavior::Delay);

@@ -1,0 +1,63 @@
+//! Talking to `topdown-bpf serve` from the tests: plain HTTP/1.0 over loopback, and a process
+//! that is killed when the test ends.
+
+use std::{
+    io::{Read as _, Write as _},
+    net::{TcpListener, TcpStream},
+    process::Child,
+    thread,
+    time::{Duration, Instant},
+};
+
+/// Kills the process when the test ends, however it ends.
+pub struct Running(pub Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A free loopback port.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// `METHOD path` over HTTP/1.0: the status line and the body, or `None` when nothing answers.
+pub fn request(port: u16, method: &str, path: &str) -> Option<(String, String)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        stream,
+        "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n"
+    )
+    .ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let (head, body) = response.split_once("\r\n\r\n")?;
+    let status = head.lines().next()?;
+    status
+        .starts_with("HTTP/1.")
+        .then(|| (status.to_owned(), body.to_owned()))
+}
+
+/// `GET path`: the body, or `None` when nothing answers yet.
+pub fn get(port: u16, path: &str) -> Option<String> {
+    request(port, "GET", path).map(|(_, body)| body)
+}
+
+/// Polls `f` every 200 ms until it returns something, for at most `timeout`.
+pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = f() {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        thread::sleep(Duration::from_millis(200));
+    }
+}
