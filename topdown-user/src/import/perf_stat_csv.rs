@@ -43,9 +43,16 @@ pub fn parse(text: &str, sep: &str) -> Result<PerfStatCounts> {
             bail!(
                 "line {number}: not `perf stat -x{sep}` output (expected value{sep}unit{sep}event\
                  {sep}run time{sep}run %[{sep}metric{sep}unit], optionally after an interval \
-                 time): {line}"
+                 time): {}",
+                excerpt(line)
             );
         };
+        if !(0.0..=100.0).contains(&row.run_percent) {
+            bail!(
+                "line {number}: run percentage {} is not within 0 to 100",
+                row.run_percent
+            );
+        }
         if let Some(time) = row.time
             && last_time.as_deref() != Some(time)
         {
@@ -53,22 +60,37 @@ pub fn parse(text: &str, sep: &str) -> Result<PerfStatCounts> {
             last_time = Some(time.to_owned());
         }
         match row.value.trim().parse::<f64>() {
-            Ok(value) => {
+            Ok(value) if value.is_finite() && value >= 0.0 => {
                 let entry = out.events.entry(row.event).or_insert(EventCount {
                     value: 0.0,
                     min_run_percent: 100.0,
                 });
                 entry.value += value;
+                if !entry.value.is_finite() {
+                    bail!("line {number}: the counts of one event add up past any count");
+                }
                 entry.min_run_percent = entry.min_run_percent.min(row.run_percent);
             }
+            Ok(value) => {
+                bail!("line {number}: {value} is not a count (counts are finite and not negative)")
+            }
             Err(_) if row.value.starts_with("<not") => out.not_counted.push(row.event),
-            Err(_) => bail!("line {number}: `{}` is not a count", row.value),
+            Err(_) => bail!("line {number}: `{}` is not a count", excerpt(row.value)),
         }
     }
     if out.events.is_empty() && out.not_counted.is_empty() {
         bail!("no counts found: is this `perf stat -x{sep}` output?");
     }
     Ok(out)
+}
+
+/// At most about 100 characters of `text`, for quoting bad input in one line.
+fn excerpt(text: &str) -> String {
+    const MAX: usize = 100;
+    match text.char_indices().nth(MAX) {
+        Some((end, _)) => format!("{}... ({} bytes)", &text[..end], text.len()),
+        None => text.to_owned(),
+    }
 }
 
 struct Row<'a> {
@@ -116,6 +138,38 @@ fn row<'a>(fields: &[&'a str], sep: &str) -> Option<Row<'a>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_that_are_no_counts_are_refused_with_their_line() {
+        let line = |value: &str| format!("{value},,cycles,1000,100.00,,\n");
+        for bad in ["inf", "1e309", "-1", "NaN"] {
+            let error = parse(
+                &format!("1,,instructions,1000,100.00,,\n{}", line(bad)),
+                ",",
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(error.starts_with("line 2:"), "{bad}: {error}");
+        }
+        let twice = format!("{}{}", line("1.7e308"), line("1.7e308"));
+        let error = parse(&twice, ",").unwrap_err().to_string();
+        assert!(
+            error.contains("line 2") && error.contains("add up"),
+            "{error}"
+        );
+        let error = parse("5,,cycles,1000,150.00,,\n", ",")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("not within 0 to 100"), "{error}");
+        let long = "x".repeat(5_000_000);
+        let error = parse(&long, ",").unwrap_err().to_string();
+        assert!(
+            error.len() < 400,
+            "a bad line is quoted short: {} bytes",
+            error.len()
+        );
+        assert!(error.contains("5000000 bytes"), "{}", &error[..200]);
+    }
 
     #[test]
     fn reads_names_holding_the_separator_and_metric_fields() {
