@@ -98,6 +98,7 @@ impl MemoryTopology {
     /// Parses the feature section: version, block size, node count, then per node its id,
     /// size, bit count and bitmap words (tools/perf/util/header.c).
     fn parse(bytes: &[u8]) -> Option<Self> {
+        const MAX_NODES: u64 = 1024;
         let word = |i: usize| -> Option<u64> {
             Some(u64::from_le_bytes(
                 bytes.get(i * 8..i * 8 + 8)?.try_into().ok()?,
@@ -108,6 +109,11 @@ impl MemoryTopology {
         let mut at = 3;
         for _ in 0..count {
             let (node, bits) = (word(at)?, word(at + 2)?);
+            // Node ids size bit sets per line and entry: bounded by the kernel's most nodes
+            // (`MAX_NUMNODES`, 1 << CONFIG_NODES_SHIFT <= 1024); a larger one is no topology.
+            if node >= MAX_NODES {
+                return None;
+            }
             let words = bits.div_ceil(64) as usize;
             let bitmap = (0..words)
                 .map(|i| word(at + 3 + i))
@@ -195,10 +201,28 @@ pub fn read<S: SampleSink>(
         // Feature 22 is perf's HEADER_MEM_TOPOLOGY; the crate calls it SAMPLE_TOPOLOGY.
         memory: perf_file
             .feature_section_data(linux_perf_data::Feature::SAMPLE_TOPOLOGY)
-            .and_then(MemoryTopology::parse),
+            .and_then(|section| {
+                let topology = MemoryTopology::parse(section);
+                if topology.is_none() {
+                    log::warn!(
+                        "{}: the memory topology section is corrupt: data nodes are not shown",
+                        path.display()
+                    );
+                }
+                topology
+            }),
         numa_cpus: perf_file
             .feature_section_data(linux_perf_data::Feature::NUMA_TOPOLOGY)
-            .and_then(records::parse_numa_cpus)
+            .and_then(|section| {
+                let cpus = records::parse_numa_cpus(section);
+                if cpus.is_none() {
+                    log::warn!(
+                        "{}: the NUMA topology section is corrupt: CPU nodes are not shown",
+                        path.display()
+                    );
+                }
+                cpus
+            })
             .unwrap_or_default(),
         totals: records::feature(&bytes, TOTALS_FEATURE).and_then(parse_totals),
         max_samples: records::max_samples(&bytes, &formats),

@@ -269,7 +269,9 @@ pub fn check_sections(bytes: &[u8]) -> Result<()> {
         Ok(end)
     };
     section(24, "event attributes")?;
+    section(56, "event types")?;
     let data_end = section(40, "samples (data section)")?;
+    check_attributes(bytes)?;
     let features = bytes[72..104]
         .iter()
         .map(|b| b.count_ones() as u64)
@@ -282,6 +284,88 @@ pub fn check_sections(bytes: &[u8]) -> Result<()> {
     }
     for i in 0..features {
         section((data_end + 16 * i) as usize, "feature sections")?;
+    }
+    if let Some(events) = feature(bytes, EVENT_DESC_FEATURE) {
+        let at = events.as_ptr() as usize - bytes.as_ptr() as usize;
+        check_event_desc(events).map_err(|what| {
+            anyhow::anyhow!("the event descriptions at byte {at} are corrupt: {what}")
+        })?;
+    }
+    Ok(())
+}
+
+/// perf's `HEADER_EVENT_DESC` feature bit.
+const EVENT_DESC_FEATURE: u32 = 12;
+/// Smallest `perf_event_attr` (`PERF_ATTR_SIZE_VER0`).
+const ATTR_SIZE_MIN: u64 = 64;
+/// Largest `perf_event_attr` we accept: a page, far beyond any kernel's.
+const ATTR_SIZE_MAX: u64 = 4096;
+
+/// Each entry of the attributes section (`perf_event_attr` then the section of its ids): sizes
+/// in range, the ids inside the file, whole ids.
+fn check_attributes(bytes: &[u8]) -> Result<()> {
+    let len = bytes.len() as u64;
+    let entry = word(bytes, 16).unwrap_or(0);
+    let (offset, size) = (word(bytes, 24).unwrap_or(0), word(bytes, 32).unwrap_or(0));
+    if !(ATTR_SIZE_MIN + 16..=ATTR_SIZE_MAX + 16).contains(&entry) || size % entry != 0 {
+        bail!(
+            "the event attributes at byte {offset} are corrupt: entries of {entry} bytes in a \
+             section of {size}"
+        );
+    }
+    for start in (offset..offset + size).step_by(entry as usize) {
+        let at = start as usize;
+        let attr_size = u64::from(half(bytes, at + 4).unwrap_or(0));
+        if attr_size > entry - 16 {
+            bail!(
+                "the event attribute at byte {start} says it has {attr_size} bytes, more than its entry"
+            );
+        }
+        let ids = at + (entry - 16) as usize;
+        let (ids_offset, ids_size) = (
+            word(bytes, ids).unwrap_or(0),
+            word(bytes, ids + 8).unwrap_or(0),
+        );
+        if ids_offset.saturating_add(ids_size) > len || ids_size % 8 != 0 {
+            bail!(
+                "the event ids of the attribute at byte {start} ({ids_size} bytes at byte \
+                 {ids_offset}) are not in the file's {len} bytes"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The `HEADER_EVENT_DESC` section: `nr` events of `attr_size` bytes each, then per event a
+/// count of ids, a length-prefixed name and the ids; every count must fit what is left.
+fn check_event_desc(section: &[u8]) -> std::result::Result<(), String> {
+    let (Some(nr), Some(attr_size)) = (half(section, 0), half(section, 4)) else {
+        return Err("shorter than its header".into());
+    };
+    let attr_size = u64::from(attr_size);
+    if !(ATTR_SIZE_MIN..=ATTR_SIZE_MAX).contains(&attr_size) {
+        return Err(format!("attributes of {attr_size} bytes"));
+    }
+    let len = section.len() as u64;
+    // Each event takes at least its attribute, its id count and its name's length.
+    if u64::from(nr) * (attr_size + 8) > len {
+        return Err(format!("{nr} events do not fit in {len} bytes"));
+    }
+    let mut at = 8u64;
+    for event in 0..nr {
+        let take = |at: &mut u64, size: u64| -> std::result::Result<u64, String> {
+            let start = *at;
+            *at = start.saturating_add(size);
+            if *at > len {
+                return Err(format!("event {event} runs past the section's {len} bytes"));
+            }
+            Ok(start)
+        };
+        take(&mut at, attr_size)?;
+        let ids = u64::from(half(section, take(&mut at, 4)? as usize).unwrap_or(0));
+        let name = u64::from(half(section, take(&mut at, 4)? as usize).unwrap_or(0));
+        take(&mut at, name)?;
+        take(&mut at, ids.saturating_mul(8))?;
     }
     Ok(())
 }
@@ -437,6 +521,36 @@ pub fn parse_numa_cpus(bytes: &[u8]) -> Option<Vec<Vec<u32>>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn event_descriptions_are_checked_before_anything_is_sized_by_them() {
+        let mut section = Vec::new();
+        section.extend(1u32.to_le_bytes());
+        section.extend(128u32.to_le_bytes());
+        section.extend([0u8; 128]);
+        section.extend(2u32.to_le_bytes()); // ids
+        section.extend(4u32.to_le_bytes()); // name length
+        section.extend(*b"cyc\0");
+        section.extend([0u8; 16]);
+        assert_eq!(check_event_desc(&section), Ok(()));
+        let mut lying = section.clone();
+        lying[..4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(check_event_desc(&lying).unwrap_err().contains("do not fit"));
+        let mut long_name = section.clone();
+        long_name[140..144].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(
+            check_event_desc(&long_name)
+                .unwrap_err()
+                .contains("runs past")
+        );
+        let mut many_ids = section;
+        many_ids[136..140].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(
+            check_event_desc(&many_ids)
+                .unwrap_err()
+                .contains("runs past")
+        );
+    }
 
     #[test]
     fn cut_samples_say_how_short_they_are() {

@@ -184,15 +184,28 @@ fn cpu_id(cpuinfo: &str, midr: Option<&str>) -> CpuId {
 
 /// Parses a kernel CPU list such as `0-3,8,10-11`.
 pub fn parse_cpu_list(list: &str) -> Result<Vec<u32>> {
+    let cpu = |text: &str| -> Result<u32> {
+        let cpu: u32 = text.trim().parse()?;
+        if cpu >= MAX_CPUS {
+            bail!("CPU {cpu} in `{list}`: the kernel has at most {MAX_CPUS} CPUs");
+        }
+        Ok(cpu)
+    };
     let mut cpus = Vec::new();
     for part in list.trim().split(',').filter(|p| !p.is_empty()) {
         match part.split_once('-') {
-            Some((lo, hi)) => cpus.extend(lo.parse::<u32>()?..=hi.parse::<u32>()?),
-            None => cpus.push(part.parse()?),
+            Some((lo, hi)) => cpus.extend(cpu(lo)?..=cpu(hi)?),
+            None => cpus.push(cpu(part)?),
+        }
+        if cpus.len() > MAX_CPUS as usize {
+            bail!("`{list}` names more than {MAX_CPUS} CPUs");
         }
     }
     Ok(cpus)
 }
+
+/// The most CPUs a Linux kernel supports (`NR_CPUS` at most 8192): what a CPU list may name.
+pub const MAX_CPUS: u32 = 8192;
 
 #[cfg(test)]
 mod tests {
@@ -246,6 +259,14 @@ mod tests {
             parse_cpu_list("0-3,8,10-11\n").unwrap(),
             [0, 1, 2, 3, 8, 10, 11]
         );
+        assert!(parse_cpu_list("x").is_err());
+    }
+
+    #[test]
+    fn cpu_lists_name_no_cpu_a_kernel_cannot_have() {
+        assert!(parse_cpu_list("0-4294967295").is_err());
+        assert!(parse_cpu_list("8192").is_err());
+        assert_eq!(parse_cpu_list("8191").unwrap(), [8191]);
         assert!(parse_cpu_list("x").is_err());
     }
 }
