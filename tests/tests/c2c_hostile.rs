@@ -38,6 +38,16 @@ fn crafted_files_get_one_line_and_never_take_the_report_down() {
         .collect();
     files.sort();
     assert!(files.len() >= 9, "{files:?}");
+    let output = Command::new(topdown_bpf_binary())
+        .args(["c2c", "report", "--stdio", "-i"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.code() == Some(1) && stderr.contains("is a directory"),
+        "{stderr}"
+    );
     for file in &files {
         let name = file.file_stem().unwrap().to_string_lossy().into_owned();
         let mut command = Command::new(topdown_bpf_binary());

@@ -170,6 +170,12 @@ pub fn read<S: SampleSink>(
     path: &Path,
     new_sink: impl Fn(&Recording) -> S,
 ) -> Result<(Recording, S)> {
+    if path.is_dir() {
+        bail!(
+            "{} is a directory: give a recording with -i FILE (perf.data)",
+            path.display()
+        );
+    }
     let file = File::open(path).with_context(|| {
         format!(
             "cannot open {} (give a recording with -i FILE)",
