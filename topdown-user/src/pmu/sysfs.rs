@@ -96,6 +96,9 @@ pub struct EventConfig {
 impl Pmu {
     /// The definition of event alias `name` (`events/<name>`), e.g. `event=0x00,umask=0x4`.
     pub fn event_terms(&self, name: &str) -> Result<Option<String>> {
+        if !is_file_name(name) {
+            return Ok(None);
+        }
         let path = self.dir.join("events").join(name);
         if !path.is_file() {
             return Ok(None);
@@ -109,6 +112,12 @@ impl Pmu {
         let mut out = EventConfig::default();
         for term in terms.split(',').map(str::trim).filter(|t| !t.is_empty()) {
             let (name, value) = term.split_once('=').unwrap_or((term, "1"));
+            if !is_file_name(name) {
+                bail!(
+                    "`{name}` is not a format term of PMU {} (used in `{terms}`)",
+                    self.name
+                );
+            }
             let value = parse_number(value)
                 .with_context(|| format!("value of `{name}` in `{terms}` for PMU {}", self.name))?;
             let format_path = self.dir.join("format").join(name);
@@ -158,6 +167,18 @@ fn place_bits(format: &str, mut value: u64, out: &mut EventConfig) -> Result<()>
     Ok(())
 }
 
+/// Whether `name` can only name a file in its directory: letters, digits, `_`, `-` and `.`
+/// (not `.` or `..`), so that a name from the command line never reaches another file (the
+/// tool runs as root).
+fn is_file_name(name: &str) -> bool {
+    !name.is_empty()
+        && name != "."
+        && name != ".."
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+}
+
 fn parse_number(text: &str) -> Result<u64> {
     let text = text.trim();
     let parsed = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
@@ -177,6 +198,26 @@ fn read_trimmed(path: &Path) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_from_the_command_line_never_leave_the_pmus_directories() {
+        let (_dir, sys) = fixture();
+        let pmu = sys.pmu("cpu").unwrap().unwrap();
+        for name in ["../../../../../etc/passwd", "..", "a/b", "", "x\0"] {
+            let error = pmu
+                .encode(&format!("{name}=1"))
+                .map(|_| ())
+                .unwrap_err()
+                .to_string();
+            assert!(!error.contains("root:"), "{error}");
+            assert!(
+                error.contains("not a format term") || name.is_empty(),
+                "{name}: {error}"
+            );
+            assert_eq!(pmu.event_terms(name).unwrap(), None, "{name}");
+        }
+        assert!(is_file_name("topdown-retiring") && is_file_name("mem-loads-aux"));
+    }
 
     fn fixture() -> (tempfile::TempDir, SysRoot) {
         let dir = tempfile::tempdir().unwrap();
