@@ -44,6 +44,9 @@ impl SysRoot {
 
     /// The PMU called `name`, if the kernel has it.
     pub fn pmu(&self, name: &str) -> Result<Option<Pmu>> {
+        if !is_file_name(name) {
+            return Ok(None);
+        }
         let dir = self.devices().join(name);
         if !dir.is_dir() {
             return Ok(None);
@@ -215,6 +218,7 @@ mod tests {
                 "{name}: {error}"
             );
             assert_eq!(pmu.event_terms(name).unwrap(), None, "{name}");
+            assert!(sys.pmu(name).unwrap().is_none(), "{name}");
         }
         assert!(is_file_name("topdown-retiring") && is_file_name("mem-loads-aux"));
     }
