@@ -11,6 +11,7 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 
 const BPF_LINKER_VERSION: &str = "0.13.0";
+const CARGO_FUZZ_VERSION: &str = "0.13.2";
 const LLVM_PACKAGES: [&str; 3] = ["llvm-22-dev", "libpolly-22-dev", "libzstd-dev"];
 const BENCH_PACKAGES: [&str; 3] = ["linux-perf", "bpftrace", "bpftool"];
 
@@ -116,6 +117,32 @@ pub fn offer_perf_6_12(root: &Path, dir: &Path) -> Option<PathBuf> {
         }
     }
     perf.exists().then(|| dir.to_path_buf())
+}
+
+/// Makes sure cargo-fuzz (which builds and runs the fuzz targets) is installed.
+pub fn ensure_cargo_fuzz() -> Result<()> {
+    if Command::new(cargo_bin().join("cargo-fuzz"))
+        .arg("--version")
+        .output()
+        .is_ok_and(|out| out.status.success())
+    {
+        return Ok(());
+    }
+    eprintln!("xtask: installing cargo-fuzz {CARGO_FUZZ_VERSION}");
+    let status = Command::new(env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        .args([
+            "install",
+            "cargo-fuzz",
+            "--locked",
+            "--version",
+            CARGO_FUZZ_VERSION,
+        ])
+        .status()
+        .context("running cargo install cargo-fuzz")?;
+    if !status.success() {
+        bail!("installing cargo-fuzz failed: run `cargo install cargo-fuzz --locked`");
+    }
+    Ok(())
 }
 
 /// Makes sure the benchmark's peers and load generator are installed.

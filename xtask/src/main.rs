@@ -5,6 +5,7 @@
 //! - `run -- ARGS`: builds everything and runs `topdown-bpf ARGS` (through sudo when not root).
 //! - `test`: builds everything and runs the whole test suite.
 //! - `bench [collector|c2c-report]`: the benchmarks (see BENCHMARKS.md).
+//! - `fuzz [TARGET] [--seconds N]`: the fuzz targets in `fuzz/` (cargo-fuzz, libFuzzer).
 
 mod deps;
 
@@ -55,7 +56,29 @@ enum Task {
         #[arg(long, default_value_t = 7)]
         runs: usize,
     },
+    /// Run the fuzz targets (all, or one) for N seconds each, with a 2 GB memory limit; new
+    /// inputs go to target/fuzz-corpus, findings to fuzz/artifacts.
+    Fuzz {
+        /// perf_data, perf_stat_csv, event_spec, sysfs_format or http_request (default: all).
+        target: Option<String>,
+        /// Seconds per target.
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
+    },
 }
+
+/// The fuzz targets in `fuzz/fuzz_targets`, run by `cargo xtask fuzz` and briefly by
+/// `cargo xtask test`.
+const FUZZ_TARGETS: [&str; 5] = [
+    "perf_data",
+    "perf_stat_csv",
+    "event_spec",
+    "sysfs_format",
+    "http_request",
+];
+
+/// Seconds `cargo xtask test` runs each fuzz target (`TOPDOWN_FUZZ_SECONDS` overrides).
+const TEST_FUZZ_SECONDS: u64 = 20;
 
 /// The benchmarks `cargo xtask bench` runs.
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -113,9 +136,54 @@ fn run(cli: Cli) -> Result<()> {
                 }
             }
             let status = child.wait().context("waiting for cargo test")?;
-            // One closing line over every test binary (cargo's own last line is the doc tests').
+            let seconds = env::var("TOPDOWN_FUZZ_SECONDS")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(TEST_FUZZ_SECONDS);
+            for (target, ok) in fuzz(&root, &FUZZ_TARGETS, seconds)? {
+                println!(
+                    "fuzz {target} for {seconds} s ... {}",
+                    if ok { "ok" } else { "FAILED" }
+                );
+                if ok {
+                    passed += 1;
+                } else {
+                    failed += 1;
+                }
+            }
+            // One closing line over every test binary (cargo's own last line is the doc tests')
+            // and every fuzz target.
             println!("\ntests: {passed} passed, {failed} failed");
-            check(status, "cargo test")
+            check(status, "cargo test")?;
+            if failed > 0 {
+                bail!("a fuzz target found something: see fuzz/artifacts");
+            }
+            Ok(())
+        }
+        Task::Fuzz { target, seconds } => {
+            let targets: Vec<&str> = match target.as_deref() {
+                None => FUZZ_TARGETS.to_vec(),
+                Some(name) if FUZZ_TARGETS.contains(&name) => vec![name],
+                Some(name) => bail!(
+                    "no fuzz target `{name}`: one of {}",
+                    FUZZ_TARGETS.join(", ")
+                ),
+            };
+            let results = fuzz(&root, &targets, seconds)?;
+            for (target, ok) in &results {
+                println!(
+                    "fuzz {target}: {}",
+                    if *ok {
+                        "nothing found"
+                    } else {
+                        "FOUND (see fuzz/artifacts)"
+                    }
+                );
+            }
+            if results.iter().any(|(_, ok)| !ok) {
+                bail!("a fuzz target found something");
+            }
+            Ok(())
         }
         Task::Bench { which, runs } => {
             let binary = build_user(&root, true)?;
@@ -133,6 +201,38 @@ fn run(cli: Cli) -> Result<()> {
             check(status, "the benchmark")
         }
     }
+}
+
+/// Runs each of `targets` for `seconds` (2 GB memory limit, 10 s per input): whether it found
+/// nothing. Inputs it finds go to target/fuzz-corpus, never into the seeds in fuzz/corpus.
+fn fuzz(root: &Path, targets: &[&str], seconds: u64) -> Result<Vec<(String, bool)>> {
+    deps::ensure_cargo_fuzz()?;
+    let fuzz_dir = root.join("fuzz");
+    targets
+        .iter()
+        .map(|target| {
+            let scratch = root.join("target/fuzz-corpus").join(target);
+            std::fs::create_dir_all(&scratch)
+                .with_context(|| format!("creating {}", scratch.display()))?;
+            let status = cargo()
+                .current_dir(&fuzz_dir)
+                .env("PATH", deps::path_with_cargo_bin())
+                .args(["fuzz", "run", "-O", target])
+                .arg(&scratch)
+                .arg(fuzz_dir.join("corpus").join(target))
+                .args([
+                    "--".into(),
+                    format!("-max_total_time={seconds}"),
+                    "-rss_limit_mb=2048".into(),
+                    "-timeout=10".into(),
+                    "-print_final_stats=1".into(),
+                ])
+                .stderr(Stdio::null())
+                .status()
+                .with_context(|| format!("running fuzz target {target}"))?;
+            Ok(((*target).to_owned(), status.success()))
+        })
+        .collect()
 }
 
 fn workspace_root() -> PathBuf {

@@ -137,8 +137,9 @@ impl Pmu {
     }
 }
 
-/// Scatters `value` into the bit ranges `format` names (`config:0-7,21`, `config1:0-63`).
-fn place_bits(format: &str, mut value: u64, out: &mut EventConfig) -> Result<()> {
+/// Scatters `value` into the bit ranges `format` names (`config:0-7,21`, `config1:0-63`): what
+/// one `format/` file of a PMU means; an error for anything else.
+pub fn place_bits(format: &str, mut value: u64, out: &mut EventConfig) -> Result<()> {
     let (word, ranges) = format.split_once(':').context("no `:` in format")?;
     let target = match word {
         "config" => &mut out.config,

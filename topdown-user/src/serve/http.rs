@@ -70,17 +70,26 @@ pub async fn serve(
         };
         let latest = latest.clone();
         tokio::spawn(async move {
-            let service = service_fn(move |request| answer(request, latest.clone()));
-            if let Err(error) = http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_TIMEOUT)
-                .serve_connection(TokioIo::new(stream), service)
-                .await
-            {
-                log::debug!("scrape connection: {error}");
-            }
+            serve_connection(stream, latest).await;
             drop(slot);
         });
+    }
+}
+
+/// Answers the requests of one connection (any byte stream) until it closes, or its headers
+/// take longer than [`HEADER_TIMEOUT`].
+pub async fn serve_connection<S>(stream: S, latest: watch::Receiver<Arc<String>>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = service_fn(move |request| answer(request, latest.clone()));
+    if let Err(error) = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT)
+        .serve_connection(TokioIo::new(stream), service)
+        .await
+    {
+        log::debug!("scrape connection: {error}");
     }
 }
 

@@ -2,7 +2,7 @@
 //! Prometheus from an HTTP endpoint (loopback by default).
 
 mod exporter;
-mod http;
+pub mod http;
 
 use std::{
     net::SocketAddr,

@@ -1,0 +1,21 @@
+//! A perf.data file, whole, through `c2c report`'s reading, aggregation and the tables that
+//! need no symbols (statistics and the Shared Data Cache Line Table). Errors are fine; a panic,
+//! an abort, a hang or a huge allocation is a finding.
+#![no_main]
+
+use std::io::Write as _;
+
+use libfuzzer_sys::fuzz_target;
+use topdown_user::c2c::{aggregate, display::ReportOptions, line_table, stats_report};
+
+fuzz_target!(|data: &[u8]| {
+    let mut file = tempfile::NamedTempFile::new().expect("a temporary file");
+    file.write_all(data).expect("writing the input");
+    let options = ReportOptions::default();
+    if let Ok((recording, data)) =
+        aggregate::read_file(file.path(), options.line_size(), options.coalesce)
+    {
+        let _ = stats_report::render(&data, &recording.events, options);
+        let _ = line_table::render(&data, options);
+    }
+});
