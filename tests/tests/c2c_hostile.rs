@@ -88,3 +88,49 @@ fn crafted_files_get_one_line_and_never_take_the_report_down() {
         }
     }
 }
+
+/// A recording whose code mapping names a FIFO: the report must not open it (it would wait
+/// forever for a writer) and prints the address unresolved, as for any unreadable object.
+#[test]
+fn object_names_from_the_file_never_block_the_report() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    let object = dir.path().join("app");
+    let spec = std::fs::read_to_string(root.join("fixtures/c2c/branches.json"))
+        .unwrap()
+        .replace("c2c-bin/app", &object.display().to_string());
+    let spec_path = dir.path().join("spec.json");
+    std::fs::write(&spec_path, spec).unwrap();
+    let data = dir.path().join("fifo.data");
+    let generate = Command::new("python3")
+        .arg(root.join("../../shared/tools/gen_perf_data.py"))
+        .args([&spec_path, &data])
+        .current_dir(dir.path())
+        .status()
+        .unwrap();
+    assert!(generate.success());
+    // The generator wrote an ELF file there; a FIFO takes its place.
+    std::fs::remove_file(&object).unwrap();
+    let fifo = std::ffi::CString::new(object.display().to_string()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    let mut child = Command::new(topdown_bpf_binary())
+        .args(["c2c", "report", "--stdio", "-i"])
+        .arg(&data)
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            panic!("the report blocked on the FIFO named in the recording");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status}");
+}

@@ -29,6 +29,9 @@ pub struct CodeNames<'a> {
     recording: &'a Recording,
     symbolizer: Symbolizer,
     cache: HashMap<(u32, u64, bool), Code>,
+    /// Whether each object path names a regular file (the recording names them, so they are
+    /// input: a FIFO or a device there would block or flood the report).
+    readable: HashMap<String, bool>,
 }
 
 impl<'a> CodeNames<'a> {
@@ -39,6 +42,7 @@ impl<'a> CodeNames<'a> {
             recording,
             symbolizer: Symbolizer::new(),
             cache: HashMap::new(),
+            readable: HashMap::new(),
         }
     }
 
@@ -68,11 +72,16 @@ impl<'a> CodeNames<'a> {
             code.object = Path::new(&map.path)
                 .file_name()
                 .map_or_else(|| map.path.clone(), |n| n.to_string_lossy().into_owned());
+            let regular = *self
+                .readable
+                .entry(map.path.clone())
+                .or_insert_with(|| std::fs::metadata(&map.path).is_ok_and(|m| m.is_file()));
             let source = Source::Elf(Elf::new(&map.path));
-            let offset = ip - map.start + map.pgoff;
-            if let Ok(Symbolized::Sym(sym)) = self
-                .symbolizer
-                .symbolize_single(&source, Input::FileOffset(offset))
+            let offset = ip.wrapping_sub(map.start).wrapping_add(map.pgoff);
+            if regular
+                && let Ok(Symbolized::Sym(sym)) = self
+                    .symbolizer
+                    .symbolize_single(&source, Input::FileOffset(offset))
             {
                 code.symbol = format!("[{level}] {}", sym.name);
                 code.resolved = true;
