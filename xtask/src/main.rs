@@ -214,12 +214,14 @@ fn fuzz(root: &Path, targets: &[&str], seconds: u64) -> Result<Vec<(String, bool
             let scratch = root.join("target/fuzz-corpus").join(target);
             std::fs::create_dir_all(&scratch)
                 .with_context(|| format!("creating {}", scratch.display()))?;
+            // libFuzzer refuses a corpus folder that does not exist (git keeps no empty ones).
+            let seeds = Some(fuzz_dir.join("corpus").join(target)).filter(|dir| dir.is_dir());
             let status = cargo()
                 .current_dir(&fuzz_dir)
                 .env("PATH", deps::path_with_cargo_bin())
                 .args(["fuzz", "run", "-O", target])
                 .arg(&scratch)
-                .arg(fuzz_dir.join("corpus").join(target))
+                .args(seeds)
                 .args([
                     "--".into(),
                     format!("-max_total_time={seconds}"),
