@@ -214,6 +214,12 @@ fn fuzz(root: &Path, targets: &[&str], seconds: u64) -> Result<Vec<(String, bool
             let scratch = root.join("target/fuzz-corpus").join(target);
             std::fs::create_dir_all(&scratch)
                 .with_context(|| format!("creating {}", scratch.display()))?;
+            let logs = root.join("target/fuzz-logs");
+            std::fs::create_dir_all(&logs)
+                .with_context(|| format!("creating {}", logs.display()))?;
+            let log_path = logs.join(format!("{target}.log"));
+            let log = std::fs::File::create(&log_path)
+                .with_context(|| format!("creating {}", log_path.display()))?;
             // libFuzzer refuses a corpus folder that does not exist (git keeps no empty ones).
             let seeds = Some(fuzz_dir.join("corpus").join(target)).filter(|dir| dir.is_dir());
             let status = cargo()
@@ -229,9 +235,19 @@ fn fuzz(root: &Path, targets: &[&str], seconds: u64) -> Result<Vec<(String, bool
                     "-timeout=10".into(),
                     "-print_final_stats=1".into(),
                 ])
-                .stderr(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(log)
                 .status()
                 .with_context(|| format!("running fuzz target {target}"))?;
+            if !status.success() {
+                // What libFuzzer said last: the finding, or why it could not run.
+                let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+                let tail: Vec<&str> = text.lines().rev().take(15).collect();
+                for line in tail.iter().rev() {
+                    eprintln!("  {target}: {line}");
+                }
+                eprintln!("  {target}: whole log in {}", log_path.display());
+            }
             Ok(((*target).to_owned(), status.success()))
         })
         .collect()
