@@ -4,7 +4,7 @@
 use std::{
     io::{Read as _, Write as _},
     net::{TcpListener, TcpStream},
-    process::Child,
+    process::{Child, Command, Stdio},
     thread,
     time::{Duration, Instant},
 };
@@ -17,6 +17,22 @@ impl Drop for Running {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// `topdown-bpf serve` on loopback `port`, reading the kernel every 200 ms, output discarded.
+pub fn serve_command(port: u16) -> Command {
+    let mut command = Command::new(crate::topdown_bpf_binary());
+    command
+        .args([
+            "serve",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "-I",
+            "200",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    command
 }
 
 /// A free loopback port.

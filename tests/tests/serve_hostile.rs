@@ -6,30 +6,19 @@ use std::{
     io::{Read as _, Write as _},
     net::TcpStream,
     os::unix::process::CommandExt as _,
-    process::{Command, Stdio},
     thread,
     time::{Duration, Instant},
 };
 
 use topdown_tests::{
-    http::{Running, free_port, get, request, wait_for},
-    privileged, topdown_bpf_binary,
+    http::{Running, free_port, get, request, serve_command, wait_for},
+    privileged,
 };
 
 /// `serve` on a free port, with at most 128 open files.
 fn serve_with_few_files() -> (Running, u16) {
     let port = free_port();
-    let mut command = Command::new(topdown_bpf_binary());
-    command
-        .args([
-            "serve",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "-I",
-            "200",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+    let mut command = serve_command(port);
     // SAFETY: setrlimit is async-signal-safe and touches only this (child) process.
     unsafe {
         command.pre_exec(|| {

@@ -15,8 +15,8 @@ use std::{
 use serde_json::Value;
 use topdown_tests::{
     assert_close,
-    http::{Running, free_port, get, wait_for},
-    privileged, stolen_ns, topdown_bpf_binary,
+    http::{Running, free_port, get, serve_command, wait_for},
+    privileged, stolen_ns,
 };
 use topdown_user::attrib::cgroups::cgroup2_mount;
 
@@ -93,17 +93,9 @@ fn prometheus_scrapes_per_cgroup_series_with_the_kernels_numbers() {
 
     let port = free_port();
     let _serve = Running(
-        Command::new(topdown_bpf_binary())
-            .args([
-                "serve",
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-                "-I",
-                "200",
-            ])
+        serve_command(port)
             // The c2c filter too, on the software stand-in (no memory-sampling PMU here).
             .args(["--c2c", "--c2c-event", "cpu-clock"])
-            .stderr(Stdio::null())
             .spawn()
             .expect("starting topdown-bpf serve"),
     );
