@@ -23,8 +23,6 @@ pub struct CpuState {
     pub current: u32,
     /// Loss and activity counters, indexed by [`crate::stats::Stat`].
     pub stats: [u64; NR_STATS as usize],
-    /// Switches away from this CPU's idle task.
-    pub idle_switches: u64,
     /// Counter readings at the previous charge.
     pub prev: Readings,
     /// What this CPU's idle task (tid 0) was charged: idle is kept per CPU, never as a thread.
@@ -42,7 +40,6 @@ impl CpuState {
             slots,
             current: 0,
             stats: [0; NR_STATS as usize],
-            idle_switches: 0,
             prev: Readings::ZERO,
             idle: Readings::ZERO,
         }

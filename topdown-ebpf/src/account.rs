@@ -168,9 +168,6 @@ pub fn charge_current(end: SliceEnd) {
             stats: &mut state.stats,
         };
         read_counters(&mut prev, cpu, Some(&mut state.idle));
-        if end != SliceEnd::Tick {
-            state.idle_switches += 1;
-        }
         return;
     }
     let Some(totals) = totals_of(state, tid, (pid_tgid >> 32) as u32, now) else {

@@ -69,11 +69,6 @@ impl ThreadRecord {
     pub const fn exited(&self) -> bool {
         self.header.flags & ThreadHeader::FLAG_EXITED != 0
     }
-
-    /// Whether this record gives the thread's totals as it left `header.cgroup_id`.
-    pub const fn moved(&self) -> bool {
-        self.header.flags & ThreadHeader::FLAG_MOVED != 0
-    }
 }
 
 /// Cumulative totals as of one moment.
@@ -145,7 +140,7 @@ mod tests {
         };
         let record = ThreadRecord::decode(&bytes[..record_len(3)], 3).unwrap();
         assert_eq!(record.tid(), 7);
-        assert!(record.exited() && !record.moved());
+        assert!(record.exited() && record.header.flags & ThreadHeader::FLAG_MOVED == 0);
         assert_eq!(record.slots.len(), 3);
         assert_eq!(record.slots[2].count, 102);
         assert_eq!(record.slots[2].running_ns, 302);
