@@ -122,9 +122,9 @@ pub fn schedstat_ns(pid: u32, tid: u32) -> u64 {
 /// `.clock - .clock_task` in the scheduler's debug file (this kernel has
 /// `CONFIG_PARAVIRT_TIME_ACCOUNTING=y` and no IRQ time accounting, so the gap is steal).
 ///
-/// The scheduler's books (schedstat, `CLOCK_THREAD_CPUTIME_ID`) leave stolen time out, while a
-/// per-CPU `cpu-clock` keeps counting through it: a thread that is current while its vCPU is
-/// stolen is charged more than the kernel says it ran. Returns 0 when the file is unreadable.
+/// The scheduler's books (schedstat, `CLOCK_THREAD_CPUTIME_ID`, and so the collector's on-CPU
+/// time) leave stolen time out, while a per-CPU `cpu-clock` counter keeps counting through it.
+/// Returns 0 when the file is unreadable.
 pub fn stolen_ns() -> u64 {
     let path = "/sys/kernel/debug/sched/debug";
     if fs::metadata(path).is_err() {
@@ -155,47 +155,102 @@ pub fn stolen_ns() -> u64 {
     clock.saturating_sub(clock_task)
 }
 
-/// Most the scheduler's books and a clock slice may disagree by at one switch (see
-/// [`assert_close_within`]); observed here: about 10 us per preemption under thread churn.
-pub const SWITCH_LAG_NS: u64 = 20_000;
-
-/// Asserts that `charged` is within 2 % of `expected` (or 2 ms), give or take the time stolen
-/// and the lag of `switches` switches (see [`assert_close_within`]).
-pub fn assert_close(what: &str, charged: u64, expected: u64, stolen: u64, switches: u64) {
-    assert_close_within(what, charged, expected, 0.02, stolen, switches);
+/// Asserts the collector's on-CPU time against the scheduler's books within 2 % (at least
+/// 2 ms); see [`assert_books_within`] for the rules.
+pub fn assert_books(what: &str, charged: u64, expected: u64) {
+    assert_books_within(what, charged, expected, 0.02);
 }
 
-/// On-CPU time charged by the collector against the scheduler's books (`schedstat`,
-/// `CLOCK_THREAD_CPUTIME_ID`, `cpu.stat`: the task's `sum_exec_runtime`), within `relative` of
-/// `expected` (at least 2 ms), plus what these rules allow:
+/// On-CPU time charged by the collector (`charged`) against the scheduler's books (`expected`:
+/// `schedstat`, `cpu.stat`, `getrusage`, all sums of the tasks' `sum_exec_runtime`), within
+/// `relative` of `expected` and at least 2 ms. The rules that bound the difference:
 ///
-/// - Steal: a clock slice counts the time the hypervisor stole while the thread was current;
-///   the scheduler leaves it out (`CONFIG_PARAVIRT_TIME_ACCOUNTING`). `stolen` (see
-///   [`stolen_ns`]) may be charged on top.
-/// - Preemption: when a wakeup preempts the running task, `wakeup_preempt()` asks the next
-///   `__schedule` to skip its clock update (`rq_clock_skip_update`), so the scheduler ends the
-///   preempted task's runtime at the clock of the wakeup and gives the time until the switch
-///   (a reschedule IPI away, slow in a VM) to the next task; a clock slice gives it to the task
-///   that was on the CPU. Each of the thread's `switches` may move up to [`SWITCH_LAG_NS`] either
-///   way.
-pub fn assert_close_within(
-    what: &str,
-    charged: u64,
-    expected: u64,
-    relative: f64,
-    stolen: u64,
-    switches: u64,
-) {
-    let tolerance = ((expected as f64 * relative) as u64).max(2_000_000) + switches * SWITCH_LAG_NS;
+/// - Same books: each charge adds the growth of the task's own `sum_exec_runtime` since its
+///   previous charge, so a thread's time is the scheduler's to the nanosecond, stolen time and
+///   skipped clock updates left out as the scheduler leaves them out, and switches the
+///   tracepoint never reports (it reports some threads switched to and never out) change
+///   nothing. No per-switch or steal allowance.
+/// - First charge: a thread that ran before the collector started is charged its first slice
+///   on the CPU's clock, not its whole runtime; the tests' threads start after the collector.
+/// - Timing: the threads compared are off-CPU (parked or exited) when both sides are read; a
+///   thread still running trails by up to one collector tick plus one scheduler tick. What
+///   `relative` and the floor cover is the tests' own timing (a shell's first instants before
+///   it joins its cgroup, a thread's exit after it read its own clock).
+pub fn assert_books_within(what: &str, charged: u64, expected: u64, relative: f64) {
+    let tolerance = ((expected as f64 * relative) as u64).max(2_000_000);
     eprintln!(
-        "{what}: charged {charged} ns, expected {expected} ns, off by {} ns (stolen {stolen} ns, \
-         {switches} switches)",
+        "{what}: charged {charged} ns, expected {expected} ns, off by {} ns",
         charged.abs_diff(expected)
     );
     assert!(
-        charged <= expected + tolerance + stolen && expected <= charged + tolerance,
-        "{what}: charged {charged} ns, expected {expected} ns (tolerance {tolerance} ns for \
-         {switches} switches, plus {stolen} ns the hypervisor stole during the run)"
+        charged.abs_diff(expected) <= tolerance,
+        "{what}: charged {charged} ns, expected {expected} ns (tolerance {tolerance} ns)"
+    );
+}
+
+/// Most a clock counter and the scheduler's books may disagree by at one charge (see
+/// [`assert_clock_counter`]); observed here: about 10 us per preemption under thread churn.
+pub const SWITCH_LAG_NS: u64 = 20_000;
+
+/// Most one switch the kernel did not report can move to another thread's counters (see
+/// [`assert_clock_counter`]): the unreported thread's run, which the scheduler ends at its
+/// slice (0.75 ms x (1 + log2 CPUs)) plus up to one scheduler tick (4 ms at HZ=250) when
+/// others are waiting; observed here: up to 2.2 ms.
+pub const UNREPORTED_SLICE_NS: u64 = 6_000_000;
+
+/// Most two counters read one after the other at each charge differ by per charge (the time
+/// between the two reads); observed here: 2-20 ns.
+pub const READ_GAP_NS: u64 = 1_000;
+
+/// Asserts that two copies of a clock counter read at the same `charges` charges (`a` and
+/// `b`) agree up to [`READ_GAP_NS`] per charge: whatever the attribution, both are charged
+/// the same slices.
+pub fn assert_read_together(what: &str, a: u64, b: u64, charges: u64) {
+    let tolerance = charges * READ_GAP_NS;
+    assert!(
+        a.abs_diff(b) <= tolerance,
+        "{what}: {a} vs {b}, more than {tolerance} ns apart over {charges} charges"
+    );
+}
+
+/// A `cpu-clock` counter read at every charge (`clock`) against the on-CPU time charged with it
+/// (`books`: the scheduler's runtime, see [`assert_books_within`]) over `charges` charges
+/// (switches and ticks), in a run in which the kernel left `unreported` switches unreported
+/// (the collector's count, over all CPUs). The rules that bound the difference:
+///
+/// - Steal: `cpu-clock` counts on through time the hypervisor stole while the thread was
+///   current; the scheduler's runtime leaves it out (`CONFIG_PARAVIRT_TIME_ACCOUNTING`).
+///   `stolen` (see [`stolen_ns`]) may be on top.
+/// - Preemption: when a wakeup preempts the running task, `wakeup_preempt()` asks the next
+///   `__schedule` to skip its clock update (`rq_clock_skip_update`), so the scheduler ends the
+///   preempted task's runtime at the clock of the wakeup and gives the time until the switch
+///   (a reschedule IPI away, slow in a VM) to the next task, while the counter, read at the
+///   switch, gives it to the task that was on the CPU. A tick charges the running task's time
+///   up to the scheduler's latest update and the counter up to now, and its next charge evens
+///   them out. Each charge may move up to [`SWITCH_LAG_NS`] either way.
+/// - Unreported switches: the kernel reports some threads switched to and never switched out;
+///   the counter's deltas until the CPU's next charge (the unreported thread's run included)
+///   go to the thread charged then, whose runtime stays exact. Each may add up to
+///   [`UNREPORTED_SLICE_NS`] to one thread's counter.
+pub fn assert_clock_counter(
+    what: &str,
+    clock: u64,
+    books: u64,
+    stolen: u64,
+    charges: u64,
+    unreported: u64,
+) {
+    let tolerance = charges * SWITCH_LAG_NS;
+    let stolen = stolen + unreported * UNREPORTED_SLICE_NS;
+    eprintln!(
+        "{what}: counter {clock} ns, books {books} ns, off by {} ns ({charges} charges; stolen \
+         and unreported: {stolen} ns)",
+        clock.abs_diff(books)
+    );
+    assert!(
+        clock <= books + tolerance + stolen && books <= clock + tolerance,
+        "{what}: counter {clock} ns, books {books} ns (tolerance {tolerance} ns for {charges} \
+         charges, plus {stolen} ns stolen by the hypervisor or in unreported switches)"
     );
 }
 

@@ -7,7 +7,11 @@
 
 use std::{collections::HashMap, time::Duration};
 
-use topdown_tests::{Workload, assert_switch_counts, privileged, wait_for_event};
+use topdown_common::stats::Stat;
+use topdown_tests::{
+    Workload, assert_clock_counter, assert_read_together, assert_switch_counts, privileged,
+    stolen_ns, wait_for_event,
+};
 use topdown_user::{
     attrib::{Attributor, target::Target, usage::ThreadUsage},
     collect::{Collector, CollectorOptions},
@@ -40,13 +44,39 @@ fn software(name: &str, config: u64, leader: Option<usize>) -> Counter {
     }
 }
 
-/// Runs the workload under `set` and returns each long-lived thread's usage by name.
-fn run(set: &CounterSet) -> HashMap<String, ThreadUsage> {
+/// What a run of the workload under a set gave.
+struct Run {
+    /// Each long-lived thread's usage, by name.
+    threads: HashMap<String, ThreadUsage>,
+    /// Time the hypervisor stole during the run (see [`stolen_ns`]).
+    stolen: u64,
+    /// Switches the kernel did not report during the run (all CPUs).
+    unreported: u64,
+}
+
+impl Run {
+    /// Asserts a clock counter of `thread` against its on-CPU time (see
+    /// [`assert_clock_counter`]).
+    fn assert_clock(&self, what: &str, clock: u64, thread: &ThreadUsage, books: u64) {
+        assert_clock_counter(
+            what,
+            clock,
+            books,
+            self.stolen,
+            charges(thread),
+            self.unreported,
+        );
+    }
+}
+
+/// Runs the workload under `set`.
+fn run(set: &CounterSet) -> Run {
     run_on(set, None)
 }
 
 /// As [`run`], with the workload pinned to `cpu` when given.
-fn run_on(set: &CounterSet, cpu: Option<u32>) -> HashMap<String, ThreadUsage> {
+fn run_on(set: &CounterSet, cpu: Option<u32>) -> Run {
+    let stolen_before = stolen_ns();
     let mut collector = Collector::start(set, &CollectorOptions::default()).expect("collector");
     let args = ["--run-ms", "1500", "--churn", "3"];
     let workload = match cpu {
@@ -84,17 +114,26 @@ fn run_on(set: &CounterSet, cpu: Option<u32>) -> HashMap<String, ThreadUsage> {
         .filter_map(|t| Some((names.get(&t.tid)?.clone(), t)))
         .collect();
     workload.finish();
-    usage
+    Run {
+        threads: usage,
+        stolen: stolen_ns() - stolen_before,
+        unreported: snapshot.stats.get(Stat::SwitchesUnreported),
+    }
 }
 
 fn check(set: &CounterSet) {
-    let usage = run(set);
+    let run = run(set);
+    let usage = &run.threads;
     assert_eq!(
         usage.len(),
         3,
         "busy, half and sleepy are reported: {usage:?}"
     );
-    for (name, thread) in &usage {
+    // The first clock counter read from the kernel (slot 0 is never read).
+    let first_clock = (1..set.counters.len())
+        .find(|&i| set.counters[i].attr.config == CPU_CLOCK)
+        .expect("a clock counter beyond slot 0");
+    for (name, thread) in usage {
         assert_eq!(thread.counters.len(), set.counters.len());
         let on_cpu = thread.on_cpu_ns();
         assert!(on_cpu > 1_000_000, "{name} ran");
@@ -102,17 +141,19 @@ fn check(set: &CounterSet) {
             let value = thread.counters[i];
             assert!(value.enabled_ns > 0, "{name} slot {i} was enabled");
             match counter.attr.config {
-                // Read back to back at the same switches: equal up to the read gap per slice.
-                CPU_CLOCK => {
-                    let slices = thread.switches + 2 * on_cpu / 10_000_000 + 2;
-                    let gap = value.raw.abs_diff(on_cpu);
-                    assert!(
-                        gap <= slices * 20_000,
-                        "{name} slot {i} ({}) = {} vs on-CPU {on_cpu}",
-                        counter.name,
-                        value.raw
-                    );
+                // The first copy against the on-CPU time taken at the same charges; the others
+                // against the first, read with it.
+                CPU_CLOCK if i > 0 => {
+                    let what = format!("{name} slot {i} ({})", counter.name);
+                    let first = thread.counters[first_clock].raw;
+                    if i == first_clock {
+                        run.assert_clock(&what, value.raw, thread, on_cpu);
+                    } else {
+                        assert_read_together(&what, value.raw, first, charges(thread));
+                    }
                 }
+                // Slot 0 is the on-CPU time itself.
+                CPU_CLOCK => assert_eq!(value.raw, on_cpu),
                 // Counted after the switch tracepoint: a thread is charged its switches in.
                 CONTEXT_SWITCHES => {
                     assert_switch_counts(&format!("{name} slot {i}"), value.raw, thread.switches)
@@ -195,7 +236,7 @@ fn topdown_names_flow_from_kernel_counters_into_the_model() {
         ],
     };
     let view = TopdownView::single(Model::named("sapphirerapids").unwrap(), 1, 8, false);
-    for (name, thread) in run(&set) {
+    for (name, thread) in run(&set).threads {
         let td = view.of(&set, &thread.counters)[0]
             .clone()
             .expect("every thread ran");
@@ -239,21 +280,20 @@ fn cpu_specific_slots_keep_core_types_apart() {
     };
     assert_eq!((set.slot_mask(0), set.slot_mask(1)), (0b0011, 0b1101));
 
-    for (name, thread) in run(&set) {
+    let both = run(&set);
+    for (name, thread) in &both.threads {
         let [total, cpu0, cpu1, _] = thread.counters[..] else {
             panic!("4 slots")
         };
-        let gap = (cpu0.raw + cpu1.raw).abs_diff(total.raw);
-        let slices = thread.switches + 2 * total.raw / 10_000_000 + 2;
-        assert!(
-            gap <= slices * 20_000,
-            "{name}: {} + {} vs {}",
-            cpu0.raw,
-            cpu1.raw,
-            total.raw
+        both.assert_clock(
+            &format!("{name}: cpu-clock on CPU 0 + on CPU 1"),
+            cpu0.raw + cpu1.raw,
+            thread,
+            total.raw,
         );
     }
-    for (name, thread) in run_on(&set, Some(1)) {
+    let pinned = run_on(&set, Some(1));
+    for (name, thread) in &pinned.threads {
         let [total, cpu0, cpu1, switches] = thread.counters[..] else {
             panic!("4 slots")
         };
@@ -262,10 +302,18 @@ fn cpu_specific_slots_keep_core_types_apart() {
             (0, 0),
             "{name} never ran on CPU 0"
         );
-        assert!(
-            cpu1.raw.abs_diff(total.raw)
-                <= (thread.switches + 2 * total.raw / 10_000_000 + 2) * 20_000
+        pinned.assert_clock(
+            &format!("{name}: cpu-clock on CPU 1"),
+            cpu1.raw,
+            thread,
+            total.raw,
         );
-        assert_switch_counts(&name, switches.raw, thread.switches);
+        assert_switch_counts(name, switches.raw, thread.switches);
     }
+}
+
+/// Most charges a thread had: its switches, and a tick per 10 ms it ran (twice over, as ticks
+/// and slices do not line up), and one at each end.
+fn charges(thread: &ThreadUsage) -> u64 {
+    thread.switches + 2 * thread.on_cpu_ns() / 10_000_000 + 2
 }

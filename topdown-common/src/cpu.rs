@@ -8,18 +8,21 @@ use crate::{reading::Readings, stats::NR_STATS};
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CpuState {
-    /// Clock (ns, `CLOCK_MONOTONIC`) at this CPU's previous charge. The loader sets it just
-    /// before attaching, so the first slice is measured from then.
+    /// Scheduler clock (ns: the runqueue's `clock_task`, which `se.exec_start` holds) up to
+    /// which this CPU's run time is charged; 0 until its first charge, which only starts the
+    /// measurement.
     pub last_ns: u64,
     /// Which counter slots this CPU reads (bit `i`: slot `i`); slot 0, the clock, is never
     /// read. Hybrid parts read their own core type's events, so a thread's P-core and E-core
     /// counts land in different slots and are never mixed.
     pub slots: u32,
     /// The thread now on this CPU as the last switch saw it (`next`'s tid), with
-    /// [`CpuState::WATCHED`] set when it is watched; only used when the collector is narrowed
-    /// to some processes. Trusted only when its tid is the current thread's: some switches in
-    /// are not seen by the program (in a churn test, about 1 in 15,000), and then the current
-    /// thread is looked up.
+    /// [`CpuState::WATCHED`] set when it is watched (used when the collector is narrowed to
+    /// some processes). Trusted only when its tid is the current thread's: the tracepoint
+    /// reports some threads switched to and never switched out (on these VMs, the tokio workers
+    /// of PID 1, a few times a second): the next switch on that CPU names another `prev`; that
+    /// is counted ([`crate::stats::Stat::SwitchesUnreported`]) and the current thread is
+    /// looked up.
     pub current: u32,
     /// Loss and activity counters, indexed by [`crate::stats::Stat`].
     pub stats: [u64; NR_STATS as usize],
@@ -33,10 +36,10 @@ impl CpuState {
     /// Set in [`CpuState::current`] when that thread is watched (tids stay below 2^22).
     pub const WATCHED: u32 = 1 << 31;
 
-    /// A CPU that reads the slots in `slots`, measuring from clock `now_ns`.
-    pub const fn new(slots: u32, now_ns: u64) -> Self {
+    /// A CPU that reads the slots in `slots`, not measuring yet.
+    pub const fn new(slots: u32) -> Self {
         Self {
-            last_ns: now_ns,
+            last_ns: 0,
             slots,
             current: 0,
             stats: [0; NR_STATS as usize],

@@ -22,10 +22,15 @@ pub enum Stat {
     FollowMapFull = 6,
     /// A removed cgroup's name could not be sent: the `CGROUPS_REMOVED` ring buffer was full.
     CgroupNameRingFull = 7,
+    /// Charges whose thread was not the one the CPU's last reported switch went to (not a
+    /// loss): the kernel reports some threads switched to and never switched out (on these
+    /// VMs, PID 1's tokio workers). The thread's time stays exact (its own runtime), but the
+    /// counter deltas since the CPU's previous charge include the unreported thread's share.
+    SwitchesUnreported = 8,
 }
 
 /// Number of [`Stat`] slots.
-pub const NR_STATS: u32 = 8;
+pub const NR_STATS: u32 = 9;
 
 impl Stat {
     /// Every stat, in index order.
@@ -38,6 +43,7 @@ impl Stat {
         Self::Ticks,
         Self::FollowMapFull,
         Self::CgroupNameRingFull,
+        Self::SwitchesUnreported,
     ];
 
     /// Whether a non-zero value of this stat means lost or uncharged data.
@@ -64,6 +70,7 @@ impl Stat {
             Self::Ticks => "ticks",
             Self::FollowMapFull => "follow map full",
             Self::CgroupNameRingFull => "cgroup name ring full",
+            Self::SwitchesUnreported => "switches the kernel did not report",
         }
     }
 }

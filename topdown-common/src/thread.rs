@@ -14,8 +14,8 @@ pub struct ThreadHeader {
     pub tid: u32,
     /// Process id (kernel `tgid`).
     pub tgid: u32,
-    /// Clock (ns, `CLOCK_MONOTONIC`) at the thread's first charge: with `tid`, names one thread
-    /// even when the tid is reused later.
+    /// Scheduler clock (ns, its runqueue's `clock_task`) at the thread's first charge: with
+    /// `tid`, names one thread even when the tid is reused later.
     pub born_ns: u64,
     /// cgroup2 id (the cgroup directory's inode number) its latest slice was charged to. In a
     /// [`ThreadHeader::FLAG_MOVED`] record: the cgroup it left.
@@ -54,6 +54,12 @@ pub struct ThreadTotals {
     pub header: ThreadHeader,
     /// Sums of the per-slice counter deltas.
     pub charged: Readings,
+    /// The kernel's count of cgroup moves when `header.cgroup_id` was last read (not sent in
+    /// records).
+    pub cgroup_moves: u64,
+    /// The task's `se.sum_exec_runtime` at its latest charge (0 before the first; not sent in
+    /// records): each charge adds its growth since.
+    pub runtime_ns: u64,
 }
 
 impl ThreadTotals {
@@ -71,6 +77,8 @@ impl ThreadTotals {
                 comm: [0; COMM_LEN],
             },
             charged: Readings::ZERO,
+            cgroup_moves: 0,
+            runtime_ns: 0,
         }
     }
 }

@@ -1,22 +1,23 @@
 //! Charging counter deltas to the thread that is on this CPU.
 //!
 //! The cost of this path is the product's price tag, so per charge: one lookup of this CPU's
-//! state (readings, slot mask, idle, stats in one value), one lookup of the thread, the clock
-//! for on-CPU time (no counter read), one `bpf_perf_event_read_value` per further counter of
-//! the set, and nothing written that another CPU writes too. Cgroups are charged in userspace
-//! from the threads' records; losses are only counted.
+//! state (readings, slot mask, idle, stats in one value), one lookup of the thread, one
+//! `bpf_perf_event_read_value` per counter of the set beyond on-CPU time, and nothing written
+//! that another CPU writes too. On-CPU time is the scheduler's own clock, read from the task
+//! (no clock or counter read); the cgroup id is read only after a move (see `cgroup_moves`).
+//! Cgroups are charged in userspace from the threads' records; losses are only counted.
 
 use aya_ebpf::{
     bindings::BPF_NOEXIST,
     helpers::{
         bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid,
-        bpf_get_smp_processor_id, bpf_ktime_get_ns,
+        bpf_get_smp_processor_id,
     },
     macros::map,
     maps::{HashMap, PerCpuArray, PerfEventArray, RingBuf},
 };
 
-use crate::follow;
+use crate::{cgroup_moves, follow};
 use topdown_common::{
     MAX_COUNTERS,
     cpu::CpuState,
@@ -55,6 +56,41 @@ static SCRATCH: PerCpuArray<ThreadTotals> = PerCpuArray::with_max_entries(1, 0);
 /// that died, and totals of threads as they left a cgroup.
 #[map]
 static THREAD_RECORDS: RingBuf = RingBuf::with_byte_size(4 * 1024 * 1024, 0);
+
+/// Where a charge's run time ends and the CPU's next charge starts, on the scheduler's clock
+/// (`se.exec_start` values, see [`crate::task::Task::exec_start`]), and the current task's
+/// runtime as the scheduler booked it.
+#[derive(Clone, Copy)]
+pub struct Clocks {
+    /// The current task's `se.sum_exec_runtime`: at a switch, `prev`'s, just brought up to
+    /// date; at a tick, as of the scheduler's latest update. A thread is charged its growth
+    /// since its previous charge, so its time is the scheduler's own even across switches the
+    /// tracepoint does not report (some threads are switched to and never reported switching
+    /// out; the next switch on that CPU names another `prev`).
+    pub runtime: u64,
+    /// The end of the current task's runtime as the scheduler booked it: at a switch, `prev`'s
+    /// `se.exec_start`, just brought up to date; at a tick, its latest update. Unused for the
+    /// idle task, whose runtime the scheduler does not keep.
+    pub run_end: u64,
+    /// Where the CPU's next charge starts: at a switch, `next`'s `se.exec_start`, the switch's
+    /// clock; at a tick, `run_end`. Later than `run_end` when the scheduler balanced load
+    /// between the two with the clock running (newly idle balancing): that time is in no
+    /// task's runtime, and the collector leaves it out too.
+    pub next_start: u64,
+}
+
+impl Clocks {
+    /// A tick's: the running task's runtime as of the scheduler's latest update (`run_end`
+    /// on its clock, `runtime` in its total).
+    #[inline(always)]
+    pub fn at(run_end: u64, runtime: u64) -> Self {
+        Self {
+            runtime,
+            run_end,
+            next_start: run_end,
+        }
+    }
+}
 
 /// Why the current slice ends.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -98,12 +134,13 @@ pub fn narrowed() -> bool {
     unsafe { core::ptr::read_volatile(&NARROW) != 0 }
 }
 
-/// At a switch on a narrowed collector: records whether `next` (thread `next_tid` of process
-/// `next_tgid`) is watched, and tells whether `prev`, the thread now on this CPU, is. When
-/// neither is, nothing else runs. When only `next` is, this CPU's readings are taken now, so its
-/// slice is measured from its switch-in.
+/// At a switch on a narrowed collector, where `next` starts at scheduler clock `now`: records
+/// whether `next`
+/// (thread `next_tid` of process `next_tgid`) is watched, and tells whether `prev`, the thread
+/// now on this CPU, is. When neither is, nothing else runs. When only `next` is, this CPU's
+/// readings are taken now, so its slice is measured from its switch-in.
 #[inline(always)]
-pub fn switch_watched(next_tid: u32, next_tgid: u32) -> bool {
+pub fn switch_watched(next_tid: u32, next_tgid: u32, now: u64) -> bool {
     let Some(state) = cpu_state() else {
         return false;
     };
@@ -118,45 +155,92 @@ pub fn switch_watched(next_tid: u32, next_tgid: u32) -> bool {
         // SAFETY: helpers without arguments.
         let cpu = unsafe { bpf_get_smp_processor_id() };
         read_counters(&mut Prev::of(state), cpu, None);
-        // SAFETY: as above.
-        state.last_ns = unsafe { bpf_ktime_get_ns() };
+        state.last_ns = now;
     }
     prev_watched
 }
 
 /// Whether the thread now on this CPU is watched: from the CPU's state when it is about this
-/// thread, else from the followed set.
+/// thread, else (a switch the kernel did not report, counted) from the followed set.
 #[inline(always)]
-fn watched_now(state: &CpuState) -> bool {
+fn watched_now(state: &mut CpuState) -> bool {
     let pid_tgid = bpf_get_current_pid_tgid();
     if state.current & !CpuState::WATCHED == pid_tgid as u32 {
         state.current & CpuState::WATCHED != 0
     } else {
+        count_unreported(state);
         follow::is_followed((pid_tgid >> 32) as u32)
+    }
+}
+
+/// At a switch on a collector that is not narrowed: counts a switch the kernel did not report
+/// when `prev_tid` is not the thread this CPU last switched to, and remembers `next_tid`.
+#[inline(always)]
+pub fn note_switch(prev_tid: u32, next_tid: u32) {
+    if let Some(state) = cpu_state() {
+        if state.current != prev_tid {
+            count_unreported(state);
+        }
+        state.current = next_tid;
+    }
+}
+
+/// Counts a switch the kernel did not report, once the CPU is measuring (before its first
+/// charge, its state names no thread yet).
+#[inline(always)]
+fn count_unreported(state: &mut CpuState) {
+    if state.last_ns != 0 {
+        count_in(state, Stat::SwitchesUnreported);
     }
 }
 
 /// Whether the thread now on this CPU is watched (always, when not narrowed).
 #[inline(always)]
 pub fn current_watched() -> bool {
-    !narrowed() || cpu_state().is_some_and(|state| watched_now(state))
+    !narrowed() || cpu_state().is_some_and(watched_now)
 }
 
-/// Charges this CPU's clock and counter deltas since its previous charge to the current
-/// thread (or to the CPU's idle totals).
+/// Charges this CPU's run time (on the scheduler's clock, see [`Clocks`]) and counter deltas
+/// since its previous charge to the current thread (or to the CPU's idle totals). A CPU's first
+/// charge only starts its measurement: the loader cannot read the scheduler's clock, so
+/// nothing before it is charged.
 #[inline(always)]
-pub fn charge_current(end: SliceEnd) {
+pub fn charge_current(end: SliceEnd, clocks: Clocks) {
     let Some(state) = cpu_state() else {
         return;
     };
-    // SAFETY: helpers without arguments.
-    let (now, cpu) = unsafe { (bpf_ktime_get_ns(), bpf_get_smp_processor_id()) };
-    let slice = now.wrapping_sub(state.last_ns);
-    state.last_ns = now;
+    // SAFETY: a helper without arguments.
+    let cpu = unsafe { bpf_get_smp_processor_id() };
+    if state.last_ns == 0 {
+        read_counters(&mut Prev::of(state), cpu, None);
+        state.last_ns = clocks.next_start;
+        return;
+    }
     let pid_tgid = bpf_get_current_pid_tgid();
     let tid = pid_tgid as u32;
+    // The runqueue's clock never goes back, and a task's runtime is brought up to date at or
+    // after its switch-in: the saturation only guards against a kernel that breaks that.
+    let end_ns = if tid == 0 {
+        clocks.next_start
+    } else {
+        clocks.run_end
+    };
+    let slice = end_ns.saturating_sub(state.last_ns);
+    let now = state.last_ns.max(clocks.next_start);
+    state.last_ns = now;
     if end == SliceEnd::Tick {
         count_in(state, Stat::Ticks);
+        // The running thread is not the one the CPU last switched to: a switch the kernel did
+        // not report (a narrowed collector has counted it already, and only ticks watched
+        // threads).
+        if state.current & !CpuState::WATCHED != tid {
+            state.current = if narrowed() {
+                tid | CpuState::WATCHED
+            } else {
+                count_unreported(state);
+                tid
+            };
+        }
     } else {
         count_in(state, Stat::Switches);
     }
@@ -176,18 +260,29 @@ pub fn charge_current(end: SliceEnd) {
     // SAFETY: this thread's slot (no other CPU runs it now) or this CPU's scratch slot.
     let totals = unsafe { &mut *totals };
 
-    // SAFETY: a helper without arguments.
-    let cgroup_id = unsafe { bpf_get_current_cgroup_id() };
-    if totals.header.cgroup_id != cgroup_id {
-        if totals.header.cgroup_id != 0 {
+    let moves = cgroup_moves::moves();
+    if end == SliceEnd::Tick || totals.cgroup_moves != moves {
+        totals.cgroup_moves = moves;
+        // SAFETY: a helper without arguments.
+        let cgroup_id = unsafe { bpf_get_current_cgroup_id() };
+        if totals.header.cgroup_id != cgroup_id {
             // What it was charged in the cgroup it left; the slice ending now goes to the new.
             totals.header.flags |= ThreadHeader::FLAG_MOVED;
             send(state, totals);
             totals.header.flags &= !ThreadHeader::FLAG_MOVED;
+            totals.header.cgroup_id = cgroup_id;
         }
-        totals.header.cgroup_id = cgroup_id;
     }
-    charge_clock(&mut totals.charged, slice);
+    // A thread's first charge is the CPU's slice, or its whole runtime when shorter (a thread
+    // born since the collector started: exact even when its switch in went unreported); after
+    // that, its runtime's growth.
+    let ran = if totals.runtime_ns == 0 {
+        slice.min(clocks.runtime)
+    } else {
+        clocks.runtime.saturating_sub(totals.runtime_ns)
+    };
+    totals.runtime_ns = clocks.runtime;
+    charge_clock(&mut totals.charged, ran);
     read_counters(&mut Prev::of(state), cpu, Some(&mut totals.charged));
     totals.header.last_cpu = cpu;
     if end != SliceEnd::Tick {
@@ -242,8 +337,8 @@ fn send(state: &mut CpuState, totals: &ThreadTotals) {
     }
 }
 
-/// The totals `tid` is charged to: its `THREADS` slot (created on first sight), or a scratch
-/// slot when the map is full (the loss is counted).
+/// The totals `tid` is charged to: its `THREADS` slot (created on first sight, with its
+/// cgroup), or a scratch slot when the map is full (the loss is counted).
 #[inline(always)]
 fn totals_of(state: &mut CpuState, tid: u32, tgid: u32, now: u64) -> Option<*mut ThreadTotals> {
     if let Some(totals) = THREADS.get_ptr_mut(&tid) {
@@ -254,6 +349,9 @@ fn totals_of(state: &mut CpuState, tid: u32, tgid: u32, now: u64) -> Option<*mut
     unsafe {
         *scratch = ThreadTotals::new(tid, tgid);
         (*scratch).header.born_ns = now;
+        // The count first: a move completing after it is seen at the next charge.
+        (*scratch).cgroup_moves = cgroup_moves::moves();
+        (*scratch).header.cgroup_id = bpf_get_current_cgroup_id();
         if follow::is_followed(tgid) {
             (*scratch).header.flags = ThreadHeader::FLAG_FOLLOWED;
         }

@@ -2,18 +2,14 @@
 //! so `topdown-bpf -- CMD` reports every process CMD starts, however short-lived.
 
 use aya_ebpf::{
-    helpers::{bpf_get_current_pid_tgid, bpf_probe_read_kernel},
+    helpers::bpf_get_current_pid_tgid,
     macros::map,
     maps::{Array, HashMap},
     programs::BtfTracePointContext,
 };
 use topdown_common::stats::Stat;
 
-use crate::account::count;
-
-/// Byte offset of `tgid` in `struct task_struct`, from the kernel's BTF; set by the loader.
-#[unsafe(no_mangle)]
-static TASK_TGID_OFFSET: u32 = 0;
+use crate::{account::count, task::Task};
 
 /// Followed processes (tgid). The loader adds the command it starts.
 #[map]
@@ -39,24 +35,6 @@ pub fn forget(tgid: u32) {
     let _ = FOLLOWED.remove(&tgid);
 }
 
-/// The thread and process ids of `task` (a `struct task_struct *`): `pid` and `tgid`, which
-/// sit side by side in `task_struct` (tgid at the offset from the kernel's BTF, pid just
-/// before it, as `pid_t pid; pid_t tgid;` declares them). Zeros when unreadable.
-#[inline(always)]
-pub fn ids_of(task: *const u8) -> (u32, u32) {
-    // SAFETY: a read-only global the loader sets before loading.
-    let offset = unsafe { core::ptr::read_volatile(&TASK_TGID_OFFSET) } as usize;
-    // SAFETY: bpf_probe_read_kernel checks the address.
-    let ids = unsafe { bpf_probe_read_kernel(task.wrapping_add(offset - 4).cast::<[u32; 2]>()) };
-    ids.map_or((0, 0), |[pid, tgid]| (pid, tgid))
-}
-
-/// The process id of `task` (a `struct task_struct *`), 0 when unreadable.
-#[inline(always)]
-pub fn tgid_of(task: *const u8) -> u32 {
-    ids_of(task).1
-}
-
 /// `tp_btf/sched_process_fork(struct task_struct *parent, struct task_struct *child)`; the
 /// parent is `current`.
 #[inline(always)]
@@ -67,7 +45,7 @@ pub fn on_fork(ctx: &BtfTracePointContext) {
     if !(spawner != 0 && spawner == pid_tgid as u32) && !is_followed(parent_tgid) {
         return;
     }
-    let child_tgid = tgid_of(ctx.arg(1));
+    let child_tgid = Task::from_arg(ctx.arg(1)).tgid();
     if child_tgid != 0 && child_tgid != parent_tgid && FOLLOWED.insert(&child_tgid, &1, 0).is_err()
     {
         count(Stat::FollowMapFull);

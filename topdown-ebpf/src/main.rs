@@ -10,16 +10,21 @@
 //! the per-CPU state.
 #![no_std]
 #![no_main]
+#![feature(core_intrinsics)]
+#![allow(internal_features)]
 
 mod account;
 mod c2c_filter;
+mod cgroup_moves;
 mod cgroup_names;
 mod follow;
+mod task;
 
 use aya_ebpf::{
     macros::{btf_tracepoint, perf_event},
     programs::{BtfTracePointContext, PerfEventContext},
 };
+use task::Task;
 
 /// `TASK_DEAD` in `task_struct::__state`: the switch away from a thread that has exited.
 const TASK_DEAD: u32 = 0x80;
@@ -28,20 +33,30 @@ const TASK_DEAD: u32 = 0x80;
 /// unsigned int prev_state)`. `current` is still `prev` here.
 #[btf_tracepoint(function = "sched_switch")]
 pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
+    let next = Task::from_arg(ctx.arg(2));
+    // The scheduler's clock at this switch, where next's runtime starts.
+    let next_start = next.exec_start();
+    let prev = Task::from_arg(ctx.arg(1));
     if account::narrowed() {
-        let next: *const u8 = ctx.arg(2);
-        let (tid, tgid) = follow::ids_of(next);
-        if !account::switch_watched(tid, tgid) {
+        if !account::switch_watched(next.tid(), next.tgid(), next_start) {
             return 0;
         }
+    } else {
+        account::note_switch(prev.tid(), next.tid());
     }
+    let clocks = account::Clocks {
+        runtime: prev.sum_exec_runtime(),
+        // Where the scheduler has just ended prev's runtime.
+        run_end: prev.exec_start(),
+        next_start,
+    };
     let prev_state: u32 = ctx.arg(3);
     let end = if prev_state & TASK_DEAD != 0 {
         account::SliceEnd::Exit
     } else {
         account::SliceEnd::Switch
     };
-    account::charge_current(end);
+    account::charge_current(end, clocks);
     0
 }
 
@@ -59,6 +74,13 @@ pub fn sched_process_fork(ctx: BtfTracePointContext) -> i32 {
     0
 }
 
+/// Threads moved to another cgroup: their cgroup is read again at their next charge.
+#[btf_tracepoint(function = "cgroup_attach_task")]
+pub fn cgroup_attach_task(_ctx: BtfTracePointContext) -> i32 {
+    cgroup_moves::on_attach();
+    0
+}
+
 /// A cgroup is being removed: its id and path go to userspace, so it keeps its name.
 #[btf_tracepoint(function = "cgroup_rmdir")]
 pub fn cgroup_rmdir(ctx: BtfTracePointContext) -> i32 {
@@ -70,7 +92,11 @@ pub fn cgroup_rmdir(ctx: BtfTracePointContext) -> i32 {
 #[perf_event]
 pub fn tick(_ctx: PerfEventContext) -> i32 {
     if account::current_watched() {
-        account::charge_current(account::SliceEnd::Tick);
+        // The scheduler's latest update of the running task: the rest of its slice is charged
+        // at its switch.
+        let current = Task::current();
+        let clocks = account::Clocks::at(current.exec_start(), current.sum_exec_runtime());
+        account::charge_current(account::SliceEnd::Tick, clocks);
     }
     0
 }

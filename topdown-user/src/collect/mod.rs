@@ -87,6 +87,10 @@ impl Collector {
                  topdown-bpf does not support its layout"
             );
         }
+        let task_exec_start_offset =
+            offset("task_struct", "se")? + offset("sched_entity", "exec_start")?;
+        let task_sum_exec_runtime_offset =
+            offset("task_struct", "se")? + offset("sched_entity", "sum_exec_runtime")?;
         let cgroup_kn_offset = offset("cgroup", "kn")?;
         let kernfs_node_id_offset = offset("kernfs_node", "id")?;
         let cgroup_root_offset = offset("cgroup", "root")?;
@@ -98,6 +102,12 @@ impl Collector {
             .override_global("SET_SLOTS", &set_slots, true)
             .override_global("NARROW", &narrow, true)
             .override_global("TASK_TGID_OFFSET", &task_tgid_offset, true)
+            .override_global("TASK_EXEC_START_OFFSET", &task_exec_start_offset, true)
+            .override_global(
+                "TASK_SUM_EXEC_RUNTIME_OFFSET",
+                &task_sum_exec_runtime_offset,
+                true,
+            )
             .override_global("CGROUP_KN_OFFSET", &cgroup_kn_offset, true)
             .override_global("KERNFS_NODE_ID_OFFSET", &kernfs_node_id_offset, true)
             .override_global("CGROUP_ROOT_OFFSET", &cgroup_root_offset, true)
@@ -133,10 +143,10 @@ impl Collector {
         tick.load().context("loading the tick program")?;
 
         counters.enable()?;
-        // Each CPU's first slice is measured from now (the kernel's clock is CLOCK_MONOTONIC).
-        let now = monotonic_ns();
+        // Each CPU starts measuring at its first switch or tick (the scheduler's clock, which
+        // the kernel programs charge, cannot be read from here).
         let states: Vec<CpuState> = (0..possible.get())
-            .map(|cpu| CpuState::new(set.slot_mask(cpu), now))
+            .map(|cpu| CpuState::new(set.slot_mask(cpu)))
             .collect();
         let mut cpu_state: PerCpuArray<_, CpuState> =
             PerCpuArray::try_from(map(&mut bpf, "CPU_STATE")?)?;
@@ -292,24 +302,15 @@ impl Collector {
     }
 }
 
-/// The tracepoint programs, in the order they are loaded and attached.
-const PROGRAMS: [&str; 4] = [
+/// The tracepoint programs, in the order they are loaded and attached: moves are counted
+/// before the switch program relies on the count.
+const PROGRAMS: [&str; 5] = [
+    "cgroup_attach_task",
     "sched_switch",
     "sched_process_fork",
     "sched_process_exec",
     "cgroup_rmdir",
 ];
-
-/// `CLOCK_MONOTONIC` in nanoseconds: the clock `bpf_ktime_get_ns` reads.
-fn monotonic_ns() -> u64 {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid timespec to fill.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &raw mut now) };
-    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
-}
 
 fn map<'a>(bpf: &'a mut Ebpf, name: &str) -> Result<&'a mut aya::maps::Map> {
     bpf.map_mut(name)

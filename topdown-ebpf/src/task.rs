@@ -1,0 +1,88 @@
+//! Fields of `struct task_struct` read straight from the kernel's memory at offsets the loader
+//! takes from the kernel's BTF: the programs get typed task pointers (`tp_btf` arguments,
+//! `bpf_get_current_task_btf`), so the verifier turns each read into one fault-safe load
+//! instead of a helper call.
+
+use aya_ebpf::helpers::bpf_get_current_task_btf;
+
+/// Byte offset of `tgid` in `struct task_struct`; `pid` sits just before it. Set by the loader.
+#[unsafe(no_mangle)]
+static TASK_TGID_OFFSET: u32 = 0;
+
+/// Byte offset of `se.exec_start` in `struct task_struct`. Set by the loader.
+#[unsafe(no_mangle)]
+static TASK_EXEC_START_OFFSET: u32 = 0;
+
+/// Byte offset of `se.sum_exec_runtime` in `struct task_struct`. Set by the loader.
+#[unsafe(no_mangle)]
+static TASK_SUM_EXEC_RUNTIME_OFFSET: u32 = 0;
+
+/// A `struct task_struct *` the verifier knows as one (a typed pointer).
+#[derive(Clone, Copy)]
+pub struct Task(*const u8);
+
+impl Task {
+    /// The task a `tp_btf` program got as an argument.
+    #[inline(always)]
+    pub fn from_arg(task: *const u8) -> Self {
+        Self(task)
+    }
+
+    /// The task running on this CPU.
+    #[inline(always)]
+    pub fn current() -> Self {
+        // SAFETY: a helper without arguments; it returns a typed, trusted pointer.
+        Self(
+            unsafe { bpf_get_current_task_btf() }
+                .cast_const()
+                .cast::<u8>(),
+        )
+    }
+
+    /// The task's thread id (kernel `pid`); 0 when unreadable.
+    #[inline(always)]
+    pub fn tid(self) -> u32 {
+        self.u32_at(tgid_offset().wrapping_sub(4))
+    }
+
+    /// The task's process id (kernel `tgid`); 0 when unreadable.
+    #[inline(always)]
+    pub fn tgid(self) -> u32 {
+        self.u32_at(tgid_offset())
+    }
+
+    /// `se.exec_start`: the scheduler's clock (its runqueue's `clock_task`, ns) when the task's
+    /// run time was last brought up to date. At `sched_switch` the scheduler has just set it
+    /// for `next` (every class does, in `set_next_task`), so it is the clock of the switch;
+    /// while a task runs, it is the time of the scheduler's latest update (its tick).
+    #[inline(always)]
+    pub fn exec_start(self) -> u64 {
+        // SAFETY: a read-only global the loader sets before loading.
+        let offset = unsafe { core::ptr::read_volatile(&TASK_EXEC_START_OFFSET) } as usize;
+        // SAFETY: a typed task pointer plus a member offset from BTF: the verifier checks the
+        // access and makes it a fault-safe load (0 on a fault).
+        unsafe { core::ptr::read_volatile(self.0.wrapping_add(offset).cast::<u64>()) }
+    }
+
+    /// `se.sum_exec_runtime`: the task's runtime (ns) as the scheduler booked it (what
+    /// `schedstat`, `cpu.stat` and `getrusage` add up), as of its latest update.
+    #[inline(always)]
+    pub fn sum_exec_runtime(self) -> u64 {
+        // SAFETY: a read-only global the loader sets before loading.
+        let offset = unsafe { core::ptr::read_volatile(&TASK_SUM_EXEC_RUNTIME_OFFSET) } as usize;
+        // SAFETY: as in `exec_start`.
+        unsafe { core::ptr::read_volatile(self.0.wrapping_add(offset).cast::<u64>()) }
+    }
+
+    #[inline(always)]
+    fn u32_at(self, offset: usize) -> u32 {
+        // SAFETY: as in `exec_start`.
+        unsafe { core::ptr::read_volatile(self.0.wrapping_add(offset).cast::<u32>()) }
+    }
+}
+
+#[inline(always)]
+fn tgid_offset() -> usize {
+    // SAFETY: a read-only global the loader sets before loading.
+    unsafe { core::ptr::read_volatile(&TASK_TGID_OFFSET) as usize }
+}
