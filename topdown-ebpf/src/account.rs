@@ -80,6 +80,14 @@ pub struct Clocks {
 }
 
 impl Clocks {
+    /// The clock of this charge: the later of the two (the idle task's `se.exec_start` is set
+    /// at its switch in only since Linux 6.8, so `next_start` may be stale when `next` is
+    /// idle; `run_end` is then the switch's clock).
+    #[inline(always)]
+    pub fn now(self) -> u64 {
+        self.run_end.max(self.next_start)
+    }
+
     /// A tick's: the running task's runtime as of the scheduler's latest update (`run_end`
     /// on its clock, `runtime` in its total).
     #[inline(always)]
@@ -213,7 +221,7 @@ pub fn charge_current(end: SliceEnd, clocks: Clocks) {
     let cpu = unsafe { bpf_get_smp_processor_id() };
     if state.last_ns == 0 {
         read_counters(&mut Prev::of(state), cpu, None);
-        state.last_ns = clocks.next_start;
+        state.last_ns = clocks.now();
         return;
     }
     let pid_tgid = bpf_get_current_pid_tgid();
@@ -226,7 +234,7 @@ pub fn charge_current(end: SliceEnd, clocks: Clocks) {
         clocks.run_end
     };
     let slice = end_ns.saturating_sub(state.last_ns);
-    let now = state.last_ns.max(clocks.next_start);
+    let now = state.last_ns.max(clocks.now());
     state.last_ns = now;
     if end == SliceEnd::Tick {
         count_in(state, Stat::Ticks);
