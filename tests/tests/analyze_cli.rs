@@ -136,7 +136,85 @@ fn analyze_matches_an_independent_evaluation_for_every_model() {
                 "{model} {node}: analyze {value}, data {expected}"
             );
         }
+        // These counts are arbitrary, so they contradict each other: nodes outside [0, 1] are
+        // flagged, each with counts of the file that move it.
+        let flagged: HashMap<&str, &Value> = doc["out_of_range"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| (o["node"].as_str().unwrap(), o))
+            .collect();
+        for (node, value) in nodes {
+            let value = value.as_f64().unwrap();
+            let outside = !(0.0..=1.0).contains(&value);
+            assert_eq!(
+                flagged.contains_key(node.as_str()),
+                outside,
+                "{model} {node} = {value}: flagged exactly when outside [0, 1]"
+            );
+            if let Some(o) = flagged.get(node.as_str()) {
+                assert_eq!(o["value"].as_f64(), Some(value));
+                let inputs = o["inputs"].as_object().unwrap();
+                assert!(!inputs.is_empty(), "{model} {node}: no inputs named");
+                for (name, count) in inputs {
+                    assert_eq!(
+                        counts.get(name.as_str()).copied(),
+                        count.as_f64(),
+                        "{model} {node}: input {name} is a count of the file"
+                    );
+                }
+            }
+        }
     }
+}
+
+/// A count that cannot be (more frontend slots than slots) makes Backend Bound negative: it
+/// is printed flagged, with the counts it is computed from, and JSON says the same.
+#[test]
+fn a_node_outside_zero_to_one_is_flagged_with_its_inputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("inconsistent.csv");
+    // Skylake: 4 slots per cycle, 4e9 slots; 5e9 slots not delivered.
+    std::fs::write(
+        &file,
+        "1000000000,,cycles,1000,100.00,,\n\
+         5000000000,,IDQ_UOPS_NOT_DELIVERED.CORE,1000,100.00,,\n\
+         1000000000,,UOPS_ISSUED.ANY,1000,100.00,,\n\
+         1000000000,,UOPS_RETIRED.RETIRE_SLOTS,1000,100.00,,\n\
+         1000,,INT_MISC.RECOVERY_CYCLES,1000,100.00,,\n",
+    )
+    .unwrap();
+    let run = |json: bool| {
+        let output = Command::new(topdown_bpf_binary())
+            .arg("analyze")
+            .arg(&file)
+            .args(["--cpu", "GenuineIntel-6-5E", "--td-level", "1"])
+            .args(json.then_some("--json"))
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let text = run(false);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("tma_backend_bound is -"))
+        .unwrap_or_else(|| panic!("Backend Bound flagged: {text}"));
+    for input in ["IDQ_UOPS_NOT_DELIVERED.CORE", "cycles"] {
+        assert!(line.contains(input), "{input} named: {line}");
+    }
+    let doc: Value = serde_json::from_str(&run(true)).unwrap();
+    let flagged = doc["out_of_range"].as_array().unwrap();
+    assert!(
+        flagged.iter().any(|o| o["node"] == "tma_backend_bound"
+            && o["value"].as_f64().unwrap() < 0.0
+            && o["inputs"]["IDQ_UOPS_NOT_DELIVERED.CORE"] == 5e9),
+        "{doc}"
+    );
 }
 
 #[test]

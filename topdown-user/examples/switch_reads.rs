@@ -50,7 +50,7 @@ fn main() -> Result<()> {
             let Ok(set) = topdown_set(&sys, pmu, &model, level) else {
                 continue;
             };
-            // Slot 0, the on-CPU clock, is never read.
+            // Slot 0, the on-CPU time, is never read.
             let reads = set.counters.len() - 1;
             // The pinned `slots` group: each read of one of these makes the kernel update and
             // reset SLOTS and PERF_METRICS for the whole group.
@@ -67,6 +67,8 @@ fn main() -> Result<()> {
             );
         }
     }
-    println!("| software set (default: on-CPU time from the clock) | - | 0 | 0 | 2 |");
+    println!(
+        "| software set (default: on-CPU time from the scheduler's runtime) | - | 0 | 0 | 2 |"
+    );
     Ok(())
 }

@@ -70,6 +70,7 @@ pub fn run(args: &AnalyzeArgs, verbose: bool) -> Result<()> {
     }
     let mut td = td;
     td.nodes.retain(|n| n.value.is_finite());
+    let out_of_range = model.out_of_range(&td, &inputs, args.td_level);
     let min_run = counts
         .events
         .values()
@@ -85,6 +86,11 @@ pub fn run(args: &AnalyzeArgs, verbose: bool) -> Result<()> {
             "over_threshold": td.nodes.iter().filter(|n| n.over_threshold).map(|n| n.node.name).collect::<Vec<_>>(),
             "missing_events": missing,
             "min_run_percent": min_run,
+            "out_of_range": out_of_range.iter().map(|o| json!({
+                "node": o.node,
+                "value": o.value,
+                "inputs": o.inputs.iter().map(|(name, value)| (name.clone(), json!(value))).collect::<serde_json::Map<_, _>>(),
+            })).collect::<Vec<_>>(),
         });
         println!("{doc}");
     } else {
@@ -102,6 +108,20 @@ pub fn run(args: &AnalyzeArgs, verbose: bool) -> Result<()> {
         }
         if !missing.is_empty() {
             println!("not computed: nodes that need {}", missing.join(", "));
+        }
+        for o in &out_of_range {
+            let inputs: Vec<String> = o
+                .inputs
+                .iter()
+                .map(|(name, value)| format!("{name} = {value}"))
+                .collect();
+            println!(
+                "{} is {:.1} %, outside 0..100 %: the counts it is computed from contradict each \
+                 other ({})",
+                o.node,
+                o.value * 100.0,
+                inputs.join(", ")
+            );
         }
     }
     Ok(())

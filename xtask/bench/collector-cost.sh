@@ -129,7 +129,7 @@ done
 
 echo
 echo "Estimated switch program cost per TopDown set = ${per_n[0]} ns (N = 0: state and thread"
-echo "lookups, clock, cgroup id) + counters read x $per_read ns (software events standing in):"
+echo "lookups, the task's runtime and clock loads) + counters read x $per_read ns (software events standing in):"
 echo
 echo "$reads_table" | python3 -c '
 import sys

@@ -78,6 +78,24 @@ impl NamedCounts {
         }
     }
 
+    /// The counts, by formula name.
+    pub fn counts(&self) -> impl Iterator<Item = (&str, f64)> {
+        self.counts
+            .iter()
+            .map(|(name, &value)| (name.as_str(), value))
+    }
+
+    /// The same counts and literals with `name` counting `value`.
+    pub fn with_count(&self, name: &str, value: f64) -> Self {
+        let mut counts = self.counts.clone();
+        counts.insert(name.to_owned(), value);
+        Self {
+            counts,
+            literals: self.literals.clone(),
+            missing: RefCell::default(),
+        }
+    }
+
     /// Events the formulas asked for that were not there.
     pub fn missing(&self) -> Vec<String> {
         self.missing.borrow().iter().cloned().collect()

@@ -15,7 +15,7 @@ pub mod spelling;
 use anyhow::{Result, bail};
 
 use self::{
-    inputs::{Evaluation, Inputs},
+    inputs::{Evaluation, Inputs, NamedCounts},
     node::Node,
 };
 
@@ -70,7 +70,7 @@ impl Model {
     /// The nodes this model has down to `level`, in tree order.
     pub fn nodes(&self, level: u8) -> Vec<Node> {
         let mut nodes: Vec<Node> = self
-            .values(&inputs::NamedCounts::default())
+            .values(&NamedCounts::default())
             .values
             .iter()
             .filter_map(|(name, _)| Node::named(name))
@@ -83,6 +83,39 @@ impl Model {
     /// The raw formula values (fractions of slots), by perf metric name.
     pub fn values(&self, inputs: &dyn Inputs) -> Evaluation {
         (self.evaluate)(inputs)
+    }
+
+    /// The nodes of `td` (evaluated from `counts` down to `max_level`) outside [0, 1], each
+    /// with the counts that move it: found by changing one count at a time, as the generated
+    /// formulas do not list their inputs per node.
+    pub fn out_of_range(
+        &self,
+        td: &TopDown,
+        counts: &NamedCounts,
+        max_level: u8,
+    ) -> Vec<OutOfRange> {
+        td.nodes
+            .iter()
+            .filter(|n| n.value.is_finite() && !(0.0..=1.0).contains(&n.value))
+            .map(|n| {
+                let mut inputs: Vec<(String, f64)> = counts
+                    .counts()
+                    .filter(|&(name, value)| {
+                        let changed = counts.with_count(name, value * 2.0 + 1.0);
+                        self.evaluate(&changed, max_level)
+                            .value(n.node.name)
+                            .is_none_or(|v| v.to_bits() != n.value.to_bits())
+                    })
+                    .map(|(name, value)| (name.to_owned(), value))
+                    .collect();
+                inputs.sort_by(|a, b| a.0.cmp(&b.0));
+                OutOfRange {
+                    node: n.node.name,
+                    value: n.value,
+                    inputs,
+                }
+            })
+            .collect()
     }
 
     /// The node values down to `max_level`, with thresholds and the bottleneck.
@@ -108,6 +141,18 @@ impl Model {
         let bottleneck = bottleneck(&nodes);
         TopDown { nodes, bottleneck }
     }
+}
+
+/// A node outside [0, 1]: only counts that contradict each other give one (perf's formulas
+/// subtract measured counts), so it is flagged with the counts it moves with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OutOfRange {
+    /// The node's perf metric name.
+    pub node: &'static str,
+    /// Its value.
+    pub value: f64,
+    /// The counts (formula name, value) that change it, sorted by name.
+    pub inputs: Vec<(String, f64)>,
 }
 
 /// One node's value.
