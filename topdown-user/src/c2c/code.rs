@@ -29,8 +29,8 @@ pub struct CodeNames<'a> {
     recording: &'a Recording,
     symbolizer: Symbolizer,
     cache: HashMap<(u32, u64, bool), Code>,
-    /// Whether each object path names a regular file (the recording names them, so they are
-    /// input: a FIFO or a device there would block or flood the report).
+    /// Whether each object path may be opened as an object (see [`symbolizable`]): the
+    /// recording names them, so they are input.
     readable: HashMap<String, bool>,
 }
 
@@ -75,7 +75,7 @@ impl<'a> CodeNames<'a> {
             let regular = *self
                 .readable
                 .entry(map.path.clone())
-                .or_insert_with(|| std::fs::metadata(&map.path).is_ok_and(|m| m.is_file()));
+                .or_insert_with(|| symbolizable(Path::new(&map.path)));
             let source = Source::Elf(Elf::new(&map.path));
             let offset = ip.wrapping_sub(map.start).wrapping_add(map.pgoff);
             if regular
@@ -96,5 +96,70 @@ impl<'a> CodeNames<'a> {
         }
         self.cache.insert((pid, ip, kernel), code.clone());
         code
+    }
+}
+
+/// Filesystems whose files are the kernel's, not objects: `/proc/kcore` is a regular file of
+/// 128 TiB that parses as ELF, and many others are regular files generated on read.
+const PSEUDO_FILESYSTEMS: [i64; 11] = [
+    0x9fa0,      // proc
+    0x6265_6572, // sysfs
+    0x6462_6720, // debugfs
+    0x7472_6163, // tracefs
+    0x6367_7270, // cgroup2
+    0x0002_7e0b, // cgroup
+    0x7363_6673, // securityfs
+    0xcafe_4a11, // bpf
+    0x6265_6570, // configfs
+    0xde5e_81e4, // efivarfs
+    0x6165_676c, // pstore
+];
+
+/// Whether `path` may be handed to the symbolizer: a regular file (a FIFO would block, a
+/// device flood), on a filesystem that holds files rather than the kernel's views, starting
+/// with the ELF magic.
+fn symbolizable(path: &Path) -> bool {
+    use std::{io::Read as _, os::unix::ffi::OsStrExt as _};
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let Ok(c_path) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: a NUL-terminated path and a statfs to fill.
+    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(c_path.as_ptr(), &raw mut fs) } != 0
+        || PSEUDO_FILESYSTEMS.contains(&(fs.f_type as i64))
+    {
+        return false;
+    }
+    let mut magic = [0u8; 4];
+    std::fs::File::open(path)
+        .and_then(|mut file| file.read_exact(&mut magic))
+        .is_ok_and(|()| magic == *b"\x7fELF")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_elf_files_on_real_filesystems_are_symbolized() {
+        let exe = std::env::current_exe().unwrap();
+        assert!(symbolizable(&exe), "{} is an ELF file", exe.display());
+        for kernel_view in [
+            "/proc/kcore",
+            "/proc/self/status",
+            "/sys/kernel/btf/vmlinux",
+        ] {
+            assert!(!symbolizable(Path::new(kernel_view)), "{kernel_view}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let text = dir.path().join("not-elf");
+        std::fs::write(&text, "hello").unwrap();
+        assert!(!symbolizable(&text), "a text file");
+        assert!(!symbolizable(dir.path()), "a directory");
+        assert!(!symbolizable(Path::new("/dev/zero")), "a device");
+        assert!(!symbolizable(&dir.path().join("missing")), "a missing file");
     }
 }
