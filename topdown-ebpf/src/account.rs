@@ -17,7 +17,7 @@ use aya_ebpf::{
     maps::{HashMap, PerCpuArray, PerfEventArray, RingBuf},
 };
 
-use crate::{cgroup_moves, follow};
+use crate::{cgroup_moves, follow, task::Task};
 use topdown_common::{
     MAX_COUNTERS,
     cpu::CpuState,
@@ -142,18 +142,18 @@ pub fn narrowed() -> bool {
     unsafe { core::ptr::read_volatile(&NARROW) != 0 }
 }
 
-/// At a switch on a narrowed collector, where `next` starts at scheduler clock `now`: records
-/// whether `next`
-/// (thread `next_tid` of process `next_tgid`) is watched, and tells whether `prev`, the thread
-/// now on this CPU, is. When neither is, nothing else runs. When only `next` is, this CPU's
-/// readings are taken now, so its slice is measured from its switch-in.
+/// At a switch from `prev` to `next` on a narrowed collector, where `next` starts at
+/// scheduler clock `now`: records whether `next` is watched, and tells whether `prev` is. When
+/// neither is, nothing else runs. When only `next` is, this CPU's readings are taken now, so
+/// its slice is measured from its switch-in.
 #[inline(always)]
-pub fn switch_watched(next_tid: u32, next_tgid: u32, now: u64) -> bool {
+pub fn switch_watched(prev: Task, next: Task, now: u64) -> bool {
     let Some(state) = cpu_state() else {
         return false;
     };
-    let prev_watched = watched_now(state);
-    let next_watched = follow::is_followed(next_tgid);
+    let prev_watched = watched(state, prev);
+    let next_tid = next.tid();
+    let next_watched = follow::is_followed(next.tgid());
     state.current = if next_watched {
         next_tid | CpuState::WATCHED
     } else {
@@ -168,16 +168,15 @@ pub fn switch_watched(next_tid: u32, next_tgid: u32, now: u64) -> bool {
     prev_watched
 }
 
-/// Whether the thread now on this CPU is watched: from the CPU's state when it is about this
-/// thread, else (a switch the kernel did not report, counted) from the followed set.
+/// Whether `task`, the thread now on this CPU, is watched: from the CPU's state when it is
+/// about this thread, else (a switch the kernel did not report, counted) from the followed set.
 #[inline(always)]
-fn watched_now(state: &mut CpuState) -> bool {
-    let pid_tgid = bpf_get_current_pid_tgid();
-    if state.current & !CpuState::WATCHED == pid_tgid as u32 {
+fn watched(state: &mut CpuState, task: Task) -> bool {
+    if state.current & !CpuState::WATCHED == task.tid() {
         state.current & CpuState::WATCHED != 0
     } else {
         count_unreported(state);
-        follow::is_followed((pid_tgid >> 32) as u32)
+        follow::is_followed(task.tgid())
     }
 }
 
@@ -202,18 +201,18 @@ fn count_unreported(state: &mut CpuState) {
     }
 }
 
-/// Whether the thread now on this CPU is watched (always, when not narrowed).
+/// Whether `task`, the thread now on this CPU, is watched (always, when not narrowed).
 #[inline(always)]
-pub fn current_watched() -> bool {
-    !narrowed() || cpu_state().is_some_and(watched_now)
+pub fn current_watched(task: Task) -> bool {
+    !narrowed() || cpu_state().is_some_and(|state| watched(state, task))
 }
 
 /// Charges this CPU's run time (on the scheduler's clock, see [`Clocks`]) and counter deltas
-/// since its previous charge to the current thread (or to the CPU's idle totals). A CPU's first
-/// charge only starts its measurement: the loader cannot read the scheduler's clock, so
-/// nothing before it is charged.
+/// since its previous charge to `task`, the thread on this CPU (or to the CPU's idle totals).
+/// A CPU's first charge only starts its measurement: the loader cannot read the scheduler's
+/// clock, so nothing before it is charged.
 #[inline(always)]
-pub fn charge_current(end: SliceEnd, clocks: Clocks) {
+pub fn charge_current(end: SliceEnd, task: Task, clocks: Clocks) {
     let Some(state) = cpu_state() else {
         return;
     };
@@ -224,8 +223,7 @@ pub fn charge_current(end: SliceEnd, clocks: Clocks) {
         state.last_ns = clocks.now();
         return;
     }
-    let pid_tgid = bpf_get_current_pid_tgid();
-    let tid = pid_tgid as u32;
+    let tid = task.tid();
     // The runqueue's clock never goes back, and a task's runtime is brought up to date at or
     // after its switch-in: the saturation only guards against a kernel that breaks that.
     let end_ns = if tid == 0 {
@@ -262,7 +260,7 @@ pub fn charge_current(end: SliceEnd, clocks: Clocks) {
         read_counters(&mut prev, cpu, Some(&mut state.idle));
         return;
     }
-    let Some(totals) = totals_of(state, tid, (pid_tgid >> 32) as u32, now) else {
+    let Some(totals) = totals_of(state, tid, task.tgid(), now) else {
         return;
     };
     // SAFETY: this thread's slot (no other CPU runs it now) or this CPU's scratch slot.

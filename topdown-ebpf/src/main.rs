@@ -38,7 +38,7 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
     let next_start = next.exec_start();
     let prev = Task::from_arg(ctx.arg(1));
     if account::narrowed() {
-        if !account::switch_watched(next.tid(), next.tgid(), next_start) {
+        if !account::switch_watched(prev, next, next_start) {
             return 0;
         }
     } else {
@@ -56,7 +56,7 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
     } else {
         account::SliceEnd::Switch
     };
-    account::charge_current(end, clocks);
+    account::charge_current(end, prev, clocks);
     0
 }
 
@@ -91,12 +91,12 @@ pub fn cgroup_rmdir(ctx: BtfTracePointContext) -> i32 {
 /// Per-CPU timer (a cpu-clock sampling event): charges the running thread's slice so far.
 #[perf_event]
 pub fn tick(_ctx: PerfEventContext) -> i32 {
-    if account::current_watched() {
+    let current = Task::current();
+    if account::current_watched(current) {
         // The scheduler's latest update of the running task: the rest of its slice is charged
         // at its switch.
-        let current = Task::current();
         let clocks = account::Clocks::at(current.exec_start(), current.sum_exec_runtime());
-        account::charge_current(account::SliceEnd::Tick, clocks);
+        account::charge_current(account::SliceEnd::Tick, current, clocks);
     }
     0
 }
