@@ -350,9 +350,9 @@ pub struct StatArgs {
     #[arg(long)]
     pub csv: bool,
 
-    /// Separated values with this separator (like `perf stat -x`).
+    /// Separated values with this one-character separator (like `perf stat -x`).
     #[arg(short = 'x', long = "field-separator", value_name = "SEP", value_parser = separator)]
-    pub field_separator: Option<String>,
+    pub field_separator: Option<u8>,
 
     /// Write the report to FILE instead of standard output.
     #[arg(short = 'o', long, value_name = "FILE")]
@@ -489,12 +489,17 @@ fn max_threads(text: &str) -> Result<u32, String> {
     }
 }
 
-/// `-x`: a non-empty separator without line breaks.
-fn separator(text: &str) -> Result<String, String> {
-    if text.is_empty() || text.contains(['\n', '\r']) {
-        return Err("the separator is one or more characters, not empty and no line break".into());
+/// `-x`: one ASCII character that is not a line break or a quote (fields holding it are
+/// quoted, as CSV quotes them).
+fn separator(text: &str) -> Result<u8, String> {
+    match text.as_bytes() {
+        [byte] if byte.is_ascii() && !matches!(byte, b'\n' | b'\r' | b'"') => Ok(*byte),
+        _ => Err(
+            "the separator is one ASCII character other than a line break or `\"`, \
+                  e.g. -x ';'"
+                .into(),
+        ),
     }
-    Ok(text.to_owned())
 }
 
 #[cfg(test)]
@@ -522,8 +527,10 @@ mod value_tests {
         assert_eq!(at_least_one("3"), Ok(3));
         assert!(max_threads("0").is_err() && max_threads("4194305").is_err());
         assert_eq!(max_threads("16384"), Ok(16384));
-        assert!(separator("").is_err() && separator("a\nb").is_err());
-        assert_eq!(separator(";"), Ok(";".into()));
+        for bad in ["", "\n", "\"", "::", "é"] {
+            assert!(separator(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(separator(";"), Ok(b';'));
     }
 
     #[test]

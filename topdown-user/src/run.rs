@@ -401,12 +401,10 @@ fn format_of(cli: &StatArgs) -> Format {
         Format::Json
     } else if let Some(separator) = &cli.field_separator {
         Format::Csv {
-            separator: separator.clone(),
+            separator: *separator,
         }
     } else if cli.csv {
-        Format::Csv {
-            separator: ",".into(),
-        }
+        Format::Csv { separator: b',' }
     } else if cli.interval_ms.is_some() {
         Format::Interval
     } else if cli.output.is_none() && std::io::stdout().is_terminal() {

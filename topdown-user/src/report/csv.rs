@@ -1,7 +1,4 @@
 //! Separated values (`--csv`, `-x SEP`), one line per thread (or group) per window.
-
-use std::fmt::Write as _;
-
 use super::rows::{Row, RowOptions, Who};
 use crate::{attrib::Window, pmu::counter_set::CounterSet, tma::node::Node};
 
@@ -23,7 +20,7 @@ fn nodes(options: &RowOptions) -> Vec<(usize, String, Node)> {
 }
 
 /// The header line.
-pub fn header(set: &CounterSet, options: &RowOptions, sep: &str) -> String {
+pub fn header(set: &CounterSet, options: &RowOptions, sep: u8) -> String {
     let mut fields: Vec<String> = std::iter::once("time_s")
         .chain(Who::key_names(options.group_by()).iter().copied())
         .chain(["on_cpu_ns", "cpu_percent", "switches"])
@@ -40,7 +37,7 @@ pub fn header(set: &CounterSet, options: &RowOptions, sep: &str) -> String {
     if options.group.is_none() {
         fields.push("exited".into());
     }
-    fields.join(sep) + "\n"
+    records(sep, std::iter::once(fields))
 }
 
 /// One line per row; the time field is the window's end, or `total` for the run summary.
@@ -49,7 +46,7 @@ pub fn lines(
     rows: &[Row],
     set: &CounterSet,
     options: &RowOptions,
-    sep: &str,
+    sep: u8,
     is_final: bool,
 ) -> String {
     let nodes = nodes(options);
@@ -58,42 +55,49 @@ pub fn lines(
     } else {
         format!("{:.6}", (window.start + window.length).as_secs_f64())
     };
-    let mut out = String::new();
-    for row in rows {
-        let mut fields = vec![time.clone()];
-        fields.extend(row.who.key_values(false).iter().map(|v| quote(v, sep)));
-        fields.extend([
-            row.on_cpu_ns.to_string(),
-            format!("{:.2}", row.cpu_percent),
-            row.switches.to_string(),
-        ]);
-        for value in row.counters.iter().take(set.counters.len()) {
-            fields.push(format!("{:.0}", value.scaled()));
-            fields.push(format!("{:.2}", value.running_fraction() * 100.0));
-        }
-        for (part, _, node) in &nodes {
-            let td = row.topdown.get(*part).and_then(Option::as_ref);
-            let value = td.and_then(|td| td.value(node.name));
-            fields.push(value.map_or_else(String::new, |v| format!("{v:.6}")));
-        }
-        for td in &row.topdown {
-            let bottleneck = td.as_ref().and_then(|td| td.bottleneck);
-            fields.push(bottleneck.unwrap_or_default().to_owned());
-        }
-        if let Some(thread) = row.who.thread() {
-            fields.push(u8::from(thread.exited).to_string());
-        }
-        let _ = writeln!(out, "{}", fields.join(sep));
-    }
-    out
+    records(
+        sep,
+        rows.iter().map(|row| {
+            let mut fields = vec![time.clone()];
+            fields.extend(row.who.key_values(false));
+            fields.extend([
+                row.on_cpu_ns.to_string(),
+                format!("{:.2}", row.cpu_percent),
+                row.switches.to_string(),
+            ]);
+            for value in row.counters.iter().take(set.counters.len()) {
+                fields.push(format!("{:.0}", value.scaled()));
+                fields.push(format!("{:.2}", value.running_fraction() * 100.0));
+            }
+            for (part, _, node) in &nodes {
+                let td = row.topdown.get(*part).and_then(Option::as_ref);
+                let value = td.and_then(|td| td.value(node.name));
+                fields.push(value.map_or_else(String::new, |v| format!("{v:.6}")));
+            }
+            for td in &row.topdown {
+                let bottleneck = td.as_ref().and_then(|td| td.bottleneck);
+                fields.push(bottleneck.unwrap_or_default().to_owned());
+            }
+            if let Some(thread) = row.who.thread() {
+                fields.push(u8::from(thread.exited).to_string());
+            }
+            fields
+        }),
+    )
 }
 
-fn quote(field: &str, sep: &str) -> String {
-    if field.contains(sep) || field.contains('"') || field.contains('\n') {
-        format!("\"{}\"", field.replace('"', "\"\""))
-    } else {
-        field.to_owned()
+/// `records` written with separator `sep`, fields quoted where CSV needs it (the separator, a
+/// quote or a line break in them: event names such as `cpu/event=0xc2,umask=0x2/u`, comms).
+fn records(sep: u8, records: impl Iterator<Item = Vec<String>>) -> String {
+    let mut writer = csv::WriterBuilder::new()
+        .delimiter(sep)
+        .from_writer(Vec::new());
+    for record in records {
+        // Writing to memory cannot fail.
+        let _ = writer.write_record(&record);
     }
+    let bytes = writer.into_inner().unwrap_or_default();
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 #[cfg(test)]
@@ -101,9 +105,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn fields_holding_the_separator_are_quoted() {
-        assert_eq!(quote("a,b", ","), "\"a,b\"");
-        assert_eq!(quote("say \"x\"", ";"), "\"say \"\"x\"\"\"");
-        assert_eq!(quote("plain", ","), "plain");
+    fn fields_holding_the_separator_or_quotes_are_quoted() {
+        let text = records(
+            b',',
+            [
+                vec!["cpu/event=0xc2,umask=0x2/u".into(), "plain".into()],
+                vec!["say \"x\"".into(), "two\nlines".into()],
+            ]
+            .into_iter(),
+        );
+        assert_eq!(
+            text,
+            "\"cpu/event=0xc2,umask=0x2/u\",plain\n\"say \"\"x\"\"\",\"two\nlines\"\n"
+        );
+        let parsed: Vec<csv::StringRecord> = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .from_reader(text.as_bytes())
+            .records()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(parsed[0].get(0), Some("cpu/event=0xc2,umask=0x2/u"));
+        assert_eq!(parsed[1].get(1), Some("two\nlines"));
+        assert_eq!(records(b';', [vec!["a,b".into()]].into_iter()), "a,b\n");
     }
 }

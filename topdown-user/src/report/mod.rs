@@ -31,8 +31,8 @@ pub enum Format {
     Json,
     /// Separated values: a header line, then one line per thread per interval and the totals.
     Csv {
-        /// Field separator.
-        separator: String,
+        /// Field separator (one ASCII character).
+        separator: u8,
     },
 }
 
@@ -120,9 +120,9 @@ impl Renderer {
                 let mut text = String::new();
                 if !self.csv_header_written {
                     self.csv_header_written = true;
-                    text = csv::header(&self.set, &self.rows, separator);
+                    text = csv::header(&self.set, &self.rows, *separator);
                 }
-                text + &csv::lines(window, &rows, &self.set, &self.rows, separator, is_final)
+                text + &csv::lines(window, &rows, &self.set, &self.rows, *separator, is_final)
             }
         };
         self.write(&text)
@@ -265,8 +265,8 @@ mod tests {
             "{line}"
         );
 
-        let csv_text = csv::header(&set, &options(), ",")
-            + &csv::lines(&window, &rows, &set, &options(), ",", true);
+        let csv_text = csv::header(&set, &options(), b',')
+            + &csv::lines(&window, &rows, &set, &options(), b',', true);
         let mut lines = csv_text.lines();
         let header: Vec<&str> = lines.next().unwrap().split(',').collect();
         let row: Vec<&str> = lines.next().unwrap().split(',').collect();
