@@ -41,10 +41,12 @@ impl TestTree {
         }
     }
 
+    /// The cgroup's directory under the mount.
     pub fn dir(&self, leaf: &str) -> PathBuf {
         self.mount.join(self.path(leaf).trim_start_matches('/'))
     }
 
+    /// The cgroup's id: its directory's inode number, as the kernel's cgroup2 id.
     pub fn id(&self, leaf: &str) -> u64 {
         fs::metadata(self.dir(leaf)).expect("a test cgroup").ino()
     }
@@ -65,6 +67,7 @@ impl TestTree {
             * 1000
     }
 
+    /// Removes the (empty) cgroup.
     pub fn remove(&self, leaf: &str) {
         fs::remove_dir(self.dir(leaf)).expect("removing a test cgroup");
     }

@@ -1,4 +1,5 @@
 //! Separated values (`--csv`, `-x SEP`), one line per thread (or group) per window.
+
 use super::rows::{Row, RowOptions, Who};
 use crate::{attrib::Window, pmu::counter_set::CounterSet, tma::node::Node};
 

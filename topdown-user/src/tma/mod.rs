@@ -6,6 +6,7 @@
 //! (names, levels, parents, default thresholds); [`evaluate`] turns counts into node values, marks
 //! nodes over their thresholds and picks the bottleneck.
 
+/// The formulas and model table, written by `xtask/gen/tma_formulas.py`: never edited by hand.
 #[rustfmt::skip]
 pub mod generated;
 pub mod inputs;
