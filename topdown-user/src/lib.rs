@@ -19,4 +19,5 @@ pub mod process_exit;
 pub mod report;
 pub mod run;
 pub mod serve;
+pub mod session;
 pub mod tma;

@@ -8,16 +8,13 @@ use std::{
 };
 
 use anyhow::{Context as _, Result, anyhow};
-use tokio::{
-    signal::unix::{SignalKind, signal},
-    time::{MissedTickBehavior, interval, sleep_until},
-};
 
 use crate::{
     attrib::cores::CoreAggregator,
     collect::perf_open::OpenCounters,
     pmu::{counter_set::CounterSet, sysfs::SysRoot, topology},
     report::{cores, rows::TopdownView},
+    session::{Session, Wake},
 };
 
 /// Runs the per-core view until the duration ends, or Ctrl-C / SIGTERM.
@@ -48,31 +45,33 @@ pub async fn run(
     }
 
     let period = Duration::from_millis(interval_ms.unwrap_or(1000));
-    let mut tick = interval(period);
-    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    tick.tick().await;
-    let deadline =
-        duration.map(|s| tokio::time::Instant::from_std(started + Duration::from_secs_f64(s)));
-    let mut sigterm = signal(SignalKind::terminate()).context("installing a SIGTERM handler")?;
+    let mut session = Session::new(started, period, duration)?;
     let mut last = started;
-    loop {
-        tokio::select! {
-            _ = tick.tick(), if interval_ms.is_some() => {
-                let usage = aggregator.window(&counters.read()?);
-                let now = Instant::now();
-                let (start, length) = (last.duration_since(started), now.duration_since(last));
-                last = now;
-                let text = if json {
-                    cores::document(&usage, set, view, start.as_secs_f64(), length.as_secs_f64(), false)
-                } else {
-                    cores::block(&usage, set, view, &format!("# {:>10.3} s", (start + length).as_secs_f64()))
-                };
-                out.write_all(text.as_bytes()).and_then(|()| out.flush()).context("writing the report")?;
-            }
-            () = async { sleep_until(deadline.unwrap_or_else(crate::run::far_future)).await }, if deadline.is_some() => break,
-            _ = tokio::signal::ctrl_c() => break,
-            _ = sigterm.recv() => break,
+    // Without -I only the totals are printed: ticks then do nothing.
+    while let Wake::Tick = session.wake().await {
+        if interval_ms.is_none() {
+            continue;
         }
+        let usage = aggregator.window(&counters.read()?);
+        let now = Instant::now();
+        let (start, length) = (last.duration_since(started), now.duration_since(last));
+        last = now;
+        let text = if json {
+            cores::document(
+                &usage,
+                set,
+                view,
+                start.as_secs_f64(),
+                length.as_secs_f64(),
+                false,
+            )
+        } else {
+            let title = format!("# {:>10.3} s", (start + length).as_secs_f64());
+            cores::block(&usage, set, view, &title)
+        };
+        out.write_all(text.as_bytes())
+            .and_then(|()| out.flush())
+            .context("writing the report")?;
     }
     aggregator.window(&counters.read()?);
     let totals = aggregator.totals();

@@ -11,11 +11,7 @@ use std::{
 };
 
 use anyhow::{Context as _, Result, bail};
-use tokio::{
-    process::Command,
-    signal::unix::{SignalKind, signal},
-    time::{MissedTickBehavior, interval, sleep_until},
-};
+use tokio::process::Command;
 use topdown_common::MAX_COUNTERS;
 
 use crate::{
@@ -43,6 +39,7 @@ use crate::{
         Format, Renderer,
         rows::{RowOptions, SortKey, TopdownPart, TopdownView},
     },
+    session::{Session, Wake},
     tma::Model,
 };
 
@@ -105,7 +102,7 @@ pub async fn run(cli: StatArgs, verbose: bool) -> Result<ExitCode> {
         _ => ProcessExits::watch(&[])?,
     };
 
-    let (target, mut child) = if cli.command.is_empty() {
+    let (target, child) = if cli.command.is_empty() {
         (target, None)
     } else {
         let child = collector
@@ -143,57 +140,48 @@ pub async fn run(cli: StatArgs, verbose: bool) -> Result<ExitCode> {
     let period = cli
         .interval_ms
         .map_or(DEFAULT_REFRESH, Duration::from_millis);
-    let mut report_tick = interval(period);
-    report_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    report_tick.tick().await;
-    let deadline = cli
-        .duration
-        .map(|s| tokio::time::Instant::from_std(started + Duration::from_secs_f64(s)));
-    let mut sigterm = signal(SignalKind::terminate()).context("installing a SIGTERM handler")?;
+    let mut session = Session::new(started, period, cli.duration)?;
+    if let Some(child) = child {
+        session.watch(child);
+    }
 
     // Cgroups removed by the previous snapshot: their last charges are in by now.
     let mut removed_before: Vec<u64> = Vec::new();
     let mut status = None;
     loop {
-        let stop_with = tokio::select! {
-            _ = report_tick.tick() => {
-                let snapshot = collector.snapshot()?;
-                renderer.cgroups_removed(&snapshot.removed_cgroups);
-                let window = attrib.window(&snapshot);
-                // Keep their totals for the run and stop tracking them: memory then holds
-                // live cgroups only, however many come and go.
-                let removed = snapshot.removed_cgroups.iter().map(|(id, _)| *id).collect();
-                attrib.retire_cgroups(std::mem::replace(&mut removed_before, removed));
-                if draw_windows {
-                    renderer.window(&window)?;
+        let stop = tokio::select! {
+            wake = session.wake() => match wake {
+                Wake::Tick => {
+                    let snapshot = collector.snapshot()?;
+                    renderer.cgroups_removed(&snapshot.removed_cgroups);
+                    let window = attrib.window(&snapshot);
+                    // Keep their totals for the run and stop tracking them: memory then holds
+                    // live cgroups only, however many come and go.
+                    let removed = snapshot.removed_cgroups.iter().map(|(id, _)| *id).collect();
+                    attrib.retire_cgroups(std::mem::replace(&mut removed_before, removed));
+                    if draw_windows {
+                        renderer.window(&window)?;
+                    }
+                    false
                 }
-                None
-            }
-            () = async { sleep_until(deadline.unwrap_or_else(far_future)).await }, if deadline.is_some() => Some(None),
+                Wake::Deadline => true,
+                Wake::CommandExited(exit) => {
+                    let exit = exit.context("waiting for the command")?;
+                    log::info!("command exited: {exit}");
+                    status = Some(exit);
+                    true
+                }
+                // The command gets the signal and ends the session when it exits, as under
+                // perf stat; its last slices are then in the final report.
+                Wake::Signal(signal) => !session.forward(signal),
+            },
             () = ends_with.all_ended() => {
                 log::info!("every watched process has exited");
-                Some(None)
+                true
             }
-            exit = wait_for(child.as_mut()), if child.is_some() && status.is_none() => {
-                let exit = exit.context("waiting for the command")?;
-                log::info!("command exited: {exit}");
-                status = Some(exit);
-                Some(None)
-            }
-            _ = tokio::signal::ctrl_c() => Some(Some(libc::SIGINT)),
-            _ = sigterm.recv() => Some(Some(libc::SIGTERM)),
         };
-        match (stop_with, child.as_mut()) {
-            (None, _) => {}
-            // The command gets the signal and ends the session when it exits, as under perf
-            // stat; its last slices are then in the final report.
-            (Some(Some(signal)), Some(child)) if status.is_none() => {
-                if let Some(pid) = child.id() {
-                    // SAFETY: sending a signal to our own child.
-                    unsafe { libc::kill(pid as libc::pid_t, signal) };
-                }
-            }
-            (Some(_), _) => break,
+        if stop {
+            break;
         }
     }
 
@@ -379,21 +367,6 @@ fn topdown_models_here(
             Selection::Model(model) => Ok((Model::named(model)?, pmu.name.clone())),
         })
         .collect()
-}
-
-/// A deadline that never comes, for a `select!` branch that is disabled anyway.
-pub(crate) fn far_future() -> tokio::time::Instant {
-    tokio::time::Instant::now() + Duration::from_secs(86400 * 365)
-}
-
-/// Waits for the command to exit; never completes when there is none.
-pub(crate) async fn wait_for(
-    child: Option<&mut tokio::process::Child>,
-) -> std::io::Result<std::process::ExitStatus> {
-    match child {
-        Some(child) => child.wait().await,
-        None => std::future::pending().await,
-    }
 }
 
 fn format_of(cli: &StatArgs) -> Format {

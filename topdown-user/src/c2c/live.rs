@@ -12,11 +12,7 @@ use std::{
 };
 
 use anyhow::{Context as _, Result};
-use tokio::{
-    process::Command,
-    signal::unix::{SignalKind, signal},
-    time::{interval, sleep_until},
-};
+use tokio::{process::Command, time::interval};
 use topdown_common::c2c::C2cRecord;
 
 use super::{
@@ -34,7 +30,7 @@ use crate::{
         sysfs::SysRoot,
     },
     preflight,
-    run::{far_future, wait_for},
+    session::{Session, Wake},
 };
 
 /// How often forwarded samples are moved out of the ring buffer.
@@ -99,7 +95,7 @@ pub fn record(sys: &SysRoot, args: &C2cLiveArgs, view: bool) -> Result<LiveRecor
             args.stores == StoreFilter::Contended,
         )?;
         let started = Instant::now();
-        let mut child = match args.command_line.split_first() {
+        let child = match args.command_line.split_first() {
             Some((program, rest)) => Some(
                 Command::new(program)
                     .args(rest)
@@ -109,37 +105,33 @@ pub fn record(sys: &SysRoot, args: &C2cLiveArgs, view: bool) -> Result<LiveRecor
             None => None,
         };
         let mut live = Gathered::new(&args.pids);
-        let deadline = args
-            .duration
-            .map(|s| tokio::time::Instant::from_std(started + Duration::from_secs_f64(s)));
-        let mut drain = interval(DRAIN);
+        let mut session = Session::new(started, DRAIN, args.duration)?;
+        if let Some(child) = child {
+            session.watch(child);
+        }
         // A terminal gets the hottest lines so far, redrawn every second.
         let view = view && std::io::stdout().is_terminal();
         let mut redraw = interval(REDRAW);
-        let mut sigterm = signal(SignalKind::terminate()).context("installing a SIGTERM handler")?;
         loop {
             tokio::select! {
-                _ = drain.tick() => live.take(collector.drain()),
+                wake = session.wake() => match wake {
+                    Wake::Tick => live.take(collector.drain()),
+                    Wake::CommandExited(status) => {
+                        log::info!("command exited: {status:?}");
+                        break;
+                    }
+                    Wake::Deadline | Wake::Signal(_) => break,
+                },
                 _ = redraw.tick(), if view => {
                     print!("{}", hottest(&live.recording, &collector.counts()?, started.elapsed()));
                 }
-                () = async { sleep_until(deadline.unwrap_or_else(far_future)).await }, if deadline.is_some() => break,
-                status = wait_for(child.as_mut()), if child.is_some() => {
-                    log::info!("command exited: {:?}", status);
-                    break;
-                }
-                _ = tokio::signal::ctrl_c() => break,
-                _ = sigterm.recv() => break,
             }
         }
         live.take(collector.drain());
         let counts = collector.counts()?;
         let devices = sys.path("sys/devices");
         Ok(LiveRecording {
-            recording: live.finish(
-                events.iter().map(|e| e.name.clone()).collect(),
-                &devices,
-            ),
+            recording: live.finish(events.iter().map(|e| e.name.clone()).collect(), &devices),
             counts,
             seconds: started.elapsed().as_secs_f64(),
         })

@@ -12,12 +12,7 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 pub use exporter::{Exporter, Limits};
-use tokio::{
-    net::TcpListener,
-    signal::unix::{SignalKind, signal},
-    sync::watch,
-    time::{MissedTickBehavior, interval, sleep_until},
-};
+use tokio::{net::TcpListener, sync::watch, time::interval};
 
 use crate::{
     attrib::{Attributor, cgroups::CgroupNames, target::Target},
@@ -28,7 +23,8 @@ use crate::{
         sysfs::SysRoot,
     },
     preflight,
-    run::{counter_set, far_future},
+    run::counter_set,
+    session::{Session, Wake},
 };
 
 /// How often dead threads' and removed cgroups' records (and c2c samples) are moved out of the
@@ -107,16 +103,18 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
         exporter.connections_refused(),
     ));
 
-    let mut refresh = interval(Duration::from_millis(args.interval_ms));
-    refresh.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut session = Session::new(
+        started,
+        Duration::from_millis(args.interval_ms),
+        args.duration,
+    )?;
     let mut drain = interval(DRAIN);
-    let deadline = args
-        .duration
-        .map(|s| tokio::time::Instant::from_std(started + Duration::from_secs_f64(s)));
-    let mut sigterm = signal(SignalKind::terminate()).context("installing a SIGTERM handler")?;
     let result = loop {
         tokio::select! {
-            _ = refresh.tick() => {
+            wake = session.wake() => {
+                let Wake::Tick = wake else {
+                    break Ok(());
+                };
                 let snapshot = collector.snapshot()?;
                 for (id, path) in &snapshot.removed_cgroups {
                     names.learn(*id, path.clone());
@@ -132,10 +130,7 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
                     exporter.update_c2c(&records, &c2c.counts()?, &mut names);
                 }
             }
-            () = async { sleep_until(deadline.unwrap_or_else(far_future)).await }, if deadline.is_some() => break Ok(()),
             finished = &mut server => break finished.context("the metrics server stopped").and_then(|r| r),
-            _ = tokio::signal::ctrl_c() => break Ok(()),
-            _ = sigterm.recv() => break Ok(()),
         }
     };
     server.abort();

@@ -1,0 +1,113 @@
+//! The loop every live command runs around its own work: a periodic tick, an optional end
+//! (`--duration`), Ctrl-C and SIGTERM, and the command it may have started. Each command
+//! selects on [`Session::wake`] and on what only it waits for (a drain timer, a server).
+
+use std::{
+    process::ExitStatus,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, Result};
+use tokio::{
+    process::Child,
+    signal::unix::{Signal, SignalKind, signal},
+    time::{Interval, MissedTickBehavior, interval, sleep_until},
+};
+
+/// Why a session woke.
+#[derive(Debug)]
+pub enum Wake {
+    /// A tick: time for the command's periodic work.
+    Tick,
+    /// The duration asked for is over.
+    Deadline,
+    /// SIGINT (Ctrl-C) or SIGTERM arrived: its number.
+    Signal(i32),
+    /// The command the session started exited.
+    CommandExited(std::io::Result<ExitStatus>),
+}
+
+/// A live session's timers, signals and command.
+pub struct Session {
+    tick: Interval,
+    deadline: Option<tokio::time::Instant>,
+    sigterm: Signal,
+    command: Option<Child>,
+    command_status: Option<ExitStatus>,
+}
+
+impl Session {
+    /// A session started at `started` that ticks every `period` (the first tick one period
+    /// from now; a late tick delays the next) and ends after `duration` seconds when given.
+    pub fn new(started: Instant, period: Duration, duration: Option<f64>) -> Result<Self> {
+        let mut tick = interval(period);
+        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        tick.reset();
+        Ok(Self {
+            tick,
+            deadline: duration
+                .map(|s| tokio::time::Instant::from_std(started + Duration::from_secs_f64(s))),
+            sigterm: signal(SignalKind::terminate()).context("installing a SIGTERM handler")?,
+            command: None,
+            command_status: None,
+        })
+    }
+
+    /// Watches `command`: its exit wakes the session once ([`Wake::CommandExited`]).
+    pub fn watch(&mut self, command: Child) {
+        self.command = Some(command);
+    }
+
+    /// The watched command's pid while it runs.
+    pub fn command_pid(&self) -> Option<u32> {
+        self.command.as_ref().and_then(Child::id)
+    }
+
+    /// Whether a command is watched and has not exited yet.
+    pub fn command_running(&self) -> bool {
+        self.command.is_some() && self.command_status.is_none()
+    }
+
+    /// Waits for the next tick, the end of the duration, a signal or the command's exit.
+    pub async fn wake(&mut self) -> Wake {
+        let deadline = self.deadline;
+        let running = self.command_running();
+        tokio::select! {
+            _ = self.tick.tick() => Wake::Tick,
+            () = async { sleep_until(deadline.unwrap_or_else(far_future)).await }, if deadline.is_some() => Wake::Deadline,
+            status = wait(self.command.as_mut()), if running => {
+                if let Ok(status) = &status {
+                    self.command_status = Some(*status);
+                }
+                Wake::CommandExited(status)
+            }
+            _ = tokio::signal::ctrl_c() => Wake::Signal(libc::SIGINT),
+            _ = self.sigterm.recv() => Wake::Signal(libc::SIGTERM),
+        }
+    }
+
+    /// Passes `signal` to the running command, as `perf stat` does; whether there was one.
+    pub fn forward(&self, signal: i32) -> bool {
+        match self.command_pid() {
+            Some(pid) if self.command_running() => {
+                // SAFETY: sending a signal to our own child.
+                unsafe { libc::kill(pid as libc::pid_t, signal) };
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// A year from now: the deadline of a session without one.
+fn far_future() -> tokio::time::Instant {
+    tokio::time::Instant::now() + Duration::from_secs(86400 * 365)
+}
+
+/// Waits for `child` to exit; never completes without one.
+async fn wait(child: Option<&mut Child>) -> std::io::Result<ExitStatus> {
+    match child {
+        Some(child) => child.wait().await,
+        None => std::future::pending().await,
+    }
+}
