@@ -16,8 +16,8 @@ use topdown_user::{
     attrib::{Attributor, target::Target, usage::ThreadUsage},
     collect::{Collector, CollectorOptions},
     pmu::counter_set::{Counter, CounterSet, EventAttr, Unit},
-    report::rows::TopdownView,
     tma::Model,
+    tma::view::TopdownView,
 };
 
 const SOFTWARE: u32 = 1;

@@ -13,8 +13,9 @@ use crate::{
     attrib::cores::CoreAggregator,
     collect::perf_open::OpenCounters,
     pmu::{counter_set::CounterSet, sysfs::SysRoot, topology},
-    report::{cores, rows::TopdownView},
+    report::cores,
     session::{Session, Wake},
+    tma::view::TopdownView,
 };
 
 /// Runs the per-core view until the duration ends, or Ctrl-C / SIGTERM.

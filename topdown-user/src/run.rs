@@ -37,10 +37,13 @@ use crate::{
     process_exit::ProcessExits,
     report::{
         Format, Renderer,
-        rows::{RowOptions, SortKey, TopdownPart, TopdownView},
+        rows::{RowOptions, SortKey},
     },
     session::{Session, Wake},
-    tma::Model,
+    tma::{
+        Model,
+        view::{TopdownPart, TopdownView},
+    },
 };
 
 /// Refresh period of the live table when no `-I` is given.

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use comfy_table::{CellAlignment, Table, presets::NOTHING};
 use serde_json::{Value, json};
 
-use super::rows::TopdownView;
+use crate::tma::view::TopdownView;
 use crate::{attrib::cores::CoreUsage, pmu::counter_set::CounterSet, tma::node::Node};
 
 /// A title line and one row per core: its CPUs, TopDown nodes and bottleneck (with a TopDown

@@ -6,7 +6,8 @@ use anyhow::Result;
 use serde_json::{Map, Value, json};
 use topdown_common::stats::Stat;
 
-use super::rows::{Row, TopdownView, Who};
+use super::rows::{Row, Who};
+use crate::tma::view::TopdownView;
 use crate::{
     attrib::{Window, containers::Owner, groups::GroupBy, usage::CounterValue},
     pmu::counter_set::CounterSet,

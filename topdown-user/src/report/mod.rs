@@ -141,7 +141,7 @@ mod tests {
     use std::time::Duration;
 
     use super::{
-        rows::{RowOptions, SortKey, TopdownView},
+        rows::{RowOptions, SortKey},
         *,
     };
     use crate::{
@@ -149,6 +149,7 @@ mod tests {
         collect::Stats,
         pmu::counter_set::{Counter, EventAttr, Unit},
         tma::Model,
+        tma::view::TopdownView,
     };
 
     /// A thread that spent its slots 10 % frontend, 5 % bad speculation, 60 % backend, 25 %

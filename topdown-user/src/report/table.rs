@@ -4,7 +4,8 @@ use std::fmt::Write as _;
 
 use comfy_table::{CellAlignment, Table, presets::NOTHING};
 
-use super::rows::{Row, RowOptions, TopdownView, Who};
+use super::rows::{Row, RowOptions, Who};
+use crate::tma::view::TopdownView;
 use crate::{
     attrib::Window,
     pmu::counter_set::{CounterSet, Unit},

@@ -23,7 +23,7 @@ use crate::{
     attrib::{Window, cgroups::CgroupNames, containers::Owner, usage::CgroupUsage},
     collect::c2c::C2cCounts,
     pmu::counter_set::{CounterSet, Unit as CounterUnit},
-    report::rows::TopdownView,
+    tma::view::TopdownView,
 };
 
 /// A label set: `[(name, value)]`.

@@ -12,6 +12,7 @@ pub mod generated;
 pub mod inputs;
 pub mod node;
 pub mod spelling;
+pub mod view;
 
 use anyhow::{Result, bail};
 
