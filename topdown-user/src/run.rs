@@ -19,6 +19,7 @@ use crate::{
         Attributor, EXITED_ROWS,
         cgroups::CgroupNames,
         groups::{GroupBy, GroupOptions, normalize},
+        named,
         target::Target,
     },
     cli::{CgroupArgs, StatArgs},
@@ -64,8 +65,8 @@ pub async fn run(cli: StatArgs, verbose: bool) -> Result<ExitCode> {
         Target::All
     };
     target.validate()?;
-    let cgroup_names = CgroupNames::host();
-    let group = group_options(&cli.cgroups, cgroup_names.mount())?;
+    let mut names = CgroupNames::host();
+    let group = group_options(&cli.cgroups, names.mount())?;
     let mut out = open_output(cli.output.as_deref())?;
     preflight::check()?;
     if cli.per_core {
@@ -133,7 +134,6 @@ pub async fn run(cli: StatArgs, verbose: bool) -> Result<ExitCode> {
             group,
         },
         set.clone(),
-        cgroup_names,
     );
     renderer.header()?;
     let exited_rows = cli.top.map_or(EXITED_ROWS, |top| top.max(EXITED_ROWS));
@@ -156,14 +156,15 @@ pub async fn run(cli: StatArgs, verbose: bool) -> Result<ExitCode> {
             wake = session.wake() => match wake {
                 Wake::Tick => {
                     let snapshot = collector.snapshot()?;
-                    renderer.cgroups_removed(&snapshot.removed_cgroups);
+                    names.learn_removed(&snapshot.removed_cgroups);
                     let window = attrib.window(&snapshot);
                     // Keep their totals for the run and stop tracking them: memory then holds
                     // live cgroups only, however many come and go.
                     let removed = snapshot.removed_cgroups.iter().map(|(id, _)| *id).collect();
                     attrib.retire_cgroups(std::mem::replace(&mut removed_before, removed));
                     if draw_windows {
-                        renderer.window(&window)?;
+                        let named = named::name(&window, &mut names, renderer.grouping());
+                        renderer.window(&window, named)?;
                     }
                     false
                 }
@@ -190,13 +191,15 @@ pub async fn run(cli: StatArgs, verbose: bool) -> Result<ExitCode> {
 
     // The last, partial interval too: a stream of intervals then holds every exited thread.
     let snapshot = collector.snapshot()?;
-    renderer.cgroups_removed(&snapshot.removed_cgroups);
+    names.learn_removed(&snapshot.removed_cgroups);
     let window = attrib.window(&snapshot);
     if draw_windows && cli.interval_ms.is_some() {
-        renderer.window(&window)?;
+        let named = named::name(&window, &mut names, renderer.grouping());
+        renderer.window(&window, named)?;
     }
     let totals = attrib.run_totals(&snapshot);
-    renderer.summary(&totals)?;
+    let named = named::name(&totals, &mut names, renderer.grouping());
+    renderer.summary(&totals, named)?;
     if totals.stats.lost_anything() {
         log::warn!("the kernel side lost data: see the losses line");
     }

@@ -44,6 +44,14 @@ impl CgroupNames {
         self.paths.insert(id, path);
     }
 
+    /// Remembers the paths of cgroups the kernel saw removed (`(id, path)`), so they are still
+    /// reported by path.
+    pub fn learn_removed(&mut self, removed: &[(u64, String)]) {
+        for (id, path) in removed {
+            self.learn(*id, path.clone());
+        }
+    }
+
     /// The id of the cgroup at `path`: the live directory's, else a remembered one's.
     pub fn id_of(&self, path: &str) -> Option<u64> {
         self.mount

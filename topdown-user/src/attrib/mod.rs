@@ -6,6 +6,7 @@ pub mod containers;
 pub mod cores;
 pub mod exited;
 pub mod groups;
+pub mod named;
 pub mod target;
 pub mod usage;
 

@@ -14,7 +14,7 @@ use anyhow::{Context as _, Result};
 
 use self::rows::{RowOptions, rows};
 use crate::{
-    attrib::{Window, cgroups::CgroupNames},
+    attrib::{Window, groups::GroupOptions, named::Named},
     pmu::counter_set::CounterSet,
 };
 
@@ -42,35 +42,24 @@ pub struct Renderer {
     format: Format,
     rows: RowOptions,
     set: CounterSet,
-    cgroups: CgroupNames,
     csv_header_written: bool,
 }
 
 impl Renderer {
     /// A renderer for `set`'s windows.
-    pub fn new(
-        out: Box<dyn Write>,
-        format: Format,
-        rows: RowOptions,
-        set: CounterSet,
-        cgroups: CgroupNames,
-    ) -> Self {
+    pub fn new(out: Box<dyn Write>, format: Format, rows: RowOptions, set: CounterSet) -> Self {
         Self {
             out: BufWriter::new(out),
             format,
             rows,
             set,
-            cgroups,
             csv_header_written: false,
         }
     }
 
-    /// Remembers the names of cgroups the kernel saw removed, so they are still reported by
-    /// path.
-    pub fn cgroups_removed(&mut self, removed: &[(u64, String)]) {
-        for (id, path) in removed {
-            self.cgroups.learn(*id, path.clone());
-        }
+    /// How the rows are grouped, for naming windows before they are drawn.
+    pub fn grouping(&self) -> Option<&GroupOptions> {
+        self.rows.group.as_ref()
     }
 
     /// The first line: which counter set is live, and why.
@@ -81,18 +70,18 @@ impl Renderer {
         }
     }
 
-    /// Draws one interval.
-    pub fn window(&mut self, window: &Window) -> Result<()> {
-        self.draw(window, false)
+    /// Draws one interval, its usage `named` (see [`crate::attrib::named::name`]).
+    pub fn window(&mut self, window: &Window, named: Vec<Named>) -> Result<()> {
+        self.draw(window, named, false)
     }
 
-    /// Draws the totals of the whole run.
-    pub fn summary(&mut self, window: &Window) -> Result<()> {
-        self.draw(window, true)
+    /// Draws the totals of the whole run, `named`.
+    pub fn summary(&mut self, window: &Window, named: Vec<Named>) -> Result<()> {
+        self.draw(window, named, true)
     }
 
-    fn draw(&mut self, window: &Window, is_final: bool) -> Result<()> {
-        let (rows, total) = rows(window, &self.set, &mut self.cgroups, &self.rows);
+    fn draw(&mut self, window: &Window, named: Vec<Named>, is_final: bool) -> Result<()> {
+        let (rows, total) = rows(window, named, &self.set, &self.rows);
         let text = match &self.format {
             Format::Refresh if !is_final => {
                 format!(
@@ -139,6 +128,8 @@ impl Renderer {
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
+
+    use crate::attrib::{cgroups::CgroupNames, named::name};
 
     use super::{
         rows::{RowOptions, SortKey},
@@ -239,7 +230,7 @@ mod tests {
     fn per_thread_topdown_shows_nodes_bottleneck_and_run_percent() {
         let (window, set) = spr_window();
         let mut names = CgroupNames::at(None);
-        let (rows, total) = rows(&window, &set, &mut names, &options());
+        let (rows, total) = rows(&window, name(&window, &mut names, None), &set, &options());
         let text = table::block(&window, &rows, total, &set, &options(), false);
         let header = text.lines().nth(1).unwrap();
         for column in [

@@ -4,11 +4,12 @@ use std::{cmp::Ordering, str::FromStr};
 
 use anyhow::{Result, bail};
 
+pub use crate::attrib::named::{ThreadKey, Who};
 use crate::{
     attrib::{
         Window,
-        cgroups::CgroupNames,
-        groups::{Group, GroupBy, GroupOptions, group},
+        groups::{GroupBy, GroupOptions},
+        named::Named,
         usage::CounterValue,
     },
     pmu::counter_set::CounterSet,
@@ -34,111 +35,6 @@ pub struct Row {
     /// Lowest share of its enabled time any counter of the set was running (1.0: never
     /// multiplexed).
     pub run_fraction: f64,
-}
-
-/// Whose line a [`Row`] is.
-#[derive(Clone, Debug)]
-pub enum Who {
-    /// One thread.
-    Thread(ThreadKey),
-    /// One cgroup (or subtree, rolled up), container, pod, service or user slice.
-    Group {
-        /// Rows per cgroup or per container.
-        by: GroupBy,
-        /// The group, usage aside.
-        group: Box<Group>,
-    },
-}
-
-/// What names a thread.
-#[derive(Clone, Debug)]
-pub struct ThreadKey {
-    /// Thread id.
-    pub tid: u32,
-    /// Process id.
-    pub pid: u32,
-    /// Thread name.
-    pub comm: String,
-    /// cgroup path (or `cgroup:<id>` if it could not be named).
-    pub cgroup: String,
-    /// cgroup2 id.
-    pub cgroup_id: u64,
-    /// The thread died.
-    pub exited: bool,
-    /// How many exited threads the row folds (tid 0); 0 for one thread's row.
-    pub folded: u64,
-}
-
-impl Who {
-    /// Names of the columns that say whose line it is (lowercase: JSON and CSV field names;
-    /// tables show them in capitals), for rows of threads (`None`) or of groups.
-    pub const fn key_names(by: Option<GroupBy>) -> &'static [&'static str] {
-        match by {
-            None => &["tid", "pid", "comm", "cgroup"],
-            Some(GroupBy::Cgroup) => &["cgroup", "cgroup_id"],
-            Some(GroupBy::Container) => &["container", "kind", "pod", "qos", "cgroup"],
-        }
-    }
-
-    /// The values of [`Who::key_names`]; a thread's name says `(exited)` when `decorate`.
-    pub fn key_values(&self, decorate: bool) -> Vec<String> {
-        match self {
-            Self::Thread(t) => vec![
-                t.tid.to_string(),
-                t.pid.to_string(),
-                if decorate && t.exited {
-                    format!("{} (exited)", t.comm)
-                } else {
-                    t.comm.clone()
-                },
-                t.cgroup.clone(),
-            ],
-            Self::Group {
-                by: GroupBy::Cgroup,
-                group,
-            } => {
-                vec![group.path.clone(), group.id.to_string()]
-            }
-            Self::Group {
-                by: GroupBy::Container,
-                group,
-            } => {
-                let pod = group.owner.pod();
-                vec![
-                    group.label.clone(),
-                    group.owner.kind().to_owned(),
-                    pod.map_or_else(|| "-".to_owned(), |p| p.uid.clone()),
-                    pod.map_or("-", |p| p.qos.name()).to_owned(),
-                    group.path.clone(),
-                ]
-            }
-        }
-    }
-
-    /// The thread, for thread rows.
-    pub const fn thread(&self) -> Option<&ThreadKey> {
-        match self {
-            Self::Thread(t) => Some(t),
-            Self::Group { .. } => None,
-        }
-    }
-
-    /// What sorts a row by name: the thread's name, the group's label.
-    fn name(&self) -> &str {
-        match self {
-            Self::Thread(t) => &t.comm,
-            Self::Group { group, .. } => &group.label,
-        }
-    }
-
-    /// What sorts a row by id: the tid, the cgroup id.
-    fn id(&self, pid: bool) -> u64 {
-        match self {
-            Self::Thread(t) if pid => u64::from(t.pid),
-            Self::Thread(t) => u64::from(t.tid),
-            Self::Group { group, .. } => group.id,
-        }
-    }
 }
 
 /// What to sort rows by (descending for numbers, ascending for ids and names).
@@ -221,63 +117,43 @@ impl RowOptions {
     }
 }
 
-/// The rows of `window`, sorted and cut; also how many there were before the cut.
+/// The rows of `window`'s `named` usage, sorted and cut; also how many there were before the
+/// cut.
 pub fn rows(
     window: &Window,
+    named: Vec<Named>,
     set: &CounterSet,
-    cgroups: &mut CgroupNames,
     options: &RowOptions,
 ) -> (Vec<Row>, usize) {
-    cgroups.allow_rescan();
     let wall_ns = window.length.as_nanos().max(1) as f64;
-    let row = |who: Who, switches: u64, counters: &[CounterValue]| {
-        let on_cpu_ns = counters.first().map_or(0, |c| c.raw);
-        Row {
-            who,
-            on_cpu_ns,
-            cpu_percent: on_cpu_ns as f64 * 100.0 / wall_ns,
-            switches,
-            counters: counters.to_vec(),
-            topdown: options
-                .topdown
-                .as_ref()
-                .map_or_else(Vec::new, |view| view.of(set, counters)),
-            run_fraction: counters
-                .iter()
-                .skip(1)
-                .map(CounterValue::running_fraction)
-                .fold(1.0, f64::min),
-        }
-    };
-    let mut rows: Vec<Row> = match &options.group {
-        Some(grouping) => group(&window.cgroups, cgroups, grouping)
-            .into_iter()
-            .map(|g| {
-                let (switches, counters) = (g.usage.switches, g.usage.counters.clone());
-                let who = Who::Group {
-                    by: grouping.by,
-                    group: Box::new(g),
-                };
-                row(who, switches, &counters)
-            })
-            .collect(),
-        None => window
-            .threads
-            .iter()
-            .map(|usage| {
-                let who = Who::Thread(ThreadKey {
-                    tid: usage.tid,
-                    pid: usage.pid,
-                    comm: usage.comm.clone(),
-                    cgroup: cgroups.name(usage.cgroup_id),
-                    cgroup_id: usage.cgroup_id,
-                    exited: usage.exited,
-                    folded: usage.folded,
-                });
-                row(who, usage.switches, &usage.counters)
-            })
-            .collect(),
-    };
+    let mut rows: Vec<Row> = named
+        .into_iter()
+        .map(
+            |Named {
+                 who,
+                 switches,
+                 counters,
+             }| {
+                let on_cpu_ns = counters.first().map_or(0, |c| c.raw);
+                Row {
+                    who,
+                    on_cpu_ns,
+                    cpu_percent: on_cpu_ns as f64 * 100.0 / wall_ns,
+                    switches,
+                    topdown: options
+                        .topdown
+                        .as_ref()
+                        .map_or_else(Vec::new, |view| view.of(set, &counters)),
+                    run_fraction: counters
+                        .iter()
+                        .skip(1)
+                        .map(CounterValue::running_fraction)
+                        .fold(1.0, f64::min),
+                    counters,
+                }
+            },
+        )
+        .collect();
     let counter_index = match &options.sort {
         SortKey::Counter(name) => set.names().position(|n| n == name),
         _ => None,
@@ -319,6 +195,8 @@ fn compare(a: &Row, b: &Row, key: &SortKey, counter: Option<usize>) -> Ordering 
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
+
+    use crate::attrib::{cgroups::CgroupNames, named::name};
 
     use super::*;
     use crate::{attrib::usage::ThreadUsage, collect::Stats, pmu::counter_set::CounterSet};
@@ -363,7 +241,7 @@ mod tests {
             verbose: false,
             group: None,
         };
-        let (rows, total) = rows(&window, &set, &mut names, &opts);
+        let (rows, total) = rows(&window, name(&window, &mut names, None), &set, &opts);
         assert_eq!(total, 3);
         let tids = |rows: &[Row]| -> Vec<u32> {
             rows.iter().map(|r| r.who.thread().unwrap().tid).collect()
@@ -378,7 +256,7 @@ mod tests {
             verbose: false,
             group: None,
         };
-        let (rows, _) = super::rows(&window, &set, &mut names, &by_switches);
+        let (rows, _) = super::rows(&window, name(&window, &mut names, None), &set, &by_switches);
         assert_eq!(tids(&rows), [1, 3, 2]);
         assert!(SortKey::Counter("nope".into()).validate(&set).is_err());
         assert!(SortKey::Counter("cpu-clock".into()).validate(&set).is_ok());

@@ -1,0 +1,165 @@
+//! A window's usage named for people: each thread with its cgroup's path, or the groups of
+//! cgroups asked for (cgroups, containers, pods, services), their paths and owners resolved.
+//! Reports take these names as they are; nothing past this point reads /sys/fs/cgroup.
+
+use super::{
+    Window,
+    cgroups::CgroupNames,
+    groups::{Group, GroupBy, GroupOptions, group},
+    usage::CounterValue,
+};
+
+/// One named line of usage.
+#[derive(Clone, Debug)]
+pub struct Named {
+    /// Whose usage it is.
+    pub who: Who,
+    /// Switches out.
+    pub switches: u64,
+    /// Every counter of the set, in slot order (slot 0: on-CPU time).
+    pub counters: Vec<CounterValue>,
+}
+
+/// `window`'s threads, each with its cgroup's path, or its cgroups grouped as `grouping` asks.
+pub fn name(
+    window: &Window,
+    names: &mut CgroupNames,
+    grouping: Option<&GroupOptions>,
+) -> Vec<Named> {
+    names.allow_rescan();
+    match grouping {
+        Some(grouping) => group(&window.cgroups, names, grouping)
+            .into_iter()
+            .map(|g| Named {
+                switches: g.usage.switches,
+                counters: g.usage.counters.clone(),
+                who: Who::Group {
+                    by: grouping.by,
+                    group: Box::new(g),
+                },
+            })
+            .collect(),
+        None => window
+            .threads
+            .iter()
+            .map(|usage| Named {
+                who: Who::Thread(ThreadKey {
+                    tid: usage.tid,
+                    pid: usage.pid,
+                    comm: usage.comm.clone(),
+                    cgroup: names.name(usage.cgroup_id),
+                    cgroup_id: usage.cgroup_id,
+                    exited: usage.exited,
+                    folded: usage.folded,
+                }),
+                switches: usage.switches,
+                counters: usage.counters.clone(),
+            })
+            .collect(),
+    }
+}
+
+/// Whose usage a report line holds.
+#[derive(Clone, Debug)]
+pub enum Who {
+    /// One thread.
+    Thread(ThreadKey),
+    /// One cgroup (or subtree, rolled up), container, pod, service or user slice.
+    Group {
+        /// Rows per cgroup or per container.
+        by: GroupBy,
+        /// The group, usage aside.
+        group: Box<Group>,
+    },
+}
+
+/// What names a thread.
+#[derive(Clone, Debug)]
+pub struct ThreadKey {
+    /// Thread id.
+    pub tid: u32,
+    /// Process id.
+    pub pid: u32,
+    /// Thread name.
+    pub comm: String,
+    /// cgroup path (or `cgroup:<id>` if it could not be named).
+    pub cgroup: String,
+    /// cgroup2 id.
+    pub cgroup_id: u64,
+    /// The thread died.
+    pub exited: bool,
+    /// How many exited threads the row folds (tid 0); 0 for one thread's row.
+    pub folded: u64,
+}
+
+impl Who {
+    /// Names of the columns that say whose line it is (lowercase: JSON and CSV field names;
+    /// tables show them in capitals), for rows of threads (`None`) or of groups.
+    pub const fn key_names(by: Option<GroupBy>) -> &'static [&'static str] {
+        match by {
+            None => &["tid", "pid", "comm", "cgroup"],
+            Some(GroupBy::Cgroup) => &["cgroup", "cgroup_id"],
+            Some(GroupBy::Container) => &["container", "kind", "pod", "qos", "cgroup"],
+        }
+    }
+
+    /// The values of [`Who::key_names`]; a thread's name says `(exited)` when `decorate`.
+    pub fn key_values(&self, decorate: bool) -> Vec<String> {
+        match self {
+            Self::Thread(t) => vec![
+                t.tid.to_string(),
+                t.pid.to_string(),
+                if decorate && t.exited {
+                    format!("{} (exited)", t.comm)
+                } else {
+                    t.comm.clone()
+                },
+                t.cgroup.clone(),
+            ],
+            Self::Group {
+                by: GroupBy::Cgroup,
+                group,
+            } => {
+                vec![group.path.clone(), group.id.to_string()]
+            }
+            Self::Group {
+                by: GroupBy::Container,
+                group,
+            } => {
+                let pod = group.owner.pod();
+                vec![
+                    group.label.clone(),
+                    group.owner.kind().to_owned(),
+                    pod.map_or_else(|| "-".to_owned(), |p| p.uid.clone()),
+                    pod.map_or("-", |p| p.qos.name()).to_owned(),
+                    group.path.clone(),
+                ]
+            }
+        }
+    }
+
+    /// The thread, for thread rows.
+    pub const fn thread(&self) -> Option<&ThreadKey> {
+        match self {
+            Self::Thread(t) => Some(t),
+            Self::Group { .. } => None,
+        }
+    }
+
+    /// What sorts a row by name: the thread's name, the group's label.
+    pub(crate) fn name(&self) -> &str {
+        match self {
+            Self::Thread(t) => &t.comm,
+            Self::Group { group, .. } => &group.label,
+        }
+    }
+
+    /// What sorts a row by id: the tid, the cgroup id.
+    pub(crate) fn id(&self, pid: bool) -> u64 {
+        match self {
+            Self::Thread(t) if pid => u64::from(t.pid),
+            Self::Thread(t) => u64::from(t.tid),
+            Self::Group { group, .. } => group.id,
+        }
+    }
+}
