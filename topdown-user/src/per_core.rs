@@ -7,11 +7,11 @@ use std::{
     time::{Duration, Instant},
 };
 
-use anyhow::{Context as _, Result, anyhow};
+use anyhow::{Context as _, Result};
 
 use crate::{
     attrib::cores::CoreAggregator,
-    collect::perf_open::OpenCounters,
+    collect::{self, perf_open::OpenCounters},
     pmu::{counter_set::CounterSet, sysfs::SysRoot, topology},
     report::cores,
     session::{Session, Wake},
@@ -27,8 +27,7 @@ pub async fn run(
     json: bool,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let cpus = aya::util::online_cpus()
-        .map_err(|(path, error)| anyhow!("reading online CPUs from {path}: {error}"))?;
+    let cpus = collect::online_cpus()?;
     let counters = OpenCounters::open(set, &cpus)?;
     counters.enable()?;
     let started = Instant::now();

@@ -7,7 +7,7 @@ use std::{
     time::Duration,
 };
 
-use anyhow::{Context as _, Result, anyhow};
+use anyhow::{Context as _, Result};
 use aya::{
     Ebpf, EbpfLoader,
     maps::{MapData, PerCpuArray, RingBuf},
@@ -107,8 +107,7 @@ impl C2cCollector {
         stores_contended: bool,
     ) -> Result<Self> {
         let mut bpf = load(ldlat, ring_bytes, stores_contended)?;
-        let cpus = aya::util::online_cpus()
-            .map_err(|(path, error)| anyhow!("reading online CPUs from {path}: {error}"))?;
+        let cpus = super::online_cpus()?;
         let program: &mut PerfEvent = bpf
             .program_mut("c2c_filter")
             .context("the BPF object has no c2c_filter program")?

@@ -67,8 +67,7 @@ impl Collector {
     /// Opens `set` on every online CPU, loads and attaches the kernel programs, and starts
     /// counting. Everything charged from now on is in the next [`Collector::snapshot`].
     pub fn start(set: &CounterSet, options: &CollectorOptions) -> Result<Self> {
-        let cpus = aya::util::online_cpus()
-            .map_err(|(path, error)| anyhow!("reading online CPUs from {path}: {error}"))?;
+        let cpus = online_cpus()?;
         let possible = aya::util::nr_cpus()
             .map_err(|(path, error)| anyhow!("reading possible CPUs from {path}: {error}"))?;
         let counters = OpenCounters::open_for_kernel(set, &cpus)?;
@@ -311,6 +310,12 @@ const PROGRAMS: [&str; 5] = [
     "sched_process_exec",
     "cgroup_rmdir",
 ];
+
+/// The CPUs online now, as the kernel lists them.
+pub fn online_cpus() -> Result<Vec<u32>> {
+    aya::util::online_cpus()
+        .map_err(|(path, error)| anyhow!("reading online CPUs from {path}: {error}"))
+}
 
 fn map<'a>(bpf: &'a mut Ebpf, name: &str) -> Result<&'a mut aya::maps::Map> {
     bpf.map_mut(name)
