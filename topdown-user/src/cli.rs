@@ -1,4 +1,4 @@
-//! Command-line definitions (clap). Dispatch lives in `main.rs`, the work in [`crate::run`].
+//! Command-line definitions (clap). Dispatch lives in `main.rs`, the work in [`crate::stat`] and the other command modules.
 
 use std::path::PathBuf;
 

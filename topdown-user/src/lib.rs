@@ -17,7 +17,7 @@ pub mod pmu;
 pub mod preflight;
 pub mod process_exit;
 pub mod report;
-pub mod run;
 pub mod serve;
 pub mod session;
+pub mod stat;
 pub mod tma;

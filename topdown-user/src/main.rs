@@ -6,7 +6,7 @@ use clap::Parser as _;
 use topdown_user::{
     analyze, c2c,
     cli::{Cli, Command},
-    run, serve,
+    serve, stat,
 };
 
 fn main() -> ExitCode {
@@ -32,7 +32,7 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Some(Command::Serve(args)) => finish(runtime.block_on(serve::run(&args))),
-        _ => match runtime.block_on(run::run(cli.stat, cli.verbose > 0)) {
+        _ => match runtime.block_on(stat::run(cli.stat, cli.verbose > 0)) {
             Ok(code) => code,
             Err(error) => finish(Err(error)),
         },

@@ -23,8 +23,8 @@ use crate::{
         sysfs::SysRoot,
     },
     preflight,
-    run::counter_set,
     session::{Session, Wake},
+    stat::counter_set,
 };
 
 /// How often dead threads' and removed cgroups' records (and c2c samples) are moved out of the
