@@ -1,9 +1,10 @@
 //! One JSON document per window (schema in the README, `topdown-bpf/threads/v1`).
 
-use std::io::Write;
+use std::{collections::BTreeMap, io::Write};
 
 use anyhow::Result;
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::Value;
 use topdown_common::stats::Stat;
 
 use super::rows::{Row, Who};
@@ -13,46 +14,143 @@ use crate::{
     pmu::counter_set::CounterSet,
 };
 
-/// `{counter name: {value, raw, unit, enabled_ns, running_ns}}` for one row of a set.
-pub fn counters_json(set: &CounterSet, values: &[CounterValue]) -> Value {
-    let counters: Map<String, Value> = set
-        .counters
+/// One counter of a row: `{value, raw, unit, enabled_ns, running_ns}`.
+#[derive(Serialize)]
+pub struct CounterDoc {
+    /// The count scaled to the enabled time (`raw * enabled / running`), as perf scales.
+    value: f64,
+    /// The count as read.
+    raw: u64,
+    /// `ns` or `events`.
+    unit: &'static str,
+    /// Time the counter was enabled while charged to this row.
+    enabled_ns: u64,
+    /// Time it was running (on a PMU counter) of that.
+    running_ns: u64,
+}
+
+/// `{counter name: CounterDoc}` for one row of a set.
+pub fn counters_json(set: &CounterSet, values: &[CounterValue]) -> BTreeMap<String, CounterDoc> {
+    set.counters
         .iter()
         .zip(values)
         .map(|(counter, value)| {
-            let entry = json!({
-                "value": value.scaled(),
-                "raw": value.raw,
-                "unit": counter.unit.label(),
-                "enabled_ns": value.enabled_ns,
-                "running_ns": value.running_ns,
-            });
-            (counter.name.clone(), entry)
+            let doc = CounterDoc {
+                value: value.scaled(),
+                raw: value.raw,
+                unit: counter.unit.label(),
+                enabled_ns: value.enabled_ns,
+                running_ns: value.running_ns,
+            };
+            (counter.name.clone(), doc)
         })
-        .collect();
-    Value::Object(counters)
+        .collect()
+}
+
+/// The head of a window's document, before its rows (`topdown-bpf/threads/v1` or
+/// `topdown-bpf/groups/v1`; README: "JSON").
+#[derive(Serialize)]
+struct Head<'a> {
+    schema: &'static str,
+    /// `cgroup` or `container`, for documents of groups.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    group_by: Option<&'static str>,
+    /// The run's totals, not an interval.
+    #[serde(rename = "final")]
+    is_final: bool,
+    counter_set: SetDoc<'a>,
+    interval: IntervalDoc,
+    /// Each CPU's idle time in the window.
+    idle_ns: Vec<u64>,
+    /// Every kernel-side counter of losses and activity, by name.
+    kernel_stats: BTreeMap<String, u64>,
+    lost_anything: bool,
+}
+
+#[derive(Serialize)]
+struct SetDoc<'a> {
+    name: &'a str,
+    reason: &'a str,
+    counters: Vec<&'a str>,
+}
+
+#[derive(Serialize)]
+struct IntervalDoc {
+    start_s: f64,
+    length_s: f64,
+}
+
+/// What a thread row says about whose it is.
+#[derive(Serialize)]
+struct ThreadDoc<'a> {
+    tid: u32,
+    pid: u32,
+    comm: &'a str,
+    cgroup: &'a str,
+    cgroup_id: u64,
+    exited: bool,
+    /// Exited threads this row folds (0: one thread's own row).
+    folded_threads: u64,
+    #[serde(flatten)]
+    values: ValuesDoc<'a>,
+}
+
+/// What a group row says about whose it is.
+#[derive(Serialize)]
+struct GroupDoc<'a> {
+    label: &'a str,
+    cgroup: &'a str,
+    cgroup_id: u64,
+    kind: &'static str,
+    container_id: Option<&'a str>,
+    runtime: Option<&'static str>,
+    pod_uid: Option<&'a str>,
+    qos: Option<&'static str>,
+    #[serde(flatten)]
+    values: ValuesDoc<'a>,
+}
+
+/// A row's values.
+#[derive(Serialize)]
+struct ValuesDoc<'a> {
+    on_cpu_ns: u64,
+    cpu_percent: f64,
+    switches: u64,
+    counters: BTreeMap<String, CounterDoc>,
+    run_percent: f64,
+    /// One entry per core type it ran on; null without TopDown.
+    topdown: Option<Vec<TopdownDoc<'a>>>,
+}
+
+/// TopDown on one core type.
+#[derive(Serialize)]
+struct TopdownDoc<'a> {
+    /// The core PMU (`cpu_core`), empty on machines with one.
+    pmu: &'a str,
+    model: &'static str,
+    /// `{metric name: fraction}`.
+    nodes: Value,
+    bottleneck: Option<&'static str>,
 }
 
 /// One entry per core type the thread ran on: its PMU, model, nodes and bottleneck.
-fn topdown(row: &Row, view: Option<&TopdownView>) -> Value {
-    let Some(view) = view else {
-        return Value::Null;
-    };
-    let parts: Vec<Value> = view
-        .parts
-        .iter()
-        .zip(&row.topdown)
-        .filter_map(|(part, td)| {
-            let td = td.as_ref()?;
-            Some(json!({
-                "pmu": part.prefix.trim_end_matches('/'),
-                "model": part.model.name,
-                "nodes": super::topdown::values_json(td),
-                "bottleneck": td.bottleneck,
-            }))
-        })
-        .collect();
-    Value::Array(parts)
+fn topdown<'a>(row: &'a Row, view: Option<&'a TopdownView>) -> Option<Vec<TopdownDoc<'a>>> {
+    let view = view?;
+    Some(
+        view.parts
+            .iter()
+            .zip(&row.topdown)
+            .filter_map(|(part, td)| {
+                let td = td.as_ref()?;
+                Some(TopdownDoc {
+                    pmu: part.prefix.trim_end_matches('/'),
+                    model: part.model.name,
+                    nodes: super::topdown::values_json(td),
+                    bottleneck: td.bottleneck,
+                })
+            })
+            .collect(),
+    )
 }
 
 /// Writes the document for one window, one line: `topdown-bpf/threads/v1`, or
@@ -68,84 +166,99 @@ pub fn write_document(
     group_by: Option<GroupBy>,
     is_final: bool,
 ) -> Result<()> {
-    let stats: Map<String, Value> = Stat::ALL
-        .into_iter()
-        .map(|stat| (stat.name().replace(' ', "_"), json!(window.stats.get(stat))))
-        .collect();
-    let mut doc = json!({
-        "schema": "topdown-bpf/threads/v1",
-        "final": is_final,
-        "counter_set": { "name": set.name, "reason": set.reason,
-                         "counters": set.names().collect::<Vec<_>>() },
-        "interval": { "start_s": window.start.as_secs_f64(),
-                      "length_s": window.length.as_secs_f64() },
-        "idle_ns": window.idle.iter().map(|v| v.raw).collect::<Vec<_>>(),
-        "kernel_stats": stats,
-        "lost_anything": window.stats.lost_anything(),
-    });
-    let list = match group_by {
-        None => "threads",
-        Some(by) => {
-            doc["schema"] = json!("topdown-bpf/groups/v1");
-            doc["group_by"] = json!(match by {
-                GroupBy::Cgroup => "cgroup",
-                GroupBy::Container => "container",
-            });
-            "groups"
-        }
+    let head = Head {
+        schema: match group_by {
+            None => "topdown-bpf/threads/v1",
+            Some(_) => "topdown-bpf/groups/v1",
+        },
+        group_by: group_by.map(|by| match by {
+            GroupBy::Cgroup => "cgroup",
+            GroupBy::Container => "container",
+        }),
+        is_final,
+        counter_set: SetDoc {
+            name: set.name,
+            reason: &set.reason,
+            counters: set.names().collect(),
+        },
+        interval: IntervalDoc {
+            start_s: window.start.as_secs_f64(),
+            length_s: window.length.as_secs_f64(),
+        },
+        idle_ns: window.idle.iter().map(|v| v.raw).collect(),
+        kernel_stats: Stat::ALL
+            .into_iter()
+            .map(|stat| (stat.name().replace(' ', "_"), window.stats.get(stat)))
+            .collect(),
+        lost_anything: window.stats.lost_anything(),
     };
-    let head = serde_json::to_string(&doc)?;
+    let list = if group_by.is_some() {
+        "groups"
+    } else {
+        "threads"
+    };
+    let head = serde_json::to_string(&head)?;
     let head = head.strip_suffix('}').unwrap_or(&head);
     write!(out, "{head},\"{list}\":[")?;
     for (i, row) in rows.iter().enumerate() {
         if i > 0 {
             out.write_all(b",")?;
         }
-        serde_json::to_writer(&mut *out, &entry(row, set, view))?;
+        write_entry(&mut *out, row, set, view)?;
     }
     out.write_all(b"]}\n")?;
     Ok(())
 }
 
 /// One row's object: who it is, then its values.
-fn entry(row: &Row, set: &CounterSet, view: Option<&TopdownView>) -> Value {
-    let mut entry = match &row.who {
-        Who::Thread(t) => json!({
-            "tid": t.tid,
-            "pid": t.pid,
-            "comm": t.comm,
-            "cgroup": t.cgroup,
-            "cgroup_id": t.cgroup_id,
-            "exited": t.exited,
-            "folded_threads": t.folded,
-        }),
-        Who::Group { group, .. } => json!({
-            "label": group.label,
-            "cgroup": group.path,
-            "cgroup_id": group.id,
-            "kind": group.owner.kind(),
-            "container_id": match &group.owner {
-                Owner::Container { id, .. } => Some(id.as_str()),
-                _ => None,
-            },
-            "runtime": match &group.owner {
-                Owner::Container { runtime, .. } => Some(*runtime),
-                _ => None,
-            },
-            "pod_uid": group.owner.pod().map(|p| p.uid.as_str()),
-            "qos": group.owner.pod().map(|p| p.qos.name()),
-        }),
+fn write_entry(
+    out: &mut dyn Write,
+    row: &Row,
+    set: &CounterSet,
+    view: Option<&TopdownView>,
+) -> Result<()> {
+    let values = ValuesDoc {
+        on_cpu_ns: row.on_cpu_ns,
+        cpu_percent: row.cpu_percent,
+        switches: row.switches,
+        counters: counters_json(set, &row.counters),
+        run_percent: row.run_fraction * 100.0,
+        topdown: topdown(row, view),
     };
-    let values = json!({
-        "on_cpu_ns": row.on_cpu_ns,
-        "cpu_percent": row.cpu_percent,
-        "switches": row.switches,
-        "counters": counters_json(set, &row.counters),
-        "run_percent": row.run_fraction * 100.0,
-        "topdown": topdown(row, view),
-    });
-    if let (Some(entry), Value::Object(values)) = (entry.as_object_mut(), values) {
-        entry.extend(values);
+    match &row.who {
+        Who::Thread(t) => serde_json::to_writer(
+            out,
+            &ThreadDoc {
+                tid: t.tid,
+                pid: t.pid,
+                comm: &t.comm,
+                cgroup: &t.cgroup,
+                cgroup_id: t.cgroup_id,
+                exited: t.exited,
+                folded_threads: t.folded,
+                values,
+            },
+        )?,
+        Who::Group { group, .. } => {
+            let (container_id, runtime) = match &group.owner {
+                Owner::Container { id, runtime, .. } => (Some(id.as_str()), Some(*runtime)),
+                _ => (None, None),
+            };
+            serde_json::to_writer(
+                out,
+                &GroupDoc {
+                    label: &group.label,
+                    cgroup: &group.path,
+                    cgroup_id: group.id,
+                    kind: group.owner.kind(),
+                    container_id,
+                    runtime,
+                    pod_uid: group.owner.pod().map(|p| p.uid.as_str()),
+                    qos: group.owner.pod().map(|p| p.qos.name()),
+                    values,
+                },
+            )?;
+        }
     }
-    entry
+    Ok(())
 }
