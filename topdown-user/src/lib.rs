@@ -21,3 +21,4 @@ pub mod serve;
 pub mod session;
 pub mod stat;
 pub mod tma;
+pub mod tui;

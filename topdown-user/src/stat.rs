@@ -45,6 +45,10 @@ use crate::{
         Model,
         view::{TopdownPart, TopdownView},
     },
+    tui::{
+        self, LiveView,
+        state::{Action, ViewState},
+    },
 };
 
 /// Refresh period of the live table when no `-I` is given.
@@ -123,6 +127,30 @@ pub async fn run(cli: StatArgs, verbose: bool) -> Result<ExitCode> {
     };
 
     let draw_windows = cli.interval_ms.is_some() || format == Format::Refresh;
+    // On a terminal the live table is the full-screen view; the run's totals then go to the
+    // normal screen when it closes.
+    let mut live = if format == Format::Refresh {
+        let mut nodes: Vec<&'static str> = topdown
+            .iter()
+            .flat_map(|view| {
+                view.parts
+                    .iter()
+                    .flat_map(|part| part.model.nodes(view.level))
+                    .map(|node| node.name)
+            })
+            .collect();
+        nodes.dedup();
+        let state = ViewState::new(
+            tui::first_view(group.as_ref()),
+            names.mount().is_some(),
+            sort.clone(),
+            &nodes,
+        );
+        Some(LiveView::open(state)?)
+    } else {
+        None
+    };
+    let grouping = group.clone();
     let mut renderer = Renderer::new(
         out,
         format,
@@ -135,7 +163,9 @@ pub async fn run(cli: StatArgs, verbose: bool) -> Result<ExitCode> {
         },
         set.clone(),
     );
-    renderer.header()?;
+    if live.is_none() {
+        renderer.header()?;
+    }
     let exited_rows = cli.top.map_or(EXITED_ROWS, |top| top.max(EXITED_ROWS));
     let mut attrib = Attributor::with_exited_rows(set.counters.len(), target, exited_rows);
     attrib.start(started);
@@ -162,8 +192,11 @@ pub async fn run(cli: StatArgs, verbose: bool) -> Result<ExitCode> {
                     // live cgroups only, however many come and go.
                     let removed = snapshot.removed_cgroups.iter().map(|(id, _)| *id).collect();
                     attrib.retire_cgroups(std::mem::replace(&mut removed_before, removed));
-                    if draw_windows {
-                        let named = named::name(&window, &mut names, renderer.grouping());
+                    if let Some(live) = live.as_mut() {
+                        live.update(window);
+                        live.draw(&set, renderer.options(), grouping.as_ref(), &mut names)?;
+                    } else if draw_windows {
+                        let named = named::name(&window, &mut names, grouping.as_ref());
                         renderer.window(&window, named)?;
                     }
                     false
@@ -183,27 +216,51 @@ pub async fn run(cli: StatArgs, verbose: bool) -> Result<ExitCode> {
                 log::info!("every watched process has exited");
                 true
             }
+            key = next_key(&mut live) => {
+                let Some(view) = live.as_mut() else { continue };
+                match view.state.on_key(key) {
+                    // A command gets SIGINT and ends the session when it exits, as at Ctrl-C.
+                    Action::Quit => !session.forward(libc::SIGINT),
+                    Action::Redraw => {
+                        view.draw(&set, renderer.options(), grouping.as_ref(), &mut names)?;
+                        false
+                    }
+                    Action::None => false,
+                }
+            }
         };
         if stop {
             break;
         }
     }
 
+    if live.take().is_some() {
+        // The view is closed (the terminal restored): the totals follow on the normal screen.
+        renderer.header()?;
+    }
     // The last, partial interval too: a stream of intervals then holds every exited thread.
     let snapshot = collector.snapshot()?;
     names.learn_removed(&snapshot.removed_cgroups);
     let window = attrib.window(&snapshot);
     if draw_windows && cli.interval_ms.is_some() {
-        let named = named::name(&window, &mut names, renderer.grouping());
+        let named = named::name(&window, &mut names, grouping.as_ref());
         renderer.window(&window, named)?;
     }
     let totals = attrib.run_totals(&snapshot);
-    let named = named::name(&totals, &mut names, renderer.grouping());
+    let named = named::name(&totals, &mut names, grouping.as_ref());
     renderer.summary(&totals, named)?;
     if totals.stats.lost_anything() {
         log::warn!("the kernel side lost data: see the losses line");
     }
     Ok(status.map_or(ExitCode::SUCCESS, exit_code))
+}
+
+/// The next key of the live view; never, without one.
+async fn next_key(live: &mut Option<LiveView>) -> tui::state::Key {
+    match live {
+        Some(view) => view.key().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// The exit code a shell would report for `status`: the code, or 128 + the signal.

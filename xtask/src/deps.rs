@@ -93,6 +93,9 @@ pub fn offer_test_tools() {
     if let Err(error) = ensure_debian_packages(&["linux-perf"]) {
         eprintln!("xtask: could not install linux-perf ({error:#}); c2c tests use recorded output");
     }
+    if let Err(error) = ensure_debian_packages(&["tmux"]) {
+        eprintln!("xtask: could not install tmux ({error:#}); the live view test will say so");
+    }
     if let Err(error) = ensure_debian_packages(&["prometheus"]) {
         eprintln!("xtask: could not install prometheus ({error:#}); the scrape test will say so");
     }

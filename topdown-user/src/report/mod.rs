@@ -5,7 +5,7 @@ pub mod cores;
 mod csv;
 mod json;
 pub mod rows;
-mod table;
+pub(crate) mod table;
 pub mod topdown;
 
 use std::io::{BufWriter, Write};
@@ -14,7 +14,7 @@ use anyhow::{Context as _, Result};
 
 use self::rows::{RowOptions, rows};
 use crate::{
-    attrib::{Window, groups::GroupOptions, named::Named},
+    attrib::{Window, named::Named},
     pmu::counter_set::CounterSet,
 };
 
@@ -57,9 +57,9 @@ impl Renderer {
         }
     }
 
-    /// How the rows are grouped, for naming windows before they are drawn.
-    pub fn grouping(&self) -> Option<&GroupOptions> {
-        self.rows.group.as_ref()
+    /// How the rows are chosen (TopDown, grouping), for naming windows before they are drawn.
+    pub fn options(&self) -> &RowOptions {
+        &self.rows
     }
 
     /// The first line: which counter set is live, and why.

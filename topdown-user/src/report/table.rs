@@ -129,7 +129,7 @@ pub fn block(
 
 /// The node columns as (part label, part index, node): every Level 1 node the rows have; Level 2
 /// nodes only where some row is over the node's threshold, unless verbose.
-fn node_columns(rows: &[Row], options: &RowOptions) -> Vec<(&'static str, usize, Node)> {
+pub(crate) fn node_columns(rows: &[Row], options: &RowOptions) -> Vec<(&'static str, usize, Node)> {
     let Some(view) = &options.topdown else {
         return Vec::new();
     };
@@ -152,7 +152,7 @@ fn node_columns(rows: &[Row], options: &RowOptions) -> Vec<(&'static str, usize,
 }
 
 /// Each part's bottleneck (`P:Backend E:Frontend` on hybrid parts), `-` where there is none.
-fn bottlenecks(row: &Row, view: &TopdownView) -> String {
+pub(crate) fn bottlenecks(row: &Row, view: &TopdownView) -> String {
     let names: Vec<String> = view
         .parts
         .iter()
@@ -175,7 +175,7 @@ fn bottlenecks(row: &Row, view: &TopdownView) -> String {
 
 /// A node's value in percent; `<` marks the thread's bottleneck; Level 2 values under their
 /// threshold are left blank unless verbose.
-fn node_cell(row: &Row, part: usize, node: &Node, verbose: bool) -> String {
+pub(crate) fn node_cell(row: &Row, part: usize, node: &Node, verbose: bool) -> String {
     let Some(Some(td)) = row.topdown.get(part) else {
         return "-".into();
     };

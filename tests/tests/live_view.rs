@@ -1,0 +1,213 @@
+//! The full-screen live view in a real terminal (tmux): at 120x40 and 80x24 the title and the
+//! table's header stay at the top, no row wraps, nothing reaches the scrollback, `/` filters,
+//! `q` exits with status 0, and the terminal is restored with the totals on the normal screen.
+//! Needs root (the collector) and tmux.
+
+use std::{
+    fs,
+    process::{Child, Command, Stdio},
+    thread,
+    time::{Duration, Instant},
+};
+
+use topdown_tests::{privileged, topdown_bpf_binary};
+
+/// A tmux server of its own, killed when the test ends.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn run(&self, args: &[&str]) -> String {
+        let output = Command::new("tmux")
+            .args(["-L", &self.socket])
+            .args(args)
+            .output()
+            .expect("running tmux");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    fn screen(&self) -> Vec<String> {
+        self.run(&["capture-pane", "-p", "-t", "view"])
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    fn value(&self, format: &str) -> String {
+        self.run(&["display-message", "-p", "-t", "view", format])
+            .trim()
+            .to_owned()
+    }
+
+    /// Polls the screen until `ready` holds (up to 15 s).
+    fn wait_for(&self, what: &str, ready: impl Fn(&[String]) -> bool) -> Vec<String> {
+        let start = Instant::now();
+        loop {
+            let screen = self.screen();
+            if ready(&screen) {
+                return screen;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(15),
+                "waiting for {what}; the screen:\n{}",
+                screen.join("\n")
+            );
+            thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        self.run(&["kill-server"]);
+    }
+}
+
+/// Kills the workload when the test ends.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The table's rows: the lines between the header (line 1) and the status and footer lines.
+fn table_rows(screen: &[String]) -> Vec<&String> {
+    let end = screen.len().saturating_sub(2);
+    screen[2.min(end)..end]
+        .iter()
+        .filter(|l| !l.trim().is_empty())
+        .collect()
+}
+
+fn check_view(width: u16, height: u16) {
+    let dir = tempfile::tempdir().unwrap();
+    let status = dir.path().join("status");
+    let tmux = Tmux {
+        socket: format!("topdown-live-view-{}-{width}", std::process::id()),
+    };
+    let command = format!(
+        "{} --duration 120; echo EXIT=$? > {}; sleep 120",
+        topdown_bpf_binary().display(),
+        status.display()
+    );
+    tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "view",
+        "-x",
+        &width.to_string(),
+        "-y",
+        &height.to_string(),
+        &command,
+    ]);
+
+    let screen = tmux.wait_for("the workload's threads in the view", |s| {
+        s.iter().any(|l| l.contains("sleepy"))
+    });
+    let what = format!("{width}x{height}:\n{}", screen.join("\n"));
+    assert_eq!(screen.len(), usize::from(height), "{what}");
+    assert!(
+        screen[0].starts_with("topdown-bpf  "),
+        "title on top: {what}"
+    );
+    assert!(
+        screen[1].trim_start().starts_with("TID") && screen[1].contains("SWITCHES"),
+        "table header second: {what}"
+    );
+    assert!(
+        screen[usize::from(height) - 1].starts_with("q quit"),
+        "keys on the last line: {what}"
+    );
+    // A wrapped row would put a line without the row's leading tid in the table.
+    for row in table_rows(&screen) {
+        let mut fields = row.split_whitespace();
+        let numeric = |f: Option<&str>| f.is_some_and(|f| f.parse::<u32>().is_ok());
+        assert!(
+            numeric(fields.next()) && numeric(fields.next()),
+            "a row that does not start with its tid and pid: {row:?} in {what}"
+        );
+        assert!(row.chars().count() <= usize::from(width), "{what}");
+    }
+    assert_eq!(
+        tmux.value("#{alternate_on}"),
+        "1",
+        "on the alternate screen"
+    );
+    assert_eq!(
+        tmux.value("#{history_size}"),
+        "0",
+        "nothing scrolled off: {what}"
+    );
+
+    tmux.run(&[
+        "send-keys",
+        "-t",
+        "view",
+        "/",
+        "s",
+        "l",
+        "e",
+        "e",
+        "p",
+        "y",
+        "Enter",
+    ]);
+    let filtered = tmux.wait_for("the filter", |s| s[0].contains("filter \"sleepy\""));
+    let rows = table_rows(&filtered);
+    assert!(!rows.is_empty(), "{}", filtered.join("\n"));
+    assert!(
+        rows.iter().all(|r| r.contains("sleepy")),
+        "only sleepy rows: {}",
+        filtered.join("\n")
+    );
+
+    tmux.run(&["send-keys", "-t", "view", "q"]);
+    let start = Instant::now();
+    while !status.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "q did not end the view"
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(fs::read_to_string(&status).unwrap().trim(), "EXIT=0");
+    // The totals end with their losses line (their title may have scrolled off).
+    tmux.wait_for("the totals", |s| {
+        s.iter().any(|l| l.starts_with("  losses:"))
+    });
+    assert_eq!(tmux.value("#{alternate_on}"), "0", "terminal restored");
+}
+
+#[test]
+fn full_screen_view_fits_filters_and_quits() {
+    if !privileged("full_screen_view_fits_filters_and_quits") {
+        return;
+    }
+    if Command::new("tmux")
+        .arg("-V")
+        .stdout(Stdio::null())
+        .status()
+        .is_err()
+    {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "tmux is missing: `cargo xtask test` installs it"
+        );
+        eprintln!("SKIPPED full_screen_view_fits_filters_and_quits: no tmux (apt install tmux)");
+        return;
+    }
+    let _workload = Killed(
+        Command::new(env!("CARGO_BIN_EXE_workload"))
+            .args(["--run-ms", "120000", "--churn", "0", "--no-wait"])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("starting the workload"),
+    );
+    check_view(120, 40);
+    check_view(80, 24);
+}

@@ -1,0 +1,494 @@
+//! Draws the full-screen view: a title line, the table fitted to the terminal, a status line
+//! (losses, switches the kernel did not report, the counter set) and a footer of keys. Rows arrive
+//! computed, sorted and filtered; this only lays them out.
+
+use ratatui::{
+    Frame,
+    layout::{Alignment, Constraint, Layout, Rect},
+    style::{Color, Modifier, Style},
+    text::Line,
+    widgets::{Block, Borders, Cell, Clear, Paragraph, Row as TableRow, Table},
+};
+use topdown_common::stats::Stat;
+
+use super::state::ViewState;
+use crate::{
+    attrib::{Window, groups::GroupBy},
+    pmu::counter_set::CounterSet,
+    report::{
+        rows::{Row, RowOptions, SortKey, Who},
+        table::{bottlenecks, losses_line, node_cell, node_columns},
+    },
+};
+
+/// What one frame shows besides the state.
+pub struct Screenful<'a> {
+    /// The window the rows come from.
+    pub window: &'a Window,
+    /// Its rows, sorted, filtered and ordered as the state asks.
+    pub rows: &'a [Row],
+    /// Rows before filtering.
+    pub total: usize,
+    /// The counter set.
+    pub set: &'a CounterSet,
+    /// TopDown and grouping of the rows.
+    pub options: &'a RowOptions,
+}
+
+/// One column: its header, each row's cell, right-aligned or not, and its width.
+struct Column {
+    header: String,
+    cells: Vec<String>,
+    right: bool,
+    width: usize,
+    /// Lower is dropped first when the terminal is too narrow; `u8::MAX` is never dropped.
+    keep: u8,
+}
+
+/// Widest a cgroup path or container label is shown; longer ones keep their tail, as the
+/// last components name the workload.
+const PATH_WIDTH: usize = 40;
+/// Widest a thread name is (the kernel's `comm` holds 15 characters).
+const COMM_WIDTH: usize = 16;
+
+/// Draws `data` in `state` on `frame`, and records how many rows fit.
+pub fn draw(frame: &mut Frame<'_>, state: &mut ViewState, data: &Screenful<'_>) {
+    let [title, body, status, footer] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Min(1),
+        Constraint::Length(1),
+        Constraint::Length(1),
+    ])
+    .areas(frame.area());
+    let page = usize::from(body.height.saturating_sub(1));
+    state.clamp(data.rows.len(), page);
+
+    frame.render_widget(Paragraph::new(title_line(state, data)), title);
+    draw_table(frame, body, state, data);
+    frame.render_widget(
+        Paragraph::new(status_line(data)).style(Style::new().add_modifier(Modifier::DIM)),
+        status,
+    );
+    let keys = match &state.editing {
+        Some(text) => format!("filter: {text}_   (Enter applies, Esc clears)"),
+        None => "q quit  p pause  / filter  s < > sort  r reverse  v view  arrows PgUp PgDn \
+                 Home End scroll  ? help"
+            .to_owned(),
+    };
+    frame.render_widget(
+        Paragraph::new(keys).style(Style::new().add_modifier(Modifier::REVERSED)),
+        footer,
+    );
+    if state.help {
+        draw_help(frame, state);
+    }
+}
+
+fn title_line(state: &ViewState, data: &Screenful<'_>) -> String {
+    let end = (data.window.start + data.window.length).as_secs_f64();
+    let order = if state.reverse { "up" } else { "down" };
+    let mut title = format!(
+        "topdown-bpf  {}  {end:.1} s  {} {} of {}  sort {} {order}",
+        data.set.name,
+        data.rows.len(),
+        state.view.name(),
+        data.total,
+        sort_name(state.sort_key()),
+    );
+    if !state.filter.is_empty() {
+        title.push_str(&format!("  filter \"{}\"", state.filter));
+    }
+    if state.paused {
+        title.push_str("  PAUSED");
+    }
+    title
+}
+
+fn sort_name(key: &SortKey) -> &str {
+    match key {
+        SortKey::OnCpu => "on-cpu",
+        SortKey::Switches => "switches",
+        SortKey::Tid => "tid",
+        SortKey::Pid => "pid",
+        SortKey::Comm => "comm",
+        SortKey::Counter(name) => name,
+    }
+}
+
+fn status_line(data: &Screenful<'_>) -> String {
+    let unreported = data.window.stats.get(Stat::SwitchesUnreported);
+    let idle_ms: f64 = data.window.idle.iter().map(|v| v.raw as f64 / 1e6).sum();
+    format!(
+        "{}  |  idle {idle_ms:.1} ms  |  switches {}, not reported by the kernel {unreported}  \
+         |  {}: {}",
+        losses_line(data.window),
+        data.window.stats.get(Stat::Switches),
+        data.set.name,
+        data.set.reason,
+    )
+}
+
+fn draw_table(frame: &mut Frame<'_>, area: Rect, state: &ViewState, data: &Screenful<'_>) {
+    let visible = &data.rows[state.scroll.min(data.rows.len())..];
+    let visible = &visible[..visible.len().min(state.page)];
+    let columns = fit(columns(visible, data), usize::from(area.width));
+    let header = TableRow::new(columns.iter().map(|c| aligned(&c.header, c.right)))
+        .style(Style::new().add_modifier(Modifier::BOLD | Modifier::REVERSED));
+    let rows = (0..visible.len()).map(|i| {
+        TableRow::new(columns.iter().map(|c| {
+            let cell = aligned(&c.cells[i], c.right);
+            if c.header == "BOTTLENECK" && c.cells[i] != "-" {
+                cell.style(Style::new().fg(Color::Red))
+            } else {
+                cell
+            }
+        }))
+    });
+    let widths = columns
+        .iter()
+        .map(|c| Constraint::Length(u16::try_from(c.width).unwrap_or(u16::MAX)));
+    frame.render_widget(Table::new(rows, widths).header(header), area);
+}
+
+fn aligned(text: &str, right: bool) -> Cell<'static> {
+    let line = Line::from(text.to_owned());
+    Cell::from(if right {
+        line.alignment(Alignment::Right)
+    } else {
+        line
+    })
+}
+
+/// Every column the rows could show, widest content first measured.
+fn columns(rows: &[Row], data: &Screenful<'_>) -> Vec<Column> {
+    let by = data.options.group_by();
+    let keys = Who::key_names(by);
+    let mut columns: Vec<Column> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, key)| {
+            let cells: Vec<String> = rows
+                .iter()
+                .map(|r| {
+                    let value = r.who.key_values(true).swap_remove(i);
+                    match *key {
+                        "cgroup" | "container" => shorten(&value, PATH_WIDTH),
+                        "comm" => shorten(&value, COMM_WIDTH + 9),
+                        _ => value,
+                    }
+                })
+                .collect();
+            // Dropped first: a thread's cgroup, a container's pod and QoS; then pids, kinds
+            // and ids; names and the key that identifies the row stay.
+            let keep = match *key {
+                "cgroup" if by != Some(GroupBy::Cgroup) => 1,
+                "pod" | "qos" => 1,
+                "pid" | "kind" | "cgroup_id" => 2,
+                _ => u8::MAX,
+            };
+            column(
+                key.to_uppercase().replace('_', "-"),
+                cells,
+                matches!(*key, "tid" | "pid" | "cgroup_id"),
+                keep,
+            )
+        })
+        .collect();
+    columns.push(column(
+        "ON-CPU ms".into(),
+        rows.iter()
+            .map(|r| format!("{:.1}", r.on_cpu_ns as f64 / 1e6))
+            .collect(),
+        true,
+        u8::MAX,
+    ));
+    columns.push(column(
+        "%CPU".into(),
+        rows.iter()
+            .map(|r| format!("{:.1}", r.cpu_percent))
+            .collect(),
+        true,
+        u8::MAX,
+    ));
+    columns.push(column(
+        "SWITCHES".into(),
+        rows.iter().map(|r| r.switches.to_string()).collect(),
+        true,
+        3,
+    ));
+    for (label, part, node) in node_columns(rows, data.options) {
+        let header = if label.is_empty() {
+            format!("{}%", node.short())
+        } else {
+            format!("{label}.{}%", node.short())
+        };
+        columns.push(column(
+            header,
+            rows.iter()
+                .map(|r| node_cell(r, part, &node, data.options.verbose))
+                .collect(),
+            true,
+            if node.level == 1 { 5 } else { 4 },
+        ));
+    }
+    if let Some(view) = &data.options.topdown {
+        columns.push(column(
+            "BOTTLENECK".into(),
+            rows.iter().map(|r| bottlenecks(r, view)).collect(),
+            false,
+            4,
+        ));
+    }
+    columns
+}
+
+fn column(header: String, cells: Vec<String>, right: bool, keep: u8) -> Column {
+    let width = cells
+        .iter()
+        .map(|c| c.chars().count())
+        .chain([header.chars().count(), if right { 6 } else { 0 }])
+        .max()
+        .unwrap_or(0);
+    Column {
+        header,
+        cells,
+        right,
+        width,
+        keep,
+    }
+}
+
+/// Drops the columns that do not fit in `width` (one space between columns), lowest `keep`
+/// first and, among equals, the rightmost first.
+fn fit(mut columns: Vec<Column>, width: usize) -> Vec<Column> {
+    let needed = |cs: &[Column]| cs.iter().map(|c| c.width + 1).sum::<usize>();
+    while needed(&columns) > width {
+        let Some((drop, _)) = columns
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.keep < u8::MAX)
+            .min_by_key(|(i, c)| (c.keep, usize::MAX - i))
+        else {
+            break;
+        };
+        columns.remove(drop);
+    }
+    columns
+}
+
+/// `text` in at most `width` characters: its tail after `…` when longer (the last components
+/// of a path name the workload).
+fn shorten(text: &str, width: usize) -> String {
+    let count = text.chars().count();
+    if count <= width {
+        return text.to_owned();
+    }
+    let tail: String = text.chars().skip(count - (width - 1)).collect();
+    format!("…{tail}")
+}
+
+fn draw_help(frame: &mut Frame<'_>, state: &ViewState) {
+    let lines = [
+        "q           quit: the run's totals go to the normal screen",
+        "space, p    pause the table (collection goes on)",
+        "/           filter by a substring of comm, pid, tid, cgroup or container",
+        "            (Enter applies, Esc clears)",
+        "s, >, <     next / previous sort column",
+        "r           reverse the order",
+        "v           threads / cgroups / containers",
+        "arrows, PgUp, PgDn, Home, End   scroll",
+        "?           this help (any key closes it)",
+    ];
+    let views = if state.can_group {
+        ""
+    } else {
+        "(v: needs the unified cgroup2 hierarchy)"
+    };
+    let text: Vec<Line> = lines
+        .iter()
+        .copied()
+        .chain((!views.is_empty()).then_some(views))
+        .map(Line::from)
+        .collect();
+    let area = frame.area();
+    let width = area.width.min(76);
+    let height = area.height.min(u16::try_from(text.len()).unwrap_or(12) + 2);
+    let popup = Rect {
+        x: area.x + (area.width - width) / 2,
+        y: area.y + (area.height - height) / 2,
+        width,
+        height,
+    };
+    frame.render_widget(Clear, popup);
+    frame.render_widget(
+        Paragraph::new(text).block(Block::new().borders(Borders::ALL).title(" keys ")),
+        popup,
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use ratatui::{Terminal, backend::TestBackend};
+
+    use super::*;
+    use crate::{
+        attrib::usage::CounterValue,
+        collect::Stats,
+        pmu::counter_set::{Counter, EventAttr, Unit},
+        report::rows::ThreadKey,
+        tui::state::{Key, View},
+    };
+
+    fn thread(tid: u32, comm: &str, cgroup: &str, ms: u64) -> Row {
+        Row {
+            who: Who::Thread(ThreadKey {
+                tid,
+                pid: 100,
+                comm: comm.into(),
+                cgroup: cgroup.into(),
+                cgroup_id: 1,
+                exited: false,
+                folded: 0,
+            }),
+            on_cpu_ns: ms * 1_000_000,
+            cpu_percent: ms as f64 / 10.0,
+            switches: 7,
+            counters: vec![CounterValue {
+                raw: ms * 1_000_000,
+                enabled_ns: ms * 1_000_000,
+                running_ns: ms * 1_000_000,
+            }],
+            topdown: vec![],
+            run_fraction: 1.0,
+        }
+    }
+
+    /// The screen's lines after drawing `rows` at `width` x `height` in `state`.
+    fn screen(rows: &[Row], width: u16, height: u16, state: &mut ViewState) -> Vec<String> {
+        let set = CounterSet {
+            name: "software",
+            reason: "no hardware PMU".into(),
+            counters: vec![Counter {
+                name: "cpu-clock".into(),
+                unit: Unit::Nanoseconds,
+                attr: EventAttr::default(),
+                cpus: None,
+            }],
+        };
+        let window = Window {
+            start: Duration::ZERO,
+            length: Duration::from_secs(1),
+            threads: vec![],
+            idle: vec![],
+            cgroups: vec![],
+            stats: Stats::default(),
+        };
+        let options = RowOptions {
+            sort: SortKey::OnCpu,
+            top: None,
+            topdown: None,
+            verbose: false,
+            group: None,
+        };
+        let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
+        terminal
+            .draw(|frame| {
+                draw(
+                    frame,
+                    state,
+                    &Screenful {
+                        window: &window,
+                        rows,
+                        total: rows.len(),
+                        set: &set,
+                        options: &options,
+                    },
+                );
+            })
+            .unwrap();
+        let buffer = terminal.backend().buffer();
+        (0..height)
+            .map(|y| {
+                (0..width)
+                    .map(|x| buffer[(x, y)].symbol())
+                    .collect::<String>()
+                    .trim_end()
+                    .to_owned()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_table_fits_the_terminal_and_scrolls() {
+        let long = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0123.slice/cri-containerd-abcdef.scope";
+        let rows: Vec<Row> = (0..50)
+            .map(|i| thread(1000 + i, &format!("worker-{i}"), long, 500 - u64::from(i)))
+            .collect();
+        let mut state = ViewState::new(View::Threads, true, SortKey::OnCpu, &[]);
+        let wide = screen(&rows, 120, 40, &mut state);
+        assert!(wide[0].starts_with("topdown-bpf  software"), "{}", wide[0]);
+        assert!(wide[1].trim_start().starts_with("TID") && wide[1].contains("CGROUP"));
+        assert!(
+            wide[2].contains("worker-0") && wide[2].contains("…"),
+            "{}",
+            wide[2]
+        );
+        assert!(wide[2].ends_with("7"), "switches last: {}", wide[2]);
+        assert_eq!(
+            state.page, 36,
+            "40 lines: title, table header, status, footer"
+        );
+        assert!(wide[39].starts_with("q quit"), "{}", wide[39]);
+        // 80 columns: the cgroup column goes, the rest stays on one line each.
+        let narrow = screen(&rows, 80, 24, &mut state);
+        assert!(!narrow[1].contains("CGROUP"), "{}", narrow[1]);
+        assert!(narrow[1].contains("SWITCHES") && narrow[2].contains("worker-0"));
+        assert_eq!(state.page, 20);
+        state.on_key(Key::End);
+        let end = screen(&rows, 80, 24, &mut state);
+        assert!(
+            end[21].contains("worker-49"),
+            "the last row at the bottom: {end:?}"
+        );
+        assert_eq!(state.scroll, 50 - 20);
+        state.on_key(Key::Char('?'));
+        let help = screen(&rows, 80, 24, &mut state);
+        assert!(
+            help.iter().any(|l| l.contains("filter by a substring")),
+            "{help:?}"
+        );
+    }
+
+    #[test]
+    fn long_paths_keep_their_tail_and_columns_drop_in_order() {
+        assert_eq!(shorten("/a/b", 10), "/a/b");
+        let short = shorten("/kubepods/burstable/pod1234/abcdef", 12);
+        assert_eq!(short.chars().count(), 12);
+        assert!(
+            short.starts_with('…') && short.ends_with("1234/abcdef"),
+            "{short}"
+        );
+        let col = |name: &str, width, keep| Column {
+            header: name.into(),
+            cells: vec![],
+            right: true,
+            width,
+            keep,
+        };
+        let all = || {
+            vec![
+                col("TID", 6, u8::MAX),
+                col("PID", 6, 2),
+                col("CGROUP", 20, 1),
+                col("SWITCHES", 8, 3),
+            ]
+        };
+        let names = |cs: Vec<Column>| cs.into_iter().map(|c| c.header).collect::<Vec<_>>();
+        assert_eq!(names(fit(all(), 80)), ["TID", "PID", "CGROUP", "SWITCHES"]);
+        assert_eq!(names(fit(all(), 30)), ["TID", "PID", "SWITCHES"]);
+        assert_eq!(names(fit(all(), 20)), ["TID", "SWITCHES"]);
+        assert_eq!(names(fit(all(), 3)), ["TID"]);
+    }
+}

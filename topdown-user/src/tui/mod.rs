@@ -1,0 +1,153 @@
+//! The full-screen live view (ratatui + crossterm): on a terminal, the live table opens on the
+//! alternate screen, redraws in place, fits the terminal, and takes keys (`?` lists them). The
+//! terminal is restored when the view is dropped (quit, Ctrl-C, SIGTERM, an error) and on a
+//! panic (ratatui's hook). Pipes, files, `-I`, `--json` and `--csv` keep the text outputs.
+
+pub mod draw;
+pub mod state;
+
+use anyhow::{Context as _, Result};
+use ratatui::{
+    DefaultTerminal,
+    crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers},
+};
+use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
+
+use self::{
+    draw::Screenful,
+    state::{Key, View, ViewState},
+};
+use crate::{
+    attrib::{Window, cgroups::CgroupNames, groups::GroupOptions, named},
+    pmu::counter_set::CounterSet,
+    report::rows::{RowOptions, rows},
+};
+
+/// The open view: the terminal, its keys, what it shows.
+pub struct LiveView {
+    terminal: DefaultTerminal,
+    keys: UnboundedReceiver<Key>,
+    /// Sort, filter, scroll, pause, view.
+    pub state: ViewState,
+    /// The latest window drawn (kept while paused, and for redraws on keys).
+    latest: Option<Window>,
+}
+
+impl LiveView {
+    /// Takes over the terminal (alternate screen, raw mode) and starts reading keys.
+    pub fn open(state: ViewState) -> Result<Self> {
+        let terminal = ratatui::try_init().context("opening the terminal for the live view")?;
+        let (send, keys) = unbounded_channel();
+        std::thread::Builder::new()
+            .name("topdown-keys".into())
+            .spawn(move || {
+                while let Ok(event) = event::read() {
+                    let key = match event {
+                        Event::Key(key) if key.kind != KeyEventKind::Release => {
+                            match (key.code, key.modifiers.contains(KeyModifiers::CONTROL)) {
+                                (KeyCode::Char('c'), true) => Key::Interrupt,
+                                (KeyCode::Char(c), _) => Key::Char(c),
+                                (KeyCode::Enter, _) => Key::Enter,
+                                (KeyCode::Esc, _) => Key::Esc,
+                                (KeyCode::Backspace, _) => Key::Backspace,
+                                (KeyCode::Up, _) => Key::Up,
+                                (KeyCode::Down, _) => Key::Down,
+                                (KeyCode::PageUp, _) => Key::PageUp,
+                                (KeyCode::PageDown, _) => Key::PageDown,
+                                (KeyCode::Home, _) => Key::Home,
+                                (KeyCode::End, _) => Key::End,
+                                _ => continue,
+                            }
+                        }
+                        Event::Resize(..) => Key::Resize,
+                        _ => continue,
+                    };
+                    if send.send(key).is_err() {
+                        break;
+                    }
+                }
+            })
+            .context("starting the key reader")?;
+        Ok(Self {
+            terminal,
+            keys,
+            state,
+            latest: None,
+        })
+    }
+
+    /// The next key (pending forever once the reader is gone).
+    pub async fn key(&mut self) -> Key {
+        match self.keys.recv().await {
+            Some(key) => key,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Takes the latest window, unless paused.
+    pub fn update(&mut self, window: Window) {
+        if !self.state.paused || self.latest.is_none() {
+            self.latest = Some(window);
+        }
+    }
+
+    /// Draws the latest window as the state asks: `base` gives TopDown and the cgroup options
+    /// of the command line, the state the view, sort and filter.
+    pub fn draw(
+        &mut self,
+        set: &CounterSet,
+        base: &RowOptions,
+        grouping: Option<&GroupOptions>,
+        names: &mut CgroupNames,
+    ) -> Result<()> {
+        let Some(window) = &self.latest else {
+            return Ok(());
+        };
+        let group = self.state.view.group_by().map(|by| GroupOptions {
+            by,
+            rollup: grouping.is_some_and(|g| g.rollup),
+            keep: grouping.map(|g| g.keep.clone()).unwrap_or_default(),
+        });
+        let options = RowOptions {
+            sort: self.state.sort_key().clone(),
+            top: None,
+            group,
+            ..base.clone()
+        };
+        let named = named::name(window, names, options.group.as_ref());
+        let (all, total) = rows(window, named, set, &options);
+        let shown = self.state.select(all);
+        let state = &mut self.state;
+        self.terminal
+            .draw(|frame| {
+                draw::draw(
+                    frame,
+                    state,
+                    &Screenful {
+                        window,
+                        rows: &shown,
+                        total,
+                        set,
+                        options: &options,
+                    },
+                );
+            })
+            .context("drawing the live view")?;
+        Ok(())
+    }
+}
+
+impl Drop for LiveView {
+    fn drop(&mut self) {
+        ratatui::restore();
+    }
+}
+
+/// The view a session opens in: threads, or the grouping the command line asked for.
+pub fn first_view(grouping: Option<&GroupOptions>) -> View {
+    match grouping.map(|g| g.by) {
+        None => View::Threads,
+        Some(crate::attrib::groups::GroupBy::Cgroup) => View::Cgroups,
+        Some(crate::attrib::groups::GroupBy::Container) => View::Containers,
+    }
+}

@@ -1,0 +1,313 @@
+//! What the full-screen view shows and how keys change it: sort, filter, scroll, pause, view,
+//! help. Pure state: no terminal here, so every key is tested without one.
+
+use crate::{
+    attrib::groups::GroupBy,
+    report::rows::{Row, SortKey},
+};
+
+/// A key the view reacts to (the terminal's key events, reduced to what matters here).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Key {
+    /// A printable character.
+    Char(char),
+    /// Enter.
+    Enter,
+    /// Escape.
+    Esc,
+    /// Backspace.
+    Backspace,
+    /// Arrow up.
+    Up,
+    /// Arrow down.
+    Down,
+    /// Page up.
+    PageUp,
+    /// Page down.
+    PageDown,
+    /// Home.
+    Home,
+    /// End.
+    End,
+    /// Ctrl-C (raw mode turns it into a key).
+    Interrupt,
+    /// Not a key: the terminal was resized.
+    Resize,
+}
+
+/// What the session does after a key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Nothing changed.
+    None,
+    /// Draw again with the new state.
+    Redraw,
+    /// Leave the view and print the run's totals.
+    Quit,
+}
+
+/// Which rows the view shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum View {
+    /// One row per thread.
+    Threads,
+    /// One row per cgroup.
+    Cgroups,
+    /// One row per container (pod, service, user slice).
+    Containers,
+}
+
+impl View {
+    /// How rows of this view are grouped.
+    pub const fn group_by(self) -> Option<GroupBy> {
+        match self {
+            Self::Threads => None,
+            Self::Cgroups => Some(GroupBy::Cgroup),
+            Self::Containers => Some(GroupBy::Container),
+        }
+    }
+
+    /// Its name in the title.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Threads => "threads",
+            Self::Cgroups => "cgroups",
+            Self::Containers => "containers",
+        }
+    }
+}
+
+/// The view's state.
+#[derive(Clone, Debug)]
+pub struct ViewState {
+    /// Rows of threads, cgroups or containers.
+    pub view: View,
+    /// Whether `v` may switch to cgroups and containers (needs the unified cgroup2 hierarchy).
+    pub can_group: bool,
+    /// What `s`, `<` and `>` cycle through.
+    pub sort_keys: Vec<SortKey>,
+    /// Index of the sort key in `sort_keys`.
+    pub sort: usize,
+    /// Reversed order.
+    pub reverse: bool,
+    /// Rows whose name, ids or cgroup contain this (empty: all rows).
+    pub filter: String,
+    /// The filter being typed after `/`, until Enter applies it or Esc drops it.
+    pub editing: Option<String>,
+    /// First row shown.
+    pub scroll: usize,
+    /// Rows that fit on the screen (set by each draw; scrolling moves by it).
+    pub page: usize,
+    /// The table keeps its last window while paused (collection goes on).
+    pub paused: bool,
+    /// The help overlay is shown.
+    pub help: bool,
+}
+
+impl ViewState {
+    /// The first state: sorted by `sort` (added to the cycle when it is a counter or node),
+    /// in `view`.
+    pub fn new(view: View, can_group: bool, sort: SortKey, nodes: &[&'static str]) -> Self {
+        let mut sort_keys = vec![
+            SortKey::OnCpu,
+            SortKey::Switches,
+            SortKey::Tid,
+            SortKey::Pid,
+            SortKey::Comm,
+        ];
+        sort_keys.extend(nodes.iter().map(|n| SortKey::Counter((*n).to_owned())));
+        let index = sort_keys
+            .iter()
+            .position(|k| *k == sort)
+            .unwrap_or_else(|| {
+                sort_keys.push(sort);
+                sort_keys.len() - 1
+            });
+        Self {
+            view,
+            can_group,
+            sort_keys,
+            sort: index,
+            reverse: false,
+            filter: String::new(),
+            editing: None,
+            scroll: 0,
+            page: 10,
+            paused: false,
+            help: false,
+        }
+    }
+
+    /// The sort key in force.
+    pub fn sort_key(&self) -> &SortKey {
+        &self.sort_keys[self.sort]
+    }
+
+    /// Applies `key`.
+    pub fn on_key(&mut self, key: Key) -> Action {
+        match key {
+            Key::Interrupt => return Action::Quit,
+            Key::Resize => return Action::Redraw,
+            _ => {}
+        }
+        if let Some(text) = &mut self.editing {
+            match key {
+                Key::Char(c) => text.push(c),
+                Key::Backspace => {
+                    text.pop();
+                }
+                Key::Enter => {
+                    self.filter = self.editing.take().unwrap_or_default();
+                    self.scroll = 0;
+                }
+                Key::Esc => {
+                    self.editing = None;
+                    self.filter.clear();
+                    self.scroll = 0;
+                }
+                _ => return Action::None,
+            }
+            return Action::Redraw;
+        }
+        if self.help {
+            self.help = false;
+            return if key == Key::Char('q') {
+                Action::Quit
+            } else {
+                Action::Redraw
+            };
+        }
+        match key {
+            Key::Char('q') => return Action::Quit,
+            Key::Char(' ' | 'p') => self.paused = !self.paused,
+            Key::Char('/') => self.editing = Some(String::new()),
+            Key::Esc => self.filter.clear(),
+            Key::Char('s' | '>') => self.sort = (self.sort + 1) % self.sort_keys.len(),
+            Key::Char('<') => {
+                self.sort = (self.sort + self.sort_keys.len() - 1) % self.sort_keys.len();
+            }
+            Key::Char('r') => self.reverse = !self.reverse,
+            Key::Char('v') if self.can_group => {
+                self.view = match self.view {
+                    View::Threads => View::Cgroups,
+                    View::Cgroups => View::Containers,
+                    View::Containers => View::Threads,
+                };
+                self.scroll = 0;
+            }
+            Key::Char('?' | 'h') => self.help = true,
+            Key::Up => self.scroll = self.scroll.saturating_sub(1),
+            Key::Down => self.scroll += 1,
+            Key::PageUp => self.scroll = self.scroll.saturating_sub(self.page),
+            Key::PageDown => self.scroll += self.page,
+            Key::Home => self.scroll = 0,
+            Key::End => self.scroll = usize::MAX,
+            _ => return Action::None,
+        }
+        Action::Redraw
+    }
+
+    /// The rows the filter keeps, in the order asked (rows come sorted by [`Self::sort_key`]).
+    pub fn select(&self, rows: Vec<Row>) -> Vec<Row> {
+        let needle = self.filter.to_lowercase();
+        let mut kept: Vec<Row> = rows
+            .into_iter()
+            .filter(|row| {
+                needle.is_empty()
+                    || row
+                        .who
+                        .key_values(false)
+                        .iter()
+                        .any(|value| value.to_lowercase().contains(&needle))
+            })
+            .collect();
+        if self.reverse {
+            kept.reverse();
+        }
+        kept
+    }
+
+    /// Keeps the scroll position within `rows` rows when `page` fit.
+    pub fn clamp(&mut self, rows: usize, page: usize) {
+        self.page = page.max(1);
+        self.scroll = self.scroll.min(rows.saturating_sub(self.page));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state() -> ViewState {
+        ViewState::new(View::Threads, true, SortKey::OnCpu, &["tma_retiring"])
+    }
+
+    #[test]
+    fn sort_keys_cycle_both_ways_and_reverse() {
+        let mut s = state();
+        assert_eq!(s.sort_key(), &SortKey::OnCpu);
+        assert_eq!(s.on_key(Key::Char('<')), Action::Redraw);
+        assert_eq!(s.sort_key(), &SortKey::Counter("tma_retiring".into()));
+        s.on_key(Key::Char('s'));
+        s.on_key(Key::Char('>'));
+        assert_eq!(s.sort_key(), &SortKey::Switches);
+        s.on_key(Key::Char('r'));
+        assert!(s.reverse);
+        let other = ViewState::new(View::Threads, false, "cpu-clock".parse().unwrap(), &[]);
+        assert_eq!(other.sort_key(), &SortKey::Counter("cpu-clock".into()));
+    }
+
+    #[test]
+    fn filter_is_typed_applied_and_cleared() {
+        let mut s = state();
+        s.on_key(Key::Char('/'));
+        for c in "ab".chars() {
+            s.on_key(Key::Char(c));
+        }
+        s.on_key(Key::Backspace);
+        assert_eq!(s.filter, "", "not applied while typed");
+        // 'q' while typing is text, not quit.
+        assert_eq!(s.on_key(Key::Char('q')), Action::Redraw);
+        s.on_key(Key::Enter);
+        assert_eq!(s.filter, "aq");
+        assert_eq!(s.editing, None);
+        s.on_key(Key::Char('/'));
+        s.on_key(Key::Esc);
+        assert_eq!(s.filter, "", "Esc clears");
+    }
+
+    #[test]
+    fn view_pause_help_quit_and_scrolling() {
+        let mut s = state();
+        s.on_key(Key::Char('v'));
+        assert_eq!(s.view, View::Cgroups);
+        s.on_key(Key::Char('v'));
+        s.on_key(Key::Char('v'));
+        assert_eq!(s.view, View::Threads);
+        let mut flat = ViewState::new(View::Threads, false, SortKey::OnCpu, &[]);
+        assert_eq!(
+            flat.on_key(Key::Char('v')),
+            Action::None,
+            "no cgroup2: threads only"
+        );
+        s.on_key(Key::Char(' '));
+        assert!(s.paused);
+        s.on_key(Key::Char('p'));
+        assert!(!s.paused);
+        s.on_key(Key::Char('?'));
+        assert!(s.help);
+        assert_eq!(s.on_key(Key::Down), Action::Redraw);
+        assert!(!s.help, "any key closes help");
+        s.clamp(100, 20);
+        s.on_key(Key::PageDown);
+        s.on_key(Key::Down);
+        assert_eq!(s.scroll, 21);
+        s.on_key(Key::End);
+        s.clamp(100, 20);
+        assert_eq!(s.scroll, 80);
+        s.on_key(Key::Home);
+        assert_eq!(s.scroll, 0);
+        assert_eq!(s.on_key(Key::Char('q')), Action::Quit);
+        assert_eq!(s.on_key(Key::Interrupt), Action::Quit);
+    }
+}
