@@ -7,13 +7,15 @@ use std::{collections::BTreeMap, fmt::Write as _};
 use anyhow::{Result, bail};
 use topdown_common::c2c::C2cStats;
 
-use super::{display::ReportOptions, line_table, lines::C2cData, perf_data::Recording};
+use std::collections::HashMap;
+
+use super::{display::ReportOptions, line_table, lines::C2cData};
 use crate::attrib::{containers::Owner, groups::GroupBy};
 
 /// The name a cgroup id gets: its path, or the container, pod, service or user slice the path
 /// belongs to.
-fn group_name(recording: &Recording, id: u64, by: GroupBy) -> String {
-    let Some(path) = recording.cgroups.get(&id) else {
+fn group_name(cgroups: &HashMap<u64, String>, id: u64, by: GroupBy) -> String {
+    let Some(path) = cgroups.get(&id) else {
         return format!("cgroup:{id}");
     };
     match by {
@@ -33,14 +35,14 @@ fn columns(s: &C2cStats) -> [u64; 5] {
     ]
 }
 
-/// Both tables, as text.
+/// Both tables, as text; `cgroups` are the recording's cgroup paths by id.
 pub fn render(
     data: &C2cData,
-    recording: &Recording,
+    cgroups: &HashMap<u64, String>,
     by: GroupBy,
     options: ReportOptions,
 ) -> Result<String> {
-    if recording.cgroups.is_empty() {
+    if cgroups.is_empty() {
         bail!(
             "this recording has no cgroups: record with `perf c2c record -- --all-cgroups ...` \
              to split cache lines by cgroup or container"
@@ -65,7 +67,7 @@ pub fn render(
         let mut groups: BTreeMap<String, C2cStats> = BTreeMap::new();
         for (id, stats) in &line.by_cgroup {
             groups
-                .entry(group_name(recording, *id, by))
+                .entry(group_name(cgroups, *id, by))
                 .or_default()
                 .add(stats);
         }

@@ -93,8 +93,17 @@ fn report(
     view: &C2cViewArgs,
     options: ReportOptions,
 ) -> Result<()> {
+    // Named once (code addresses symbolized here), then formatted.
+    let lines = pareto::lines(data, recording, options);
     if view.json {
-        print!("{}", json_report::render(data, recording, options));
+        let text = json_report::render(
+            data,
+            &lines,
+            &recording.events,
+            &recording.numa_cpus,
+            options,
+        );
+        print!("{text}");
         return Ok(());
     }
     let by = if view.per_container {
@@ -104,12 +113,12 @@ fn report(
     };
     // Checked before anything is printed: one line when the recording cannot do it.
     let groups = by
-        .map(|by| by_group::render(data, recording, by, options))
+        .map(|by| by_group::render(data, &recording.cgroups, by, options))
         .transpose()?;
     print!("{}", stats_report::render(data, &recording.events, options));
     if !view.stats {
         print!("\n{}", line_table::render(data, options));
-        print!("{}", pareto::render(data, recording, options));
+        print!("{}", pareto::render(&lines, &recording.numa_cpus, options));
         if let Some(groups) = groups {
             print!("\n{groups}");
         }

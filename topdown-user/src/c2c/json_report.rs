@@ -7,8 +7,7 @@ use topdown_common::c2c::C2cStats;
 use super::{
     display::ReportOptions,
     lines::{C2cData, Cycles},
-    pareto::{self, nodes_touched},
-    perf_data::Recording,
+    pareto::{ParetoLine, nodes_touched},
 };
 
 /// Every counter, by perf's name.
@@ -21,8 +20,15 @@ fn stats(s: &C2cStats) -> Value {
     )
 }
 
-/// The document.
-pub fn render(data: &C2cData, recording: &Recording, options: ReportOptions) -> String {
+/// The document of `data` and its Pareto `lines` (see [`super::pareto::lines`]), from a recording of
+/// `events` on NUMA nodes with `cpu_nodes`.
+pub fn render(
+    data: &C2cData,
+    lines: &[ParetoLine<'_>],
+    events: &[String],
+    cpu_nodes: &[Vec<u32>],
+    options: ReportOptions,
+) -> String {
     let display = options.display;
     let (shared_lines, shared) = data.shared();
     let total: u64 = data
@@ -30,7 +36,7 @@ pub fn render(data: &C2cData, recording: &Recording, options: ReportOptions) -> 
         .iter()
         .map(|(_, l)| display.metric(&l.stats))
         .sum();
-    let lines: Vec<Value> = pareto::lines(data, recording, options)
+    let lines: Vec<Value> = lines
         .iter()
         .enumerate()
         .map(|(index, pareto_line)| {
@@ -41,7 +47,7 @@ pub fn render(data: &C2cData, recording: &Recording, options: ReportOptions) -> 
                 .map(|row| {
                     let e = row.entry;
                     let mean = |class: Cycles| e.cycles[class as usize].get();
-                    let nodes: Vec<Value> = nodes_touched(e, &recording.numa_cpus)
+                    let nodes: Vec<Value> = nodes_touched(e, cpu_nodes)
                         .into_iter()
                         .filter(|(_, cpus)| !cpus.is_empty())
                         .map(|(node, cpus)| json!({"node": node, "cpus": cpus}))
@@ -84,7 +90,7 @@ pub fn render(data: &C2cData, recording: &Recording, options: ReportOptions) -> 
         .collect();
     json!({
         "schema": "topdown-bpf/c2c/v1",
-        "events": recording.events,
+        "events": events,
         "display": display.title(),
         "show_all": options.show_all,
         "totals": stats(&data.total),

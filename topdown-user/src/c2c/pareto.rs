@@ -85,18 +85,17 @@ pub fn lines<'a>(
         .collect()
 }
 
-/// The Pareto section, title included.
-pub fn render(data: &C2cData, recording: &Recording, options: ReportOptions) -> String {
+/// The Pareto section of `lines` (see [`lines`]), title included; `cpu_nodes` are the
+/// recording's NUMA nodes' CPUs.
+pub fn render(lines: &[ParetoLine<'_>], cpu_nodes: &[Vec<u32>], options: ReportOptions) -> String {
     let display = options.display;
-    let cpu_nodes = &recording.numa_cpus;
     let columns = columns(options);
     let mut out = String::from(
         "=================================================\n      Shared Cache Line Distribution \
          Pareto      \n=================================================\n#\n",
     );
-    for (index, ParetoLine { line, rows, widths }) in
-        lines(data, recording, options).into_iter().enumerate()
-    {
+    for (index, ParetoLine { line, rows, widths }) in lines.iter().enumerate() {
+        let (line, widths) = (*line, *widths);
         if index == 0 {
             out.push_str(&header(&columns, widths, options));
         } else {
@@ -121,7 +120,7 @@ pub fn render(data: &C2cData, recording: &Recording, options: ReportOptions) -> 
             format!("{:#x}", line.address)
         );
         out.push_str(&dashes);
-        for row in &rows {
+        for row in rows {
             out.push_str(&row_text(&columns, row, line, widths, cpu_nodes, options));
         }
     }
