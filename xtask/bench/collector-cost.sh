@@ -4,8 +4,9 @@
 #     collector, topdown-bpf machine-wide, topdown-bpf narrowed to another process (every switch
 #     here is between unwatched threads), a bpftrace program doing per-thread on-CPU accounting,
 #     and `perf stat` counting cpu-clock and msr/tsc per task. Interleaved runs, medians, ratios
-#     against the same run's baseline; each switch program's mean ns per run from
-#     kernel.bpf_stats_enabled.
+#     against the same run's baseline, all measured with kernel.bpf_stats_enabled off (it adds
+#     two clock reads to every program run); each switch program's mean ns per run from a second
+#     benchmark run with it on.
 #  2. Per counter read: topdown-bpf with N = 1, 5 and 9 software counters read at every switch.
 #  3. Per-set estimates: counters and lookups of each TopDown set (examples/switch_reads.rs)
 #     times the costs of table 2.
@@ -23,7 +24,7 @@ churn=$root/target/release/churn
 reads_table=$(cargo run -q --release -p topdown-user --example switch_reads \
   --manifest-path "$root/Cargo.toml" -- "$root/tests/fixtures/sysfs")
 
-sysctl -qw kernel.bpf_stats_enabled=1
+sysctl -qw kernel.bpf_stats_enabled=0
 # bpftrace's tracepoints need tracefs.
 [ -d /sys/kernel/tracing/events/sched ] || mount -t tracefs tracefs /sys/kernel/tracing
 sleep infinity & idle_pid=$!
@@ -57,9 +58,13 @@ with_collector() { # $1 = name pattern of its switch program; the collector comm
   taskset -c 1 "$@" >/dev/null 2>&1 &
   local pid=$!
   sleep 3
-  read -r t0 c0 < <(prog_stats "$pattern")
+  # Throughput without bpf_stats, then the program's cost per run with it.
   local ops; ops=$(pipe_ops)
+  sysctl -qw kernel.bpf_stats_enabled=1
+  read -r t0 c0 < <(prog_stats "$pattern")
+  loops=$((loops / 2)) pipe_ops >/dev/null
   read -r t1 c1 < <(prog_stats "$pattern")
+  sysctl -qw kernel.bpf_stats_enabled=0
   kill -INT "$pid"; wait "$pid" 2>/dev/null || true
   local ns="n/a"
   [ "$c1" -gt "$c0" ] && ns=$(( (t1 - t0) / (c1 - c0) ))
