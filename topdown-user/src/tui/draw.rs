@@ -7,11 +7,14 @@ use ratatui::{
     layout::{Alignment, Constraint, Layout, Rect},
     style::{Color, Modifier, Style},
     text::Line,
-    widgets::{Block, Borders, Cell, Clear, Paragraph, Row as TableRow, Table},
+    widgets::{Block, Borders, Cell, Clear, Paragraph, Row as TableRow, Sparkline, Table},
 };
 use topdown_common::stats::Stat;
 
-use super::state::ViewState;
+use super::{
+    history::{History, KEEP},
+    state::ViewState,
+};
 use crate::{
     attrib::{Window, groups::GroupBy},
     pmu::counter_set::CounterSet,
@@ -33,6 +36,8 @@ pub struct Screenful<'a> {
     pub set: &'a CounterSet,
     /// TopDown and grouping of the rows.
     pub options: &'a RowOptions,
+    /// The rows' recent values.
+    pub history: &'a History,
 }
 
 /// One column: its header, each row's cell, right-aligned or not, and its width.
@@ -65,14 +70,20 @@ pub fn draw(frame: &mut Frame<'_>, state: &mut ViewState, data: &Screenful<'_>) 
 
     frame.render_widget(Paragraph::new(title_line(state, data)), title);
     draw_table(frame, body, state, data);
+    if state.detail
+        && let Some(row) = data.rows.get(state.selected)
+    {
+        draw_history(frame, body, row, data.history);
+    }
     frame.render_widget(
         Paragraph::new(status_line(data)).style(Style::new().add_modifier(Modifier::DIM)),
         status,
     );
     let keys = match &state.editing {
         Some(text) => format!("filter: {text}_   (Enter applies, Esc clears)"),
-        None => "q quit  p pause  / filter  s < > sort  r reverse  v view  arrows PgUp PgDn \
-                 Home End scroll  ? help"
+        None if state.detail => "Enter or Esc closes the history  q quit  ? help".to_owned(),
+        None => "q quit  p pause  / filter  s < > sort  r reverse  v view  arrows select  \
+                 Enter history  ? help"
             .to_owned(),
     };
     frame.render_widget(
@@ -86,21 +97,21 @@ pub fn draw(frame: &mut Frame<'_>, state: &mut ViewState, data: &Screenful<'_>) 
 
 fn title_line(state: &ViewState, data: &Screenful<'_>) -> String {
     let end = (data.window.start + data.window.length).as_secs_f64();
-    let order = if state.reverse { "up" } else { "down" };
     let mut title = format!(
-        "topdown-bpf  {}  {end:.1} s  {} {} of {}  sort {} {order}",
+        "topdown-bpf  {}  {end:.1} s  {}/{} {}",
         data.set.name,
         data.rows.len(),
-        state.view.name(),
         data.total,
-        sort_name(state.sort_key()),
+        state.view.name(),
     );
     if !state.filter.is_empty() {
-        title.push_str(&format!("  filter \"{}\"", state.filter));
+        title.push_str(&format!("  /{}", state.filter));
     }
     if state.paused {
         title.push_str("  PAUSED");
     }
+    let order = if state.reverse { "up" } else { "down" };
+    title.push_str(&format!("  sort {} {order}", sort_name(state.sort_key())));
     title
 }
 
@@ -134,7 +145,13 @@ fn draw_table(frame: &mut Frame<'_>, area: Rect, state: &ViewState, data: &Scree
     let columns = fit(columns(visible, data), usize::from(area.width));
     let header = TableRow::new(columns.iter().map(|c| aligned(&c.header, c.right)))
         .style(Style::new().add_modifier(Modifier::BOLD | Modifier::REVERSED));
+    let selected = state.selected.checked_sub(state.scroll);
     let rows = (0..visible.len()).map(|i| {
+        let style = if Some(i) == selected {
+            Style::new().add_modifier(Modifier::REVERSED)
+        } else {
+            Style::new()
+        };
         TableRow::new(columns.iter().map(|c| {
             let cell = aligned(&c.cells[i], c.right);
             if c.header == "BOTTLENECK" && c.cells[i] != "-" {
@@ -143,6 +160,7 @@ fn draw_table(frame: &mut Frame<'_>, area: Rect, state: &ViewState, data: &Scree
                 cell
             }
         }))
+        .style(style)
     });
     let widths = columns
         .iter()
@@ -287,6 +305,81 @@ fn shorten(text: &str, width: usize) -> String {
     format!("…{tail}")
 }
 
+/// The history panel over the table: one line per series (%CPU, switches, each TopDown node),
+/// a sparkline of the last windows and the latest value.
+fn draw_history(frame: &mut Frame<'_>, area: Rect, row: &Row, history: &History) {
+    let samples = history.of(row);
+    let mut series: Vec<(String, Vec<u64>, String)> = Vec::new();
+    if let Some(samples) = samples {
+        let last = samples.back();
+        series.push((
+            "%CPU".into(),
+            samples
+                .iter()
+                .map(|s| (s.cpu_percent * 10.0) as u64)
+                .collect(),
+            last.map_or_else(String::new, |s| format!("{:.1}", s.cpu_percent)),
+        ));
+        series.push((
+            "switches".into(),
+            samples.iter().map(|s| s.switches).collect(),
+            last.map_or_else(String::new, |s| s.switches.to_string()),
+        ));
+        let names: Vec<String> = last
+            .map(|s| s.nodes.iter().map(|(n, _)| n.clone()).collect())
+            .unwrap_or_default();
+        for name in names {
+            let value = |s: &super::history::Sample| {
+                s.nodes.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
+            };
+            series.push((
+                name.clone(),
+                samples
+                    .iter()
+                    .map(|s| (value(s).unwrap_or(0.0).clamp(0.0, 1.0) * 1000.0) as u64)
+                    .collect(),
+                last.and_then(value)
+                    .map_or_else(String::new, |v| format!("{:.1} %", v * 100.0)),
+            ));
+        }
+    }
+    let who = row.who.key_values(true).join("  ");
+    let title = format!(
+        " {who}: the last {} windows (at most {KEEP}) ",
+        samples.map_or(0, |s| s.len())
+    );
+    frame.render_widget(Clear, area);
+    let block = Block::new().borders(Borders::ALL).title(title);
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    if series.is_empty() {
+        frame.render_widget(Paragraph::new("nothing recorded yet"), inner);
+        return;
+    }
+    let lines = Layout::vertical(series.iter().map(|_| Constraint::Length(1))).split(inner);
+    for ((name, data, last), line) in series.iter().zip(lines.iter()) {
+        let [label, spark, value] = Layout::horizontal([
+            Constraint::Length(24),
+            Constraint::Min(8),
+            Constraint::Length(10),
+        ])
+        .areas(*line);
+        frame.render_widget(Paragraph::new(name.as_str()), label);
+        // The newest samples that fit, at the right.
+        let fit = data.len().saturating_sub(usize::from(spark.width));
+        frame.render_widget(
+            Sparkline::default()
+                .data(&data[fit..])
+                .style(Style::new().fg(Color::Cyan)),
+            spark,
+        );
+        frame.render_widget(
+            Paragraph::new(last.as_str()).alignment(Alignment::Right),
+            value,
+        );
+    }
+}
+
 fn draw_help(frame: &mut Frame<'_>, state: &ViewState) {
     let lines = [
         "q           quit: the run's totals go to the normal screen",
@@ -296,7 +389,8 @@ fn draw_help(frame: &mut Frame<'_>, state: &ViewState) {
         "s, >, <     next / previous sort column",
         "r           reverse the order",
         "v           threads / cgroups / containers",
-        "arrows, PgUp, PgDn, Home, End   scroll",
+        "arrows, PgUp, PgDn, Home, End   select a row",
+        "Enter       the selected row's history (%CPU, switches, TopDown)",
         "?           this help (any key closes it)",
     ];
     let views = if state.can_group {
@@ -367,6 +461,16 @@ mod tests {
 
     /// The screen's lines after drawing `rows` at `width` x `height` in `state`.
     fn screen(rows: &[Row], width: u16, height: u16, state: &mut ViewState) -> Vec<String> {
+        screen_with(rows, width, height, state, &History::default())
+    }
+
+    fn screen_with(
+        rows: &[Row],
+        width: u16,
+        height: u16,
+        state: &mut ViewState,
+        history: &History,
+    ) -> Vec<String> {
         let set = CounterSet {
             name: "software",
             reason: "no hardware PMU".into(),
@@ -404,6 +508,7 @@ mod tests {
                         total: rows.len(),
                         set: &set,
                         options: &options,
+                        history,
                     },
                 );
             })
@@ -452,7 +557,7 @@ mod tests {
             end[21].contains("worker-49"),
             "the last row at the bottom: {end:?}"
         );
-        assert_eq!(state.scroll, 50 - 20);
+        assert_eq!((state.selected, state.scroll), (49, 50 - 20));
         state.on_key(Key::Char('?'));
         let help = screen(&rows, 80, 24, &mut state);
         assert!(
@@ -490,5 +595,32 @@ mod tests {
         assert_eq!(names(fit(all(), 30)), ["TID", "PID", "SWITCHES"]);
         assert_eq!(names(fit(all(), 20)), ["TID", "SWITCHES"]);
         assert_eq!(names(fit(all(), 3)), ["TID"]);
+    }
+
+    #[test]
+    fn enter_shows_the_selected_rows_history() {
+        let mut history = History::default();
+        for ms in [100, 300, 900] {
+            history.record(&[thread(7, "busy", "/", ms), thread(8, "idle", "/", 1)]);
+        }
+        let rows = [thread(7, "busy", "/", 900), thread(8, "idle", "/", 1)];
+        let mut state = ViewState::new(View::Threads, true, SortKey::OnCpu, &[]);
+        state.on_key(Key::Enter);
+        let lines = screen_with(&rows, 100, 20, &mut state, &history);
+        let text = lines.join("\n");
+        assert!(
+            text.contains("busy") && text.contains("the last 3 windows"),
+            "{text}"
+        );
+        let cpu = lines
+            .iter()
+            .find(|l| l.contains("%CPU"))
+            .expect("a %CPU line");
+        let cpu = cpu.trim_end_matches(['│', ' ']);
+        assert!(cpu.ends_with("90.0"), "the latest value: {cpu}");
+        assert!(lines.iter().any(|l| l.contains("switches")), "{text}");
+        state.on_key(Key::Esc);
+        let table = screen_with(&rows, 100, 20, &mut state, &history).join("\n");
+        assert!(!table.contains("windows (at most"), "closed: {table}");
     }
 }

@@ -4,6 +4,7 @@
 //! panic (ratatui's hook). Pipes, files, `-I`, `--json` and `--csv` keep the text outputs.
 
 pub mod draw;
+pub mod history;
 pub mod state;
 
 use anyhow::{Context as _, Result};
@@ -15,6 +16,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 use self::{
     draw::Screenful,
+    history::History,
     state::{Key, View, ViewState},
 };
 use crate::{
@@ -31,6 +33,12 @@ pub struct LiveView {
     pub state: ViewState,
     /// The latest window drawn (kept while paused, and for redraws on keys).
     latest: Option<Window>,
+    /// The latest window is not in `history` yet.
+    fresh: bool,
+    /// Each row's recent values, in the view shown.
+    history: History,
+    /// The view `history` holds.
+    history_view: View,
 }
 
 impl LiveView {
@@ -68,11 +76,15 @@ impl LiveView {
                 }
             })
             .context("starting the key reader")?;
+        let history_view = state.view;
         Ok(Self {
             terminal,
             keys,
             state,
             latest: None,
+            fresh: false,
+            history: History::default(),
+            history_view,
         })
     }
 
@@ -88,6 +100,7 @@ impl LiveView {
     pub fn update(&mut self, window: Window) {
         if !self.state.paused || self.latest.is_none() {
             self.latest = Some(window);
+            self.fresh = true;
         }
     }
 
@@ -116,8 +129,16 @@ impl LiveView {
         };
         let named = named::name(window, names, options.group.as_ref());
         let (all, total) = rows(window, named, set, &options);
+        if self.history_view != self.state.view {
+            self.history.clear();
+            self.history_view = self.state.view;
+            self.fresh = true;
+        }
+        if std::mem::take(&mut self.fresh) {
+            self.history.record(&all);
+        }
         let shown = self.state.select(all);
-        let state = &mut self.state;
+        let (state, history) = (&mut self.state, &self.history);
         self.terminal
             .draw(|frame| {
                 draw::draw(
@@ -129,6 +150,7 @@ impl LiveView {
                         total,
                         set,
                         options: &options,
+                        history,
                     },
                 );
             })

@@ -1,5 +1,5 @@
-//! What the full-screen view shows and how keys change it: sort, filter, scroll, pause, view,
-//! help. Pure state: no terminal here, so every key is tested without one.
+//! What the full-screen view shows and how keys change it: sort, filter, selection and
+//! scrolling, pause, view, a row's history, help. Pure state: no terminal here, so every key is tested without one.
 
 use crate::{
     attrib::groups::GroupBy,
@@ -96,6 +96,10 @@ pub struct ViewState {
     pub editing: Option<String>,
     /// First row shown.
     pub scroll: usize,
+    /// The selected row (index among the rows shown); the table scrolls to keep it visible.
+    pub selected: usize,
+    /// The selected row's history is open (Enter).
+    pub detail: bool,
     /// Rows that fit on the screen (set by each draw; scrolling moves by it).
     pub page: usize,
     /// The table keeps its last window while paused (collection goes on).
@@ -132,6 +136,8 @@ impl ViewState {
             filter: String::new(),
             editing: None,
             scroll: 0,
+            selected: 0,
+            detail: false,
             page: 10,
             paused: false,
             help: false,
@@ -158,12 +164,12 @@ impl ViewState {
                 }
                 Key::Enter => {
                     self.filter = self.editing.take().unwrap_or_default();
-                    self.scroll = 0;
+                    self.top();
                 }
                 Key::Esc => {
                     self.editing = None;
                     self.filter.clear();
-                    self.scroll = 0;
+                    self.top();
                 }
                 _ => return Action::None,
             }
@@ -181,7 +187,12 @@ impl ViewState {
             Key::Char('q') => return Action::Quit,
             Key::Char(' ' | 'p') => self.paused = !self.paused,
             Key::Char('/') => self.editing = Some(String::new()),
-            Key::Esc => self.filter.clear(),
+            Key::Enter => self.detail = !self.detail,
+            Key::Esc if self.detail => self.detail = false,
+            Key::Esc => {
+                self.filter.clear();
+                self.top();
+            }
             Key::Char('s' | '>') => self.sort = (self.sort + 1) % self.sort_keys.len(),
             Key::Char('<') => {
                 self.sort = (self.sort + self.sort_keys.len() - 1) % self.sort_keys.len();
@@ -193,15 +204,16 @@ impl ViewState {
                     View::Cgroups => View::Containers,
                     View::Containers => View::Threads,
                 };
-                self.scroll = 0;
+                self.top();
+                self.detail = false;
             }
             Key::Char('?' | 'h') => self.help = true,
-            Key::Up => self.scroll = self.scroll.saturating_sub(1),
-            Key::Down => self.scroll += 1,
-            Key::PageUp => self.scroll = self.scroll.saturating_sub(self.page),
-            Key::PageDown => self.scroll += self.page,
-            Key::Home => self.scroll = 0,
-            Key::End => self.scroll = usize::MAX,
+            Key::Up => self.selected = self.selected.saturating_sub(1),
+            Key::Down => self.selected = self.selected.saturating_add(1),
+            Key::PageUp => self.selected = self.selected.saturating_sub(self.page),
+            Key::PageDown => self.selected = self.selected.saturating_add(self.page),
+            Key::Home => self.top(),
+            Key::End => self.selected = usize::MAX,
             _ => return Action::None,
         }
         Action::Redraw
@@ -227,10 +239,23 @@ impl ViewState {
         kept
     }
 
-    /// Keeps the scroll position within `rows` rows when `page` fit.
+    /// Keeps the selection within `rows` rows and the scroll position where the selection is
+    /// visible, `page` rows fitting.
     pub fn clamp(&mut self, rows: usize, page: usize) {
         self.page = page.max(1);
+        self.selected = self.selected.min(rows.saturating_sub(1));
+        if self.selected < self.scroll {
+            self.scroll = self.selected;
+        } else if self.selected >= self.scroll + self.page {
+            self.scroll = self.selected + 1 - self.page;
+        }
         self.scroll = self.scroll.min(rows.saturating_sub(self.page));
+    }
+
+    /// Back to the first row.
+    fn top(&mut self) {
+        self.selected = 0;
+        self.scroll = 0;
     }
 }
 
@@ -301,12 +326,24 @@ mod tests {
         s.clamp(100, 20);
         s.on_key(Key::PageDown);
         s.on_key(Key::Down);
-        assert_eq!(s.scroll, 21);
+        s.clamp(100, 20);
+        assert_eq!(
+            (s.selected, s.scroll),
+            (21, 2),
+            "the selection stays in view"
+        );
+        s.on_key(Key::Up);
+        s.clamp(100, 20);
+        assert_eq!((s.selected, s.scroll), (20, 2));
         s.on_key(Key::End);
         s.clamp(100, 20);
-        assert_eq!(s.scroll, 80);
+        assert_eq!((s.selected, s.scroll), (99, 80));
+        s.on_key(Key::Enter);
+        assert!(s.detail, "Enter opens the row's history");
+        s.on_key(Key::Esc);
+        assert!(!s.detail, "Esc closes it");
         s.on_key(Key::Home);
-        assert_eq!(s.scroll, 0);
+        assert_eq!((s.selected, s.scroll), (0, 0));
         assert_eq!(s.on_key(Key::Char('q')), Action::Quit);
         assert_eq!(s.on_key(Key::Interrupt), Action::Quit);
     }
