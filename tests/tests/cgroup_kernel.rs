@@ -117,8 +117,10 @@ fn each_cgroup_is_charged_what_its_cpu_stat_says() {
             .iter()
             .find(|c| c.id == ids[leaf])
             .unwrap_or_else(|| panic!("cgroup {leaf} was charged"));
+        // Ten times the comparison's 2 ms floor, so it says something (a loaded machine gives
+        // the workloads less than their 1.5 s).
         assert!(
-            expected[leaf] > 300_000_000,
+            expected[leaf] > 20_000_000,
             "{leaf} ran: {}",
             expected[leaf]
         );
@@ -202,7 +204,11 @@ fn per_cgroup_and_per_container_reports_from_the_command_line() {
     };
     let scope = format!("docker-{}.scope", "ab12".repeat(16));
     let tree = TestTree::new(&mount, "cli", &[&format!("svc/{scope}"), "svc/idle"]);
-    let report = |extra: &[&str]| -> Value {
+    let leaf_dir = format!("svc/{scope}");
+    // The final document, and what the leaf's cpu.stat says the run used: the kernel's books,
+    // whatever else the machine is doing.
+    let report = |extra: &[&str]| -> (Value, u64) {
+        let before = tree.usage_ns(&leaf_dir);
         let output = Command::new(topdown_bpf_binary())
             .args(extra)
             .args(["-G", &tree.path("svc"), "--json", "--", "/bin/sh", "-c"])
@@ -225,17 +231,16 @@ fn per_cgroup_and_per_container_reports_from_the_command_line() {
             .rfind(|doc| doc["final"] == true)
             .unwrap_or_else(|| panic!("a final JSON document in {text}"));
         assert_eq!(last["schema"], "topdown-bpf/groups/v1");
-        last
+        (last, tree.usage_ns(&leaf_dir) - before)
     };
     let on_cpu = |doc: &Value, key: &str, value: &str| -> Option<u64> {
         doc["groups"].as_array()?.iter().find(|g| g[key] == value)?["on_cpu_ns"].as_u64()
     };
 
-    let flat = report(&["--per-cgroup"]);
-    let leaf = tree.path(&format!("svc/{scope}"));
+    let (flat, used) = report(&["--per-cgroup"]);
+    let leaf = tree.path(&leaf_dir);
     let ran = on_cpu(&flat, "cgroup", &leaf).expect("the command's cgroup is reported");
-    // At least a fair share of one CPU, next to the other test's workloads.
-    assert!(ran > 150_000_000, "{ran} ns for a workload busy for 700 ms");
+    assert_books("the command's cgroup", ran, used);
     assert_eq!(
         on_cpu(&flat, "cgroup", &tree.path("svc")),
         None,
@@ -250,15 +255,16 @@ fn per_cgroup_and_per_container_reports_from_the_command_line() {
         "-G keeps only its subtree: {flat}"
     );
 
-    let rolled = report(&["--rollup"]);
+    let (rolled, used) = report(&["--rollup"]);
     let parent = on_cpu(&rolled, "cgroup", &tree.path("svc")).expect("the parent, rolled up");
     let child = on_cpu(&rolled, "cgroup", &leaf).expect("the leaf");
+    assert_books("the leaf, rolled up", child, used);
     assert!(
-        parent >= child && child > 400_000_000,
-        "{parent} vs {child}"
+        parent >= child,
+        "the parent holds its leaf: {parent} vs {child}"
     );
 
-    let containers = report(&["--per-container"]);
+    let (containers, used) = report(&["--per-container"]);
     let label = format!("docker:{}", &"ab12".repeat(16)[..12]);
     let entry = containers["groups"]
         .as_array()
@@ -270,5 +276,5 @@ fn per_cgroup_and_per_container_reports_from_the_command_line() {
     assert_eq!(entry["runtime"], "docker");
     assert_eq!(entry["container_id"], "ab12".repeat(16));
     assert_eq!(entry["cgroup"], leaf.as_str());
-    assert!(entry["on_cpu_ns"].as_u64().unwrap() > 150_000_000);
+    assert_books("the container", entry["on_cpu_ns"].as_u64().unwrap(), used);
 }
