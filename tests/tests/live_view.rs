@@ -40,13 +40,19 @@ impl Tmux {
             .to_owned()
     }
 
-    /// Polls the screen until `ready` holds (up to 60 s: a loaded machine redraws late).
+    /// Polls the screen until `ready` holds on a settled screen (up to 60 s: a loaded machine
+    /// redraws late). Settled: two captures 100 ms apart are the same, so no frame was being
+    /// written (a capture in the middle of the first, full frame shows half a table).
     fn wait_for(&self, what: &str, ready: impl Fn(&[String]) -> bool) -> Vec<String> {
         let start = Instant::now();
         loop {
             let screen = self.screen();
             if ready(&screen) {
-                return screen;
+                thread::sleep(Duration::from_millis(100));
+                if self.screen() == screen {
+                    return screen;
+                }
+                continue;
             }
             assert!(
                 start.elapsed() < Duration::from_secs(60),
