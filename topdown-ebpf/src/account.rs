@@ -147,10 +147,7 @@ pub fn narrowed() -> bool {
 /// neither is, nothing else runs. When only `next` is, this CPU's readings are taken now, so
 /// its slice is measured from its switch-in.
 #[inline(always)]
-pub fn switch_watched(prev: Task, next: Task, now: u64) -> bool {
-    let Some(state) = cpu_state() else {
-        return false;
-    };
+pub fn switch_watched(state: &mut CpuState, prev: Task, next: Task, now: u64) -> bool {
     let prev_watched = watched(state, prev);
     let next_tid = next.tid();
     let next_watched = follow::is_followed(next.tgid());
@@ -183,13 +180,11 @@ fn watched(state: &mut CpuState, task: Task) -> bool {
 /// At a switch on a collector that is not narrowed: counts a switch the kernel did not report
 /// when `prev_tid` is not the thread this CPU last switched to, and remembers `next_tid`.
 #[inline(always)]
-pub fn note_switch(prev_tid: u32, next_tid: u32) {
-    if let Some(state) = cpu_state() {
-        if state.current != prev_tid {
-            count_unreported(state);
-        }
-        state.current = next_tid;
+pub fn note_switch(state: &mut CpuState, prev_tid: u32, next_tid: u32) {
+    if state.current != prev_tid {
+        count_unreported(state);
     }
+    state.current = next_tid;
 }
 
 /// Counts a switch the kernel did not report, once the CPU is measuring (before its first
@@ -203,8 +198,8 @@ fn count_unreported(state: &mut CpuState) {
 
 /// Whether `task`, the thread now on this CPU, is watched (always, when not narrowed).
 #[inline(always)]
-pub fn current_watched(task: Task) -> bool {
-    !narrowed() || cpu_state().is_some_and(|state| watched(state, task))
+pub fn current_watched(state: &mut CpuState, task: Task) -> bool {
+    !narrowed() || watched(state, task)
 }
 
 /// Charges this CPU's run time (on the scheduler's clock, see [`Clocks`]) and counter deltas
@@ -212,10 +207,7 @@ pub fn current_watched(task: Task) -> bool {
 /// A CPU's first charge only starts its measurement: the loader cannot read the scheduler's
 /// clock, so nothing before it is charged.
 #[inline(always)]
-pub fn charge_current(end: SliceEnd, task: Task, clocks: Clocks) {
-    let Some(state) = cpu_state() else {
-        return;
-    };
+pub fn charge_current(state: &mut CpuState, end: SliceEnd, task: Task, clocks: Clocks) {
     // SAFETY: a helper without arguments.
     let cpu = unsafe { bpf_get_smp_processor_id() };
     if state.last_ns == 0 {

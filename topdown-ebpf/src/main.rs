@@ -37,12 +37,16 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
     // The scheduler's clock at this switch, where next's runtime starts.
     let next_start = next.exec_start();
     let prev = Task::from_arg(ctx.arg(1));
+    // The CPU's state, looked up once for the whole switch.
+    let Some(state) = account::cpu_state() else {
+        return 0;
+    };
     if account::narrowed() {
-        if !account::switch_watched(prev, next, next_start) {
+        if !account::switch_watched(state, prev, next, next_start) {
             return 0;
         }
     } else {
-        account::note_switch(prev.tid(), next.tid());
+        account::note_switch(state, prev.tid(), next.tid());
     }
     let clocks = account::Clocks {
         runtime: prev.sum_exec_runtime(),
@@ -56,7 +60,7 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
     } else {
         account::SliceEnd::Switch
     };
-    account::charge_current(end, prev, clocks);
+    account::charge_current(state, end, prev, clocks);
     0
 }
 
@@ -92,11 +96,13 @@ pub fn cgroup_rmdir(ctx: BtfTracePointContext) -> i32 {
 #[perf_event]
 pub fn tick(_ctx: PerfEventContext) -> i32 {
     let current = Task::current();
-    if account::current_watched(current) {
+    if let Some(state) = account::cpu_state()
+        && account::current_watched(state, current)
+    {
         // The scheduler's latest update of the running task: the rest of its slice is charged
         // at its switch.
         let clocks = account::Clocks::at(current.exec_start(), current.sum_exec_runtime());
-        account::charge_current(account::SliceEnd::Tick, current, clocks);
+        account::charge_current(state, account::SliceEnd::Tick, current, clocks);
     }
     0
 }
