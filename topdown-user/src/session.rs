@@ -59,12 +59,12 @@ impl Session {
     }
 
     /// The watched command's pid while it runs.
-    pub fn command_pid(&self) -> Option<u32> {
+    fn command_pid(&self) -> Option<u32> {
         self.command.as_ref().and_then(Child::id)
     }
 
     /// Whether a command is watched and has not exited yet.
-    pub fn command_running(&self) -> bool {
+    fn command_running(&self) -> bool {
         self.command.is_some() && self.command_status.is_none()
     }
 

@@ -130,16 +130,17 @@ pub async fn run(cli: StatArgs, verbose: bool) -> Result<ExitCode> {
     // On a terminal the live table is the full-screen view; the run's totals then go to the
     // normal screen when it closes.
     let mut live = if format == Format::Refresh {
-        let mut nodes: Vec<&'static str> = topdown
-            .iter()
-            .flat_map(|view| {
-                view.parts
-                    .iter()
-                    .flat_map(|part| part.model.nodes(view.level))
-                    .map(|node| node.name)
-            })
-            .collect();
-        nodes.dedup();
+        // Every node in tree order, once (hybrid parts list them once per core type).
+        let mut nodes: Vec<&'static str> = Vec::new();
+        if let Some(view) = &topdown {
+            for part in &view.parts {
+                for node in part.model.nodes(view.level) {
+                    if !nodes.contains(&node.name) {
+                        nodes.push(node.name);
+                    }
+                }
+            }
+        }
         let state = ViewState::new(
             tui::first_view(group.as_ref()),
             names.mount().is_some(),

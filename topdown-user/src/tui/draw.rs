@@ -181,14 +181,15 @@ fn aligned(text: &str, right: bool) -> Cell<'static> {
 fn columns(rows: &[Row], data: &Screenful<'_>) -> Vec<Column> {
     let by = data.options.group_by();
     let keys = Who::key_names(by);
+    let values: Vec<Vec<String>> = rows.iter().map(|r| r.who.key_values(true)).collect();
     let mut columns: Vec<Column> = keys
         .iter()
         .enumerate()
         .map(|(i, key)| {
-            let cells: Vec<String> = rows
+            let cells: Vec<String> = values
                 .iter()
-                .map(|r| {
-                    let value = r.who.key_values(true).swap_remove(i);
+                .map(|row| {
+                    let value = row[i].clone();
                     match *key {
                         "cgroup" | "container" => shorten(&value, PATH_WIDTH),
                         "comm" => shorten(&value, COMM_WIDTH + 9),

@@ -10,6 +10,11 @@ use crate::report::rows::Row;
 /// Windows kept per row (five minutes at the default second).
 pub const KEEP: usize = 300;
 
+/// Rows recorded per window: the first ones in the view's order (the hottest by default). With
+/// thousands of threads coming and going each second, recording all of them would hold
+/// millions of one-sample histories for five minutes.
+pub const ROWS: usize = 1000;
+
 /// One window's values of one row.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sample {
@@ -34,12 +39,18 @@ impl History {
         row.who.key_values(false).join("\u{1f}")
     }
 
-    /// Adds a window's `rows`; forgets rows not seen for [`KEEP`] windows, so memory holds
-    /// what the last minutes showed.
+    /// Adds the first [`ROWS`] of a window's `rows` that are still alive (an exited thread
+    /// has no future to watch); forgets rows not recorded for [`KEEP`] windows, and, past
+    /// twice [`ROWS`] rows, those not recorded in this window. Memory is then bounded by
+    /// `2 * ROWS * KEEP` samples, whatever the churn.
     pub fn record(&mut self, rows: &[Row]) {
         self.windows += 1;
         let now = self.windows;
-        for row in rows {
+        let alive = rows
+            .iter()
+            .filter(|row| row.who.thread().is_none_or(|t| !t.exited))
+            .take(ROWS);
+        for row in alive {
             let nodes = row
                 .topdown
                 .iter()
@@ -58,7 +69,12 @@ impl History {
                 nodes,
             });
         }
-        self.rows.retain(|_, (seen, _)| now - *seen < KEEP as u64);
+        let horizon = if self.rows.len() > 2 * ROWS {
+            1
+        } else {
+            KEEP as u64
+        };
+        self.rows.retain(|_, (seen, _)| now - *seen < horizon);
     }
 
     /// `row`'s samples, oldest first.
@@ -69,5 +85,56 @@ impl History {
     /// Forgets everything (the view changed: its rows are other rows).
     pub fn clear(&mut self) {
         self.rows.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        attrib::usage::CounterValue,
+        report::rows::{ThreadKey, Who},
+    };
+
+    fn row(tid: u32, exited: bool) -> Row {
+        Row {
+            who: Who::Thread(ThreadKey {
+                tid,
+                pid: 1,
+                comm: "t".into(),
+                cgroup: "/".into(),
+                cgroup_id: 1,
+                exited,
+                folded: 0,
+            }),
+            on_cpu_ns: 1,
+            cpu_percent: 1.0,
+            switches: 1,
+            counters: vec![CounterValue::default()],
+            topdown: vec![],
+            run_fraction: 1.0,
+        }
+    }
+
+    #[test]
+    fn memory_stays_bounded_under_churn() {
+        let mut history = History::default();
+        let live = row(1, false);
+        // Every window: one long-lived thread, and 3,000 new threads, half already dead.
+        for window in 0..50u32 {
+            let mut rows = vec![live.clone()];
+            rows.extend((0..3000).map(|i| row(10 + window * 3000 + i, i % 2 == 0)));
+            history.record(&rows);
+            assert!(
+                history.rows.len() <= 2 * ROWS,
+                "{} rows kept",
+                history.rows.len()
+            );
+        }
+        assert_eq!(history.of(&live).map(VecDeque::len), Some(50));
+        assert!(
+            history.of(&row(10, true)).is_none(),
+            "dead threads are not recorded"
+        );
     }
 }
