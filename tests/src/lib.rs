@@ -56,6 +56,18 @@ pub fn topdown_bpf_binary() -> PathBuf {
     )
 }
 
+/// The standard output of `command`, which must succeed (the failure shows `what` and the
+/// command's standard error).
+pub fn stdout_of(what: &str, command: &mut Command) -> String {
+    let output = command.output().expect("running a command");
+    assert!(
+        output.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
 /// The workload process (`src/bin/workload.rs`), with its JSON event lines on a channel.
 pub struct Workload {
     /// The running process.

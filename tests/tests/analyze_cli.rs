@@ -9,7 +9,7 @@ use serde_json::Value;
 use topdown_tests::{
     metric_expr::{Env, parse},
     pmu_events::{formulas, is_percent, normalize},
-    topdown_bpf_binary,
+    stdout_of, topdown_bpf_binary,
 };
 use topdown_user::{pmu::event_spec::split_event_list, tma::generated::SOURCES};
 
@@ -52,17 +52,12 @@ fn analyze_matches_an_independent_evaluation_for_every_model() {
     for &(model, select) in CASES {
         let (_, files, unit, mapping) = SOURCES.iter().find(|s| s.0 == model).unwrap();
         let arm = model.starts_with("neoverse");
-        let events = Command::new(topdown_bpf_binary())
-            .args(["analyze", "--events"])
-            .args(select)
-            .output()
-            .unwrap();
-        assert!(
-            events.status.success(),
-            "{}",
-            String::from_utf8_lossy(&events.stderr)
+        let text = stdout_of(
+            model,
+            Command::new(topdown_bpf_binary())
+                .args(["analyze", "--events"])
+                .args(select),
         );
-        let text = String::from_utf8(events.stdout).unwrap();
         let list = text.split('\'').nth(1).expect("perf stat -e '...'");
         let mut counts = HashMap::new();
         let mut csv = String::from("# started on a machine far away\n\n");
@@ -77,19 +72,15 @@ fn analyze_matches_an_independent_evaluation_for_every_model() {
         }
         let file = dir.path().join(format!("{model}.csv"));
         std::fs::write(&file, &csv).unwrap();
-        let output = Command::new(topdown_bpf_binary())
-            .arg("analyze")
-            .arg(&file)
-            .args(select)
-            .args(["--td-level", "2", "--json"])
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "{model}: {}",
-            String::from_utf8_lossy(&output.stderr)
+        let output = stdout_of(
+            model,
+            Command::new(topdown_bpf_binary())
+                .arg("analyze")
+                .arg(&file)
+                .args(select)
+                .args(["--td-level", "2", "--json"]),
         );
-        let doc: Value = serde_json::from_slice(&output.stdout).unwrap();
+        let doc: Value = serde_json::from_str(&output).unwrap();
         assert_eq!(doc["model"], model);
         assert_eq!(
             doc["missing_events"].as_array().unwrap().len(),
@@ -185,19 +176,14 @@ fn a_node_outside_zero_to_one_is_flagged_with_its_inputs() {
     )
     .unwrap();
     let run = |json: bool| {
-        let output = Command::new(topdown_bpf_binary())
-            .arg("analyze")
-            .arg(&file)
-            .args(["--cpu", "GenuineIntel-6-5E", "--td-level", "1"])
-            .args(json.then_some("--json"))
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8(output.stdout).unwrap()
+        stdout_of(
+            "analyze of inconsistent counts",
+            Command::new(topdown_bpf_binary())
+                .arg("analyze")
+                .arg(&file)
+                .args(["--cpu", "GenuineIntel-6-5E", "--td-level", "1"])
+                .args(json.then_some("--json")),
+        )
     };
     let text = run(false);
     let line = text
