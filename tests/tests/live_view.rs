@@ -1,7 +1,7 @@
 //! The full-screen live view in a real terminal (tmux): at 120x40 and 80x24 the title and the
 //! table's header stay at the top, no row wraps, nothing reaches the scrollback, `/` filters,
 //! `q` exits with status 0, and the terminal is restored with the totals on the normal screen.
-//! Needs root (the collector) and tmux.
+//! A recording's view moves in time with `[` and `]`. Needs root (the collector) and tmux.
 
 use std::{
     fs,
@@ -173,6 +173,34 @@ fn check_view(width: u16, height: u16) {
     );
 
     tmux.run(&["send-keys", "-t", "view", "q"]);
+    assert_eq!(exit_status(&status), "EXIT=0");
+    // The totals end with their losses line (their title may have scrolled off).
+    tmux.wait_for("the totals", |s| {
+        s.iter().any(|l| l.starts_with("  losses:"))
+    });
+    assert_eq!(tmux.value("#{alternate_on}"), "0", "terminal restored");
+}
+
+/// Whether tmux runs here (CI installs it: there, its absence fails the test).
+fn have_tmux(test: &str) -> bool {
+    if Command::new("tmux")
+        .arg("-V")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok()
+    {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "tmux is missing: `cargo xtask test` installs it"
+    );
+    eprintln!("SKIPPED {test}: no tmux (apt install tmux)");
+    false
+}
+
+/// Waits for the shell line `EXIT=<status>` the command in the pane writes to `status`.
+fn exit_status(status: &std::path::Path) -> String {
     let start = Instant::now();
     while !status.exists() {
         assert!(
@@ -181,8 +209,76 @@ fn check_view(width: u16, height: u16) {
         );
         thread::sleep(Duration::from_millis(100));
     }
-    assert_eq!(fs::read_to_string(&status).unwrap().trim(), "EXIT=0");
-    // The totals end with their losses line (their title may have scrolled off).
+    fs::read_to_string(status).unwrap().trim().to_owned()
+}
+
+#[test]
+fn a_recording_is_browsed_in_time_and_quits() {
+    let test = "a_recording_is_browsed_in_time_and_quits";
+    if !privileged(test) || !have_tmux(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("run.rec");
+    let recorded = Command::new(topdown_bpf_binary())
+        .arg("record")
+        .arg("-o")
+        .arg(&file)
+        .args(["-I", "100", "--", env!("CARGO_BIN_EXE_workload")])
+        .args(["--run-ms", "700", "--churn", "0", "--no-wait"])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(recorded.success());
+    let status = dir.path().join("status");
+    let tmux = Tmux {
+        socket: format!("topdown-report-view-{}", std::process::id()),
+    };
+    let command = format!(
+        "{} report -i {}; echo EXIT=$? > {}; sleep 120",
+        topdown_bpf_binary().display(),
+        file.display(),
+        status.display()
+    );
+    tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "view",
+        "-x",
+        "100",
+        "-y",
+        "30",
+        &command,
+    ]);
+    let last = tmux.wait_for("the last window", |s| s[0].contains("  window "));
+    let position = |screen: &[String]| -> (usize, usize) {
+        let at = screen[0].split("  window ").nth(1).unwrap();
+        let (at, len) = at.split_once('/').unwrap();
+        let len = len.split_whitespace().next().unwrap();
+        (at.parse().unwrap(), len.parse().unwrap())
+    };
+    let (at, len) = position(&last);
+    assert!(
+        len >= 7 && at == len,
+        "opens at the last window: {}",
+        last[0]
+    );
+    tmux.run(&["send-keys", "-t", "view", "[", "["]);
+    let back = tmux.wait_for("two windows back", |s| {
+        s[0].contains(&format!("  window {}/{len}", len - 2))
+    });
+    assert!(
+        back.iter().any(|l| l.contains("busy")),
+        "mid-run, the busy thread runs: {}",
+        back.join("\n")
+    );
+    tmux.run(&["send-keys", "-t", "view", "Right"]);
+    tmux.wait_for("one window forward", |s| {
+        s[0].contains(&format!("  window {}/{len}", len - 1))
+    });
+    tmux.run(&["send-keys", "-t", "view", "q"]);
+    assert_eq!(exit_status(&status), "EXIT=0");
     tmux.wait_for("the totals", |s| {
         s.iter().any(|l| l.starts_with("  losses:"))
     });
@@ -191,20 +287,8 @@ fn check_view(width: u16, height: u16) {
 
 #[test]
 fn full_screen_view_fits_filters_and_quits() {
-    if !privileged("full_screen_view_fits_filters_and_quits") {
-        return;
-    }
-    if Command::new("tmux")
-        .arg("-V")
-        .stdout(Stdio::null())
-        .status()
-        .is_err()
-    {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "tmux is missing: `cargo xtask test` installs it"
-        );
-        eprintln!("SKIPPED full_screen_view_fits_filters_and_quits: no tmux (apt install tmux)");
+    let test = "full_screen_view_fits_filters_and_quits";
+    if !privileged(test) || !have_tmux(test) {
         return;
     }
     let _workload = Killed(

@@ -21,6 +21,10 @@ pub struct Cli {
     #[command(flatten)]
     pub stat: StatArgs,
 
+    /// Write the report to FILE instead of standard output.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
     /// More diagnostics, including the kernel programs' messages (-v, -vv); or set RUST_LOG.
     /// In reports, also the TopDown nodes under their thresholds.
     #[arg(short, long, action = ArgAction::Count, global = true)]
@@ -36,6 +40,135 @@ pub enum Command {
     C2c(C2cArgs),
     /// Per-cgroup and per-container counters and TopDown for Prometheus (OpenMetrics text).
     Serve(ServeArgs),
+    /// Run as the live view does (same targets, counters and outputs) and also keep every
+    /// interval in a file for `report` and `plot`.
+    Record(RecordArgs),
+    /// Every view of a recording, with the live run's numbers: per thread, cgroup or container;
+    /// a table, intervals, JSON, CSV, or the full-screen view with time navigation.
+    Report(ReportArgs),
+    /// Timelines of a recording as SVG or PNG: %CPU per thread or cgroup, and TopDown Level 1
+    /// where it was measured.
+    Plot(PlotArgs),
+}
+
+/// `topdown-bpf record`.
+#[derive(Debug, Args)]
+#[command(after_help = RECORD_HELP)]
+pub struct RecordArgs {
+    /// Where to write the recording.
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "FILE",
+        default_value = "topdown.rec"
+    )]
+    pub output: PathBuf,
+
+    /// What to measure and show while recording (the live view's options).
+    #[command(flatten)]
+    pub stat: StatArgs,
+}
+
+/// `topdown-bpf report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The recording to read.
+    #[arg(
+        short = 'i',
+        long = "input",
+        value_name = "FILE",
+        default_value = "topdown.rec"
+    )]
+    pub input: PathBuf,
+
+    /// One row per thread (the default).
+    #[arg(long, conflicts_with_all = ["per_cgroup", "per_container"])]
+    pub per_thread: bool,
+
+    /// One row per cgroup.
+    #[arg(long, conflicts_with = "per_container")]
+    pub per_cgroup: bool,
+
+    /// One row per container, pod, service or user slice.
+    #[arg(long)]
+    pub per_container: bool,
+
+    /// Only these cgroup subtrees (paths from the cgroup2 root); implies --per-cgroup unless
+    /// --per-container is given.
+    #[arg(short = 'G', long = "cgroup", value_name = "PATH")]
+    pub cgroup: Vec<String>,
+
+    /// A cgroup's row includes its descendants.
+    #[arg(long)]
+    pub rollup: bool,
+
+    /// One block per MS milliseconds (a multiple of the recording's interval), then the
+    /// totals.
+    #[arg(short = 'I', long = "interval", value_name = "MS", value_parser = interval_ms)]
+    pub interval_ms: Option<u64>,
+
+    /// Show only the first N rows of each block (at least 1).
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
+    pub top: Option<usize>,
+
+    /// Sort by oncpu (default), switches, tid, pid, comm, a counter or a TopDown node.
+    #[arg(long, value_name = "FIELD", default_value = "oncpu")]
+    pub sort: String,
+
+    /// JSON documents, as the live run's --json writes them.
+    #[arg(long, conflicts_with_all = ["csv", "field_separator"])]
+    pub json: bool,
+
+    /// Comma-separated values.
+    #[arg(long)]
+    pub csv: bool,
+
+    /// Separated values with this one-character separator.
+    #[arg(short = 'x', long = "field-separator", value_name = "SEP", value_parser = separator)]
+    pub field_separator: Option<u8>,
+
+    /// Plain text even on a terminal (no full-screen view).
+    #[arg(long)]
+    pub stdio: bool,
+
+    /// Write the report to FILE instead of standard output.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+/// `topdown-bpf plot`.
+#[derive(Debug, Args)]
+pub struct PlotArgs {
+    /// The recording to read.
+    #[arg(
+        short = 'i',
+        long = "input",
+        value_name = "FILE",
+        default_value = "topdown.rec"
+    )]
+    pub input: PathBuf,
+
+    /// The picture to write: `.svg` or `.png`.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: PathBuf,
+
+    /// Lines per cgroup instead of per thread.
+    #[arg(long, conflicts_with = "per_container")]
+    pub per_cgroup: bool,
+
+    /// Lines per container, pod, service or user slice.
+    #[arg(long)]
+    pub per_container: bool,
+
+    /// Lines for the N rows with the most of the metric over the run.
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = at_least_one)]
+    pub top: usize,
+
+    /// What the lines show: `cpu` (%CPU, the default), or a TopDown node the recording
+    /// measured (`tma_backend_bound`). With TopDown recorded, a second panel stacks Level 1 over
+    /// all rows.
+    #[arg(long, value_name = "NAME", default_value = "cpu")]
+    pub metric: String,
 }
 
 /// `topdown-bpf serve`.
@@ -354,10 +487,6 @@ pub struct StatArgs {
     #[arg(short = 'x', long = "field-separator", value_name = "SEP", value_parser = separator)]
     pub field_separator: Option<u8>,
 
-    /// Write the report to FILE instead of standard output.
-    #[arg(short = 'o', long, value_name = "FILE")]
-    pub output: Option<PathBuf>,
-
     /// Also count these events per thread (repeatable, or comma-separated): perf syntax
     /// (`cpu/event=0xc2,umask=0x2,cmask=1,inv/u`, `msr/tsc/`), raw (`r01c2`), perf's generic and
     /// software names, the CPU's named events (`INT_MISC.UOP_DROPPING:u`) or libpfm4 style
@@ -420,6 +549,13 @@ Examples:
   sudo topdown-bpf serve --listen 127.0.0.1:9464     per-cgroup metrics for Prometheus
   topdown-bpf analyze --events --cpu GenuineIntel-6-8F   what to record with perf stat
   topdown-bpf analyze stat.csv --cpu GenuineIntel-6-8F --td-level 2";
+
+const RECORD_HELP: &str = "\
+Examples:
+  sudo topdown-bpf record -o run.rec --duration 60          every thread for a minute
+  sudo topdown-bpf record -o make.rec -I 500 -- make -j2    a command, two windows a second
+then: topdown-bpf report -i run.rec [--per-cgroup] [--json]
+      topdown-bpf plot -i run.rec -o run.svg";
 
 const ANALYZE_HELP: &str = "\
 Record with the command `--events` prints, e.g.

@@ -16,6 +16,7 @@ pub mod per_core;
 pub mod pmu;
 pub mod preflight;
 pub mod process_exit;
+pub mod recording;
 pub mod report;
 pub mod serve;
 pub mod session;

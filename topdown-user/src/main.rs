@@ -6,6 +6,7 @@ use clap::Parser as _;
 use topdown_user::{
     analyze, c2c,
     cli::{Cli, Command},
+    recording::{plot, report},
     serve, stat,
 };
 
@@ -18,7 +19,8 @@ fn main() -> ExitCode {
     match &cli.command {
         Some(Command::Analyze(args)) => return finish(analyze::run(args, cli.verbose > 0)),
         Some(Command::C2c(args)) => return finish(c2c::command::run(args)),
-        Some(Command::Serve(_)) | None => {}
+        Some(Command::Plot(args)) => return finish(plot::run(args)),
+        Some(Command::Serve(_) | Command::Record(_) | Command::Report(_)) | None => {}
     }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -32,7 +34,17 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Some(Command::Serve(args)) => finish(runtime.block_on(serve::run(&args))),
-        _ => match runtime.block_on(stat::run(cli.stat, cli.verbose > 0)) {
+        Some(Command::Report(args)) => {
+            finish(runtime.block_on(report::run(&args, cli.verbose > 0)))
+        }
+        Some(Command::Record(args)) => {
+            let run = stat::run(args.stat, None, Some(args.output), cli.verbose > 0);
+            match runtime.block_on(run) {
+                Ok(code) => code,
+                Err(error) => finish(Err(error)),
+            }
+        }
+        _ => match runtime.block_on(stat::run(cli.stat, cli.output, None, cli.verbose > 0)) {
             Ok(code) => code,
             Err(error) => finish(Err(error)),
         },

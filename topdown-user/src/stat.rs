@@ -2,10 +2,9 @@
 //! the run's totals at the end (duration over, command exited, Ctrl-C or SIGTERM).
 
 use std::{
-    fs::File,
-    io::{IsTerminal as _, Write},
+    io::IsTerminal as _,
     os::unix::process::ExitStatusExt as _,
-    path::Path,
+    path::{Path, PathBuf},
     process::{ExitCode, ExitStatus},
     time::{Duration, Instant},
 };
@@ -36,8 +35,9 @@ use crate::{
     },
     preflight,
     process_exit::ProcessExits,
+    recording::{self, writer::Recorder},
     report::{
-        Format, Renderer,
+        Format, Renderer, open_output,
         rows::{RowOptions, SortKey},
     },
     session::{Session, Wake},
@@ -54,10 +54,19 @@ use crate::{
 /// Refresh period of the live table when no `-I` is given.
 const DEFAULT_REFRESH: Duration = Duration::from_secs(1);
 
-/// Runs the per-thread session the command line describes; with `-- COMMAND`, the tool exits
-/// with the command's status, as `perf stat` does.
-pub async fn run(cli: StatArgs, verbose: bool) -> Result<ExitCode> {
-    let format = format_of(&cli);
+/// Runs the per-thread session the command line describes, writing the report to `output`
+/// (standard output without one) and, with `recording`, every window to that file; with
+/// `-- COMMAND`, the tool exits with the command's status, as `perf stat` does.
+pub async fn run(
+    cli: StatArgs,
+    output: Option<PathBuf>,
+    recording: Option<PathBuf>,
+    verbose: bool,
+) -> Result<ExitCode> {
+    if recording.is_some() && cli.per_core {
+        bail!("record keeps threads and cgroups, not cores: run --per-core without record");
+    }
+    let format = format_of(&cli, output.as_deref());
     let sort: SortKey = cli.sort.parse().unwrap_or(SortKey::OnCpu);
     let (set, topdown) = counter_set(cli.td_level, cli.per_core, &cli.events)?;
     sort.validate(&set)?;
@@ -71,7 +80,7 @@ pub async fn run(cli: StatArgs, verbose: bool) -> Result<ExitCode> {
     target.validate()?;
     let mut names = CgroupNames::host();
     let group = group_options(&cli.cgroups, names.mount())?;
-    let mut out = open_output(cli.output.as_deref())?;
+    let mut out = open_output(output.as_deref())?;
     preflight::check()?;
     if cli.per_core {
         per_core::run(
@@ -130,17 +139,10 @@ pub async fn run(cli: StatArgs, verbose: bool) -> Result<ExitCode> {
     // On a terminal the live table is the full-screen view; the run's totals then go to the
     // normal screen when it closes.
     let mut live = if format == Format::Refresh {
-        // Every node in tree order, once (hybrid parts list them once per core type).
-        let mut nodes: Vec<&'static str> = Vec::new();
-        if let Some(view) = &topdown {
-            for part in &view.parts {
-                for node in part.model.nodes(view.level) {
-                    if !nodes.contains(&node.name) {
-                        nodes.push(node.name);
-                    }
-                }
-            }
-        }
+        let nodes = topdown
+            .as_ref()
+            .map(TopdownView::node_names)
+            .unwrap_or_default();
         let state = ViewState::new(
             tui::first_view(group.as_ref()),
             names.mount().is_some(),
@@ -174,6 +176,21 @@ pub async fn run(cli: StatArgs, verbose: bool) -> Result<ExitCode> {
     let period = cli
         .interval_ms
         .map_or(DEFAULT_REFRESH, Duration::from_millis);
+    let mut recorder = match &recording {
+        Some(path) => {
+            let machine = Machine::read(&SysRoot::host())?;
+            let cpus = crate::collect::online_cpus()?.len();
+            let header = recording::header(
+                &set,
+                renderer.options().topdown.as_ref(),
+                u64::try_from(period.as_millis()).unwrap_or(u64::MAX),
+                machine.cpu.to_string(),
+                cpus,
+            );
+            Some(Recorder::create(path, header)?)
+        }
+        None => None,
+    };
     let mut session = Session::new(started, period, cli.duration)?;
     if let Some(child) = child {
         session.watch(child);
@@ -189,6 +206,9 @@ pub async fn run(cli: StatArgs, verbose: bool) -> Result<ExitCode> {
                     let snapshot = collector.snapshot()?;
                     names.learn_removed(&snapshot.removed_cgroups);
                     let window = attrib.window(&snapshot);
+                    if let Some(recorder) = recorder.as_mut() {
+                        recorder.window(&window, &mut names)?;
+                    }
                     // Keep their totals for the run and stop tracking them: memory then holds
                     // live cgroups only, however many come and go.
                     let removed = snapshot.removed_cgroups.iter().map(|(id, _)| *id).collect();
@@ -226,7 +246,8 @@ pub async fn run(cli: StatArgs, verbose: bool) -> Result<ExitCode> {
                         view.draw(&set, renderer.options(), grouping.as_ref(), &mut names)?;
                         false
                     }
-                    Action::None => false,
+                    // A live view has no timeline to move in.
+                    Action::None | Action::Seek => false,
                 }
             }
         };
@@ -243,11 +264,21 @@ pub async fn run(cli: StatArgs, verbose: bool) -> Result<ExitCode> {
     let snapshot = collector.snapshot()?;
     names.learn_removed(&snapshot.removed_cgroups);
     let window = attrib.window(&snapshot);
+    if let Some(recorder) = recorder.as_mut() {
+        recorder.window(&window, &mut names)?;
+    }
     if draw_windows && cli.interval_ms.is_some() {
         let named = named::name(&window, &mut names, grouping.as_ref());
         renderer.window(&window, named)?;
     }
     let totals = attrib.run_totals(&snapshot);
+    if let (Some(recorder), Some(path)) = (recorder, &recording) {
+        let windows = recorder.finish(&totals, &mut names)?;
+        eprintln!(
+            "topdown-bpf: recorded {windows} windows to {} (`topdown-bpf report -i {0}`)",
+            path.display()
+        );
+    }
     let named = named::name(&totals, &mut names, grouping.as_ref());
     renderer.summary(&totals, named)?;
     if totals.stats.lost_anything() {
@@ -433,7 +464,7 @@ fn topdown_models_here(
         .collect()
 }
 
-fn format_of(cli: &StatArgs) -> Format {
+fn format_of(cli: &StatArgs, output: Option<&Path>) -> Format {
     if cli.json {
         Format::Json
     } else if let Some(separator) = &cli.field_separator {
@@ -444,21 +475,11 @@ fn format_of(cli: &StatArgs) -> Format {
         Format::Csv { separator: b',' }
     } else if cli.interval_ms.is_some() {
         Format::Interval
-    } else if cli.output.is_none() && std::io::stdout().is_terminal() {
+    } else if output.is_none() && std::io::stdout().is_terminal() {
         Format::Refresh
     } else {
         Format::Summary
     }
-}
-
-fn open_output(path: Option<&std::path::Path>) -> Result<Box<dyn Write>> {
-    Ok(match path {
-        Some(path) => Box::new(
-            File::create(path)
-                .with_context(|| format!("cannot write the report to {}", path.display()))?,
-        ),
-        None => Box::new(std::io::stdout()),
-    })
 }
 
 #[cfg(test)]

@@ -96,6 +96,9 @@ pub fn offer_test_tools() {
     if let Err(error) = ensure_debian_packages(&["tmux"]) {
         eprintln!("xtask: could not install tmux ({error:#}); the live view test will say so");
     }
+    if let Err(error) = ensure_debian_packages(&["fonts-dejavu-core"]) {
+        eprintln!("xtask: could not install fonts-dejavu-core ({error:#}); PNG plots need a font");
+    }
     if let Err(error) = ensure_debian_packages(&["prometheus"]) {
         eprintln!("xtask: could not install prometheus ({error:#}); the scrape test will say so");
     }

@@ -62,7 +62,7 @@ fn is_within(path: &str, root: &str) -> bool {
 }
 
 /// `/a/b/c` → `/a/b/c`, `/a/b`, `/a`, `/`.
-fn self_and_ancestors(path: &str) -> impl Iterator<Item = &str> {
+pub fn self_and_ancestors(path: &str) -> impl Iterator<Item = &str> {
     let mut next = Some(path);
     std::iter::from_fn(move || {
         let current = next?;

@@ -42,6 +42,55 @@ pub struct Window {
     pub stats: Stats,
 }
 
+impl Window {
+    /// Consecutive `windows` as one: each thread (by tid, pid and name) and cgroup summed, idle
+    /// summed per CPU, the kernel-side counts of the last. Rows keep their first window's order;
+    /// a thread keeps its latest cgroup. `None` for no windows.
+    pub fn merge(windows: &[Self]) -> Option<Self> {
+        let (first, last) = (windows.first()?, windows.last()?);
+        let mut threads: Vec<ThreadUsage> = Vec::new();
+        let mut thread_at: HashMap<(u32, u32, &str), usize> = HashMap::new();
+        let mut cgroups: Vec<CgroupUsage> = Vec::new();
+        let mut cgroup_at: HashMap<u64, usize> = HashMap::new();
+        let mut idle: Vec<CounterValue> = Vec::new();
+        for window in windows {
+            for thread in &window.threads {
+                let key = (thread.tid, thread.pid, thread.comm.as_str());
+                if let Some(&at) = thread_at.get(&key) {
+                    threads[at].add(thread);
+                } else {
+                    thread_at.insert(key, threads.len());
+                    threads.push(thread.clone());
+                }
+            }
+            for cgroup in &window.cgroups {
+                if let Some(&at) = cgroup_at.get(&cgroup.id) {
+                    cgroups[at].absorb(cgroup);
+                } else {
+                    cgroup_at.insert(cgroup.id, cgroups.len());
+                    cgroups.push(cgroup.clone());
+                }
+            }
+            if idle.len() < window.idle.len() {
+                idle.resize(window.idle.len(), CounterValue::default());
+            }
+            for (sum, value) in idle.iter_mut().zip(&window.idle) {
+                sum.raw += value.raw;
+                sum.enabled_ns += value.enabled_ns;
+                sum.running_ns += value.running_ns;
+            }
+        }
+        Some(Self {
+            start: first.start,
+            length: (last.start + last.length).saturating_sub(first.start),
+            threads,
+            idle,
+            cgroups,
+            stats: last.stats,
+        })
+    }
+}
+
 /// Keeps the previous snapshot's totals to turn the next one into deltas, for threads and for
 /// the cgroups they ran in.
 #[derive(Debug)]
@@ -314,6 +363,44 @@ mod tests {
             .iter()
             .find(|c| c.id == cgroup)
             .map_or(0, CgroupUsage::on_cpu_ns)
+    }
+
+    #[test]
+    fn merged_windows_are_the_windows_of_the_whole_span() {
+        let t0 = Instant::now();
+        let mut attrib = Attributor::new(1, Target::All);
+        attrib.start(t0);
+        let at = |ms| t0 + Duration::from_millis(ms);
+        let windows = [
+            attrib.window(&snapshot(at(100), vec![record(1, 1, 5, 100, 1, 0)], vec![])),
+            attrib.window(&snapshot(
+                at(200),
+                vec![record(1, 1, 6, 300, 4, 0), record(2, 1, 5, 50, 1, 0)],
+                vec![],
+            )),
+            attrib.window(&snapshot(
+                at(300),
+                vec![record(2, 1, 5, 70, 2, 0)],
+                vec![record(1, 1, 6, 350, 5, ThreadHeader::FLAG_EXITED)],
+            )),
+        ];
+        let merged = Window::merge(&windows).unwrap();
+        assert_eq!(
+            (merged.start, merged.length),
+            (Duration::ZERO, Duration::from_millis(300))
+        );
+        let one = &merged.threads[0];
+        assert_eq!((one.tid, one.on_cpu_ns(), one.switches), (1, 350, 5));
+        assert!(one.exited, "it died in the last window");
+        assert_eq!(one.cgroup_id, 6, "its latest cgroup");
+        let two = &merged.threads[1];
+        assert_eq!((two.tid, two.on_cpu_ns(), two.switches), (2, 70, 2));
+        assert_eq!(
+            on_cpu(&merged, 5) + on_cpu(&merged, 6),
+            420,
+            "every charge, once"
+        );
+        assert!(Window::merge(&[]).is_none());
     }
 
     #[test]

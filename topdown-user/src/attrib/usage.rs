@@ -86,6 +86,16 @@ impl ThreadUsage {
                 .all(|c| c.raw == 0 && c.enabled_ns == 0)
     }
 
+    /// Adds the same thread's usage over a later window: its switches and counters, its
+    /// latest cgroup, its exit.
+    pub fn add(&mut self, later: &Self) {
+        self.switches += later.switches;
+        add_counters(&mut self.counters, &later.counters);
+        self.cgroup_id = later.cgroup_id;
+        self.exited |= later.exited;
+        self.folded += later.folded;
+    }
+
     /// Adds `other`'s usage to this row (which then folds one more thread, or `other`'s).
     pub fn absorb(&mut self, other: &Self) {
         self.switches += other.switches;

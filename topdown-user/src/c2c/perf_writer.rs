@@ -204,7 +204,7 @@ pub fn write(path: &Path, recording: &Recording, totals: Option<&C2cStats>) -> R
         b.perf_string(text);
         (feature, b)
     };
-    let uname = host_names();
+    let uname = crate::pmu::machine::host_names();
     features.push((FEAT_BUILD_ID, Bytes::default()));
     features.push(string(FEAT_HOSTNAME, &uname.0));
     features.push(string(FEAT_OSRELEASE, &uname.1));
@@ -307,17 +307,4 @@ pub fn write(path: &Path, recording: &Recording, totals: Option<&C2cStats>) -> R
         out.0.extend_from_slice(&payload.0);
     }
     fs::write(path, &out.0).with_context(|| format!("writing {}", path.display()))
-}
-
-/// This machine's host name and kernel release, for the file's header.
-fn host_names() -> (String, String) {
-    let read = |path| {
-        fs::read_to_string(path)
-            .map(|s| s.trim().to_owned())
-            .unwrap_or_default()
-    };
-    (
-        read("/proc/sys/kernel/hostname"),
-        read("/proc/sys/kernel/osrelease"),
-    )
 }

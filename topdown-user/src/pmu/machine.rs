@@ -207,6 +207,19 @@ pub fn parse_cpu_list(list: &str) -> Result<Vec<u32>> {
 /// The most CPUs a Linux kernel supports (`NR_CPUS` at most 8192): what a CPU list may name.
 pub const MAX_CPUS: u32 = 8192;
 
+/// This host's name and kernel release (`uname -n`, `uname -r`); empty where unreadable.
+pub fn host_names() -> (String, String) {
+    let read = |path| {
+        std::fs::read_to_string(path)
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_default()
+    };
+    (
+        read("/proc/sys/kernel/hostname"),
+        read("/proc/sys/kernel/osrelease"),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,6 +18,17 @@ use crate::{
     pmu::counter_set::CounterSet,
 };
 
+/// Where a report goes: `path`, or standard output.
+pub fn open_output(path: Option<&std::path::Path>) -> Result<Box<dyn Write>> {
+    Ok(match path {
+        Some(path) => Box::new(
+            std::fs::File::create(path)
+                .with_context(|| format!("cannot write the report to {}", path.display()))?,
+        ),
+        None => Box::new(std::io::stdout()),
+    })
+}
+
 /// How a report is written.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Format {

@@ -46,6 +46,20 @@ impl TopdownView {
         }
     }
 
+    /// Every node it computes, in tree order, once (hybrid parts list them once per core
+    /// type).
+    pub fn node_names(&self) -> Vec<&'static str> {
+        let mut nodes: Vec<&'static str> = Vec::new();
+        for part in &self.parts {
+            for node in part.model.nodes(self.level) {
+                if !nodes.contains(&node.name) {
+                    nodes.push(node.name);
+                }
+            }
+        }
+        nodes
+    }
+
     /// The thread's TopDown per part from its counters (named as the set names them); `None`
     /// for a part where no node could be computed (it never ran on that core type's PMU).
     pub fn of(&self, set: &CounterSet, counters: &[CounterValue]) -> Vec<Option<TopDown>> {

@@ -82,6 +82,11 @@ pub fn draw(frame: &mut Frame<'_>, state: &mut ViewState, data: &Screenful<'_>) 
     let keys = match &state.editing {
         Some(text) => format!("filter: {text}_   (Enter applies, Esc clears)"),
         None if state.detail => "Enter or Esc closes the history  q quit  ? help".to_owned(),
+        None if state.timeline.is_some() => {
+            "q quit  [ ] time  / filter  s < > sort  r reverse  v view  arrows select  \
+             Enter history  ? help"
+                .to_owned()
+        }
         None => "q quit  p pause  / filter  s < > sort  r reverse  v view  arrows select  \
                  Enter history  ? help"
             .to_owned(),
@@ -104,6 +109,9 @@ fn title_line(state: &ViewState, data: &Screenful<'_>) -> String {
         data.total,
         state.view.name(),
     );
+    if let Some(timeline) = state.timeline {
+        title.push_str(&format!("  window {}/{}", timeline.at + 1, timeline.len));
+    }
     if !state.filter.is_empty() {
         title.push_str(&format!("  /{}", state.filter));
     }
@@ -128,9 +136,15 @@ fn sort_name(key: &SortKey) -> &str {
 
 fn status_line(data: &Screenful<'_>) -> String {
     let unreported = data.window.stats.get(Stat::SwitchesUnreported);
-    let idle_ms: f64 = data.window.idle.iter().map(|v| v.raw as f64 / 1e6).sum();
+    // Idle is measured only when every thread is (not for a command or -p).
+    let idle = if data.window.idle.is_empty() {
+        "idle not measured".to_owned()
+    } else {
+        let ns: u64 = data.window.idle.iter().map(|v| v.raw).sum();
+        format!("idle {:.1} ms", ns as f64 / 1e6)
+    };
     format!(
-        "{}  |  idle {idle_ms:.1} ms  |  switches {}, not reported by the kernel {unreported}  \
+        "{}  |  {idle}  |  switches {}, not reported by the kernel {unreported}  \
          |  {}: {}",
         losses_line(data.window),
         data.window.stats.get(Stat::Switches),
@@ -394,6 +408,10 @@ fn draw_help(frame: &mut Frame<'_>, state: &ViewState) {
         "Enter       the selected row's history (%CPU, switches, TopDown)",
         "?           this help (any key closes it)",
     ];
+    let time = [
+        "[ ], left, right   previous / next window of the recording",
+        "{ }         ten windows back / forward",
+    ];
     let views = if state.can_group {
         ""
     } else {
@@ -402,6 +420,7 @@ fn draw_help(frame: &mut Frame<'_>, state: &ViewState) {
     let text: Vec<Line> = lines
         .iter()
         .copied()
+        .chain(time.iter().copied().filter(|_| state.timeline.is_some()))
         .chain((!views.is_empty()).then_some(views))
         .map(Line::from)
         .collect();

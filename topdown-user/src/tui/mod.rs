@@ -60,6 +60,8 @@ impl LiveView {
                                 (KeyCode::Backspace, _) => Key::Backspace,
                                 (KeyCode::Up, _) => Key::Up,
                                 (KeyCode::Down, _) => Key::Down,
+                                (KeyCode::Left, _) => Key::Left,
+                                (KeyCode::Right, _) => Key::Right,
                                 (KeyCode::PageUp, _) => Key::PageUp,
                                 (KeyCode::PageDown, _) => Key::PageDown,
                                 (KeyCode::Home, _) => Key::Home,
@@ -104,6 +106,48 @@ impl LiveView {
         }
     }
 
+    /// Shows the last of `windows` (a recording's, up to the position in time), its rows'
+    /// history made from the windows before it, in the view the state shows.
+    pub fn replay(
+        &mut self,
+        windows: &[Window],
+        set: &CounterSet,
+        base: &RowOptions,
+        grouping: Option<&GroupOptions>,
+        names: &mut CgroupNames,
+    ) {
+        self.history.clear();
+        self.history_view = self.state.view;
+        let options = self.options(base, grouping);
+        let first = windows.len().saturating_sub(history::KEEP);
+        for window in &windows[first..] {
+            let (all, _) = rows(
+                window,
+                named::name(window, names, options.group.as_ref()),
+                set,
+                &options,
+            );
+            self.history.record(&all);
+        }
+        self.latest = windows.last().cloned();
+        self.fresh = false;
+    }
+
+    /// The rows' options in the state's view and sort, over the command line's `base`.
+    fn options(&self, base: &RowOptions, grouping: Option<&GroupOptions>) -> RowOptions {
+        let group = self.state.view.group_by().map(|by| GroupOptions {
+            by,
+            rollup: grouping.is_some_and(|g| g.rollup),
+            keep: grouping.map(|g| g.keep.clone()).unwrap_or_default(),
+        });
+        RowOptions {
+            sort: self.state.sort_key().clone(),
+            top: None,
+            group,
+            ..base.clone()
+        }
+    }
+
     /// Draws the latest window as the state asks: `base` gives TopDown and the cgroup options
     /// of the command line, the state the view, sort and filter.
     pub fn draw(
@@ -113,19 +157,9 @@ impl LiveView {
         grouping: Option<&GroupOptions>,
         names: &mut CgroupNames,
     ) -> Result<()> {
+        let options = self.options(base, grouping);
         let Some(window) = &self.latest else {
             return Ok(());
-        };
-        let group = self.state.view.group_by().map(|by| GroupOptions {
-            by,
-            rollup: grouping.is_some_and(|g| g.rollup),
-            keep: grouping.map(|g| g.keep.clone()).unwrap_or_default(),
-        });
-        let options = RowOptions {
-            sort: self.state.sort_key().clone(),
-            top: None,
-            group,
-            ..base.clone()
         };
         let named = named::name(window, names, options.group.as_ref());
         let (all, total) = rows(window, named, set, &options);

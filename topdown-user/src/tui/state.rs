@@ -21,6 +21,10 @@ pub enum Key {
     Up,
     /// Arrow down.
     Down,
+    /// Arrow left.
+    Left,
+    /// Arrow right.
+    Right,
     /// Page up.
     PageUp,
     /// Page down.
@@ -44,6 +48,26 @@ pub enum Action {
     Redraw,
     /// Leave the view and print the run's totals.
     Quit,
+    /// A recording's view moved to another window ([`ViewState::timeline`]).
+    Seek,
+}
+
+/// Where a recording's view is in time: which of its windows it shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timeline {
+    /// The window shown (0 is the first).
+    pub at: usize,
+    /// Windows in the recording.
+    pub len: usize,
+}
+
+impl Timeline {
+    /// Moves by `step` windows, within the recording; whether it moved.
+    fn step(&mut self, step: isize) -> bool {
+        let last = self.len.saturating_sub(1);
+        let to = self.at.saturating_add_signed(step).min(last);
+        std::mem::replace(&mut self.at, to) != to
+    }
 }
 
 /// Which rows the view shows.
@@ -106,6 +130,8 @@ pub struct ViewState {
     pub paused: bool,
     /// The help overlay is shown.
     pub help: bool,
+    /// A recording's position in time (`None` live).
+    pub timeline: Option<Timeline>,
 }
 
 impl ViewState {
@@ -141,6 +167,7 @@ impl ViewState {
             page: 10,
             paused: false,
             help: false,
+            timeline: None,
         }
     }
 
@@ -182,6 +209,22 @@ impl ViewState {
             } else {
                 Action::Redraw
             };
+        }
+        if let Some(timeline) = &mut self.timeline {
+            let step = match key {
+                Key::Left | Key::Char('[') => Some(-1),
+                Key::Right | Key::Char(']') => Some(1),
+                Key::Char('{') => Some(-10),
+                Key::Char('}') => Some(10),
+                _ => None,
+            };
+            if let Some(step) = step {
+                return if timeline.step(step) {
+                    Action::Seek
+                } else {
+                    Action::None
+                };
+            }
         }
         match key {
             Key::Char('q') => return Action::Quit,
@@ -346,5 +389,25 @@ mod tests {
         assert_eq!((s.selected, s.scroll), (0, 0));
         assert_eq!(s.on_key(Key::Char('q')), Action::Quit);
         assert_eq!(s.on_key(Key::Interrupt), Action::Quit);
+    }
+
+    #[test]
+    fn a_recording_moves_in_time_within_its_windows() {
+        let mut s = state();
+        assert_eq!(
+            s.on_key(Key::Right),
+            Action::None,
+            "live: no time to move in"
+        );
+        s.timeline = Some(Timeline { at: 4, len: 12 });
+        assert_eq!(s.on_key(Key::Right), Action::Seek);
+        assert_eq!(s.on_key(Key::Char('}')), Action::Seek);
+        assert_eq!(s.timeline.unwrap().at, 11, "stops at the last window");
+        assert_eq!(s.on_key(Key::Char(']')), Action::None, "already there");
+        s.on_key(Key::Char('{'));
+        s.on_key(Key::Left);
+        s.on_key(Key::Char('['));
+        assert_eq!(s.timeline.unwrap().at, 0);
+        assert_eq!(s.on_key(Key::Left), Action::None);
     }
 }

@@ -1,0 +1,407 @@
+//! The recording format, version 1: zstd-compressed JSON lines, one typed object per line
+//! (`"type"`: `header`, `cgroups`, `window`, `totals`). README: "Recordings".
+//!
+//! These types are the schema: the live run's usage is converted to them when written and
+//! back when read, so the tool's internal types can change without changing the files.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Result, bail};
+use serde::{Deserialize, Serialize};
+use topdown_common::stats::Stat;
+
+use crate::{
+    attrib::{
+        Window,
+        usage::{CgroupUsage, CounterValue, ThreadUsage},
+    },
+    collect::Stats,
+    pmu::counter_set::{Counter, CounterSet, EventAttr, Unit},
+    tma::{
+        Model,
+        view::{TopdownPart, TopdownView},
+    },
+};
+
+/// What the first line's `format` says.
+pub const FORMAT: &str = "topdown-bpf-recording";
+/// The version this build writes and reads.
+pub const VERSION: u32 = 1;
+
+/// One line of a recording.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Line {
+    /// The first line: what was measured, where and how.
+    Header(Header),
+    /// cgroup ids and their paths, first seen in the window that follows.
+    Cgroups {
+        /// `[id, path]` pairs.
+        names: Vec<(u64, String)>,
+    },
+    /// One interval's usage (deltas).
+    Window(WindowLine),
+    /// The run's totals, as the live run printed them (the last line of a complete recording).
+    Totals(WindowLine),
+}
+
+/// The first line of a recording.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Header {
+    /// Always [`FORMAT`].
+    pub format: String,
+    /// The format's version ([`VERSION`]).
+    pub version: u32,
+    /// The topdown-bpf version that wrote it.
+    pub tool_version: String,
+    /// When collection started, in nanoseconds since the Unix epoch.
+    pub started_unix_ns: u64,
+    /// The period between windows, in milliseconds.
+    pub interval_ms: u64,
+    /// The command line that recorded it.
+    pub command_line: Vec<String>,
+    /// Where it was recorded.
+    pub machine: MachineLine,
+    /// The counters every window's values are in, in slot order.
+    pub counter_set: SetLine,
+    /// TopDown's model, level and literals, when the set measures it.
+    pub topdown: Option<TopdownLine>,
+}
+
+/// Where a recording was made.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct MachineLine {
+    /// Host name.
+    pub hostname: String,
+    /// Kernel release (`uname -r`).
+    pub kernel: String,
+    /// CPU identity, perfmon mapfile style.
+    pub cpu: String,
+    /// CPUs online.
+    pub cpus: usize,
+}
+
+/// A counter set: its name, why it ran, and its counters.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct SetLine {
+    /// `software` or `topdown`.
+    pub name: String,
+    /// Why this set ran.
+    pub reason: String,
+    /// Each counter, in slot order.
+    pub counters: Vec<CounterLine>,
+}
+
+/// One counter: its name, unit and how it was opened.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct CounterLine {
+    /// Name, as reports show it.
+    pub name: String,
+    /// `ns`, `cycles` or `events`.
+    pub unit: String,
+    /// `perf_event_attr.type`.
+    pub pmu_type: u32,
+    /// `perf_event_attr.config`.
+    pub config: u64,
+    /// `perf_event_attr.config1`.
+    pub config1: u64,
+}
+
+/// TopDown over the set: one model per core type.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct TopdownLine {
+    /// `(label, counter name prefix, model)` per core type; label and prefix empty for one.
+    pub parts: Vec<(String, String, String)>,
+    /// 1 or 2.
+    pub level: u8,
+    /// `#slots`.
+    pub slots: u32,
+    /// `#smt_on`.
+    pub smt_on: bool,
+}
+
+/// One window: its time, every thread's and cgroup's usage, idle per CPU, kernel-side counts.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct WindowLine {
+    /// Start, in nanoseconds from the start of collection.
+    pub start_ns: u64,
+    /// Length in nanoseconds.
+    pub length_ns: u64,
+    /// Threads charged in the window.
+    pub threads: Vec<ThreadLine>,
+    /// Each CPU's idle time, `[count, enabled_ns, running_ns]`.
+    pub idle: Vec<[u64; 3]>,
+    /// cgroups charged in the window, each for itself.
+    pub cgroups: Vec<CgroupLine>,
+    /// Kernel-side counters since the start, by name.
+    pub stats: BTreeMap<String, u64>,
+}
+
+/// One thread's usage in a window.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ThreadLine {
+    /// Thread id (0: a row folding exited threads).
+    pub tid: u32,
+    /// Process id.
+    pub pid: u32,
+    /// Thread name.
+    pub comm: String,
+    /// cgroup2 id at its latest charge.
+    pub cgroup_id: u64,
+    /// Switches out.
+    pub switches: u64,
+    /// `[count, enabled_ns, running_ns]` per counter of the set.
+    pub counters: Vec<[u64; 3]>,
+    /// It died.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub exited: bool,
+    /// Exited threads this row folds.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub folded: u64,
+}
+
+/// One cgroup's usage in a window.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct CgroupLine {
+    /// cgroup2 id.
+    pub id: u64,
+    /// Switches out of its threads.
+    pub switches: u64,
+    /// `[count, enabled_ns, running_ns]` per counter of the set.
+    pub counters: Vec<[u64; 3]>,
+}
+
+const fn is_zero(value: &u64) -> bool {
+    *value == 0
+}
+
+fn value_line(value: &CounterValue) -> [u64; 3] {
+    [value.raw, value.enabled_ns, value.running_ns]
+}
+
+fn value_of(line: [u64; 3]) -> CounterValue {
+    CounterValue {
+        raw: line[0],
+        enabled_ns: line[1],
+        running_ns: line[2],
+    }
+}
+
+fn nanos(duration: std::time::Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl WindowLine {
+    /// `window` as it is written.
+    pub fn of(window: &Window) -> Self {
+        Self {
+            start_ns: nanos(window.start),
+            length_ns: nanos(window.length),
+            threads: window
+                .threads
+                .iter()
+                .map(|t| ThreadLine {
+                    tid: t.tid,
+                    pid: t.pid,
+                    comm: t.comm.clone(),
+                    cgroup_id: t.cgroup_id,
+                    switches: t.switches,
+                    counters: t.counters.iter().map(value_line).collect(),
+                    exited: t.exited,
+                    folded: t.folded,
+                })
+                .collect(),
+            idle: window.idle.iter().map(value_line).collect(),
+            cgroups: window
+                .cgroups
+                .iter()
+                .map(|c| CgroupLine {
+                    id: c.id,
+                    switches: c.switches,
+                    counters: c.counters.iter().map(value_line).collect(),
+                })
+                .collect(),
+            stats: Stat::ALL
+                .iter()
+                .map(|&stat| (stat.name().to_owned(), window.stats.get(stat)))
+                .collect(),
+        }
+    }
+
+    /// The window this line holds, for a set of `nr` counters: every row must carry exactly
+    /// `nr` values (a file is not trusted).
+    pub fn window(self, nr: usize) -> Result<Window> {
+        let values = |counters: Vec<[u64; 3]>, whose: &dyn Fn() -> String| {
+            if counters.len() != nr {
+                bail!(
+                    "{} has {} counter values and the set has {nr}",
+                    whose(),
+                    counters.len()
+                );
+            }
+            Ok(counters.into_iter().map(value_of).collect::<Vec<_>>())
+        };
+        let threads = self
+            .threads
+            .into_iter()
+            .map(|t| {
+                let counters = values(t.counters, &|| format!("thread {}", t.tid))?;
+                Ok(ThreadUsage {
+                    tid: t.tid,
+                    pid: t.pid,
+                    comm: t.comm,
+                    cgroup_id: t.cgroup_id,
+                    switches: t.switches,
+                    counters,
+                    exited: t.exited,
+                    folded: t.folded,
+                })
+            })
+            .collect::<Result<_>>()?;
+        let cgroups = self
+            .cgroups
+            .into_iter()
+            .map(|c| {
+                let counters = values(c.counters, &|| format!("cgroup {}", c.id))?;
+                Ok(CgroupUsage {
+                    id: c.id,
+                    switches: c.switches,
+                    counters,
+                })
+            })
+            .collect::<Result<_>>()?;
+        let mut stats = Stats::default();
+        for stat in Stat::ALL {
+            stats.set(stat, self.stats.get(stat.name()).copied().unwrap_or(0));
+        }
+        Ok(Window {
+            start: std::time::Duration::from_nanos(self.start_ns),
+            length: std::time::Duration::from_nanos(self.length_ns),
+            threads,
+            idle: self.idle.into_iter().map(value_of).collect(),
+            cgroups,
+            stats,
+        })
+    }
+}
+
+impl SetLine {
+    /// `set` as it is written.
+    pub fn of(set: &CounterSet) -> Self {
+        Self {
+            name: set.name.to_owned(),
+            reason: set.reason.clone(),
+            counters: set
+                .counters
+                .iter()
+                .map(|c| CounterLine {
+                    name: c.name.clone(),
+                    unit: c.unit.label().to_owned(),
+                    pmu_type: c.attr.pmu_type,
+                    config: c.attr.config,
+                    config1: c.attr.config1,
+                })
+                .collect(),
+        }
+    }
+
+    /// The set this line names (what reports need of it: names, units, what was opened).
+    pub fn set(&self) -> Result<CounterSet> {
+        let name = match self.name.as_str() {
+            "software" => "software",
+            "topdown" => "topdown",
+            other => bail!("the recording's counter set `{other}` is not one this version knows"),
+        };
+        if self.counters.is_empty() || self.counters.len() > topdown_common::MAX_COUNTERS {
+            bail!(
+                "the recording's counter set has {} counters; 1 to {} fit",
+                self.counters.len(),
+                topdown_common::MAX_COUNTERS
+            );
+        }
+        let counters = self
+            .counters
+            .iter()
+            .map(|c| {
+                let unit = match c.unit.as_str() {
+                    "ns" => Unit::Nanoseconds,
+                    "cycles" => Unit::Cycles,
+                    "events" => Unit::Events,
+                    other => bail!("counter {} has an unknown unit `{other}`", c.name),
+                };
+                Ok(Counter {
+                    name: c.name.clone(),
+                    unit,
+                    attr: EventAttr {
+                        pmu_type: c.pmu_type,
+                        config: c.config,
+                        config1: c.config1,
+                        ..EventAttr::default()
+                    },
+                    cpus: None,
+                })
+            })
+            .collect::<Result<_>>()?;
+        Ok(CounterSet {
+            name,
+            reason: self.reason.clone(),
+            counters,
+        })
+    }
+}
+
+impl TopdownLine {
+    /// `view` as it is written.
+    pub fn of(view: &TopdownView) -> Self {
+        Self {
+            parts: view
+                .parts
+                .iter()
+                .map(|p| {
+                    (
+                        p.label.to_owned(),
+                        p.prefix.clone(),
+                        p.model.name.to_owned(),
+                    )
+                })
+                .collect(),
+            level: view.level,
+            slots: view.slots,
+            smt_on: view.smt_on,
+        }
+    }
+
+    /// The view this line names; its models must be ones this build knows.
+    pub fn view(&self) -> Result<TopdownView> {
+        if !(1..=2).contains(&self.level) || self.parts.is_empty() {
+            bail!(
+                "the recording's TopDown view is malformed (level {}, {} parts)",
+                self.level,
+                self.parts.len()
+            );
+        }
+        let parts = self
+            .parts
+            .iter()
+            .map(|(label, prefix, model)| {
+                let label = match label.as_str() {
+                    "" => "",
+                    "P" => "P",
+                    "E" => "E",
+                    other => bail!("the recording's TopDown part `{other}` is not P or E"),
+                };
+                Ok(TopdownPart {
+                    label,
+                    prefix: prefix.clone(),
+                    model: Model::named(model)?,
+                })
+            })
+            .collect::<Result<_>>()?;
+        Ok(TopdownView {
+            parts,
+            level: self.level,
+            slots: self.slots,
+            smt_on: self.smt_on,
+        })
+    }
+}

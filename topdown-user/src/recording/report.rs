@@ -1,0 +1,169 @@
+//! `topdown-bpf report`: a recording's views, through the live run's renderers, so the numbers
+//! are the live run's: its totals as printed, its windows as they were (or merged into longer
+//! intervals), per thread, cgroup or container; on a terminal, the full-screen view with time
+//! navigation.
+
+use std::io::IsTerminal as _;
+
+use anyhow::{Context as _, Result, bail};
+use tokio::signal::unix::{SignalKind, signal};
+
+use super::reader::Recording;
+use crate::{
+    attrib::{
+        Window,
+        groups::{GroupBy, GroupOptions, normalize},
+        named,
+    },
+    cli::ReportArgs,
+    report::{
+        Format, Renderer, open_output,
+        rows::{RowOptions, SortKey},
+    },
+    tui::{
+        self, LiveView,
+        state::{Action, Timeline, ViewState},
+    },
+};
+
+/// Reports the recording `args` names.
+pub async fn run(args: &ReportArgs, verbose: bool) -> Result<()> {
+    let format = format_of(args);
+    let sort: SortKey = args.sort.parse().unwrap_or(SortKey::OnCpu);
+    let mut recording = Recording::read(&args.input)?;
+    sort.validate(&recording.set)?;
+    if let Some(why) = &recording.cut_short {
+        eprintln!(
+            "topdown-bpf: {} ends before the run's totals ({why}): its {} windows are shown, \
+             and the totals are their sum",
+            args.input.display(),
+            recording.windows.len()
+        );
+    }
+    let group = grouping(args);
+    let windows = merged(&recording, args.interval_ms)?;
+    let out = open_output(args.output.as_deref())?;
+    let options = RowOptions {
+        sort: sort.clone(),
+        top: args.top,
+        topdown: recording.topdown.clone(),
+        verbose,
+        group: group.clone(),
+    };
+    let mut renderer = Renderer::new(out, format.clone(), options, recording.set.clone());
+    if format == Format::Refresh && !windows.is_empty() {
+        browse(&mut recording, &windows, &renderer, group.as_ref(), sort).await?;
+    }
+    renderer.header()?;
+    if format != Format::Refresh && args.interval_ms.is_some() {
+        for window in &windows {
+            let named = named::name(window, &mut recording.names, group.as_ref());
+            renderer.window(window, named)?;
+        }
+    }
+    let Some(totals) = recording.totals() else {
+        bail!(
+            "{} holds no window: nothing was recorded",
+            args.input.display()
+        );
+    };
+    let named = named::name(&totals, &mut recording.names, group.as_ref());
+    renderer.summary(&totals, named)
+}
+
+/// The full-screen view over `windows`, from the last; returns when `q`, Ctrl-C or SIGTERM.
+async fn browse(
+    recording: &mut Recording,
+    windows: &[Window],
+    renderer: &Renderer,
+    grouping: Option<&GroupOptions>,
+    sort: SortKey,
+) -> Result<()> {
+    let nodes = recording
+        .topdown
+        .as_ref()
+        .map(|view| view.node_names())
+        .unwrap_or_default();
+    let can_group = windows.iter().any(|w| !w.cgroups.is_empty());
+    let mut state = ViewState::new(tui::first_view(grouping), can_group, sort, &nodes);
+    state.timeline = Some(Timeline {
+        at: windows.len() - 1,
+        len: windows.len(),
+    });
+    let mut sigterm = signal(SignalKind::terminate()).context("installing a SIGTERM handler")?;
+    let mut view = LiveView::open(state)?;
+    let (set, base, names) = (&recording.set, renderer.options(), &mut recording.names);
+    let mut shown = view.state.view;
+    view.replay(windows, set, base, grouping, names);
+    view.draw(set, base, grouping, names)?;
+    loop {
+        let key = tokio::select! {
+            key = view.key() => key,
+            _ = sigterm.recv() => break,
+        };
+        let action = view.state.on_key(key);
+        match action {
+            Action::Quit => break,
+            Action::None => continue,
+            Action::Seek | Action::Redraw => {}
+        }
+        // History is remade when the time or the view changes; other keys only redraw.
+        if action == Action::Seek || shown != view.state.view {
+            shown = view.state.view;
+            let at = view.state.timeline.map_or(windows.len() - 1, |t| t.at);
+            view.replay(&windows[..=at], set, base, grouping, names);
+        }
+        view.draw(set, base, grouping, names)?;
+    }
+    Ok(())
+}
+
+/// The recording's windows, merged into intervals of `interval_ms` when asked (a multiple of
+/// the recorded interval).
+fn merged(recording: &Recording, interval_ms: Option<u64>) -> Result<Vec<Window>> {
+    let Some(asked) = interval_ms else {
+        return Ok(recording.windows.clone());
+    };
+    let recorded = recording.header.interval_ms.max(1);
+    if asked % recorded != 0 {
+        bail!("the recording's windows are {recorded} ms long: give -I a multiple of {recorded}");
+    }
+    let per = usize::try_from(asked / recorded).unwrap_or(usize::MAX);
+    Ok(recording
+        .windows
+        .chunks(per)
+        .filter_map(Window::merge)
+        .collect())
+}
+
+/// Rows of threads, or the cgroup grouping asked for (paths as the recording names them).
+fn grouping(args: &ReportArgs) -> Option<GroupOptions> {
+    let by = if args.per_container {
+        GroupBy::Container
+    } else if args.per_cgroup || args.rollup || !args.cgroup.is_empty() {
+        GroupBy::Cgroup
+    } else {
+        return None;
+    };
+    Some(GroupOptions {
+        by,
+        rollup: args.rollup,
+        keep: args.cgroup.iter().map(|p| normalize(p, None)).collect(),
+    })
+}
+
+fn format_of(args: &ReportArgs) -> Format {
+    if args.json {
+        Format::Json
+    } else if let Some(separator) = args.field_separator {
+        Format::Csv { separator }
+    } else if args.csv {
+        Format::Csv { separator: b',' }
+    } else if args.interval_ms.is_some() {
+        Format::Interval
+    } else if !args.stdio && args.output.is_none() && std::io::stdout().is_terminal() {
+        Format::Refresh
+    } else {
+        Format::Summary
+    }
+}
