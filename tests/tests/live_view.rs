@@ -172,6 +172,20 @@ fn check_view(width: u16, height: u16) {
         filtered.join("\n")
     );
 
+    // `t`: the workload's threads under its process's row.
+    // Esc alone first: ESC followed at once by `t` reads as Alt-t.
+    tmux.run(&["send-keys", "-t", "view", "Escape"]);
+    tmux.wait_for("the filter cleared", |s| !s[0].contains("/sleepy"));
+    tmux.run(&["send-keys", "-t", "view", "t"]);
+    let tree = tmux.wait_for("the tree", |s| {
+        s[0].contains("  tree") && s.iter().any(|l| l.contains("─ sleepy"))
+    });
+    assert!(
+        tree.iter().any(|l| l.contains("├─ ") || l.contains("└─ ")),
+        "{}",
+        tree.join("\n")
+    );
+
     tmux.run(&["send-keys", "-t", "view", "q"]);
     assert_eq!(exit_status(&status), "EXIT=0");
     // The totals end with their losses line (their title may have scrolled off).

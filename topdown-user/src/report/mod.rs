@@ -7,6 +7,7 @@ mod json;
 pub mod rows;
 pub(crate) mod table;
 pub mod topdown;
+pub mod tree;
 
 use std::io::{BufWriter, Write};
 

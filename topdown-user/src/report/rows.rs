@@ -35,6 +35,19 @@ pub struct Row {
     /// Lowest share of its enabled time any counter of the set was running (1.0: never
     /// multiplexed).
     pub run_fraction: f64,
+    /// Where the row sits in a tree (the full-screen view's `t`); `None` in flat lists.
+    pub tree: Option<TreeMark>,
+}
+
+/// A row's place in a tree: threads under their process, cgroups under their parent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TreeMark {
+    /// 0 for a root.
+    pub depth: u8,
+    /// Rows directly under it (a process's threads, a cgroup's children).
+    pub children: usize,
+    /// The last of its siblings.
+    pub last: bool,
 }
 
 /// What to sort rows by (descending for numbers, ascending for ids and names).
@@ -150,24 +163,35 @@ pub fn rows(
                         .map(CounterValue::running_fraction)
                         .fold(1.0, f64::min),
                     counters,
+                    tree: None,
                 }
             },
         )
         .collect();
-    let counter_index = match &options.sort {
-        SortKey::Counter(name) => set.names().position(|n| n == name),
-        _ => None,
-    };
-    rows.sort_by(|a, b| {
-        compare(a, b, &options.sort, counter_index)
-            .then(a.who.id(false).cmp(&b.who.id(false)))
-            .then_with(|| a.who.name().cmp(b.who.name()))
-    });
+    sort(&mut rows, set, &options.sort);
     let total = rows.len();
     if let Some(top) = options.top {
         rows.truncate(top);
     }
     (rows, total)
+}
+
+/// Sorts `rows` by `key` (a counter of `set`, or a node), then by id and name.
+pub fn sort(rows: &mut [Row], set: &CounterSet, key: &SortKey) {
+    rows.sort_by(order(set, key));
+}
+
+/// The order [`sort`] sorts in.
+pub fn order<'a>(set: &CounterSet, key: &'a SortKey) -> impl Fn(&Row, &Row) -> Ordering + 'a {
+    let counter_index = match key {
+        SortKey::Counter(name) => set.names().position(|n| n == name),
+        _ => None,
+    };
+    move |a: &Row, b: &Row| {
+        compare(a, b, key, counter_index)
+            .then(a.who.id(false).cmp(&b.who.id(false)))
+            .then_with(|| a.who.name().cmp(b.who.name()))
+    }
 }
 
 fn compare(a: &Row, b: &Row, key: &SortKey, counter: Option<usize>) -> Ordering {

@@ -6,7 +6,7 @@ use ratatui::{
     Frame,
     layout::{Alignment, Constraint, Layout, Rect},
     style::{Color, Modifier, Style},
-    text::Line,
+    text::{Line, Span},
     widgets::{Block, Borders, Cell, Clear, Paragraph, Row as TableRow, Sparkline, Table},
 };
 use topdown_common::stats::Stat;
@@ -19,7 +19,7 @@ use crate::{
     attrib::{Window, groups::GroupBy},
     pmu::counter_set::CounterSet,
     report::{
-        rows::{Row, RowOptions, SortKey, Who},
+        rows::{Row, RowOptions, SortKey, TreeMark, Who},
         table::{bottlenecks, losses_line, node_cell, node_columns},
     },
 };
@@ -43,7 +43,7 @@ pub struct Screenful<'a> {
 /// One column: its header, each row's cell, right-aligned or not, and its width.
 struct Column {
     header: String,
-    cells: Vec<String>,
+    cells: Vec<Line<'static>>,
     right: bool,
     width: usize,
     /// Lower is dropped first when the terminal is too narrow; `u8::MAX` is never dropped.
@@ -83,11 +83,11 @@ pub fn draw(frame: &mut Frame<'_>, state: &mut ViewState, data: &Screenful<'_>) 
         Some(text) => format!("filter: {text}_   (Enter applies, Esc clears)"),
         None if state.detail => "Enter or Esc closes the history  q quit  ? help".to_owned(),
         None if state.timeline.is_some() => {
-            "q quit  [ ] time  / filter  s < > sort  r reverse  v view  arrows select  \
+            "q quit  [ ] time  / filter  s < > sort  r reverse  t tree  v view  arrows select  \
              Enter history  ? help"
                 .to_owned()
         }
-        None => "q quit  p pause  / filter  s < > sort  r reverse  v view  arrows select  \
+        None => "q quit  p pause  / filter  s < > sort  r reverse  t tree  v view  arrows select  \
                  Enter history  ? help"
             .to_owned(),
     };
@@ -114,6 +114,9 @@ fn title_line(state: &ViewState, data: &Screenful<'_>) -> String {
     }
     if !state.filter.is_empty() {
         title.push_str(&format!("  /{}", state.filter));
+    }
+    if state.shows_tree() {
+        title.push_str("  tree");
     }
     if state.paused {
         title.push_str("  PAUSED");
@@ -157,8 +160,12 @@ fn draw_table(frame: &mut Frame<'_>, area: Rect, state: &ViewState, data: &Scree
     let visible = &data.rows[state.scroll.min(data.rows.len())..];
     let visible = &visible[..visible.len().min(state.page)];
     let columns = fit(columns(visible, data), usize::from(area.width));
-    let header = TableRow::new(columns.iter().map(|c| aligned(&c.header, c.right)))
-        .style(Style::new().add_modifier(Modifier::BOLD | Modifier::REVERSED));
+    let header = TableRow::new(
+        columns
+            .iter()
+            .map(|c| aligned(Line::from(c.header.clone()), c.right)),
+    )
+    .style(Style::new().add_modifier(Modifier::BOLD | Modifier::REVERSED));
     let selected = state.selected.checked_sub(state.scroll);
     let rows = (0..visible.len()).map(|i| {
         let style = if Some(i) == selected {
@@ -166,15 +173,7 @@ fn draw_table(frame: &mut Frame<'_>, area: Rect, state: &ViewState, data: &Scree
         } else {
             Style::new()
         };
-        TableRow::new(columns.iter().map(|c| {
-            let cell = aligned(&c.cells[i], c.right);
-            if c.header == "BOTTLENECK" && c.cells[i] != "-" {
-                cell.style(Style::new().fg(Color::Red))
-            } else {
-                cell
-            }
-        }))
-        .style(style)
+        TableRow::new(columns.iter().map(|c| aligned(c.cells[i].clone(), c.right))).style(style)
     });
     let widths = columns
         .iter()
@@ -182,8 +181,7 @@ fn draw_table(frame: &mut Frame<'_>, area: Rect, state: &ViewState, data: &Scree
     frame.render_widget(Table::new(rows, widths).header(header), area);
 }
 
-fn aligned(text: &str, right: bool) -> Cell<'static> {
-    let line = Line::from(text.to_owned());
+fn aligned(line: Line<'static>, right: bool) -> Cell<'static> {
     Cell::from(if right {
         line.alignment(Alignment::Right)
     } else {
@@ -200,13 +198,22 @@ fn columns(rows: &[Row], data: &Screenful<'_>) -> Vec<Column> {
         .iter()
         .enumerate()
         .map(|(i, key)| {
+            // The row's name column carries its place in a tree (`t`).
+            let named = match by {
+                None => "comm",
+                Some(GroupBy::Cgroup) => "cgroup",
+                Some(GroupBy::Container) => "container",
+            };
             let cells: Vec<String> = values
                 .iter()
-                .map(|row| {
-                    let value = row[i].clone();
-                    match *key {
-                        "cgroup" | "container" => shorten(&value, PATH_WIDTH),
-                        "comm" => shorten(&value, COMM_WIDTH + 9),
+                .zip(rows)
+                .map(|(values, row)| {
+                    let value = values[i].clone();
+                    let mark = row.tree.filter(|_| *key == named);
+                    match (*key, mark) {
+                        (_, Some(mark)) => tree_cell(&value, mark, by.is_some()),
+                        ("cgroup" | "container", None) => shorten(&value, PATH_WIDTH),
+                        ("comm", None) => shorten(&value, COMM_WIDTH + 9),
                         _ => value,
                     }
                 })
@@ -265,9 +272,21 @@ fn columns(rows: &[Row], data: &Screenful<'_>) -> Vec<Column> {
         ));
     }
     if let Some(view) = &data.options.topdown {
-        columns.push(column(
+        let red = Style::new().fg(Color::Red);
+        columns.push(styled_column(
             "BOTTLENECK".into(),
-            rows.iter().map(|r| bottlenecks(r, view)).collect(),
+            rows.iter()
+                .map(|r| match bottlenecks(r, view) {
+                    none if none == "-" => Line::from(none),
+                    name => Line::styled(name, red),
+                })
+                .collect(),
+            false,
+            4,
+        ));
+        columns.push(styled_column(
+            "TOPDOWN L1".into(),
+            rows.iter().map(level1_bar).collect(),
             false,
             4,
         ));
@@ -275,10 +294,69 @@ fn columns(rows: &[Row], data: &Screenful<'_>) -> Vec<Column> {
     columns
 }
 
+/// Cells of the Level 1 bar.
+const BAR: usize = 20;
+
+/// The colour of a Level 1 node in bars, as in plots: frontend magenta, bad speculation red,
+/// backend blue, retiring green.
+const fn node_colour(name: &str) -> Color {
+    match name.as_bytes() {
+        b"tma_frontend_bound" => Color::Magenta,
+        b"tma_bad_speculation" => Color::Red,
+        b"tma_backend_bound" => Color::Blue,
+        b"tma_retiring" => Color::Green,
+        _ => Color::Gray,
+    }
+}
+
+/// A row's Level 1 as a bar of [`BAR`] cells, each node's share in its colour (values outside
+/// 0..1 clamped for the picture only; the numbers beside it are as computed); `-` without
+/// TopDown.
+fn level1_bar(row: &Row) -> Line<'static> {
+    let Some(td) = row.topdown.iter().flatten().next() else {
+        return Line::from("-");
+    };
+    let shares: Vec<(&str, f64)> = td
+        .nodes
+        .iter()
+        .filter(|n| n.node.level == 1)
+        .map(|n| (n.node.name, n.value.clamp(0.0, 1.0)))
+        .collect();
+    let sum: f64 = shares.iter().map(|(_, v)| v).sum();
+    if shares.is_empty() || sum <= 0.0 {
+        return Line::from("-");
+    }
+    // Largest remainder: whole cells first, the rest to the largest fractions.
+    let exact: Vec<f64> = shares.iter().map(|(_, v)| v / sum * BAR as f64).collect();
+    let mut cells: Vec<usize> = exact.iter().map(|e| e.floor() as usize).collect();
+    let mut order: Vec<usize> = (0..exact.len()).collect();
+    order.sort_by(|&a, &b| (exact[b] - exact[b].floor()).total_cmp(&(exact[a] - exact[a].floor())));
+    for &i in order.iter().take(BAR.saturating_sub(cells.iter().sum())) {
+        cells[i] += 1;
+    }
+    Line::from(
+        shares
+            .iter()
+            .zip(cells)
+            .filter(|(_, n)| *n > 0)
+            .map(|((name, _), n)| Span::styled("█".repeat(n), Style::new().fg(node_colour(name))))
+            .collect::<Vec<_>>(),
+    )
+}
+
 fn column(header: String, cells: Vec<String>, right: bool, keep: u8) -> Column {
+    styled_column(
+        header,
+        cells.into_iter().map(Line::from).collect(),
+        right,
+        keep,
+    )
+}
+
+fn styled_column(header: String, cells: Vec<Line<'static>>, right: bool, keep: u8) -> Column {
     let width = cells
         .iter()
-        .map(|c| c.chars().count())
+        .map(Line::width)
         .chain([header.chars().count(), if right { 6 } else { 0 }])
         .max()
         .unwrap_or(0);
@@ -307,6 +385,23 @@ fn fit(mut columns: Vec<Column>, width: usize) -> Vec<Column> {
         columns.remove(drop);
     }
     columns
+}
+
+/// A name in a tree: a root as it is (a process, a top cgroup); below it, indented under
+/// `├─`/`└─`, a thread's name or the last component of a cgroup's path.
+fn tree_cell(name: &str, mark: TreeMark, is_path: bool) -> String {
+    let width = if is_path { PATH_WIDTH } else { COMM_WIDTH + 9 };
+    if mark.depth == 0 {
+        return shorten(name, width);
+    }
+    let leaf = if is_path {
+        name.rsplit('/').next().unwrap_or(name)
+    } else {
+        name
+    };
+    let indent = "   ".repeat(usize::from(mark.depth - 1));
+    let branch = if mark.last { "└─ " } else { "├─ " };
+    shorten(&format!("{indent}{branch}{leaf}"), width)
 }
 
 /// `text` in at most `width` characters: its tail after `…` when longer (the last components
@@ -403,6 +498,9 @@ fn draw_help(frame: &mut Frame<'_>, state: &ViewState) {
         "            (Enter applies, Esc clears)",
         "s, >, <     next / previous sort column",
         "r           reverse the order",
+        "t           tree: threads under their process, cgroups under their parent",
+        "            (TopDown L1 bars: frontend magenta, bad speculation red,",
+        "             backend blue, retiring green)",
         "v           threads / cgroups / containers",
         "arrows, PgUp, PgDn, Home, End   select a row",
         "Enter       the selected row's history (%CPU, switches, TopDown)",
@@ -476,6 +574,7 @@ mod tests {
             }],
             topdown: vec![],
             run_fraction: 1.0,
+            tree: None,
         }
     }
 
@@ -491,6 +590,34 @@ mod tests {
         state: &mut ViewState,
         history: &History,
     ) -> Vec<String> {
+        let options = RowOptions {
+            sort: SortKey::OnCpu,
+            top: None,
+            topdown: None,
+            verbose: false,
+            group: None,
+        };
+        let buffer = render(rows, width, height, state, history, &options);
+        (0..height)
+            .map(|y| {
+                (0..width)
+                    .map(|x| buffer[(x, y)].symbol())
+                    .collect::<String>()
+                    .trim_end()
+                    .to_owned()
+            })
+            .collect()
+    }
+
+    /// The terminal's cells after drawing `rows` with `options`.
+    fn render(
+        rows: &[Row],
+        width: u16,
+        height: u16,
+        state: &mut ViewState,
+        history: &History,
+        options: &RowOptions,
+    ) -> ratatui::buffer::Buffer {
         let set = CounterSet {
             name: "software",
             reason: "no hardware PMU".into(),
@@ -509,13 +636,6 @@ mod tests {
             cgroups: vec![],
             stats: Stats::default(),
         };
-        let options = RowOptions {
-            sort: SortKey::OnCpu,
-            top: None,
-            topdown: None,
-            verbose: false,
-            group: None,
-        };
         let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
         terminal
             .draw(|frame| {
@@ -527,22 +647,98 @@ mod tests {
                         rows,
                         total: rows.len(),
                         set: &set,
-                        options: &options,
+                        options,
                         history,
                     },
                 );
             })
             .unwrap();
-        let buffer = terminal.backend().buffer();
-        (0..height)
-            .map(|y| {
-                (0..width)
-                    .map(|x| buffer[(x, y)].symbol())
-                    .collect::<String>()
-                    .trim_end()
-                    .to_owned()
-            })
-            .collect()
+        terminal.backend().buffer().clone()
+    }
+
+    #[test]
+    fn topdown_level_1_is_a_bar_of_coloured_cells_beside_the_numbers() {
+        use crate::tma::{Model, NodeValue, TopDown, node::Node, view::TopdownView};
+        let level1 = [
+            ("tma_frontend_bound", 0.10),
+            ("tma_bad_speculation", 0.05),
+            ("tma_backend_bound", 0.62),
+            // Inconsistent counts can put a node past its range: the bar clamps it.
+            ("tma_retiring", -0.02),
+        ];
+        let mut row = thread(7, "busy", "/", 900);
+        row.topdown = vec![Some(TopDown {
+            nodes: level1
+                .iter()
+                .map(|(name, value)| NodeValue {
+                    node: Node::named(name).unwrap(),
+                    value: *value,
+                    over_threshold: *value > 0.2,
+                })
+                .collect(),
+            bottleneck: Some("tma_backend_bound"),
+        })];
+        let options = RowOptions {
+            sort: SortKey::OnCpu,
+            top: None,
+            topdown: Some(TopdownView::single(
+                Model::named("sapphirerapids").unwrap(),
+                1,
+                8,
+                false,
+            )),
+            verbose: false,
+            group: None,
+        };
+        let mut state = ViewState::new(View::Threads, true, SortKey::OnCpu, &[]);
+        let buffer = render(&[row], 160, 10, &mut state, &History::default(), &options);
+        let header: String = (0..160).map(|x| buffer[(x, 1)].symbol()).collect();
+        assert!(
+            header.contains("TOPDOWN L1") && header.contains("Backend%"),
+            "{header}"
+        );
+        let mut colours = std::collections::HashMap::new();
+        for x in 0..160 {
+            let cell = &buffer[(x, 2)];
+            if cell.symbol() == "█" {
+                *colours.entry(cell.fg).or_insert(0) += 1;
+            }
+        }
+        // 0.10 + 0.05 + 0.62 (+ 0 clamped) = 0.77 of 20 cells: 2.6, 1.3, 16.1 -> 3, 1, 16.
+        assert_eq!(colours.get(&Color::Magenta), Some(&3), "{colours:?}");
+        assert_eq!(colours.get(&Color::Red), Some(&1), "{colours:?}");
+        assert_eq!(colours.get(&Color::Blue), Some(&16), "{colours:?}");
+        assert_eq!(colours.get(&Color::Green), None, "{colours:?}");
+        assert_eq!(colours.values().sum::<i32>(), 20);
+    }
+
+    #[test]
+    fn t_shows_threads_under_their_process() {
+        let rows = crate::report::tree::arrange(
+            vec![
+                thread(11, "worker", "/", 500),
+                thread(100, "main", "/", 100),
+            ],
+            &CounterSet::software(String::new()),
+            &RowOptions {
+                sort: SortKey::OnCpu,
+                top: None,
+                topdown: None,
+                verbose: false,
+                group: None,
+            },
+            false,
+        );
+        let mut state = ViewState::new(View::Threads, true, SortKey::OnCpu, &[]);
+        state.on_key(Key::Char('t'));
+        let lines = screen(&rows, 100, 10, &mut state);
+        assert!(lines[0].contains("  tree"), "{}", lines[0]);
+        assert!(
+            lines[2].contains(" main ") && lines[2].contains("60.0"),
+            "the process: {lines:?}"
+        );
+        assert!(lines[3].contains("├─ worker"), "{lines:?}");
+        assert!(lines[4].contains("└─ main"), "{lines:?}");
     }
 
     #[test]

@@ -113,6 +113,7 @@ mod tests {
             counters: vec![CounterValue::default()],
             topdown: vec![],
             run_fraction: 1.0,
+            tree: None,
         }
     }
 

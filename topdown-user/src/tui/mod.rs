@@ -22,7 +22,10 @@ use self::{
 use crate::{
     attrib::{Window, cgroups::CgroupNames, groups::GroupOptions, named},
     pmu::counter_set::CounterSet,
-    report::rows::{RowOptions, rows},
+    report::{
+        rows::{RowOptions, rows},
+        tree,
+    },
 };
 
 /// The open view: the terminal, its keys, what it shows.
@@ -171,7 +174,10 @@ impl LiveView {
         if std::mem::take(&mut self.fresh) {
             self.history.record(&all);
         }
-        let shown = self.state.select(all);
+        let mut shown = self.state.select(all);
+        if self.state.shows_tree() {
+            shown = tree::arrange(shown, set, &options, self.state.reverse);
+        }
         let (state, history) = (&mut self.state, &self.history);
         self.terminal
             .draw(|frame| {

@@ -132,6 +132,8 @@ pub struct ViewState {
     pub help: bool,
     /// A recording's position in time (`None` live).
     pub timeline: Option<Timeline>,
+    /// Rows as a tree: threads under their process, cgroups under their parent.
+    pub tree: bool,
 }
 
 impl ViewState {
@@ -168,7 +170,13 @@ impl ViewState {
             paused: false,
             help: false,
             timeline: None,
+            tree: false,
         }
+    }
+
+    /// Whether rows are shown as a tree (asked, and the view has one: containers do not).
+    pub fn shows_tree(&self) -> bool {
+        self.tree && self.view != View::Containers
     }
 
     /// The sort key in force.
@@ -241,6 +249,10 @@ impl ViewState {
                 self.sort = (self.sort + self.sort_keys.len() - 1) % self.sort_keys.len();
             }
             Key::Char('r') => self.reverse = !self.reverse,
+            Key::Char('t') if self.view != View::Containers => {
+                self.tree = !self.tree;
+                self.top();
+            }
             Key::Char('v') if self.can_group => {
                 self.view = match self.view {
                     View::Threads => View::Cgroups,
@@ -276,7 +288,8 @@ impl ViewState {
                         .any(|value| value.to_lowercase().contains(&needle))
             })
             .collect();
-        if self.reverse {
+        // A tree reverses each level itself.
+        if self.reverse && !self.shows_tree() {
             kept.reverse();
         }
         kept
@@ -358,6 +371,14 @@ mod tests {
             Action::None,
             "no cgroup2: threads only"
         );
+        assert_eq!(s.on_key(Key::Char('t')), Action::Redraw);
+        assert!(s.shows_tree(), "threads under their process");
+        s.view = View::Containers;
+        assert!(!s.shows_tree(), "containers have no tree");
+        assert_eq!(s.on_key(Key::Char('t')), Action::None);
+        s.view = View::Threads;
+        s.on_key(Key::Char('t'));
+        assert!(!s.shows_tree());
         s.on_key(Key::Char(' '));
         assert!(s.paused);
         s.on_key(Key::Char('p'));
