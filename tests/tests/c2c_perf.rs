@@ -10,29 +10,10 @@ use std::{
     process::Command,
 };
 
-use topdown_tests::{pmu_events::data_dir, topdown_bpf_binary};
+use topdown_tests::{perf_data_of, pmu_events::data_dir, topdown_bpf_binary};
 
 fn fixtures() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/c2c"))
-}
-
-/// Writes the perf.data of `spec` into `dir` (with the tiny ELF files perf symbolizes from).
-fn generate(spec: &Path, dir: &Path) -> PathBuf {
-    let tool = data_dir().parent().unwrap().join("tools/gen_perf_data.py");
-    let data = dir.join("perf.data");
-    let status = Command::new("python3")
-        .arg(&tool)
-        .arg(spec)
-        .arg(&data)
-        .current_dir(dir)
-        .status()
-        .expect("python3 runs gen_perf_data.py");
-    assert!(
-        status.success(),
-        "gen_perf_data.py failed on {}",
-        spec.display()
-    );
-    data
 }
 
 /// A perf to compare with: Debian's (6.1, on PATH), or 6.12 unpacked by
@@ -100,7 +81,7 @@ fn compare(name: &str, kind: &str, args: &[&str]) {
 fn compare_with(perf: Perf, name: &str, kind: &str, args: &[&str]) {
     let version = perf.version();
     let dir = tempfile::tempdir().unwrap();
-    let data = generate(&fixtures().join(format!("{name}.json")), dir.path());
+    let data = perf_data_of(&fixtures().join(format!("{name}.json")), dir.path());
     let recorded =
         std::fs::read_to_string(fixtures().join(format!("{name}.perf-{version}.{kind}.txt")))
             .unwrap();
@@ -176,7 +157,7 @@ fn display_modes_and_show_all_equal_perf() {
 #[test]
 fn truncated_or_corrupt_perf_data_is_one_line_naming_the_offset() {
     let dir = tempfile::tempdir().unwrap();
-    let data = generate(&fixtures().join("branches.json"), dir.path());
+    let data = perf_data_of(&fixtures().join("branches.json"), dir.path());
     let bytes = std::fs::read(&data).unwrap();
     for cut in [100, bytes.len() / 2, bytes.len() - 8] {
         let truncated = dir.path().join(format!("cut{cut}.data"));
@@ -255,7 +236,7 @@ fn summary(text: &str) -> std::collections::BTreeMap<String, [u64; 4]> {
 fn shared_lines_split_by_cgroup_and_container() {
     let dir = tempfile::tempdir().unwrap();
     let spec_path = fixtures().join("cgroups.json");
-    let plain = generate(&spec_path, dir.path());
+    let plain = perf_data_of(&spec_path, dir.path());
     let data = dir.path().join("cgroups.data");
     let status = Command::new("python3")
         .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tools/add_cgroups.py"))
@@ -398,7 +379,7 @@ fn json_carries_the_numbers_perf_prints() {
     ];
     for name in FIXTURES {
         let dir = tempfile::tempdir().unwrap();
-        let data = generate(&fixtures().join(format!("{name}.json")), dir.path());
+        let data = perf_data_of(&fixtures().join(format!("{name}.json")), dir.path());
         let perf = live_perf(&data, dir.path(), &[]).unwrap_or_else(|| {
             std::fs::read_to_string(fixtures().join(format!("{name}.perf-6.1.stdio.txt"))).unwrap()
         });
@@ -520,7 +501,7 @@ fn double_cl_equals_perf_6_12() {
 fn recordings_written_back_read_the_same_in_perf_and_here() {
     for name in FIXTURES {
         let dir = tempfile::tempdir().unwrap();
-        let original = generate(&fixtures().join(format!("{name}.json")), dir.path());
+        let original = perf_data_of(&fixtures().join(format!("{name}.json")), dir.path());
         let recording = topdown_user::c2c::perf_data::read_all(&original).unwrap();
         let rewritten = dir.path().join("rewritten.data");
         topdown_user::c2c::perf_writer::write(&rewritten, &recording, None).unwrap();

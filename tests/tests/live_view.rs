@@ -1,7 +1,8 @@
 //! The full-screen live view in a real terminal (tmux): at 120x40 and 80x24 the title and the
 //! table's header stay at the top, no row wraps, nothing reaches the scrollback, `/` filters,
 //! `q` exits with status 0, and the terminal is restored with the totals on the normal screen.
-//! A recording's view moves in time with `[` and `]`. Needs root (the collector) and tmux.
+//! A recording's view moves in time with `[` and `]`; `c2c report` opens its browser. Needs root
+//! (the collector) and tmux.
 
 use std::{
     fs,
@@ -10,7 +11,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use topdown_tests::{privileged, topdown_bpf_binary};
+use topdown_tests::{perf_data_of, privileged, topdown_bpf_binary};
 
 /// A tmux server of its own, killed when the test ends.
 struct Tmux {
@@ -224,6 +225,67 @@ fn exit_status(status: &std::path::Path) -> String {
         thread::sleep(Duration::from_millis(100));
     }
     fs::read_to_string(status).unwrap().trim().to_owned()
+}
+
+#[test]
+fn c2c_report_on_a_terminal_browses_lines_and_their_entries() {
+    if !have_tmux("c2c_report_on_a_terminal_browses_lines_and_their_entries") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let spec = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/c2c/branches.json");
+    let data = perf_data_of(std::path::Path::new(spec), dir.path());
+    let status = dir.path().join("status");
+    let tmux = Tmux {
+        socket: format!("topdown-c2c-view-{}", std::process::id()),
+    };
+    let command = format!(
+        "cd {} && {} c2c report -i {}; echo EXIT=$? > {}; sleep 120",
+        dir.path().display(),
+        topdown_bpf_binary().display(),
+        data.display(),
+        status.display()
+    );
+    tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "view",
+        "-x",
+        "120",
+        "-y",
+        "24",
+        &command,
+    ]);
+    let lines = tmux.wait_for("the lines", |s| s[1].contains("HOTTEST SYMBOL"));
+    assert!(
+        lines[0].starts_with("topdown-bpf c2c report:"),
+        "{}",
+        lines[0]
+    );
+    // The hottest line first, as the --stdio table ranks it.
+    assert!(
+        lines[2].trim_start().starts_with("0 ") && lines[2].contains("0x7f0000000000"),
+        "{}",
+        lines.join("\n")
+    );
+    assert_eq!(
+        tmux.value("#{history_size}"),
+        "0",
+        "nothing in the scrollback"
+    );
+    tmux.run(&["send-keys", "-t", "view", "Down", "Enter"]);
+    let entries = tmux.wait_for("the line's entries", |s| s[1].starts_with("line 1 at"));
+    assert!(
+        entries
+            .iter()
+            .any(|l| l.contains("[.] poll") && l.contains("2001:peer")),
+        "{}",
+        entries.join("\n")
+    );
+    tmux.run(&["send-keys", "-t", "view", "q"]);
+    assert_eq!(exit_status(&status), "EXIT=0");
+    assert_eq!(tmux.value("#{alternate_on}"), "0", "terminal restored");
 }
 
 #[test]

@@ -1,10 +1,13 @@
 //! `topdown-bpf c2c ...`: what each subcommand does with its arguments: read a recording or
 //! record live, then report it the same way.
 
-use anyhow::Result;
+use std::io::IsTerminal as _;
+
+use anyhow::{Context as _, Result};
+use tokio::signal::unix::{SignalKind, signal};
 
 use super::{
-    aggregate, by_group,
+    aggregate, browse, by_group,
     display::{Coalesce, ReportOptions},
     json_report, line_table,
     lines::C2cData,
@@ -16,6 +19,10 @@ use crate::{
     attrib::groups::GroupBy,
     cli::{C2cArgs, C2cCommand, C2cViewArgs},
     pmu::sysfs::SysRoot,
+    tui::{
+        c2c::{C2cBrowser, C2cScreenful},
+        state::Action,
+    },
 };
 
 /// Runs a `c2c` subcommand, or live recording without one.
@@ -28,7 +35,8 @@ pub fn run(args: &C2cArgs) -> Result<()> {
             let mut data =
                 C2cData::from_recording(&live.recording, options.line_size(), options.coalesce);
             data.total = live.counts.stats;
-            report(&live.recording, &data, &args.view, options)
+            // The live browser is closed: the report goes to the normal screen, as text.
+            report(None, &live.recording, &data, &args.view, options)
         }
         Some(C2cCommand::Record(record)) => {
             let live = live::record(&SysRoot::host(), &record.live, true)?;
@@ -49,7 +57,8 @@ pub fn run(args: &C2cArgs) -> Result<()> {
             if let Some(totals) = recording.totals {
                 data.total = totals;
             }
-            report(&recording, &data, &report_args.view, options)
+            let source = report_args.input.display().to_string();
+            report(Some(&source), &recording, &data, &report_args.view, options)
         }
     }
 }
@@ -86,8 +95,10 @@ fn report_options(view: &C2cViewArgs) -> Result<ReportOptions> {
     })
 }
 
-/// Prints the report of `data`, classified from `recording`, as `view` asks.
+/// Prints the report of `data`, classified from `recording`, as `view` asks; a report of the
+/// file `source` opens the browser on a terminal.
 fn report(
+    source: Option<&str>,
     recording: &Recording,
     data: &C2cData,
     view: &C2cViewArgs,
@@ -95,6 +106,25 @@ fn report(
 ) -> Result<()> {
     // Named once (code addresses symbolized here), then formatted.
     let lines = pareto::lines(data, recording, options);
+    let by = if view.per_container {
+        Some(GroupBy::Container)
+    } else {
+        view.per_cgroup.then_some(GroupBy::Cgroup)
+    };
+    // On a terminal, as `perf c2c report` opens its TUI: the lines to browse.
+    if let Some(source) = source.filter(|_| browsable(view, by)) {
+        let title = format!(
+            "topdown-bpf c2c report: {}  {} shared lines  events {}",
+            source,
+            lines.len(),
+            recording.events.join(",")
+        );
+        return browse(
+            &title,
+            &status_line(data),
+            &browse::lines(data, &lines, options),
+        );
+    }
     if view.json {
         let text = json_report::render(
             data,
@@ -106,11 +136,6 @@ fn report(
         print!("{text}");
         return Ok(());
     }
-    let by = if view.per_container {
-        Some(GroupBy::Container)
-    } else {
-        view.per_cgroup.then_some(GroupBy::Cgroup)
-    };
     // Checked before anything is printed: one line when the recording cannot do it.
     let groups = by
         .map(|by| by_group::render(data, &recording.cgroups, by, options))
@@ -124,4 +149,49 @@ fn report(
         }
     }
     Ok(())
+}
+
+/// Whether the report goes to the browser: a terminal, and none of the text-only options.
+fn browsable(view: &C2cViewArgs, by: Option<GroupBy>) -> bool {
+    !view.stdio && !view.json && !view.stats && by.is_none() && std::io::stdout().is_terminal()
+}
+
+/// The browser's status line: what the recording holds.
+pub fn status_line(data: &C2cData) -> String {
+    let t = &data.total;
+    format!(
+        "{} samples: {} loads, {} stores; HITM {} ({} local, {} remote); peer {}",
+        t.nr_entries, t.load, t.store, t.tot_hitm, t.lcl_hitm, t.rmt_hitm, t.tot_peer
+    )
+}
+
+/// Shows `lines` in the browser until `q`, Ctrl-C or SIGTERM.
+fn browse(title: &str, status: &str, lines: &[browse::LineView]) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async {
+        let mut sigterm =
+            signal(SignalKind::terminate()).context("installing a SIGTERM handler")?;
+        let mut browser = C2cBrowser::open()?;
+        let screenful = C2cScreenful {
+            title,
+            status,
+            lines,
+        };
+        browser.draw(&screenful)?;
+        loop {
+            let key = tokio::select! {
+                key = browser.key() => key,
+                _ = sigterm.recv() => break,
+            };
+            match browser.state.on_key(key) {
+                Action::Quit => break,
+                Action::Redraw | Action::Seek => browser.draw(&screenful)?,
+                Action::None => {}
+            }
+        }
+        Ok(())
+    })
 }

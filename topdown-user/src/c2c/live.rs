@@ -16,9 +16,11 @@ use tokio::{process::Command, time::interval};
 use topdown_common::c2c::C2cRecord;
 
 use super::{
+    browse::{self, LineView},
     display::ReportOptions,
-    host, line_table,
+    host,
     lines::C2cData,
+    pareto,
     perf_data::{MemSample, Recording},
 };
 use crate::{
@@ -31,6 +33,10 @@ use crate::{
     },
     preflight,
     session::{Session, Wake},
+    tui::{
+        c2c::{C2cBrowser, C2cScreenful},
+        state::{Action, Key},
+    },
 };
 
 /// How often forwarded samples are moved out of the ring buffer.
@@ -42,25 +48,51 @@ const KERNEL_START: u64 = 0xffff_8000_0000_0000;
 
 /// Redraw period of the live view.
 const REDRAW: Duration = Duration::from_secs(1);
-/// Lines in the live view.
-const HOTTEST: usize = 10;
+/// Lines in the live view (the hottest; only their code is symbolized).
+const HOTTEST: usize = 100;
 
-/// The live view: what was classified and forwarded so far, and the hottest lines of the
-/// forwarded samples, on a cleared terminal.
-fn hottest(recording: &Recording, counts: &C2cCounts, elapsed: Duration) -> String {
-    let options = ReportOptions::default();
-    let data = C2cData::from_recording(recording, options.line_size(), options.coalesce);
-    format!(
-        "\x1b[H\x1b[2J# topdown-bpf c2c: {:.0} s, {} samples classified, {} forwarded, losses: ring \
-         buffer full {}, unreadable {}; the {HOTTEST} hottest lines so far (Ctrl-C for the \
-         report)\n{}",
-        elapsed.as_secs_f64(),
-        counts.stats.nr_entries,
-        counts.forwarded,
-        counts.ring_full,
-        counts.read_errors,
-        line_table::render_top(&data, options, HOTTEST)
-    )
+/// What the live browser shows: a title, a status line (what was classified and forwarded
+/// so far, and the losses), and the hottest lines of the forwarded samples.
+struct LiveScreen {
+    title: String,
+    status: String,
+    lines: Vec<LineView>,
+}
+
+impl LiveScreen {
+    fn of(recording: &Recording, counts: &C2cCounts, elapsed: Duration) -> Self {
+        let options = ReportOptions::default();
+        let data = C2cData::from_recording(recording, options.line_size(), options.coalesce);
+        let pareto = pareto::lines_top(&data, recording, options, HOTTEST);
+        Self {
+            title: format!(
+                "topdown-bpf c2c: recording {:.0} s, the {HOTTEST} hottest lines so far (q stops \
+                 and prints the report)",
+                elapsed.as_secs_f64()
+            ),
+            status: format!(
+                "{} samples classified, {} forwarded; losses: ring buffer full {}, unreadable {}",
+                counts.stats.nr_entries, counts.forwarded, counts.ring_full, counts.read_errors
+            ),
+            lines: browse::lines(&data, &pareto, options),
+        }
+    }
+
+    fn draw(&self, browser: &mut C2cBrowser) -> Result<()> {
+        browser.draw(&C2cScreenful {
+            title: &self.title,
+            status: &self.status,
+            lines: &self.lines,
+        })
+    }
+}
+
+/// The browser's next key; never, without a browser.
+async fn next_key(browser: &mut Option<C2cBrowser>) -> Key {
+    match browser {
+        Some(browser) => browser.key().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// A finished live recording: the forwarded samples as a [`Recording`], and the kernel's counts
@@ -109,8 +141,13 @@ pub fn record(sys: &SysRoot, args: &C2cLiveArgs, view: bool) -> Result<LiveRecor
         if let Some(child) = child {
             session.watch(child);
         }
-        // A terminal gets the hottest lines so far, redrawn every second.
-        let view = view && std::io::stdout().is_terminal();
+        // A terminal gets the browser over the hottest lines so far, redrawn every second.
+        let mut browser = if view && std::io::stdout().is_terminal() {
+            Some(C2cBrowser::open()?)
+        } else {
+            None
+        };
+        let mut shown: Option<LiveScreen> = None;
         let mut redraw = interval(REDRAW);
         loop {
             tokio::select! {
@@ -122,11 +159,29 @@ pub fn record(sys: &SysRoot, args: &C2cLiveArgs, view: bool) -> Result<LiveRecor
                     }
                     Wake::Deadline | Wake::Signal(_) => break,
                 },
-                _ = redraw.tick(), if view => {
-                    print!("{}", hottest(&live.recording, &collector.counts()?, started.elapsed()));
+                _ = redraw.tick(), if browser.is_some() => {
+                    let screen = LiveScreen::of(&live.recording, &collector.counts()?, started.elapsed());
+                    if let Some(browser) = browser.as_mut() {
+                        screen.draw(browser)?;
+                    }
+                    shown = Some(screen);
+                }
+                key = next_key(&mut browser) => {
+                    let Some(open) = browser.as_mut() else { continue };
+                    match open.state.on_key(key) {
+                        Action::Quit => break,
+                        Action::Redraw | Action::Seek => {
+                            if let Some(screen) = &shown {
+                                screen.draw(open)?;
+                            }
+                        }
+                        Action::None => {}
+                    }
                 }
             }
         }
+        // The terminal is restored before the report is printed.
+        drop(browser);
         live.take(collector.drain());
         let counts = collector.counts()?;
         let devices = sys.path("sys/devices");
@@ -215,7 +270,7 @@ mod tests {
     }
 
     #[test]
-    fn the_live_view_shows_the_hottest_lines_and_the_losses() {
+    fn the_live_browser_shows_the_hottest_lines_and_the_losses() {
         let mut src = topdown_common::data_src::DataSrc::decode(0);
         src.op = topdown_common::data_src::op::LOAD;
         src.lvl = topdown_common::data_src::lvl::HIT | topdown_common::data_src::lvl::L3;
@@ -230,7 +285,7 @@ mod tests {
             weight: 200,
             ..C2cRecord::default()
         };
-        // 12 hot lines, the one at 0x7000 hottest: the view keeps 10.
+        // 13 hot lines, the one at 0x7000 hottest.
         let mut records: Vec<C2cRecord> = (0..12).map(|i| record(0x1000 + i * 64)).collect();
         records.extend([record(0x7000), record(0x7008)]);
         gathered.take(records);
@@ -239,17 +294,18 @@ mod tests {
             ring_full: 3,
             ..C2cCounts::default()
         };
-        let text = hottest(&gathered.recording, &counts, Duration::from_secs(2));
+        let screen = LiveScreen::of(&gathered.recording, &counts, Duration::from_secs(2));
         assert!(
-            text.contains("14 forwarded, losses: ring buffer full 3"),
-            "{text}"
+            screen
+                .status
+                .contains("14 forwarded; losses: ring buffer full 3"),
+            "{}",
+            screen.status
         );
-        let rows: Vec<&str> = text
-            .lines()
-            .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
-            .collect();
-        assert_eq!(rows.len(), HOTTEST, "{text}");
-        assert!(rows[0].contains("0x7000"), "the hottest first: {}", rows[0]);
+        assert_eq!(screen.lines.len(), 13, "every hot line (at most {HOTTEST})");
+        assert_eq!(screen.lines[0].address, 0x7000, "the hottest first");
+        assert_eq!(screen.lines[0].contended[0], 2);
+        assert_eq!(screen.lines[0].entries.len(), 2, "offsets 0 and 8");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! (`topdown_common::c2c`), grouped by cache line, reported as perf's tables.
 
 pub mod aggregate;
+pub mod browse;
 pub mod by_group;
 pub mod code;
 pub mod command;

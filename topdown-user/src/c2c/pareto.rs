@@ -68,8 +68,20 @@ pub fn lines<'a>(
     recording: &Recording,
     options: ReportOptions,
 ) -> Vec<ParetoLine<'a>> {
+    lines_top(data, recording, options, usize::MAX)
+}
+
+/// The first `top` of [`lines`] (the live browser's hottest lines: only their code is
+/// symbolized).
+pub fn lines_top<'a>(
+    data: &'a C2cData,
+    recording: &Recording,
+    options: ReportOptions,
+    top: usize,
+) -> Vec<ParetoLine<'a>> {
     let mut names = CodeNames::new(recording);
-    let lines = line_table::displayed(data, options);
+    let mut lines = line_table::displayed(data, options);
+    lines.truncate(top);
     let offset_node = lines
         .iter()
         .flat_map(|l| data.entries_of(l))

@@ -3,6 +3,7 @@
 //! terminal is restored when the view is dropped (quit, Ctrl-C, SIGTERM, an error) and on a
 //! panic (ratatui's hook). Pipes, files, `-I`, `--json` and `--csv` keep the text outputs.
 
+pub mod c2c;
 pub mod draw;
 pub mod history;
 pub mod state;
@@ -28,26 +29,18 @@ use crate::{
     },
 };
 
-/// The open view: the terminal, its keys, what it shows.
-pub struct LiveView {
+/// The terminal taken over (alternate screen, raw mode) and its keys, read on a thread of their
+/// own; restored when dropped.
+pub struct Screen {
     terminal: DefaultTerminal,
     keys: UnboundedReceiver<Key>,
-    /// Sort, filter, scroll, pause, view.
-    pub state: ViewState,
-    /// The latest window drawn (kept while paused, and for redraws on keys).
-    latest: Option<Window>,
-    /// The latest window is not in `history` yet.
-    fresh: bool,
-    /// Each row's recent values, in the view shown.
-    history: History,
-    /// The view `history` holds.
-    history_view: View,
 }
 
-impl LiveView {
-    /// Takes over the terminal (alternate screen, raw mode) and starts reading keys.
-    pub fn open(state: ViewState) -> Result<Self> {
-        let terminal = ratatui::try_init().context("opening the terminal for the live view")?;
+impl Screen {
+    /// Takes over the terminal and starts reading keys.
+    pub fn open() -> Result<Self> {
+        let terminal =
+            ratatui::try_init().context("opening the terminal for the full-screen view")?;
         let (send, keys) = unbounded_channel();
         std::thread::Builder::new()
             .name("topdown-keys".into())
@@ -81,10 +74,53 @@ impl LiveView {
                 }
             })
             .context("starting the key reader")?;
+        Ok(Self { terminal, keys })
+    }
+
+    /// The next key (pending forever once the reader is gone).
+    pub async fn key(&mut self) -> Key {
+        match self.keys.recv().await {
+            Some(key) => key,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Draws one frame.
+    pub fn draw(&mut self, frame: impl FnOnce(&mut ratatui::Frame<'_>)) -> Result<()> {
+        self.terminal
+            .draw(frame)
+            .map(drop)
+            .context("drawing the full-screen view")
+    }
+}
+
+impl Drop for Screen {
+    fn drop(&mut self) {
+        ratatui::restore();
+    }
+}
+
+/// The open view: the terminal, its keys, what it shows.
+pub struct LiveView {
+    screen: Screen,
+    /// Sort, filter, scroll, pause, view.
+    pub state: ViewState,
+    /// The latest window drawn (kept while paused, and for redraws on keys).
+    latest: Option<Window>,
+    /// The latest window is not in `history` yet.
+    fresh: bool,
+    /// Each row's recent values, in the view shown.
+    history: History,
+    /// The view `history` holds.
+    history_view: View,
+}
+
+impl LiveView {
+    /// Takes over the terminal (alternate screen, raw mode) and starts reading keys.
+    pub fn open(state: ViewState) -> Result<Self> {
         let history_view = state.view;
         Ok(Self {
-            terminal,
-            keys,
+            screen: Screen::open()?,
             state,
             latest: None,
             fresh: false,
@@ -95,10 +131,7 @@ impl LiveView {
 
     /// The next key (pending forever once the reader is gone).
     pub async fn key(&mut self) -> Key {
-        match self.keys.recv().await {
-            Some(key) => key,
-            None => std::future::pending().await,
-        }
+        self.screen.key().await
     }
 
     /// Takes the latest window, unless paused.
@@ -179,29 +212,20 @@ impl LiveView {
             shown = tree::arrange(shown, set, &options, self.state.reverse);
         }
         let (state, history) = (&mut self.state, &self.history);
-        self.terminal
-            .draw(|frame| {
-                draw::draw(
-                    frame,
-                    state,
-                    &Screenful {
-                        window,
-                        rows: &shown,
-                        total,
-                        set,
-                        options: &options,
-                        history,
-                    },
-                );
-            })
-            .context("drawing the live view")?;
-        Ok(())
-    }
-}
-
-impl Drop for LiveView {
-    fn drop(&mut self) {
-        ratatui::restore();
+        self.screen.draw(|frame| {
+            draw::draw(
+                frame,
+                state,
+                &Screenful {
+                    window,
+                    rows: &shown,
+                    total,
+                    set,
+                    options: &options,
+                    history,
+                },
+            );
+        })
     }
 }
 
