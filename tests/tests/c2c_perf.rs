@@ -10,7 +10,7 @@ use std::{
     process::Command,
 };
 
-use topdown_tests::{perf_data_of, pmu_events::data_dir, topdown_bpf_binary};
+use topdown_tests::{perf_data_of, topdown_bpf_binary};
 
 fn fixtures() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/c2c"))
