@@ -15,6 +15,10 @@ use topdown_tests::{
     stdout_of, topdown_bpf_binary,
 };
 
+/// The tests of this file one at a time: the machine-wide recording must not see the other
+/// test's workload.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn topdown() -> Command {
     Command::new(topdown_bpf_binary())
 }
@@ -50,6 +54,7 @@ fn a_recording_reports_what_the_live_run_printed() {
     let Some(mount) = unified_mount("a_recording_reports_what_the_live_run_printed") else {
         return;
     };
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let tree = TestTree::new(&mount, "record", &["a", "b"]);
     let workload = |leaf: &str| {
         let child = Command::new(env!("CARGO_BIN_EXE_workload"))
@@ -186,6 +191,7 @@ fn a_command_recorded_reports_its_final_document() {
     if !topdown_tests::privileged("a_command_recorded_reports_its_final_document") {
         return;
     }
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("cmd.rec");
     let live = stdout_of(
@@ -201,6 +207,31 @@ fn a_command_recorded_reports_its_final_document() {
     let live_json: Vec<&str> = live.lines().filter(|l| l.contains("\"schema\"")).collect();
     assert_eq!(live_json.len(), 1, "without -I, the final document only");
     assert_eq!(report(&file, &["--json"]).trim_end(), live_json[0]);
+
+    // The view as a picture, after `t`: the workload's threads under its process.
+    let picture = dir.path().join("view.svg");
+    stdout_of(
+        "report --screenshot",
+        topdown()
+            .args(["report", "-i"])
+            .arg(&file)
+            .arg("--screenshot")
+            .arg(&picture)
+            .args(["--size", "100x20", "--keys", "t"]),
+    );
+    let svg = std::fs::read_to_string(&picture).unwrap();
+    let doc = roxmltree::Document::parse(&svg).expect("the screenshot is SVG that parses");
+    let text: Vec<&str> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .filter_map(|n| n.text())
+        .collect();
+    let text = text.join("\n");
+    assert!(
+        text.contains("topdown-bpf") && text.contains("tree"),
+        "{text}"
+    );
+    assert!(text.contains("─ busy") && text.contains("q quit"), "{text}");
 
     let errors = topdown()
         .args(["report", "-i"])

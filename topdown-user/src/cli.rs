@@ -131,6 +131,20 @@ pub struct ReportArgs {
     #[arg(long)]
     pub stdio: bool,
 
+    /// Instead of a report, write the full-screen view as a terminal of --size shows it after
+    /// --keys, at the last window, as a picture (.svg or .png).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["json", "csv", "field_separator", "interval_ms", "stdio", "output"])]
+    pub screenshot: Option<PathBuf>,
+
+    /// With --screenshot: the terminal's size.
+    #[arg(long, value_name = "COLSxROWS", default_value = "120x30", value_parser = terminal_size, requires = "screenshot")]
+    pub size: (u16, u16),
+
+    /// With --screenshot: keys pressed first, as typed (`t` tree, `[` a window back, `s` the
+    /// next sort column, `v` the next view).
+    #[arg(long, value_name = "KEYS", default_value = "", requires = "screenshot")]
+    pub keys: String,
+
     /// Write the report to FILE instead of standard output.
     #[arg(short = 'o', long, value_name = "FILE")]
     pub output: Option<PathBuf>,
@@ -607,6 +621,17 @@ fn interval_ms(text: &str) -> Result<u64, String> {
 /// `-I` of `serve`: 100 ms to a day.
 fn serve_interval_ms(text: &str) -> Result<u64, String> {
     millis_in(text, 100, 86_400_000)
+}
+
+/// `--size`: `COLUMNSxROWS`, 40x10 to 400x200.
+fn terminal_size(text: &str) -> Result<(u16, u16), String> {
+    let parsed = text
+        .split_once('x')
+        .and_then(|(c, r)| Some((c.trim().parse::<u16>().ok()?, r.trim().parse::<u16>().ok()?)));
+    match parsed {
+        Some((c, r)) if (40..=400).contains(&c) && (10..=200).contains(&r) => Ok((c, r)),
+        _ => Err("the size is COLUMNSxROWS, from 40x10 to 400x200, e.g. 120x30".into()),
+    }
 }
 
 /// `--top`, `--max-series`: a whole number, at least 1.

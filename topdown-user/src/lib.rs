@@ -13,6 +13,7 @@ pub mod cli;
 pub mod collect;
 pub mod import;
 pub mod per_core;
+pub mod picture;
 pub mod pmu;
 pub mod preflight;
 pub mod process_exit;

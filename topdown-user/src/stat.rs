@@ -214,7 +214,7 @@ pub async fn run(
                     let removed = snapshot.removed_cgroups.iter().map(|(id, _)| *id).collect();
                     attrib.retire_cgroups(std::mem::replace(&mut removed_before, removed));
                     if let Some(live) = live.as_mut() {
-                        live.update(window);
+                        live.model.update(window);
                         live.draw(&set, renderer.options(), grouping.as_ref(), &mut names)?;
                     } else if draw_windows {
                         let named = named::name(&window, &mut names, grouping.as_ref());
@@ -239,7 +239,7 @@ pub async fn run(
             }
             key = next_key(&mut live) => {
                 let Some(view) = live.as_mut() else { continue };
-                match view.state.on_key(key) {
+                match view.model.state.on_key(key) {
                     // A command gets SIGINT and ends the session when it exits, as at Ctrl-C.
                     Action::Quit => !session.forward(libc::SIGINT),
                     Action::Redraw => {

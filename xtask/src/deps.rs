@@ -158,7 +158,7 @@ pub fn ensure_bench_tools() -> Result<()> {
 
 /// Installs the Debian packages of `names` that are missing (root only; otherwise says what to
 /// run).
-fn ensure_debian_packages(names: &[&str]) -> Result<()> {
+pub fn ensure_debian_packages(names: &[&str]) -> Result<()> {
     let missing: Vec<&str> = names
         .iter()
         .copied()

@@ -56,6 +56,9 @@ enum Task {
         #[arg(long, default_value_t = 7)]
         runs: usize,
     },
+    /// Make the README's pictures with the tool itself (needs root): record the test workload,
+    /// then `report --screenshot` (the full-screen view) and `plot` into docs/.
+    Screenshots,
     /// Run the fuzz targets (all, or one) for N seconds each, with a 2 GB memory limit; new
     /// inputs go to target/fuzz-corpus, findings to fuzz/artifacts.
     Fuzz {
@@ -185,6 +188,7 @@ fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
+        Task::Screenshots => screenshots(&root),
         Task::Bench { which, runs } => {
             let binary = build_user(&root, true)?;
             deps::ensure_bench_tools()?;
@@ -201,6 +205,78 @@ fn run(cli: Cli) -> Result<()> {
             check(status, "the benchmark")
         }
     }
+}
+
+/// Records the test workload for eight seconds and draws docs/view.png (the full-screen view,
+/// as a tree) and docs/plot.png (%CPU per thread) from the recording.
+fn screenshots(root: &Path) -> Result<()> {
+    let binary = build_user(root, true)?;
+    deps::ensure_debian_packages(&["fonts-dejavu-core"])?;
+    let built = cargo()
+        .current_dir(root)
+        .args(["build", "-p", "topdown-tests", "--bin", "workload"])
+        .status()
+        .context("building the workload")?;
+    check(built, "building the workload")?;
+    let docs = root.join("docs");
+    std::fs::create_dir_all(&docs).context("creating docs/")?;
+    let recording = root.join("target/screenshots.rec");
+    let run = |args: &[&std::ffi::OsStr], what: &str| -> Result<()> {
+        let status = Command::new(&binary)
+            .args(args)
+            .stdout(Stdio::null())
+            .status()
+            .with_context(|| format!("running topdown-bpf {what}"))?;
+        check(status, what)
+    };
+    let workload = root.join("target/debug/workload");
+    run(
+        &[
+            "record".as_ref(),
+            "-o".as_ref(),
+            recording.as_os_str(),
+            "-I".as_ref(),
+            "250".as_ref(),
+            "--".as_ref(),
+            workload.as_os_str(),
+            "--run-ms".as_ref(),
+            "8000".as_ref(),
+            "--churn".as_ref(),
+            "40".as_ref(),
+            "--no-wait".as_ref(),
+        ],
+        "record",
+    )?;
+    let view = docs.join("view.png");
+    run(
+        &[
+            "report".as_ref(),
+            "-i".as_ref(),
+            recording.as_os_str(),
+            "--screenshot".as_ref(),
+            view.as_os_str(),
+            "--size".as_ref(),
+            "110x22".as_ref(),
+            "--keys".as_ref(),
+            "t[[".as_ref(),
+        ],
+        "report --screenshot",
+    )?;
+    let plot = docs.join("plot.png");
+    run(
+        &[
+            "plot".as_ref(),
+            "-i".as_ref(),
+            recording.as_os_str(),
+            "-o".as_ref(),
+            plot.as_os_str(),
+            "--top".as_ref(),
+            "6".as_ref(),
+        ],
+        "plot",
+    )?;
+    println!("xtask: wrote {} and {}", view.display(), plot.display());
+    Ok(())
 }
 
 /// Runs each of `targets` for `seconds` (2 GB memory limit, 10 s per input): whether it found

@@ -1,11 +1,11 @@
 //! `topdown-bpf plot`: a recording's timelines as a picture. [`timelines`] computes what is
 //! drawn (the rows with the most of the metric over the run, one value per window, and TopDown
 //! Level 1 over every row where it was measured); [`svg`] only lays it out with plotters; PNG is
-//! the SVG rasterized by resvg with the system's fonts.
+//! the SVG rasterized ([`crate::picture`]).
 
-use std::{collections::HashMap, path::Path};
+use std::collections::HashMap;
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Result, bail};
 use plotters::prelude::*;
 
 use super::reader::Recording;
@@ -51,19 +51,8 @@ pub struct Timelines {
 
 /// Draws the recording `args` names.
 pub fn run(args: &PlotArgs) -> Result<()> {
-    let extension = args
-        .output
-        .extension()
-        .and_then(|e| e.to_str())
-        .map(str::to_ascii_lowercase);
-    let png = match extension.as_deref() {
-        Some("svg") => false,
-        Some("png") => true,
-        _ => bail!(
-            "cannot tell the picture's format from {}: name it .svg or .png",
-            args.output.display()
-        ),
-    };
+    // The format first: a bad name is said before the recording is read.
+    crate::picture::is_png(&args.output)?;
     let mut recording = Recording::read(&args.input)?;
     let by = if args.per_container {
         Some(GroupBy::Container)
@@ -78,13 +67,7 @@ pub fn run(args: &PlotArgs) -> Result<()> {
         keep: Vec::new(),
     });
     let data = timelines(&mut recording, grouping.as_ref(), &args.metric, args.top)?;
-    let picture = svg(&data)?;
-    if png {
-        write_png(&picture, &args.output)
-    } else {
-        std::fs::write(&args.output, picture)
-            .with_context(|| format!("cannot write {}", args.output.display()))
-    }
+    crate::picture::write(&svg(&data)?, &args.output)
 }
 
 /// The timelines of `recording`: the `top` rows (threads, or the groups `grouping` asks for)
@@ -394,39 +377,24 @@ where
     Ok(())
 }
 
-/// The runs of measured points of one series, as `(time, value)` lines.
+/// The runs of measured points of one series, as `(time, value)` lines. A value holds over its
+/// window, so a run of one point is drawn across its window (from the previous window's end).
 fn segments(times: &[f64], values: &[Option<f64>]) -> Vec<Vec<(f64, f64)>> {
     let mut out: Vec<Vec<(f64, f64)>> = vec![Vec::new()];
-    for (&t, value) in times.iter().zip(values) {
+    for (i, (&t, value)) in times.iter().zip(values).enumerate() {
         match value {
-            Some(v) => out.last_mut().map(|s| s.push((t, *v))).unwrap_or_default(),
+            Some(v) => {
+                if let Some(run) = out.last_mut() {
+                    if run.is_empty() && (i + 1 == times.len() || values[i + 1].is_none()) {
+                        run.push((if i == 0 { 0.0 } else { times[i - 1] }, *v));
+                    }
+                    run.push((t, *v));
+                }
+            }
             None if out.last().is_some_and(|s| !s.is_empty()) => out.push(Vec::new()),
             None => {}
         }
     }
     out.retain(|s| !s.is_empty());
     out
-}
-
-/// Rasterizes `svg` to a PNG at `path` with the system's fonts (DejaVu Sans where present).
-fn write_png(svg: &str, path: &Path) -> Result<()> {
-    use resvg::{tiny_skia, usvg};
-    let mut options = usvg::Options::default();
-    let fonts = options.fontdb_mut();
-    fonts.load_system_fonts();
-    if fonts.faces().next().is_none() {
-        bail!(
-            "PNG needs a TrueType font and none is installed: install fonts-dejavu-core, or write .svg"
-        );
-    }
-    fonts.set_sans_serif_family("DejaVu Sans");
-    let tree = usvg::Tree::from_str(svg, &options).context("reading back the plot's SVG")?;
-    let size = tree.size().to_int_size();
-    let mut pixmap = tiny_skia::Pixmap::new(size.width(), size.height())
-        .context("the plot is too large to rasterize")?;
-    pixmap.fill(tiny_skia::Color::WHITE);
-    resvg::render(&tree, tiny_skia::Transform::default(), &mut pixmap.as_mut());
-    pixmap
-        .save_png(path)
-        .with_context(|| format!("cannot write {}", path.display()))
 }

@@ -6,6 +6,7 @@
 use std::io::IsTerminal as _;
 
 use anyhow::{Context as _, Result, bail};
+use ratatui::{Terminal, backend::TestBackend};
 use tokio::signal::unix::{SignalKind, signal};
 
 use super::reader::Recording;
@@ -21,8 +22,8 @@ use crate::{
         rows::{RowOptions, SortKey},
     },
     tui::{
-        self, LiveView,
-        state::{Action, Timeline, ViewState},
+        self, LiveView, ViewModel,
+        state::{Action, Key, Timeline, ViewState},
     },
 };
 
@@ -51,6 +52,17 @@ pub async fn run(args: &ReportArgs, verbose: bool) -> Result<()> {
         group: group.clone(),
     };
     let mut renderer = Renderer::new(out, format.clone(), options, recording.set.clone());
+    if let Some(picture) = &args.screenshot {
+        return screenshot(
+            &mut recording,
+            &windows,
+            &renderer,
+            group.as_ref(),
+            sort,
+            args,
+            picture,
+        );
+    }
     if format == Format::Refresh && !windows.is_empty() {
         browse(&mut recording, &windows, &renderer, group.as_ref(), sort).await?;
     }
@@ -79,6 +91,47 @@ async fn browse(
     grouping: Option<&GroupOptions>,
     sort: SortKey,
 ) -> Result<()> {
+    let state = first_state(recording, windows, grouping, sort);
+    let mut sigterm = signal(SignalKind::terminate()).context("installing a SIGTERM handler")?;
+    let mut view = LiveView::open(state)?;
+    let (set, base, names) = (&recording.set, renderer.options(), &mut recording.names);
+    let mut shown = view.model.state.view;
+    view.model.replay(windows, set, base, grouping, names);
+    view.draw(set, base, grouping, names)?;
+    loop {
+        let key = tokio::select! {
+            key = view.key() => key,
+            _ = sigterm.recv() => break,
+        };
+        let action = view.model.state.on_key(key);
+        match action {
+            Action::Quit => break,
+            Action::None => continue,
+            Action::Seek | Action::Redraw => {}
+        }
+        // History is remade when the time or the view changes; other keys only redraw.
+        if action == Action::Seek || shown != view.model.state.view {
+            shown = view.model.state.view;
+            let at = view
+                .model
+                .state
+                .timeline
+                .map_or(windows.len() - 1, |t| t.at);
+            view.model
+                .replay(&windows[..=at], set, base, grouping, names);
+        }
+        view.draw(set, base, grouping, names)?;
+    }
+    Ok(())
+}
+
+/// The view's first state over `windows`: at the last, sorted by `sort`, in the view asked.
+fn first_state(
+    recording: &Recording,
+    windows: &[Window],
+    grouping: Option<&GroupOptions>,
+    sort: SortKey,
+) -> ViewState {
     let nodes = recording
         .topdown
         .as_ref()
@@ -87,35 +140,57 @@ async fn browse(
     let can_group = windows.iter().any(|w| !w.cgroups.is_empty());
     let mut state = ViewState::new(tui::first_view(grouping), can_group, sort, &nodes);
     state.timeline = Some(Timeline {
-        at: windows.len() - 1,
+        at: windows.len().saturating_sub(1),
         len: windows.len(),
     });
-    let mut sigterm = signal(SignalKind::terminate()).context("installing a SIGTERM handler")?;
-    let mut view = LiveView::open(state)?;
-    let (set, base, names) = (&recording.set, renderer.options(), &mut recording.names);
-    let mut shown = view.state.view;
-    view.replay(windows, set, base, grouping, names);
-    view.draw(set, base, grouping, names)?;
-    loop {
-        let key = tokio::select! {
-            key = view.key() => key,
-            _ = sigterm.recv() => break,
-        };
-        let action = view.state.on_key(key);
-        match action {
-            Action::Quit => break,
-            Action::None => continue,
-            Action::Seek | Action::Redraw => {}
-        }
-        // History is remade when the time or the view changes; other keys only redraw.
-        if action == Action::Seek || shown != view.state.view {
-            shown = view.state.view;
-            let at = view.state.timeline.map_or(windows.len() - 1, |t| t.at);
-            view.replay(&windows[..=at], set, base, grouping, names);
-        }
-        view.draw(set, base, grouping, names)?;
+    state
+}
+
+/// Writes the full-screen view, after `args.keys`, as a terminal of `args.size` shows it.
+fn screenshot(
+    recording: &mut Recording,
+    windows: &[Window],
+    renderer: &Renderer,
+    grouping: Option<&GroupOptions>,
+    sort: SortKey,
+    args: &ReportArgs,
+    picture: &std::path::Path,
+) -> Result<()> {
+    crate::picture::is_png(picture)?;
+    if windows.is_empty() {
+        bail!("{} holds no window: nothing to show", args.input.display());
     }
-    Ok(())
+    let mut model = ViewModel::new(first_state(recording, windows, grouping, sort));
+    let (set, base, names) = (&recording.set, renderer.options(), &mut recording.names);
+    let (columns, rows) = args.size;
+    let mut terminal =
+        Terminal::new(TestBackend::new(columns, rows)).context("a terminal of that size")?;
+    let draw = |model: &mut ViewModel, terminal: &mut Terminal<TestBackend>, names: &mut _| {
+        terminal
+            .draw(|frame| model.frame(frame, set, base, grouping, names))
+            .map(drop)
+            .context("drawing the view")
+    };
+    model.replay(windows, set, base, grouping, names);
+    // A first frame sizes the page, as on a terminal, before keys scroll it.
+    draw(&mut model, &mut terminal, names)?;
+    for key in args.keys.chars() {
+        let key = if key == '\n' {
+            Key::Enter
+        } else {
+            Key::Char(key)
+        };
+        let before = model.state.view;
+        if model.state.on_key(key) == Action::Seek || model.state.view != before {
+            let at = model.state.timeline.map_or(windows.len() - 1, |t| t.at);
+            model.replay(&windows[..=at], set, base, grouping, names);
+        }
+        draw(&mut model, &mut terminal, names)?;
+    }
+    crate::picture::write(
+        &crate::picture::screen_svg(terminal.backend().buffer()),
+        picture,
+    )
 }
 
 /// The recording's windows, merged into intervals of `interval_ms` when asked (a multiple of

@@ -102,10 +102,15 @@ pub fn draw(frame: &mut Frame<'_>, state: &mut ViewState, data: &Screenful<'_>) 
 
 fn title_line(state: &ViewState, data: &Screenful<'_>) -> String {
     let end = (data.window.start + data.window.length).as_secs_f64();
+    // A tree's process rows sum threads shown beside them: only real rows are counted.
+    let shown = data
+        .rows
+        .iter()
+        .filter(|r| !(r.who.thread().is_some() && r.tree.is_some_and(|m| m.children > 0)))
+        .count();
     let mut title = format!(
-        "topdown-bpf  {}  {end:.1} s  {}/{} {}",
+        "topdown-bpf  {}  {end:.1} s  {shown}/{} {}",
         data.set.name,
-        data.rows.len(),
         data.total,
         state.view.name(),
     );

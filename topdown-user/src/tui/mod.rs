@@ -100,9 +100,44 @@ impl Drop for Screen {
     }
 }
 
-/// The open view: the terminal, its keys, what it shows.
+/// The open view: the terminal and its keys, and what it shows.
 pub struct LiveView {
     screen: Screen,
+    /// What it shows, and how.
+    pub model: ViewModel,
+}
+
+impl LiveView {
+    /// Takes over the terminal (alternate screen, raw mode) and starts reading keys.
+    pub fn open(state: ViewState) -> Result<Self> {
+        Ok(Self {
+            screen: Screen::open()?,
+            model: ViewModel::new(state),
+        })
+    }
+
+    /// The next key (pending forever once the reader is gone).
+    pub async fn key(&mut self) -> Key {
+        self.screen.key().await
+    }
+
+    /// Draws the latest window on the terminal (see [`ViewModel::frame`]).
+    pub fn draw(
+        &mut self,
+        set: &CounterSet,
+        base: &RowOptions,
+        grouping: Option<&GroupOptions>,
+        names: &mut CgroupNames,
+    ) -> Result<()> {
+        let model = &mut self.model;
+        self.screen
+            .draw(|frame| model.frame(frame, set, base, grouping, names))
+    }
+}
+
+/// What the full-screen view shows, without a terminal: the state the keys change, the latest
+/// window, and the rows' histories. It draws into any frame (the terminal, or a picture).
+pub struct ViewModel {
     /// Sort, filter, scroll, pause, view.
     pub state: ViewState,
     /// The latest window drawn (kept while paused, and for redraws on keys).
@@ -115,23 +150,17 @@ pub struct LiveView {
     history_view: View,
 }
 
-impl LiveView {
-    /// Takes over the terminal (alternate screen, raw mode) and starts reading keys.
-    pub fn open(state: ViewState) -> Result<Self> {
+impl ViewModel {
+    /// Nothing shown yet, in `state`.
+    pub fn new(state: ViewState) -> Self {
         let history_view = state.view;
-        Ok(Self {
-            screen: Screen::open()?,
+        Self {
             state,
             latest: None,
             fresh: false,
             history: History::default(),
             history_view,
-        })
-    }
-
-    /// The next key (pending forever once the reader is gone).
-    pub async fn key(&mut self) -> Key {
-        self.screen.key().await
+        }
     }
 
     /// Takes the latest window, unless paused.
@@ -184,18 +213,19 @@ impl LiveView {
         }
     }
 
-    /// Draws the latest window as the state asks: `base` gives TopDown and the cgroup options
-    /// of the command line, the state the view, sort and filter.
-    pub fn draw(
+    /// Draws the latest window into `frame` as the state asks: `base` gives TopDown and the
+    /// cgroup options of the command line, the state the view, sort, filter and tree.
+    pub fn frame(
         &mut self,
+        frame: &mut ratatui::Frame<'_>,
         set: &CounterSet,
         base: &RowOptions,
         grouping: Option<&GroupOptions>,
         names: &mut CgroupNames,
-    ) -> Result<()> {
+    ) {
         let options = self.options(base, grouping);
         let Some(window) = &self.latest else {
-            return Ok(());
+            return;
         };
         let named = named::name(window, names, options.group.as_ref());
         let (all, total) = rows(window, named, set, &options);
@@ -211,21 +241,18 @@ impl LiveView {
         if self.state.shows_tree() {
             shown = tree::arrange(shown, set, &options, self.state.reverse);
         }
-        let (state, history) = (&mut self.state, &self.history);
-        self.screen.draw(|frame| {
-            draw::draw(
-                frame,
-                state,
-                &Screenful {
-                    window,
-                    rows: &shown,
-                    total,
-                    set,
-                    options: &options,
-                    history,
-                },
-            );
-        })
+        draw::draw(
+            frame,
+            &mut self.state,
+            &Screenful {
+                window,
+                rows: &shown,
+                total,
+                set,
+                options: &options,
+                history: &self.history,
+            },
+        );
     }
 }
 
