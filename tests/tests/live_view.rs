@@ -289,6 +289,46 @@ fn c2c_report_on_a_terminal_browses_lines_and_their_entries() {
 }
 
 #[test]
+fn per_core_view_is_full_screen_and_quits_to_its_totals() {
+    let test = "per_core_view_is_full_screen_and_quits_to_its_totals";
+    if !privileged(test) || !have_tmux(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let status = dir.path().join("status");
+    let tmux = Tmux {
+        socket: format!("topdown-core-view-{}", std::process::id()),
+    };
+    let command = format!(
+        "{} --per-core --duration 120; echo EXIT=$? > {}; sleep 120",
+        topdown_bpf_binary().display(),
+        status.display()
+    );
+    tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "view",
+        "-x",
+        "100",
+        "-y",
+        "20",
+        &command,
+    ]);
+    let screen = tmux.wait_for("the cores", |s| {
+        s[1].starts_with("CORE") && s[2].starts_with("S")
+    });
+    assert!(screen[0].contains("per core"), "{}", screen.join("\n"));
+    assert_eq!(tmux.value("#{alternate_on}"), "1");
+    tmux.run(&["send-keys", "-t", "view", "q"]);
+    assert_eq!(exit_status(&status), "EXIT=0");
+    tmux.wait_for("the totals", |s| {
+        s.iter().any(|l| l.contains("totals over"))
+    });
+    assert_eq!(tmux.value("#{alternate_on}"), "0", "terminal restored");
+}
+
+#[test]
 fn a_recording_is_browsed_in_time_and_quits() {
     let test = "a_recording_is_browsed_in_time_and_quits";
     if !privileged(test) || !have_tmux(test) {

@@ -54,7 +54,9 @@ fn a_recording_reports_what_the_live_run_printed() {
     let Some(mount) = unified_mount("a_recording_reports_what_the_live_run_printed") else {
         return;
     };
-    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _alone = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let tree = TestTree::new(&mount, "record", &["a", "b"]);
     let workload = |leaf: &str| {
         let child = Command::new(env!("CARGO_BIN_EXE_workload"))
@@ -191,7 +193,9 @@ fn a_command_recorded_reports_its_final_document() {
     if !topdown_tests::privileged("a_command_recorded_reports_its_final_document") {
         return;
     }
-    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _alone = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("cmd.rec");
     let live = stdout_of(

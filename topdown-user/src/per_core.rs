@@ -13,18 +13,24 @@ use crate::{
     attrib::cores::CoreAggregator,
     collect::{self, perf_open::OpenCounters},
     pmu::{counter_set::CounterSet, sysfs::SysRoot, topology},
-    report::cores,
+    report::cores::{self, CoreRow},
     session::{Session, Wake},
     tma::view::TopdownView,
+    tui::{
+        cores::{CoresScreenful, CoresView},
+        state::Action,
+    },
 };
 
-/// Runs the per-core view until the duration ends, or Ctrl-C / SIGTERM.
+/// Runs the per-core view until the duration ends, or `q`, Ctrl-C or SIGTERM; `full_screen`:
+/// on the terminal, redrawn every interval, then the totals on the normal screen.
 pub async fn run(
     set: &CounterSet,
     view: Option<&TopdownView>,
     interval_ms: Option<u64>,
     duration: Option<f64>,
     json: bool,
+    full_screen: bool,
     out: &mut dyn Write,
 ) -> Result<()> {
     let cpus = collect::online_cpus()?;
@@ -36,23 +42,73 @@ pub async fn run(
         set.counters.len(),
     );
     aggregator.window(&counters.read()?);
-    if !json {
-        writeln!(
-            out,
-            "topdown-bpf: counter set `{}`: {} (per core)",
-            set.name, set.reason
-        )?;
+    let set_line = format!(
+        "topdown-bpf: counter set `{}`: {} (per core)",
+        set.name, set.reason
+    );
+    if !json && !full_screen {
+        writeln!(out, "{set_line}")?;
     }
 
     let period = Duration::from_millis(interval_ms.unwrap_or(1000));
     let mut session = Session::new(started, period, duration)?;
     let mut last = started;
-    // Without -I only the totals are printed: ticks then do nothing.
-    while let Wake::Tick = session.wake().await {
-        if interval_ms.is_none() {
+    let mut screen = full_screen.then(CoresView::open).transpose()?;
+    let nodes = cores::node_columns(view);
+    let names: Vec<String> = set.names().map(str::to_owned).collect();
+    let mut shown: Vec<CoreRow> = Vec::new();
+    let mut title = String::new();
+    loop {
+        let key = async {
+            match screen.as_mut() {
+                Some(screen) => screen.key().await,
+                None => std::future::pending().await,
+            }
+        };
+        let wake = tokio::select! {
+            wake = session.wake() => wake,
+            key = key => {
+                let Some(open) = screen.as_mut() else { continue };
+                match open.state.on_key(key) {
+                    Action::Quit => break,
+                    Action::None => continue,
+                    Action::Redraw | Action::Seek => {}
+                }
+                open.draw(&CoresScreenful {
+                    title: &title,
+                    status: &set_line,
+                    nodes: &nodes,
+                    counters: &names,
+                    rows: &shown,
+                })?;
+                continue;
+            }
+        };
+        if !matches!(wake, Wake::Tick) {
+            break;
+        }
+        // Without -I or the full-screen view only the totals are printed.
+        if interval_ms.is_none() && screen.is_none() {
             continue;
         }
         let usage = aggregator.window(&counters.read()?);
+        if let Some(open) = screen.as_mut() {
+            shown = cores::rows(&usage, set, view);
+            title = format!(
+                "topdown-bpf  {}  {:.1} s  {} cores  (per core, counters summed over each core's CPUs)",
+                set.name,
+                started.elapsed().as_secs_f64(),
+                shown.len()
+            );
+            open.draw(&CoresScreenful {
+                title: &title,
+                status: &set_line,
+                nodes: &nodes,
+                counters: &names,
+                rows: &shown,
+            })?;
+            continue;
+        }
         let now = Instant::now();
         let (start, length) = (last.duration_since(started), now.duration_since(last));
         last = now;
@@ -72,6 +128,10 @@ pub async fn run(
         out.write_all(text.as_bytes())
             .and_then(|()| out.flush())
             .context("writing the report")?;
+    }
+    // The terminal is restored before the totals are printed on it.
+    if screen.take().is_some() {
+        writeln!(out, "{set_line}")?;
     }
     aggregator.window(&counters.read()?);
     let totals = aggregator.totals();

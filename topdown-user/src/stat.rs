@@ -89,6 +89,7 @@ pub async fn run(
             cli.interval_ms,
             cli.duration,
             cli.json,
+            format == Format::Refresh,
             &mut *out,
         )
         .await?;

@@ -6,7 +6,47 @@ use comfy_table::{CellAlignment, Table, presets::NOTHING};
 use serde_json::{Value, json};
 
 use crate::tma::view::TopdownView;
-use crate::{attrib::cores::CoreUsage, pmu::counter_set::CounterSet, tma::node::Node};
+use crate::{
+    attrib::{cores::CoreUsage, usage::CounterValue},
+    pmu::counter_set::CounterSet,
+    tma::{TopDown, node::Node},
+};
+
+/// One core's line of a report: computed once, formatted by the table and the full-screen view.
+#[derive(Clone, Debug)]
+pub struct CoreRow {
+    /// `S0-C3`.
+    pub core: String,
+    /// Its CPUs, comma-separated.
+    pub cpus: String,
+    /// TopDown from its counters, with a TopDown set (the first core type's model).
+    pub topdown: Option<TopDown>,
+    /// Each counter of the set, scaled to its enabled time.
+    pub counters: Vec<f64>,
+}
+
+/// The rows of `cores`, TopDown computed where `view` asks for it.
+pub fn rows(cores: &[CoreUsage], set: &CounterSet, view: Option<&TopdownView>) -> Vec<CoreRow> {
+    cores
+        .iter()
+        .map(|core| CoreRow {
+            core: core.core.to_string(),
+            cpus: core
+                .cpus
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+            topdown: view.and_then(|v| v.of(set, &core.counters).into_iter().next().flatten()),
+            counters: core.counters.iter().map(CounterValue::scaled).collect(),
+        })
+        .collect()
+}
+
+/// The TopDown nodes the per-core columns show, in tree order.
+pub fn node_columns(view: Option<&TopdownView>) -> Vec<Node> {
+    view.map_or_else(Vec::new, |v| v.parts[0].model.nodes(v.level))
+}
 
 /// A title line and one row per core: its CPUs, TopDown nodes and bottleneck (with a TopDown
 /// set), and its counters.
@@ -19,29 +59,25 @@ pub fn block(
     let mut table = Table::new();
     table.load_preset(NOTHING);
     let mut header = vec!["CORE".to_owned(), "CPUS".to_owned()];
-    let nodes: Vec<Node> = view.map_or_else(Vec::new, |v| v.parts[0].model.nodes(v.level));
+    let nodes = node_columns(view);
     header.extend(nodes.iter().map(|n| format!("{}%", n.short())));
     if view.is_some() {
         header.push("BOTTLENECK".into());
     }
     header.extend(set.names().map(str::to_owned));
     table.set_header(header);
-    for core in cores {
-        let cpus: Vec<String> = core.cpus.iter().map(u32::to_string).collect();
-        let mut cells = vec![core.core.to_string(), cpus.join(",")];
-        if let Some(view) = view {
-            let td = view.of(set, &core.counters).into_iter().next().flatten();
+    for row in rows(cores, set, view) {
+        let mut cells = vec![row.core, row.cpus];
+        if view.is_some() {
+            let td = row.topdown.as_ref();
             for node in &nodes {
-                let value = td.as_ref().and_then(|td| td.value(node.name));
+                let value = td.and_then(|td| td.value(node.name));
                 cells.push(value.map_or_else(|| "-".into(), |v| format!("{:.1}", v * 100.0)));
             }
-            let bottleneck = td
-                .as_ref()
-                .and_then(|td| td.bottleneck)
-                .and_then(Node::named);
+            let bottleneck = td.and_then(|td| td.bottleneck).and_then(Node::named);
             cells.push(bottleneck.map_or("-", |n| n.short()).to_owned());
         }
-        cells.extend(core.counters.iter().map(|c| format!("{:.0}", c.scaled())));
+        cells.extend(row.counters.iter().map(|c| format!("{c:.0}")));
         table.add_row(cells);
     }
     for (i, column) in table.column_iter_mut().enumerate() {

@@ -22,6 +22,7 @@ use crate::{
         rows::{Row, RowOptions, SortKey, TreeMark, Who},
         table::{bottlenecks, losses_line, node_cell, node_columns},
     },
+    tma::TopDown,
 };
 
 /// What one frame shows besides the state.
@@ -291,7 +292,9 @@ fn columns(rows: &[Row], data: &Screenful<'_>) -> Vec<Column> {
         ));
         columns.push(styled_column(
             "TOPDOWN L1".into(),
-            rows.iter().map(level1_bar).collect(),
+            rows.iter()
+                .map(|r| level1_bar(r.topdown.iter().flatten().next()))
+                .collect(),
             false,
             4,
         ));
@@ -314,11 +317,11 @@ const fn node_colour(name: &str) -> Color {
     }
 }
 
-/// A row's Level 1 as a bar of [`BAR`] cells, each node's share in its colour (values outside
+/// Level 1 as a bar of [`BAR`] cells, each node's share in its colour (values outside
 /// 0..1 clamped for the picture only; the numbers beside it are as computed); `-` without
 /// TopDown.
-fn level1_bar(row: &Row) -> Line<'static> {
-    let Some(td) = row.topdown.iter().flatten().next() else {
+pub(super) fn level1_bar(td: Option<&TopDown>) -> Line<'static> {
+    let Some(td) = td else {
         return Line::from("-");
     };
     let shares: Vec<(&str, f64)> = td

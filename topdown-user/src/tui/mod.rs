@@ -4,6 +4,7 @@
 //! panic (ratatui's hook). Pipes, files, `-I`, `--json` and `--csv` keep the text outputs.
 
 pub mod c2c;
+pub mod cores;
 pub mod draw;
 pub mod history;
 pub mod state;

@@ -1,0 +1,213 @@
+//! The per-core view full-screen (`--per-core` on a terminal): one row per physical core, its
+//! CPUs, TopDown nodes and bar where a TopDown set runs, and its counters, redrawn in place.
+//! Rows arrive computed ([`crate::report::cores::rows`]); this lays them out.
+
+use ratatui::{
+    Frame,
+    layout::{Constraint, Layout},
+    style::{Modifier, Style},
+    text::Line,
+    widgets::{Cell, Paragraph, Row, Table},
+};
+
+use super::{
+    Screen,
+    draw::level1_bar,
+    state::{Action, Key},
+};
+use crate::{report::cores::CoreRow, tma::node::Node};
+
+/// Scroll position and page.
+#[derive(Clone, Debug, Default)]
+pub struct CoresState {
+    /// First core shown.
+    pub scroll: usize,
+    /// Rows that fit (set by each draw).
+    pub page: usize,
+}
+
+impl CoresState {
+    /// Applies `key`: `q` and Ctrl-C quit, arrows and pages scroll.
+    pub fn on_key(&mut self, key: Key) -> Action {
+        let page = self.page.max(1);
+        self.scroll = match key {
+            Key::Interrupt | Key::Char('q') => return Action::Quit,
+            Key::Resize => self.scroll,
+            Key::Up => self.scroll.saturating_sub(1),
+            Key::Down => self.scroll.saturating_add(1),
+            Key::PageUp => self.scroll.saturating_sub(page),
+            Key::PageDown => self.scroll.saturating_add(page),
+            Key::Home => 0,
+            Key::End => usize::MAX,
+            _ => return Action::None,
+        };
+        Action::Redraw
+    }
+}
+
+/// What one frame shows.
+pub struct CoresScreenful<'a> {
+    /// The title line.
+    pub title: &'a str,
+    /// The status line.
+    pub status: &'a str,
+    /// TopDown node columns (empty without TopDown).
+    pub nodes: &'a [Node],
+    /// Counter names.
+    pub counters: &'a [String],
+    /// One row per core.
+    pub rows: &'a [CoreRow],
+}
+
+/// Draws `data` in `state`.
+pub fn draw(frame: &mut Frame<'_>, state: &mut CoresState, data: &CoresScreenful<'_>) {
+    let [title, body, status, footer] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Min(1),
+        Constraint::Length(1),
+        Constraint::Length(1),
+    ])
+    .areas(frame.area());
+    state.page = usize::from(body.height.saturating_sub(1)).max(1);
+    state.scroll = state.scroll.min(data.rows.len().saturating_sub(state.page));
+    frame.render_widget(Paragraph::new(data.title.to_owned()), title);
+    let topdown = !data.nodes.is_empty();
+    let mut header: Vec<String> = vec!["CORE".into(), "CPUS".into()];
+    header.extend(data.nodes.iter().map(|n| format!("{}%", n.short())));
+    if topdown {
+        header.push("TOPDOWN L1".into());
+    }
+    header.extend(data.counters.iter().cloned());
+    let right = |text: String| Cell::from(Line::from(text).right_aligned());
+    let rows = data
+        .rows
+        .iter()
+        .skip(state.scroll)
+        .take(state.page)
+        .map(|row| {
+            let mut cells = vec![Cell::from(row.core.clone()), Cell::from(row.cpus.clone())];
+            let td = row.topdown.as_ref();
+            for node in data.nodes {
+                let value = td.and_then(|td| td.value(node.name));
+                cells.push(right(
+                    value.map_or_else(|| "-".into(), |v| format!("{:.1}", v * 100.0)),
+                ));
+            }
+            if topdown {
+                cells.push(Cell::from(level1_bar(td)));
+            }
+            cells.extend(row.counters.iter().map(|c| right(format!("{c:.0}"))));
+            Row::new(cells)
+        });
+    let widths: Vec<Constraint> = header
+        .iter()
+        .enumerate()
+        .map(|(i, h)| match i {
+            0 => Constraint::Length(8),
+            1 => Constraint::Length(12),
+            _ if h == "TOPDOWN L1" => Constraint::Length(20),
+            _ => Constraint::Length(u16::try_from(h.len().max(12)).unwrap_or(12)),
+        })
+        .collect();
+    let header = Row::new(header.into_iter().map(Cell::from))
+        .style(Style::new().add_modifier(Modifier::BOLD | Modifier::REVERSED));
+    frame.render_widget(Table::new(rows, widths).header(header), body);
+    frame.render_widget(
+        Paragraph::new(data.status.to_owned()).style(Style::new().add_modifier(Modifier::DIM)),
+        status,
+    );
+    frame.render_widget(
+        Paragraph::new("q quit (the totals follow)  arrows, PgUp, PgDn, Home, End scroll")
+            .style(Style::new().add_modifier(Modifier::REVERSED)),
+        footer,
+    );
+}
+
+/// The per-core view open on the terminal.
+pub struct CoresView {
+    screen: Screen,
+    /// Scroll.
+    pub state: CoresState,
+}
+
+impl CoresView {
+    /// Takes over the terminal.
+    pub fn open() -> anyhow::Result<Self> {
+        Ok(Self {
+            screen: Screen::open()?,
+            state: CoresState::default(),
+        })
+    }
+
+    /// The next key.
+    pub async fn key(&mut self) -> Key {
+        self.screen.key().await
+    }
+
+    /// Draws `data`.
+    pub fn draw(&mut self, data: &CoresScreenful<'_>) -> anyhow::Result<()> {
+        let state = &mut self.state;
+        self.screen.draw(|frame| draw(frame, state, data))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ratatui::{Terminal, backend::TestBackend};
+
+    use super::*;
+
+    #[test]
+    fn one_row_per_core_fitted_and_scrolled() {
+        let rows: Vec<CoreRow> = (0..30)
+            .map(|i| CoreRow {
+                core: format!("S0-C{i}"),
+                cpus: format!("{i},{}", i + 30),
+                topdown: None,
+                counters: vec![1e9 + f64::from(i)],
+            })
+            .collect();
+        let mut state = CoresState::default();
+        let counters = ["cpu-clock".to_owned()];
+        let screen = |state: &mut CoresState| {
+            let mut terminal = Terminal::new(TestBackend::new(80, 12)).unwrap();
+            terminal
+                .draw(|frame| {
+                    draw(
+                        frame,
+                        state,
+                        &CoresScreenful {
+                            title: "topdown-bpf  software  per core",
+                            status: "losses: none",
+                            nodes: &[],
+                            counters: &counters,
+                            rows: &rows,
+                        },
+                    );
+                })
+                .unwrap();
+            let buffer = terminal.backend().buffer().clone();
+            (0..12)
+                .map(|y| (0..80).map(|x| buffer[(x, y)].symbol()).collect::<String>())
+                .collect::<Vec<_>>()
+        };
+        let first = screen(&mut state);
+        assert!(
+            first[1].starts_with("CORE") && first[1].contains("cpu-clock"),
+            "{first:?}"
+        );
+        assert!(
+            first[2].starts_with("S0-C0") && first[2].contains("0,30"),
+            "{first:?}"
+        );
+        assert!(first[2].contains("1000000000"), "{first:?}");
+        assert_eq!(state.page, 8, "12 lines: title, header, status, footer");
+        state.on_key(Key::End);
+        let end = screen(&mut state);
+        assert!(
+            end[9].starts_with("S0-C29"),
+            "the last core at the bottom: {end:?}"
+        );
+        assert_eq!(state.on_key(Key::Char('q')), Action::Quit);
+    }
+}
