@@ -16,13 +16,14 @@ use std::{
 
 use anyhow::Result;
 
+use hashbrown::HashTable;
 use rustc_hash::FxHashMap;
 
 use topdown_common::c2c::C2cStats;
 
 use super::{
     display::{Coalesce, Field},
-    lines::{C2cData, ClassCount, Cycles, Entry, EntryKey, Line, LineKey, NO_NODE},
+    lines::{C2cData, ClassCount, Cycles, Entry, EntryKey, FirstSample, Line, LineKey, NO_NODE},
     perf_data::{self, MemSample, MemoryTopology, Recording, SampleSink},
 };
 
@@ -243,20 +244,38 @@ impl Resolver {
 }
 
 /// The second stage: resolved samples classified and counted into lines and entries.
+///
+/// Lines and entries are found through hash tables of their indexes only (4 bytes a slot):
+/// their keys are compared where they are stored, in [`C2cData::lines`] and
+/// [`C2cData::entries`]. A recording of a busy host has about as many entries as samples, so
+/// every byte per entry counts (README: "c2c at scale").
 struct Accumulator {
     line_size: u64,
     memory: Option<MemoryTopology>,
     /// Index in the recording's node list of each CPU's node ([`NO_NODE`]: none).
     node_of_cpu: Vec<u32>,
     classes: Classes,
-    line_ids: FxHashMap<LineKey, u32>,
-    /// Each entry's index in `data.entries`, and its line's in `data.lines`.
-    entry_ids: FxHashMap<EntryId, (u32, u32)>,
-    /// Each entry's line, by the entry's index.
-    entry_lines: Vec<u32>,
+    /// Index of each line in `data.lines`, by the hash of its key.
+    line_ids: HashTable<u32>,
+    /// Index of each entry in `data.entries`, by the hash of its [`EntryId`].
+    entry_ids: HashTable<u32>,
     /// Samples per (line, cgroup id, class), for samples that carry a cgroup.
     cgroups: FxHashMap<(u32, u64, u32), u64>,
     data: C2cData,
+}
+
+/// The hash of a line's key.
+fn line_hash(key: &LineKey) -> u64 {
+    let mut hasher = rustc_hash::FxHasher::default();
+    key.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// The hash of an entry's id.
+fn entry_hash(id: &EntryId) -> u64 {
+    let mut hasher = rustc_hash::FxHasher::default();
+    id.hash(&mut hasher);
+    hasher.finish()
 }
 
 impl Accumulator {
@@ -274,7 +293,8 @@ impl Accumulator {
             }
         }
         // Address space for as many entries and lines as there can be (up to a bound):
-        // vectors that never move or copy; only the pages used are ever touched.
+        // vectors and tables that never move, copy or rehash; only the pages used are ever
+        // touched (a table's 4-byte slots and 1-byte control words).
         let mut data = C2cData::default();
         let most = recording.max_samples.min(MAX_RESERVED);
         let _ = data.entries.try_reserve_exact(most);
@@ -284,53 +304,57 @@ impl Accumulator {
             memory: recording.memory.clone(),
             node_of_cpu,
             classes: Classes::default(),
-            line_ids: FxHashMap::default(),
-            entry_ids: FxHashMap::default(),
-            entry_lines: Vec::new(),
+            line_ids: HashTable::with_capacity(most),
+            entry_ids: HashTable::with_capacity(most),
             cgroups: FxHashMap::default(),
             data,
         }
     }
 
-    /// The indexes of a new entry and of its line (new too, if it is the line's first).
-    fn new_entry(&mut self, r: &Resolved) -> (u32, u32) {
+    /// The index of a new entry (and of its line, new too if it is the line's first).
+    fn new_entry(&mut self, r: &Resolved, hash: u64) -> u32 {
+        let (line_key, entry_key) = r.id.keys();
         let lines = &mut self.data.lines;
         let address = r.sample.addr & !(self.line_size - 1);
-        let (line, entry) = r.id.keys();
-        let line_index = *self.line_ids.entry(line).or_insert_with(|| {
-            lines.push((
-                line,
-                Line {
-                    address,
-                    ..Line::default()
-                },
-            ));
-            lines.len() as u32 - 1
-        });
+        let line = match self.line_ids.entry(
+            line_hash(&line_key),
+            |&i| lines[i as usize].0 == line_key,
+            |&i| line_hash(&lines[i as usize].0),
+        ) {
+            hashbrown::hash_table::Entry::Occupied(found) => *found.get(),
+            hashbrown::hash_table::Entry::Vacant(vacant) => {
+                let index = lines.len() as u32;
+                lines.push((line_key, Line::new(address)));
+                vacant.insert(index);
+                index
+            }
+        };
         let entries = &mut self.data.entries;
         let index = entries.len() as u32;
-        entries.push((
-            entry,
-            Entry {
-                first: r.sample,
-                ..Entry::default()
-            },
-        ));
-        lines[line_index as usize].1.entries.push(index);
-        self.entry_lines.push(line_index);
-        self.entry_ids.insert(r.id, (index, line_index));
-        (index, line_index)
+        entries.push((entry_key, Entry::new(line, FirstSample::from(&r.sample))));
+        let data = &self.data;
+        self.entry_ids
+            .insert_unique(hash, index, |&i| entry_hash(&entry_id(data, i)));
+        self.data.link(index);
+        index
     }
 
     /// Classifies `r` and counts it in its entry and line.
     fn add(&mut self, r: &Resolved) {
-        let (index, line_index) = match self.entry_ids.get(&r.id) {
-            Some(&indexes) => indexes,
-            None => self.new_entry(r),
+        let hash = entry_hash(&r.id);
+        let (lines, entries) = (&self.data.lines, &self.data.entries);
+        let (line_key, entry_key) = r.id.keys();
+        let found = self.entry_ids.find(hash, |&i| {
+            let (key, entry) = &entries[i as usize];
+            *key == entry_key && lines[entry.line as usize].0 == line_key
+        });
+        let index = match found {
+            Some(&index) => index,
+            None => self.new_entry(r, hash),
         };
         let sample = &r.sample;
         let class = self.classes.id(sample.data_src, sample.addr, r.mapped);
-        let cycles = self.classes.classified[class as usize].1;
+        let is_load = self.classes.classified[class as usize].1.is_some();
         let node = self
             .node_of_cpu
             .get(sample.cpu as usize)
@@ -341,63 +365,66 @@ impl Accumulator {
             _ => None,
         };
         let entry = &mut self.data.entries[index as usize].1;
-        let line = &mut self.data.lines[line_index as usize].1;
-        line.phys.add(sample.phys_addr, phys_node);
+        let line_index = entry.line;
+        // Latencies count for loads only (perf's `compute_stats`).
+        let weight = if is_load { sample.weight } else { 0 };
+        match entry
+            .counts
+            .iter_mut()
+            .find(|c| c.class == class && c.node == node)
+        {
+            Some(count) => {
+                count.samples += 1;
+                count.weight += weight;
+            }
+            None => entry.counts.push(ClassCount {
+                class,
+                node,
+                samples: 1,
+                weight,
+            }),
+        }
+        entry.cpus.insert(sample.cpu);
+        entry.phys.add(sample.phys_addr, phys_node);
+        self.data.lines[line_index as usize]
+            .1
+            .phys
+            .add(sample.phys_addr, phys_node);
         if sample.cgroup != 0 {
             *self
                 .cgroups
                 .entry((line_index, sample.cgroup, class))
                 .or_default() += 1;
         }
-        match entry
-            .counts
-            .iter_mut()
-            .find(|c| c.class == class && c.node == node)
-        {
-            Some(count) => count.samples += 1,
-            None => entry.counts.push(ClassCount {
-                class,
-                node,
-                samples: 1,
-            }),
-        }
-        entry.cpus.insert(sample.cpu);
-        entry.phys.add(sample.phys_addr, phys_node);
-        if let Some(cycles) = cycles {
-            entry.cycles[cycles as usize].add(sample.weight);
-        }
     }
 
     /// The classification of every sample added.
     fn finish(self) -> C2cData {
         let mut data = self.data;
-        data.classes = self
-            .classes
-            .classified
-            .iter()
-            .map(|(one, _)| *one)
-            .collect();
-        // A line's counts are its entries' (every sample is in one), the total its lines'.
-        for ((_, entry), &line) in data.entries.iter().zip(&self.entry_lines) {
-            let line = &mut data.lines[line as usize].1;
-            for count in &entry.counts {
-                line.stats
-                    .add_times(&data.classes[count.class as usize], count.samples);
-            }
-        }
+        (data.classes, data.class_cycles) = self.classes.classified.iter().copied().unzip();
+        data.sum_up();
+        let mut by_line: FxHashMap<u32, FxHashMap<u64, C2cStats>> = FxHashMap::default();
         for ((line, cgroup, class), samples) in self.cgroups {
-            data.lines[line as usize]
-                .1
-                .by_cgroup
+            by_line
+                .entry(line)
+                .or_default()
                 .entry(cgroup)
                 .or_default()
                 .add_times(&data.classes[class as usize], samples);
         }
-        for (_, line) in &data.lines {
-            data.total.add(&line.stats);
+        for (line, groups) in by_line {
+            let mut groups: Vec<(u64, C2cStats)> = groups.into_iter().collect();
+            groups.sort_by_key(|(id, _)| *id);
+            data.lines[line as usize].1.by_cgroup = groups.into_boxed_slice();
         }
         data
     }
+}
+
+/// The id of entry `index` of `data`, as [`Resolver::resolve`] made it.
+fn entry_id(data: &C2cData, index: u32) -> EntryId {
+    let (key, entry) = &data.entries[index as usize];
+    EntryId::new(&data.lines[entry.line as usize].0, key)
 }
 
 /// Builds [`C2cData`] one sample at a time, in time order (perf's order: physical-address

@@ -68,7 +68,7 @@ pub fn lines(data: &C2cData, lines: &[ParetoLine<'_>], options: ReportOptions) -
     let total: u64 = data
         .lines
         .iter()
-        .map(|(_, l)| display.metric(&l.stats))
+        .map(|(_, l)| display.line_metric(&l.contended))
         .sum();
     let contended = |s: &topdown_common::c2c::C2cStats| {
         if display == Display::Peer {
@@ -88,7 +88,7 @@ pub fn lines(data: &C2cData, lines: &[ParetoLine<'_>], options: ReportOptions) -
         .iter()
         .enumerate()
         .map(|(index, pareto)| {
-            let s = &pareto.line.stats;
+            let s = &pareto.stats;
             let [all, local, remote] = contended(s);
             let hottest = pareto
                 .rows

@@ -5,6 +5,8 @@ use anyhow::{Result, bail};
 use clap::ValueEnum;
 use topdown_common::c2c::C2cStats;
 
+use super::lines::Contended;
+
 /// What lines are ranked by (`perf c2c report -d`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum Display {
@@ -27,6 +29,16 @@ impl Display {
             Self::Lcl => s.lcl_hitm,
             Self::Rmt => s.rmt_hitm,
             Self::Peer => s.tot_peer,
+        }
+    }
+
+    /// The count a line is ranked by, from its contended loads.
+    pub const fn line_metric(self, c: &Contended) -> u64 {
+        match self {
+            Self::Tot => c.tot_hitm,
+            Self::Lcl => c.lcl_hitm,
+            Self::Rmt => c.rmt_hitm,
+            Self::Peer => c.tot_peer,
         }
     }
 

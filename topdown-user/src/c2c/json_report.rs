@@ -34,7 +34,7 @@ pub fn render(
     let total: u64 = data
         .lines
         .iter()
-        .map(|(_, l)| display.metric(&l.stats))
+        .map(|(_, l)| display.line_metric(&l.contended))
         .sum();
     let lines: Vec<Value> = lines
         .iter()
@@ -46,7 +46,7 @@ pub fn render(
                 .iter()
                 .map(|row| {
                     let e = row.entry;
-                    let mean = |class: Cycles| e.cycles[class as usize].get();
+                    let mean = |class: Cycles| row.mean_cycles[class as usize];
                     let nodes: Vec<Value> = nodes_touched(e, cpu_nodes)
                         .into_iter()
                         .filter(|(_, cpus)| !cpus.is_empty())
@@ -81,9 +81,9 @@ pub fn render(
                 "share_percent": if total == 0 {
                     0.0
                 } else {
-                    display.metric(&line.stats) as f64 * 100.0 / total as f64
+                    display.line_metric(&line.contended) as f64 * 100.0 / total as f64
                 },
-                "stats": stats(&line.stats),
+                "stats": stats(&pareto_line.stats),
                 "entries": entries,
             })
         })

@@ -23,7 +23,7 @@ const HEADER: &str = "\
 /// The lines the table shows, in its order (its indexes): those with at least 0.1 % of the
 /// display's count (all with `--show-all`), most first.
 pub fn displayed(data: &C2cData, options: ReportOptions) -> Vec<&Line> {
-    let metric = |l: &Line| options.display.metric(&l.stats);
+    let metric = |l: &Line| options.display.line_metric(&l.contended);
     let total: u64 = data.lines.iter().map(|(_, l)| metric(l)).sum();
     let mut lines: Vec<_> = data
         .lines
@@ -83,12 +83,13 @@ pub fn render_top(data: &C2cData, options: ReportOptions, top: usize) -> String 
     let total: u64 = data
         .lines
         .iter()
-        .map(|(_, l)| display.metric(&l.stats))
+        .map(|(_, l)| display.line_metric(&l.contended))
         .sum();
     let lines = displayed(data, options);
     let mut out = header(options);
     for (index, line) in lines.iter().take(top).enumerate() {
-        let s = &line.stats;
+        let stats = data.line_stats(line);
+        let s = &stats;
         let loads = s.table_loads();
         let node = line.phys.node_list();
         let share = if total == 0 {

@@ -4,8 +4,7 @@
 //! Within a line, samples are grouped again by offset and code address, as perf's default
 //! `offset,iaddr` coalescing does for the Pareto table.
 
-use rustc_hash::FxHashMap;
-
+use smallvec::SmallVec;
 use topdown_common::c2c::C2cStats;
 
 use super::perf_data::MemSample;
@@ -135,7 +134,13 @@ impl Cycles {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BitSet {
     low: u64,
-    high: Vec<u64>,
+    /// Words past the first, allocated only for numbers of 64 and more: a thin pointer, so a
+    /// set is 16 bytes (there are about three per sample in a large report).
+    #[allow(
+        clippy::box_collection,
+        reason = "8 bytes instead of the 24 of a Vec, per set"
+    )]
+    high: Option<Box<Vec<u64>>>,
 }
 
 impl BitSet {
@@ -145,14 +150,15 @@ impl BitSet {
             self.low |= 1 << bit;
             return;
         }
-        if self.high.len() < word {
-            self.high.resize(word, 0);
+        let high = self.high.get_or_insert_with(Box::default);
+        if high.len() < word {
+            high.resize(word, 0);
         }
-        self.high[word - 1] |= 1 << bit;
+        high[word - 1] |= 1 << bit;
     }
 
     fn words(&self) -> impl Iterator<Item = u64> + '_ {
-        std::iter::once(self.low).chain(self.high.iter().copied())
+        std::iter::once(self.low).chain(self.high.iter().flat_map(|h| h.iter().copied()))
     }
 
     /// Whether `n` is in the set.
@@ -182,29 +188,6 @@ impl BitSet {
     }
 }
 
-/// A running mean of load latencies (integers, summed exactly).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Mean {
-    sum: u64,
-    count: u64,
-}
-
-impl Mean {
-    pub(super) const fn add(&mut self, value: u64) {
-        self.sum += value;
-        self.count += 1;
-    }
-
-    /// The mean, 0 when empty.
-    pub fn get(&self) -> f64 {
-        if self.count == 0 {
-            0.0
-        } else {
-            self.sum as f64 / self.count as f64
-        }
-    }
-}
-
 /// What tells entries of a line apart: the offset, and the fields entries are coalesced by
 /// (0 for the others). `dso` is an index into [`C2cData::objects`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -222,7 +205,8 @@ pub struct EntryKey {
 }
 
 /// How many samples fell in one classification (an index into [`C2cData::classes`]), sampled
-/// by the CPUs of one NUMA node (its index in the recording's node list; [`NO_NODE`]: none).
+/// by the CPUs of one NUMA node (its index in the recording's node list; [`NO_NODE`]: none),
+/// and their summed load latency.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ClassCount {
     /// The classification.
@@ -231,39 +215,129 @@ pub struct ClassCount {
     pub node: u32,
     /// How many samples.
     pub samples: u64,
+    /// Their latencies (`weight`), summed.
+    pub weight: u64,
 }
 
 /// The node of a CPU the recording's NUMA topology does not list.
 pub const NO_NODE: u32 = u32::MAX;
 
-/// Samples of one line with the same [`EntryKey`] (a row of perf's Pareto table).
-#[derive(Clone, Debug, Default, PartialEq)]
+/// No entry: the end of a line's list.
+const NONE: u32 = u32::MAX;
+
+/// What names an entry's code: its first sample's process, thread, code address and mode.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FirstSample {
+    /// Process id.
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// Code address.
+    pub ip: u64,
+    /// Sampled in kernel mode.
+    pub kernel: bool,
+}
+
+impl From<&MemSample> for FirstSample {
+    fn from(sample: &MemSample) -> Self {
+        Self {
+            pid: sample.pid,
+            tid: sample.tid,
+            ip: sample.ip,
+            kernel: sample.kernel,
+        }
+    }
+}
+
+/// Samples of one line with the same [`EntryKey`] (a row of perf's Pareto table). Kept small:
+/// a recording of a busy host has about as many entries as samples.
+#[derive(Clone, Debug, PartialEq)]
 pub struct Entry {
-    /// Their count per classification and node (see [`C2cData::entry_stats`]).
-    pub counts: Vec<ClassCount>,
+    /// Their count per classification and node (see [`C2cData::entry_stats`]); one, inline,
+    /// for most entries.
+    pub counts: SmallVec<[ClassCount; 1]>,
     /// CPUs that sampled them.
     pub cpus: BitSet,
     /// Where their data lived.
     pub phys: PhysSeen,
-    /// Mean latency per [`Cycles`] class, indexed by it.
-    pub cycles: [Mean; 5],
     /// The first sample (its process, code address and mode name the code).
-    pub first: MemSample,
+    pub first: FirstSample,
+    /// Its line: an index into [`C2cData::lines`].
+    pub line: u32,
+    /// The next entry of its line, in the order of their first samples ([`NONE`]: the last).
+    next: u32,
 }
 
-/// One cache line: its samples' classification and where it is.
-#[derive(Clone, Debug, Default, PartialEq)]
+impl Entry {
+    /// A new entry of line `line`, its first sample `first`.
+    pub(super) fn new(line: u32, first: FirstSample) -> Self {
+        Self {
+            counts: SmallVec::new(),
+            cpus: BitSet::default(),
+            phys: PhysSeen::default(),
+            first,
+            line,
+            next: NONE,
+        }
+    }
+}
+
+/// A line's contended loads: what lines are ranked by (`-d`) and called shared by.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Contended {
+    /// HITMs, all, local and remote.
+    pub tot_hitm: u64,
+    /// See `tot_hitm`.
+    pub lcl_hitm: u64,
+    /// See `tot_hitm`.
+    pub rmt_hitm: u64,
+    /// Loads served by a peer cache.
+    pub tot_peer: u64,
+}
+
+impl Contended {
+    fn add_times(&mut self, one: &C2cStats, times: u64) {
+        self.tot_hitm += one.tot_hitm * times;
+        self.lcl_hitm += one.lcl_hitm * times;
+        self.rmt_hitm += one.rmt_hitm * times;
+        self.tot_peer += one.tot_peer * times;
+    }
+
+    /// Whether perf calls the line shared (any HITM or peer load).
+    pub const fn is_shared(&self) -> bool {
+        self.tot_hitm > 0 || self.tot_peer > 0
+    }
+}
+
+/// One cache line: where it is and its entries; its statistics come from them
+/// ([`C2cData::line_stats`]).
+#[derive(Clone, Debug, PartialEq)]
 pub struct Line {
-    /// Its samples, classified.
-    pub stats: C2cStats,
+    /// Its contended loads (the counts it is ranked by).
+    pub contended: Contended,
     /// The line's virtual address, as its first sample saw it.
     pub address: u64,
     /// Where its data lived.
     pub phys: PhysSeen,
     /// Its samples per cgroup id of the sampled task (id 0: not recorded).
-    pub by_cgroup: FxHashMap<u64, C2cStats>,
-    /// Its entries: indexes into [`C2cData::entries`], in the order of their first samples.
-    pub entries: Vec<u32>,
+    pub by_cgroup: Box<[(u64, C2cStats)]>,
+    /// Its first and last entries ([`NONE`]: none yet).
+    first_entry: u32,
+    last_entry: u32,
+}
+
+impl Line {
+    /// A line at `address` without entries yet.
+    pub(super) fn new(address: u64) -> Self {
+        Self {
+            contended: Contended::default(),
+            address,
+            phys: PhysSeen::default(),
+            by_cgroup: Box::default(),
+            first_entry: NONE,
+            last_entry: NONE,
+        }
+    }
 }
 
 /// Every sample's classification, in total, per line and per entry.
@@ -277,32 +351,39 @@ pub struct C2cData {
     pub entries: Vec<(EntryKey, Entry)>,
     /// How one sample of each classification is counted, by [`ClassCount::class`].
     pub classes: Vec<C2cStats>,
+    /// The latency class of each classification (`None`: not a load).
+    pub class_cycles: Vec<Option<Cycles>>,
+    /// How many lines are shared, and their summed counts.
+    pub(super) shared: (usize, C2cStats),
 }
 
 impl C2cData {
     /// The lines perf calls shared (any HITM or peer load), and their summed counts.
-    pub fn shared(&self) -> (usize, C2cStats) {
-        let mut sum = C2cStats::default();
-        let mut count = 0;
-        for (_, line) in self
-            .lines
-            .iter()
-            .filter(|(_, l)| l.stats.tot_hitm > 0 || l.stats.tot_peer > 0)
-        {
-            count += 1;
-            sum.add(&line.stats);
-        }
-        (count, sum)
+    pub const fn shared(&self) -> (usize, C2cStats) {
+        self.shared
     }
 
-    /// The entries of `line`, with their keys.
+    /// Appends entry `index` (already in [`Self::entries`]) to its line's list.
+    pub(super) fn link(&mut self, index: u32) {
+        let line_index = self.entries[index as usize].1.line as usize;
+        let line = &mut self.lines[line_index].1;
+        match line.last_entry {
+            NONE => line.first_entry = index,
+            last => self.entries[last as usize].1.next = index,
+        }
+        line.last_entry = index;
+    }
+
+    /// The entries of `line`, with their keys, in the order of their first samples.
     pub fn entries_of<'a>(
         &'a self,
         line: &'a Line,
     ) -> impl Iterator<Item = (&'a EntryKey, &'a Entry)> + 'a {
-        line.entries.iter().map(|&i| {
-            let (key, entry) = &self.entries[i as usize];
-            (key, entry)
+        let mut next = line.first_entry;
+        std::iter::from_fn(move || {
+            let (key, entry) = self.entries.get(next as usize)?;
+            next = entry.next;
+            Some((key, entry))
         })
     }
 
@@ -315,6 +396,75 @@ impl C2cData {
             }
         }
         stats
+    }
+
+    /// The classification of all of `line`'s samples.
+    pub fn line_stats(&self, line: &Line) -> C2cStats {
+        let mut stats = C2cStats::default();
+        for (_, entry) in self.entries_of(line) {
+            for count in &entry.counts {
+                stats.add_times(&self.classes[count.class as usize], count.samples);
+            }
+        }
+        stats
+    }
+
+    /// The mean latency of `entry`'s loads of latency class `class` (0 without any).
+    pub fn mean_cycles(&self, entry: &Entry, class: Cycles) -> f64 {
+        let (mut weight, mut samples) = (0u64, 0u64);
+        for count in &entry.counts {
+            if self
+                .class_cycles
+                .get(count.class as usize)
+                .copied()
+                .flatten()
+                == Some(class)
+            {
+                weight += count.weight;
+                samples += count.samples;
+            }
+        }
+        if samples == 0 {
+            0.0
+        } else {
+            weight as f64 / samples as f64
+        }
+    }
+
+    /// Sets every line's [`Contended`] counts, the total and the shared lines' counts from the
+    /// entries (once, when every sample is in).
+    pub(super) fn sum_up(&mut self) {
+        let mut all = vec![0u64; self.classes.len()];
+        for (_, entry) in &self.entries {
+            let line = &mut self.lines[entry.line as usize].1;
+            for count in &entry.counts {
+                line.contended
+                    .add_times(&self.classes[count.class as usize], count.samples);
+                all[count.class as usize] += count.samples;
+            }
+        }
+        let mut shared = vec![0u64; self.classes.len()];
+        for (_, entry) in &self.entries {
+            if self.lines[entry.line as usize].1.contended.is_shared() {
+                for count in &entry.counts {
+                    shared[count.class as usize] += count.samples;
+                }
+            }
+        }
+        let times = |counts: &[u64]| {
+            let mut stats = C2cStats::default();
+            for (class, &n) in counts.iter().enumerate() {
+                stats.add_times(&self.classes[class], n);
+            }
+            stats
+        };
+        self.total = times(&all);
+        let lines = self
+            .lines
+            .iter()
+            .filter(|(_, l)| l.contended.is_shared())
+            .count();
+        self.shared = (lines, times(&shared));
     }
 }
 

@@ -48,6 +48,8 @@ pub struct Row<'a> {
     pub node_stats: Vec<C2cStats>,
     /// The names of its code.
     pub code: Code,
+    /// Mean latency of its loads per [`Cycles`] class, indexed by it (0 without any).
+    pub mean_cycles: [f64; 5],
     /// Its first sample's thread name.
     pub comm: String,
 }
@@ -56,6 +58,8 @@ pub struct Row<'a> {
 pub struct ParetoLine<'a> {
     /// The line.
     pub line: &'a Line,
+    /// Its samples' classification.
+    pub stats: C2cStats,
     /// Its rows, in perf's order.
     pub rows: Vec<Row<'a>>,
     widths: Widths,
@@ -92,7 +96,12 @@ pub fn lines_top<'a>(
         .map(|line| {
             let nodes = recording.numa_cpus.len();
             let (rows, widths) = rows(data, line, &mut names, offset_node, nodes, options);
-            ParetoLine { line, rows, widths }
+            ParetoLine {
+                line,
+                stats: data.line_stats(line),
+                rows,
+                widths,
+            }
         })
         .collect()
 }
@@ -106,7 +115,13 @@ pub fn render(lines: &[ParetoLine<'_>], cpu_nodes: &[Vec<u32>], options: ReportO
         "=================================================\n      Shared Cache Line Distribution \
          Pareto      \n=================================================\n#\n",
     );
-    for (index, ParetoLine { line, rows, widths }) in lines.iter().enumerate() {
+    for (index, pareto) in lines.iter().enumerate() {
+        let ParetoLine {
+            line,
+            stats,
+            rows,
+            widths,
+        } = pareto;
         let (line, widths) = (*line, *widths);
         if index == 0 {
             out.push_str(&header(&columns, widths, options));
@@ -114,7 +129,7 @@ pub fn render(lines: &[ParetoLine<'_>], cpu_nodes: &[Vec<u32>], options: ReportO
             out.push('\n');
         }
         let dashes = format!("  {}\n", "-".repeat(70));
-        let s = &line.stats;
+        let s = stats;
         let (remote, local) = if display == Display::Peer {
             (s.rmt_peer, s.lcl_peer)
         } else {
@@ -133,7 +148,7 @@ pub fn render(lines: &[ParetoLine<'_>], cpu_nodes: &[Vec<u32>], options: ReportO
         );
         out.push_str(&dashes);
         for row in rows {
-            out.push_str(&row_text(&columns, row, line, widths, cpu_nodes, options));
+            out.push_str(&row_text(&columns, row, stats, widths, cpu_nodes, options));
         }
     }
     out
@@ -188,6 +203,14 @@ fn rows<'a>(
                     .collect(),
                 code,
                 comm,
+                mean_cycles: [
+                    Cycles::RmtHitm,
+                    Cycles::LclHitm,
+                    Cycles::RmtPeer,
+                    Cycles::LclPeer,
+                    Cycles::Load,
+                ]
+                .map(|class| data.mean_cycles(entry, class)),
             });
         }
     }
@@ -365,13 +388,13 @@ fn header(columns: &[Column], widths: Widths, options: ReportOptions) -> String 
 fn row_text(
     columns: &[Column],
     row: &Row<'_>,
-    line: &Line,
+    line_stats: &C2cStats,
     widths: Widths,
     cpu_nodes: &[Vec<u32>],
     options: ReportOptions,
 ) -> String {
     let peer = options.display == Display::Peer;
-    let (s, total) = (&row.stats, &line.stats);
+    let (s, total) = (&row.stats, line_stats);
     let percent = |value: u64, of: u64| {
         let share = if of == 0 {
             0.0
@@ -380,12 +403,8 @@ fn row_text(
         };
         format!("{:>7}", format!("{share:.2}%"))
     };
-    let mean = |class: Cycles| {
-        format!(
-            "{:>8}",
-            format!("{:>6.0}", row.entry.cycles[class as usize].get())
-        )
-    };
+    let mean =
+        |class: Cycles| format!("{:>8}", format!("{:>6.0}", row.mean_cycles[class as usize]));
     let first = row.entry.first;
     let cells: Vec<String> = columns
         .iter()
