@@ -4,7 +4,9 @@
 # run times, back to back: perf and ours pinned to CPUs $CPUS (default 0-1; perf reads on one
 # thread, ours on two), then ours pinned to one CPU ($ONE, default 1). Medians, the median of
 # the per-run ratios (neighbouring runs share this noisy host's state), and peak RSS. Every
-# output must equal perf's. INTERLEAVE=1: samples in random order instead of runs of equal ones.
+# output must equal perf's. Shapes (c2c_spec.py): DISTINCT=1, samples drawn one by one over
+# 64 threads, 64 CPUs and 64 MiB (what a busy host records; almost every sample its own entry);
+# INTERLEAVE=1, 20,000 distinct samples in random order; neither, runs of equal samples.
 # Usage: c2c-report.sh TOPDOWN_BPF RUNS
 set -euo pipefail
 topdown=$1
@@ -17,7 +19,7 @@ gen=$(cd "$here/../../../shared/tools" && pwd)/gen_perf_data.py
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
-python3 "$here/c2c_spec.py" "$samples" spec.json ${INTERLEAVE:+--interleave}
+python3 "$here/c2c_spec.py" "$samples" spec.json ${INTERLEAVE:+--interleave} ${DISTINCT:+--distinct}
 python3 "$gen" spec.json perf.data
 
 # One timed run on CPUs $1 of the rest: "<seconds> <peak KB>", the report in $out.
@@ -57,4 +59,4 @@ print(f"speed-up, median of per-run ratios: {st.median(ratio):.1f}x on CPUs {cpu
       f"(lowest {min(ratio):.1f}x), {st.median(ratio1):.1f}x with ours on one CPU "
       f"(lowest {min(ratio1):.1f}x); outputs identical")
 PY
-echo "machine: $(nproc) vCPU, $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); perf $(perf --version | awk '{print $3}'); $samples samples${INTERLEAVE:+ (interleaved)}, $(du -m perf.data | cut -f1) MB; runs: $runs; date: $(date +%F)"
+echo "machine: $(nproc) vCPU, $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); perf $(perf --version | awk '{print $3}'); $samples samples${INTERLEAVE:+ (interleaved)}${DISTINCT:+ (distinct)}, $(du -m perf.data | cut -f1) MB; runs: $runs; date: $(date +%F)"

@@ -27,7 +27,7 @@ use super::{
     perf_data::{self, MemSample, MemoryTopology, Recording, SampleSink},
 };
 
-/// At most how many entries and lines an accumulator reserves room for.
+/// At most how many entries and lines an accumulator's tables are sized for at the start.
 const MAX_RESERVED: usize = 1 << 20;
 
 /// Slots of [`Classes::recent`].
@@ -292,13 +292,13 @@ impl Accumulator {
                 node_of_cpu[cpu] = node as u32;
             }
         }
-        // Address space for as many entries and lines as there can be (up to a bound):
-        // vectors and tables that never move, copy or rehash; only the pages used are ever
-        // touched (a table's 4-byte slots and 1-byte control words).
-        let mut data = C2cData::default();
+        // Lines and entries grow with what the file holds (152 bytes an entry, 128 a line;
+        // growing a vector remaps it, no copy). The two tables are sized once for as many
+        // entries as the file can hold samples (up to a bound), as rehashing a million
+        // entries costs a third of the report: resident are their 1-byte control words
+        // (about 2 bytes per possible sample) and the 4-byte slots filled.
+        let data = C2cData::default();
         let most = recording.max_samples.min(MAX_RESERVED);
-        let _ = data.entries.try_reserve_exact(most);
-        let _ = data.lines.try_reserve_exact(most);
         Self {
             line_size,
             memory: recording.memory.clone(),

@@ -238,23 +238,45 @@ pub fn read<S: SampleSink>(
     let mut recording = header.clone();
     let mut sink = new_sink(&recording);
     let mut last = 0;
-    let walked = records::walk(&bytes, &formats, &mut recording, |recording, sample| {
-        if sample.time < last {
-            return ControlFlow::Break(());
-        }
-        last = sample.time;
-        sink.add(recording, sample);
-        ControlFlow::Continue(())
-    })
+    // What was read is dropped from this process's memory as it goes: a recording's pages are
+    // then not part of the report's peak memory (they stay in the page cache).
+    let release = |up_to: usize| {
+        let page = 4096;
+        let len = up_to / page * page;
+        // SAFETY: a shared, read-only file mapping: MADV_DONTNEED drops only this process's
+        // page table entries, and a later read of those bytes maps the file's pages again
+        // (same contents). Nothing is lost; it is only advice.
+        let _ = unsafe { bytes.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, 0, len) };
+    };
+    let walked = records::walk(
+        &bytes,
+        &formats,
+        &mut recording,
+        |recording, sample| {
+            if sample.time < last {
+                return ControlFlow::Break(());
+            }
+            last = sample.time;
+            sink.add(recording, sample);
+            ControlFlow::Continue(())
+        },
+        release,
+    )
     .with_context(corrupt)?;
     if walked.is_break() {
         drop(sink);
         recording = header;
         let mut samples = Vec::new();
-        let _whole = records::walk(&bytes, &formats, &mut recording, |recording, sample| {
-            samples.add(recording, sample);
-            ControlFlow::Continue(())
-        })
+        let _whole = records::walk(
+            &bytes,
+            &formats,
+            &mut recording,
+            |recording, sample| {
+                samples.add(recording, sample);
+                ControlFlow::Continue(())
+            },
+            release,
+        )
         .with_context(corrupt)?;
         samples.sort_by_key(|s| s.time);
         sink = new_sink(&recording);

@@ -395,14 +395,19 @@ pub fn max_samples(bytes: &[u8], formats: &Formats) -> usize {
     word(bytes, 48).map_or(0, |size| size as usize / formats.smallest_sample())
 }
 
+/// How far apart [`walk`] tells how far it has read.
+pub const PROGRESS_BYTES: usize = 16 << 20;
+
 /// Walks the data section of the file in `bytes` in file order: mappings, thread names and
 /// cgroups go into `recording`, and each sample to `on_sample` with the recording as it stands
 /// when the sample comes (the mappings recorded before it). Stops where `on_sample` breaks.
+/// Every [`PROGRESS_BYTES`], `read_up_to` is told the offset of the first byte it still needs.
 pub fn walk(
     bytes: &[u8],
     formats: &Formats,
     recording: &mut Recording,
     mut on_sample: impl FnMut(&Recording, &MemSample) -> ControlFlow<()>,
+    mut read_up_to: impl FnMut(usize),
 ) -> Result<ControlFlow<()>> {
     let (Some(offset), Some(size)) = (word(bytes, 40), word(bytes, 48)) else {
         bail!("the file header is cut short ({} bytes)", bytes.len());
@@ -416,7 +421,12 @@ pub fn walk(
     }
     let (mut at, end) = (offset as usize, end as usize);
     let mut sample = MemSample::default();
+    let mut told = at;
     while at < end {
+        if at - told >= PROGRESS_BYTES {
+            read_up_to(at);
+            told = at;
+        }
         let Some(head) = bytes.get(at..at + 8) else {
             bail!("record header cut short at byte {at}");
         };
