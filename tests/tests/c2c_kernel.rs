@@ -75,7 +75,7 @@ fn live_c2c_records_until_the_command_exits_and_reports_every_sample() {
     let doc: serde_json::Value = stdout
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .find(|doc| doc["schema"] == "topdown-bpf/c2c/v1")
+        .find(|doc| doc["schema"] == "topdown-bpf/c2c/v2")
         .unwrap_or_else(|| panic!("a JSON report in {stdout}"));
     let totals = &doc["totals"];
     let samples = totals["nr_entries"].as_u64().unwrap();

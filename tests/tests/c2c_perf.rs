@@ -117,7 +117,7 @@ fn compare_with(perf: Perf, name: &str, kind: &str, args: &[&str]) {
     );
 }
 
-const FIXTURES: [&str; 4] = ["example", "branches", "cgroups", "ties"];
+const FIXTURES: [&str; 5] = ["example", "branches", "cgroups", "ties", "sharing"];
 
 #[test]
 fn stats_equal_perf_c2c_report_line_by_line() {
@@ -419,7 +419,11 @@ fn json_carries_the_numbers_perf_prints() {
                 "{name}: line {}",
                 row[0]
             );
-            assert_eq!(format!("{:#x}", line["address"].as_u64().unwrap()), row[1]);
+            assert_eq!(
+                line["address"].as_str().unwrap(),
+                row[1],
+                "{name}: a hex string"
+            );
         }
         let rows_in_pareto = pareto
             .lines()

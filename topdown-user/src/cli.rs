@@ -389,7 +389,19 @@ pub struct C2cViewArgs {
     #[arg(long)]
     pub double_cl: bool,
 
-    /// One JSON document (`topdown-bpf/c2c/v1`) with the numbers of the four tables.
+    /// Two more columns in the Shared Data Cache Line Table: each line's sharing (`false`: the
+    /// threads share only the line; `true`: the data moves between them; `mixed`) and the
+    /// estimated gain of fixing it (README: "True or false sharing"). perf's layout otherwise.
+    #[arg(long)]
+    pub sharing: bool,
+
+    /// Show lines in the order of the estimated gain of fixing them (the 0.1 % display limit
+    /// stays perf's).
+    #[arg(long)]
+    pub by_gain: bool,
+
+    /// One JSON document (`topdown-bpf/c2c/v2`) with the numbers of the four tables, each
+    /// line's sharing and gain.
     #[arg(long, conflicts_with_all = ["stats", "per_cgroup", "per_container"])]
     pub json: bool,
 

@@ -22,9 +22,12 @@ use rustc_hash::FxHashMap;
 use topdown_common::c2c::C2cStats;
 
 use super::{
-    display::{Coalesce, Field},
-    lines::{C2cData, ClassCount, Cycles, Entry, EntryKey, FirstSample, Line, LineKey, NO_NODE},
+    display::{Coalesce, Field, ReportOptions},
+    lines::{
+        Access, C2cData, ClassCount, Cycles, Entry, EntryKey, FirstSample, Line, LineKey, NO_NODE,
+    },
     perf_data::{self, MemSample, MemoryTopology, Recording, SampleSink},
+    sharing,
 };
 
 /// At most how many entries and lines an accumulator's tables are sized for at the start.
@@ -261,6 +264,8 @@ struct Accumulator {
     entry_ids: HashTable<u32>,
     /// Samples per (line, cgroup id, class), for samples that carry a cgroup.
     cgroups: FxHashMap<(u32, u64, u32), u64>,
+    /// Stores and contended loads per (line, thread, word), when sharing is labelled.
+    accesses: Option<FxHashMap<(u32, u32, u8), (u32, u32)>>,
     data: C2cData,
 }
 
@@ -281,7 +286,7 @@ fn entry_hash(id: &EntryId) -> u64 {
 impl Accumulator {
     /// For `line_size`-byte lines of the samples of `recording`, with its NUMA and memory
     /// topology.
-    fn new(recording: &Recording, line_size: u64) -> Self {
+    fn new(recording: &Recording, line_size: u64, sharing: bool) -> Self {
         let mut node_of_cpu = Vec::new();
         for (node, cpus) in recording.numa_cpus.iter().enumerate() {
             for &cpu in cpus {
@@ -307,6 +312,7 @@ impl Accumulator {
             line_ids: HashTable::with_capacity(most),
             entry_ids: HashTable::with_capacity(most),
             cgroups: FxHashMap::default(),
+            accesses: sharing.then(FxHashMap::default),
             data,
         }
     }
@@ -396,6 +402,16 @@ impl Accumulator {
                 .entry((line_index, sample.cgroup, class))
                 .or_default() += 1;
         }
+        if let Some(accesses) = &mut self.accesses {
+            let one = &self.classes.classified[class as usize].0;
+            let contended = one.tot_hitm > 0 || one.tot_peer > 0;
+            if one.store > 0 || contended {
+                let word = ((sample.addr & (self.line_size - 1)) / sharing::WORD) as u8;
+                let counts = accesses.entry((line_index, sample.tid, word)).or_default();
+                counts.0 = counts.0.saturating_add(u32::from(one.store > 0));
+                counts.1 = counts.1.saturating_add(u32::from(contended));
+            }
+        }
     }
 
     /// The classification of every sample added.
@@ -411,6 +427,19 @@ impl Accumulator {
                 .entry(cgroup)
                 .or_default()
                 .add_times(&data.classes[class as usize], samples);
+        }
+        if let Some(accesses) = self.accesses {
+            data.accesses = accesses
+                .into_iter()
+                .map(|((line, tid, word), (stores, contended))| Access {
+                    line,
+                    word,
+                    tid,
+                    stores,
+                    contended,
+                })
+                .collect();
+            data.accesses.sort_by_key(|a| (a.line, a.word, a.tid));
         }
         for (line, groups) in by_line {
             let mut groups: Vec<(u64, C2cStats)> = groups.into_iter().collect();
@@ -435,12 +464,13 @@ pub struct C2cBuilder {
 }
 
 impl C2cBuilder {
-    /// For lines of `line_size` bytes (64, or 128 for `--double-cl`) and entries told apart as
-    /// `coalesce` says, with the NUMA and memory topology of `recording`.
-    pub fn new(recording: &Recording, line_size: u64, coalesce: Coalesce) -> Self {
+    /// For lines of `options.line_size()` bytes (64, or 128 for `--double-cl`) and entries
+    /// told apart as `options.coalesce` says (with each thread's stores and contended loads per
+    /// word when `options.sharing`), with the NUMA and memory topology of `recording`.
+    pub fn new(recording: &Recording, options: ReportOptions) -> Self {
         Self {
-            resolver: Resolver::new(line_size, coalesce),
-            accumulator: Accumulator::new(recording, line_size),
+            resolver: Resolver::new(options.line_size(), options.coalesce),
+            accumulator: Accumulator::new(recording, options.line_size(), options.sharing),
         }
     }
 
@@ -501,23 +531,19 @@ impl SampleSink for Batcher {
 
 /// Reads the perf.data at `path` and classifies its samples (see [`C2cBuilder::new`]), on two
 /// threads when the machine lets us: one reads and resolves, the other counts.
-pub fn read_file(path: &Path, line_size: u64, coalesce: Coalesce) -> Result<(Recording, C2cData)> {
+pub fn read_file(path: &Path, options: ReportOptions) -> Result<(Recording, C2cData)> {
     if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
-        let (recording, builder) = perf_data::read(path, |recording| {
-            C2cBuilder::new(recording, line_size, coalesce)
-        })?;
+        let (recording, builder) =
+            perf_data::read(path, |recording| C2cBuilder::new(recording, options))?;
         return Ok((recording, builder.finish()));
     }
-    read_file_on_two_threads(path, line_size, coalesce)
+    read_file_on_two_threads(path, options)
 }
 
 /// [`read_file`] on two threads: this one counts what the other reads and resolves, in
 /// batches (sent in order, handed back to be filled again).
-fn read_file_on_two_threads(
-    path: &Path,
-    line_size: u64,
-    coalesce: Coalesce,
-) -> Result<(Recording, C2cData)> {
+fn read_file_on_two_threads(path: &Path, options: ReportOptions) -> Result<(Recording, C2cData)> {
+    let (line_size, coalesce, sharing) = (options.line_size(), options.coalesce, options.sharing);
     let (to_counter, from_reader) = mpsc::sync_channel(8);
     let (to_reader, spent) = mpsc::channel();
     std::thread::scope(|scope| {
@@ -540,7 +566,7 @@ fn read_file_on_two_threads(
         for message in from_reader {
             match message {
                 Message::Start(recording) => {
-                    accumulator = Some(Accumulator::new(&recording, line_size));
+                    accumulator = Some(Accumulator::new(&recording, line_size, sharing));
                 }
                 Message::Batch(mut batch) => {
                     if let Some(accumulator) = &mut accumulator {
@@ -556,15 +582,16 @@ fn read_file_on_two_threads(
         let recording = reader
             .join()
             .map_err(|_| anyhow::anyhow!("the reading thread failed"))??;
-        let accumulator = accumulator.unwrap_or_else(|| Accumulator::new(&recording, line_size));
+        let accumulator =
+            accumulator.unwrap_or_else(|| Accumulator::new(&recording, line_size, sharing));
         Ok((recording, accumulator.finish()))
     })
 }
 
 impl C2cData {
     /// Classifies every sample of `recording` (see [`C2cBuilder::new`]).
-    pub fn from_recording(recording: &Recording, line_size: u64, coalesce: Coalesce) -> Self {
-        let mut builder = C2cBuilder::new(recording, line_size, coalesce);
+    pub fn from_recording(recording: &Recording, options: ReportOptions) -> Self {
+        let mut builder = C2cBuilder::new(recording, options);
         for sample in &recording.samples {
             builder.add(recording, sample);
         }

@@ -32,8 +32,7 @@ pub fn run(args: &C2cArgs) -> Result<()> {
             let options = report_options(&args.view)?;
             let live = live::record(&SysRoot::host(), &args.live, !args.view.json)?;
             summarize(&live, args.live.threshold);
-            let mut data =
-                C2cData::from_recording(&live.recording, options.line_size(), options.coalesce);
+            let mut data = C2cData::from_recording(&live.recording, options);
             data.total = live.counts.stats;
             // The live browser is closed: the report goes to the normal screen, as text.
             report(None, &live.recording, &data, &args.view, options)
@@ -52,8 +51,7 @@ pub fn run(args: &C2cArgs) -> Result<()> {
         }
         Some(C2cCommand::Report(report_args)) => {
             let options = report_options(&report_args.view)?;
-            let (recording, mut data) =
-                aggregate::read_file(&report_args.input, options.line_size(), options.coalesce)?;
+            let (recording, mut data) = aggregate::read_file(&report_args.input, options)?;
             if let Some(totals) = recording.totals {
                 data.total = totals;
             }
@@ -92,6 +90,9 @@ fn report_options(view: &C2cViewArgs) -> Result<ReportOptions> {
         node_info: view.node_info.min(2),
         full_symbols: view.full_symbols,
         no_source: view.no_source,
+        // JSON always carries the labels and estimates.
+        sharing: view.sharing || view.json,
+        by_gain: view.by_gain,
     })
 }
 

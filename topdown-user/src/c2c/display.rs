@@ -156,6 +156,11 @@ pub struct ReportOptions {
     /// Lines of 128 bytes, two adjacent cache lines together (`--double-cl`: adjacent-line
     /// prefetchers make neighbours falsely share).
     pub double_cl: bool,
+    /// Each line labelled true, false or mixed sharing, with its estimated gain (`--sharing`;
+    /// always in JSON).
+    pub sharing: bool,
+    /// Lines shown in the order of their estimated gain (`--by-gain`).
+    pub by_gain: bool,
 }
 
 impl ReportOptions {

@@ -1,13 +1,17 @@
 //! `c2c report --json`: the numbers of perf's four tables in one JSON document
-//! (`topdown-bpf/c2c/v1`), counters named as perf names them (`lcl_hitm`, `st_l1hit`, ...).
+//! (`topdown-bpf/c2c/v2`), counters named as perf names them (`lcl_hitm`, `st_l1hit`, ...), and
+//! each line's sharing label and gain estimate ([`super::sharing`]). v2 over v1: addresses are
+//! hex strings, symbols have no `[.] ` prefix (their kind in `symbol_kind`).
 
 use serde_json::{Map, Value, json};
 use topdown_common::c2c::C2cStats;
 
 use super::{
+    code::Code,
     display::ReportOptions,
     lines::{C2cData, Cycles},
     pareto::{ParetoLine, nodes_touched},
+    sharing,
 };
 
 /// Every counter, by perf's name.
@@ -52,10 +56,12 @@ pub fn render(
                         .filter(|(_, cpus)| !cpus.is_empty())
                         .map(|(node, cpus)| json!({"node": node, "cpus": cpus}))
                         .collect();
+                    let (symbol, kind) = clean_symbol(&row.code);
                     json!({
                         "offset": row.offset,
-                        "code_address": row.iaddr,
-                        "symbol": row.code.symbol,
+                        "code_address": format!("{:#x}", row.iaddr),
+                        "symbol": symbol,
+                        "symbol_kind": kind,
                         "object": row.code.object,
                         "source_line": row.code.srcline,
                         "data_nodes": e.phys.node_list(),
@@ -73,9 +79,16 @@ pub fn render(
                     })
                 })
                 .collect();
+            let labelled = sharing::label(data.accesses_of(line));
+            let gain = sharing::gain(data, line);
             json!({
                 "index": index,
-                "address": line.address,
+                "address": format!("{:#x}", line.address),
+                "sharing": labelled.sharing.name(),
+                "sharing_loads": {"true": labelled.true_loads, "false": labelled.false_loads},
+                "contended_cycles": gain.contended_cycles,
+                "contended_latency_share": gain.latency_share,
+                "estimated_gain": gain.estimate,
                 "data_nodes": line.phys.node_list(),
                 "pa_count": line.phys.changes,
                 "share_percent": if total == 0 {
@@ -89,7 +102,7 @@ pub fn render(
         })
         .collect();
     json!({
-        "schema": "topdown-bpf/c2c/v1",
+        "schema": "topdown-bpf/c2c/v2",
         "events": events,
         "display": display.title(),
         "show_all": options.show_all,
@@ -99,4 +112,15 @@ pub fn render(
     })
     .to_string()
         + "\n"
+}
+
+/// A symbol without perf's level prefix (`[.] `, `[k] `), and its kind: `user` or `kernel`;
+/// `null` for an address no symbol holds (its code address says where it is).
+fn clean_symbol(code: &Code) -> (Option<&str>, &'static str) {
+    let (kind, name) = match code.symbol.split_at_checked(4) {
+        Some(("[k] ", name)) => ("kernel", name),
+        Some(("[.] ", name)) => ("user", name),
+        _ => ("user", code.symbol.as_str()),
+    };
+    (code.resolved.then_some(name), kind)
 }

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use super::{
     display::{Display, ReportOptions, fill_line},
     lines::{C2cData, Line},
+    sharing,
 };
 
 const HEADER: &str = "\
@@ -21,7 +22,8 @@ const HEADER: &str = "\
 ";
 
 /// The lines the table shows, in its order (its indexes): those with at least 0.1 % of the
-/// display's count (all with `--show-all`), most first.
+/// display's count (all with `--show-all`), most first (or, with `--by-gain`, the most worth
+/// fixing first).
 pub fn displayed(data: &C2cData, options: ReportOptions) -> Vec<&Line> {
     let metric = |l: &Line| options.display.line_metric(&l.contended);
     let total: u64 = data.lines.iter().map(|(_, l)| metric(l)).sum();
@@ -37,6 +39,15 @@ pub fn displayed(data: &C2cData, options: ReportOptions) -> Vec<&Line> {
             .cmp(&metric(a))
             .then(ka.perf_order().cmp(&kb.perf_order()))
     });
+    if options.by_gain {
+        // Stable: lines of equal gain keep perf's order.
+        let mut by_gain: Vec<(f64, &Line)> = lines
+            .into_iter()
+            .map(|(_, line)| (sharing::gain(data, line).estimate, line))
+            .collect();
+        by_gain.sort_by(|a, b| b.0.total_cmp(&a.0));
+        return by_gain.into_iter().map(|(_, line)| line).collect();
+    }
     lines.into_iter().map(|(_, line)| line).collect()
 }
 
@@ -59,7 +70,7 @@ fn header(options: ReportOptions) -> String {
     } else {
         "     Hitm    Total  LclHitm  RmtHitm"
     };
-    HEADER
+    let header = HEADER
         .replace(
             "      Tot  ------- Load Hitm -------",
             &format!("{rank}  ------- Load {group} -------"),
@@ -68,7 +79,26 @@ fn header(options: ReportOptions) -> String {
         .replace(
             "----------- Cacheline ----------",
             &fill_line(line, 18 + 4 + 6 + 4),
-        )
+        );
+    if !options.sharing {
+        return header;
+    }
+    // perf's layout, and two columns after its last.
+    header
+        .lines()
+        .map(|l| {
+            let extra = if l.starts_with("#        -") {
+                "  ---- Sharing ----"
+            } else if l.starts_with("# Index") {
+                "     Kind     Gain"
+            } else if l.starts_with("# .....") {
+                "  .......  ......."
+            } else {
+                ""
+            };
+            format!("{l}{extra}\n")
+        })
+        .collect()
 }
 
 /// The table, for the lines with a share of all HITMs of at least 0.1 %.
@@ -128,6 +158,12 @@ pub fn render_top(data: &C2cData, options: ReportOptions, top: usize) -> String 
             s.lcl_dram,
             s.rmt_dram,
         );
+        if options.sharing {
+            out.pop();
+            let kind = sharing::label(data.accesses_of(line)).sharing.name();
+            let gain = sharing::gain(data, line).estimate * 100.0;
+            let _ = writeln!(out, "  {kind:>7}  {:>7}", format!("{gain:.2}%"));
+        }
     }
     out.push('\n');
     out

@@ -340,6 +340,33 @@ impl Line {
     }
 }
 
+/// One thread's stores and contended loads at one word of one line (kept when a report labels
+/// sharing, see [`super::sharing`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Access {
+    /// The line: an index into [`C2cData::lines`].
+    pub line: u32,
+    /// The word in the line (offset / [`super::sharing::WORD`]).
+    pub word: u8,
+    /// The thread.
+    pub tid: u32,
+    /// Its stores there.
+    pub stores: u32,
+    /// Its contended loads there (HITMs and loads from a peer cache).
+    pub contended: u32,
+}
+
+/// Sampled load latency over the whole recording.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Latency {
+    /// Latency of every sampled load, summed (cycles).
+    pub all_cycles: u64,
+    /// Latency of the loads that were not contended (no HITM, no peer), summed.
+    pub uncontended_cycles: u64,
+    /// How many loads were not contended.
+    pub uncontended_loads: u64,
+}
+
 /// Every sample's classification, in total, per line and per entry.
 #[derive(Clone, Debug, Default)]
 pub struct C2cData {
@@ -355,6 +382,10 @@ pub struct C2cData {
     pub class_cycles: Vec<Option<Cycles>>,
     /// How many lines are shared, and their summed counts.
     pub(super) shared: (usize, C2cStats),
+    /// Sampled load latency in total.
+    pub latency: Latency,
+    /// Each thread's stores and contended loads per word, by line (empty unless asked).
+    pub accesses: Vec<Access>,
 }
 
 impl C2cData {
@@ -398,6 +429,23 @@ impl C2cData {
         stats
     }
 
+    /// The index of `line` in [`Self::lines`] (a line has an entry from its first sample).
+    pub fn line_index(&self, line: &Line) -> Option<u32> {
+        self.entries
+            .get(line.first_entry as usize)
+            .map(|(_, entry)| entry.line)
+    }
+
+    /// The stores and contended loads recorded for `line`, by word and thread.
+    pub fn accesses_of(&self, line: &Line) -> &[Access] {
+        let Some(index) = self.line_index(line) else {
+            return &[];
+        };
+        let start = self.accesses.partition_point(|a| a.line < index);
+        let end = self.accesses.partition_point(|a| a.line <= index);
+        &self.accesses[start..end]
+    }
+
     /// The classification of all of `line`'s samples.
     pub fn line_stats(&self, line: &Line) -> C2cStats {
         let mut stats = C2cStats::default();
@@ -435,14 +483,30 @@ impl C2cData {
     /// entries (once, when every sample is in).
     pub(super) fn sum_up(&mut self) {
         let mut all = vec![0u64; self.classes.len()];
+        let mut latency = Latency::default();
         for (_, entry) in &self.entries {
             let line = &mut self.lines[entry.line as usize].1;
             for count in &entry.counts {
                 line.contended
                     .add_times(&self.classes[count.class as usize], count.samples);
                 all[count.class as usize] += count.samples;
+                match self
+                    .class_cycles
+                    .get(count.class as usize)
+                    .copied()
+                    .flatten()
+                {
+                    None => {}
+                    Some(Cycles::Load) => {
+                        latency.all_cycles += count.weight;
+                        latency.uncontended_cycles += count.weight;
+                        latency.uncontended_loads += count.samples;
+                    }
+                    Some(_) => latency.all_cycles += count.weight,
+                }
             }
         }
+        self.latency = latency;
         let mut shared = vec![0u64; self.classes.len()];
         for (_, entry) in &self.entries {
             if self.lines[entry.line as usize].1.contended.is_shared() {

@@ -62,7 +62,7 @@ struct LiveScreen {
 impl LiveScreen {
     fn of(recording: &Recording, counts: &C2cCounts, elapsed: Duration) -> Self {
         let options = ReportOptions::default();
-        let data = C2cData::from_recording(recording, options.line_size(), options.coalesce);
+        let data = C2cData::from_recording(recording, options);
         let pareto = pareto::lines_top(&data, recording, options, HOTTEST);
         Self {
             title: format!(

@@ -17,6 +17,7 @@ pub mod pareto;
 pub mod perf_data;
 pub mod perf_writer;
 pub mod records;
+pub mod sharing;
 pub mod stats_report;
 
 /// Deterministic pseudo-random numbers below a bound, for tests (xorshift64 from `seed`).
