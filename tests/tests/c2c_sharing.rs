@@ -64,12 +64,7 @@ fn lines_are_labelled_and_their_gain_estimated_as_worked_out_by_hand() {
             let symbol = entry["symbol"].as_str().unwrap();
             assert!(["reader", "writer"].contains(&symbol), "clean: {symbol}");
             assert_eq!(entry["symbol_kind"], "user");
-            assert!(
-                entry["code_address"]
-                    .as_str()
-                    .unwrap()
-                    .starts_with("0x401")
-            );
+            assert!(entry["code_address"].as_str().unwrap().starts_with("0x401"));
         }
     }
 

@@ -265,9 +265,12 @@ struct Accumulator {
     /// Samples per (line, cgroup id, class), for samples that carry a cgroup.
     cgroups: FxHashMap<(u32, u64, u32), u64>,
     /// Stores and contended loads per (line, thread, word), when sharing is labelled.
-    accesses: Option<FxHashMap<(u32, u32, u8), (u32, u32)>>,
+    accesses: Option<AccessCounts>,
     data: C2cData,
 }
+
+/// (stores, contended loads) per (line, thread, word).
+type AccessCounts = FxHashMap<(u32, u32, u8), (u32, u32)>;
 
 /// The hash of a line's key.
 fn line_hash(key: &LineKey) -> u64 {
@@ -683,15 +686,22 @@ mod tests {
         for in_order in [true, false] {
             let path = dir.path().join(format!("{in_order}.data"));
             crate::c2c::perf_writer::write(&path, &recording(in_order), None).unwrap();
-            for coalesce in ["iaddr", "pid,tid,dso"] {
-                let coalesce = Coalesce::parse(coalesce).unwrap();
-                let (_, two) = read_file_on_two_threads(&path, 64, coalesce).unwrap();
+            for (coalesce, sharing) in [("iaddr", false), ("pid,tid,dso", true)] {
+                let options = ReportOptions {
+                    coalesce: Coalesce::parse(coalesce).unwrap(),
+                    sharing,
+                    ..ReportOptions::default()
+                };
+                let (_, two) = read_file_on_two_threads(&path, options).unwrap();
                 let read = perf_data::read_all(&path).unwrap();
-                let one = C2cData::from_recording(&read, 64, coalesce);
+                let one = C2cData::from_recording(&read, options);
                 assert_eq!(two.total, one.total);
                 assert_eq!(two.lines, one.lines);
                 assert_eq!(two.entries, one.entries);
                 assert_eq!(two.classes, one.classes);
+                assert_eq!(two.accesses, one.accesses);
+                assert_eq!(two.latency, one.latency);
+                assert_eq!(one.accesses.is_empty(), !sharing, "tracked only when asked");
                 // Not trivially equal: everything counted, shared lines, cgroups, nodes.
                 assert_eq!(one.total.nr_entries, 3000);
                 assert!(one.shared().0 > 10 && one.total.lcl_hitm > 0);
