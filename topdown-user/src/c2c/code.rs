@@ -118,7 +118,7 @@ const PSEUDO_FILESYSTEMS: [i64; 11] = [
 /// Whether `path` may be handed to the symbolizer: a regular file (a FIFO would block, a
 /// device flood), on a filesystem that holds files rather than the kernel's views, starting
 /// with the ELF magic.
-fn symbolizable(path: &Path) -> bool {
+pub(super) fn symbolizable(path: &Path) -> bool {
     use std::{io::Read as _, os::unix::ffi::OsStrExt as _};
     if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
         return false;

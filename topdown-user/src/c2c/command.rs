@@ -8,12 +8,15 @@ use tokio::signal::unix::{SignalKind, signal};
 
 use super::{
     aggregate, browse, by_group,
+    data_names::DataNames,
     display::{Coalesce, ReportOptions},
     json_report, line_table,
     lines::C2cData,
     live, pareto,
     perf_data::Recording,
-    perf_writer, stats_report,
+    perf_writer,
+    sharing::{self, LineFix},
+    stats_report,
 };
 use crate::{
     attrib::groups::GroupBy,
@@ -126,10 +129,21 @@ fn report(
             &browse::lines(data, &lines, options),
         );
     }
+    // Labels, names of the data and fixes for the shown lines, when asked.
+    let fixes: Vec<LineFix> = if options.sharing {
+        let mut names = DataNames::new(recording);
+        lines
+            .iter()
+            .map(|p| sharing::fix(data, p.line, &mut names, options.line_size()))
+            .collect()
+    } else {
+        Vec::new()
+    };
     if view.json {
         let text = json_report::render(
             data,
             &lines,
+            &fixes,
             &recording.events,
             &recording.numa_cpus,
             options,
@@ -145,6 +159,10 @@ fn report(
     if !view.stats {
         print!("\n{}", line_table::render(data, options));
         print!("{}", pareto::render(&lines, &recording.numa_cpus, options));
+        if options.sharing {
+            let addresses: Vec<u64> = lines.iter().map(|p| p.line.address).collect();
+            print!("{}", sharing::render(&addresses, &fixes));
+        }
         if let Some(groups) = groups {
             print!("\n{groups}");
         }

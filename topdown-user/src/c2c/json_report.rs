@@ -29,6 +29,7 @@ fn stats(s: &C2cStats) -> Value {
 pub fn render(
     data: &C2cData,
     lines: &[ParetoLine<'_>],
+    fixes: &[sharing::LineFix],
     events: &[String],
     cpu_nodes: &[Vec<u32>],
     options: ReportOptions,
@@ -80,6 +81,23 @@ pub fn render(
                 })
                 .collect();
             let labelled = sharing::label(data.accesses_of(line));
+            let fix = fixes.get(index);
+            let words: Vec<Value> = fix
+                .map(|f| {
+                    f.words
+                        .iter()
+                        .map(|w| {
+                            json!({
+                                "offset": w.offset,
+                                "variable": w.name.as_ref().map(|n| n.name.as_str()),
+                                "named_by": w.name.as_ref().map(|n| if n.dwarf { "dwarf" } else { "symbols" }),
+                                "stored_by": w.stored_by,
+                                "contended_loads_by": w.loaded_by,
+                            })
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
             let gain = sharing::gain(data, line);
             json!({
                 "index": index,
@@ -89,6 +107,8 @@ pub fn render(
                 "contended_cycles": gain.contended_cycles,
                 "contended_latency_share": gain.latency_share,
                 "estimated_gain": gain.estimate,
+                "words": words,
+                "fix": fix.and_then(|f| f.fix.as_deref()),
                 "data_nodes": line.phys.node_list(),
                 "pa_count": line.phys.changes,
                 "share_percent": if total == 0 {

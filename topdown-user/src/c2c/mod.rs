@@ -6,6 +6,7 @@ pub mod browse;
 pub mod by_group;
 pub mod code;
 pub mod command;
+pub mod data_names;
 pub mod display;
 pub mod host;
 pub mod json_report;

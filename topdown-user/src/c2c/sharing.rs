@@ -19,7 +19,10 @@
 //! load latency (a memory-bound program; less otherwise): Cheetah's model without its per-thread
 //! critical-path refinement.
 
-use super::lines::{Access, C2cData, Cycles, Line};
+use super::{
+    data_names::{DataName, DataNames},
+    lines::{Access, C2cData, Cycles, Line},
+};
 
 /// Bytes compared as one location.
 pub const WORD: u64 = 8;
@@ -129,6 +132,171 @@ pub fn gain(data: &C2cData, line: &Line) -> Gain {
         latency_share: if all > 0.0 { cycles as f64 / all } else { 0.0 },
         estimate: if all > 0.0 { saved / all } else { 0.0 },
     }
+}
+
+/// One word of a line: who stored and who made contended loads there, and what it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WordView {
+    /// Offset in the line.
+    pub offset: u64,
+    /// The variable and field there (`None`: not in a mapped ELF file's data).
+    pub name: Option<DataName>,
+    /// Threads that stored to it.
+    pub stored_by: Vec<u32>,
+    /// Threads whose loads of it were contended.
+    pub loaded_by: Vec<u32>,
+}
+
+/// A shown line's words, label and the fix suggested for it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LineFix {
+    /// The label.
+    pub sharing: LineSharing,
+    /// Its words with stores or contended loads, by offset.
+    pub words: Vec<WordView>,
+    /// What to do about it, in words (`None`: no contended load).
+    pub fix: Option<String>,
+}
+
+/// The words, label and fix of `line` of `data` (`names` names its data; `line_size` is 64, or
+/// 128 with `--double-cl`).
+pub fn fix(data: &C2cData, line: &Line, names: &mut DataNames<'_>, line_size: u64) -> LineFix {
+    let accesses = data.accesses_of(line);
+    let sharing = label(accesses);
+    let pid = data.entries_of(line).next().map(|(_, e)| e.first.pid);
+    let mut words: Vec<WordView> = Vec::new();
+    for access in accesses {
+        let offset = u64::from(access.word) * WORD;
+        if words.last().is_none_or(|w| w.offset != offset) {
+            words.push(WordView {
+                offset,
+                name: pid.and_then(|pid| names.name(pid, line.address + offset)),
+                stored_by: Vec::new(),
+                loaded_by: Vec::new(),
+            });
+        }
+        let Some(word) = words.last_mut() else {
+            continue;
+        };
+        if access.stores > 0 {
+            word.stored_by.push(access.tid);
+        }
+        if access.contended > 0 {
+            word.loaded_by.push(access.tid);
+        }
+    }
+    let what = |w: &WordView| {
+        w.name
+            .as_ref()
+            .map_or_else(|| format!("offset {:#x}", w.offset), |n| n.name.clone())
+    };
+    let threads = |tids: &[u32]| {
+        let list: Vec<String> = tids.iter().map(u32::to_string).collect();
+        format!(
+            "thread{} {}",
+            if tids.len() > 1 { "s" } else { "" },
+            list.join(", ")
+        )
+    };
+    let mut advice = Vec::new();
+    // False: a contended load at a word no other thread stores to, and a word another does.
+    let falsely = words.iter().find_map(|loaded| {
+        loaded.loaded_by.iter().find_map(|&tid| {
+            let own = !words
+                .iter()
+                .any(|w| w.offset == loaded.offset && w.stored_by.iter().any(|&s| s != tid));
+            let other = words
+                .iter()
+                .find(|w| w.offset != loaded.offset && w.stored_by.iter().any(|&s| s != tid))?;
+            own.then_some((loaded, other))
+        })
+    });
+    if let Some((a, b)) = falsely {
+        let (first, second) = if a.offset < b.offset { (a, b) } else { (b, a) };
+        advice.push(format!(
+            "false sharing: {} ({}) and {} ({}) share the line; start {} on its own \
+             {line_size}-byte line: `alignas({line_size})` on it, or {} bytes of padding before \
+             it",
+            what(first),
+            accessed_by(first, &threads),
+            what(second),
+            accessed_by(second, &threads),
+            what(second),
+            line_size - second.offset % line_size,
+        ));
+    }
+    if let Some(moved) = words.iter().find(|w| {
+        w.loaded_by
+            .iter()
+            .any(|&t| w.stored_by.iter().any(|&s| s != t))
+    }) {
+        advice.push(format!(
+            "true sharing: {} is stored by {} and loaded by {}: the data itself moves, padding \
+             will not help; give each thread its own copy (summed when read), or update it less \
+             often",
+            what(moved),
+            threads(&moved.stored_by),
+            threads(&moved.loaded_by),
+        ));
+    }
+    LineFix {
+        sharing,
+        words,
+        fix: (!advice.is_empty()).then(|| advice.join("; ")),
+    }
+}
+
+/// `stored by thread 1, loaded by thread 2`.
+fn accessed_by(word: &WordView, threads: &dyn Fn(&[u32]) -> String) -> String {
+    match (word.stored_by.is_empty(), word.loaded_by.is_empty()) {
+        (false, false) => format!(
+            "stored by {}, loaded by {}",
+            threads(&word.stored_by),
+            threads(&word.loaded_by)
+        ),
+        (false, true) => format!("stored by {}", threads(&word.stored_by)),
+        _ => format!("loaded by {}", threads(&word.loaded_by)),
+    }
+}
+
+/// The "Shared Cache Line Fixes" section (`--sharing`, after perf's tables): per shown line,
+/// its label, each word with stores or contended loads (what it is, who stored and loaded it),
+/// and the fix suggested. `addresses` are the shown lines' addresses, in the table's order.
+pub fn render(addresses: &[u64], fixes: &[LineFix]) -> String {
+    let mut out = String::from(
+        "\n=================================================\n            Shared Cache Line \
+         Fixes\n=================================================\n#\n",
+    );
+    for (index, (address, fix)) in addresses.iter().zip(fixes).enumerate() {
+        out.push_str(&format!(
+            "  {index:>5}  {:>18}  {}\n",
+            format!("{address:#x}"),
+            fix.sharing.sharing.name()
+        ));
+        for word in &fix.words {
+            let name = word.name.as_ref().map_or_else(
+                || "(not a variable of a mapped ELF file: heap, stack or anonymous memory)".into(),
+                |n| {
+                    if n.dwarf {
+                        n.name.clone()
+                    } else {
+                        format!("{} (no DWARF: symbol only)", n.name)
+                    }
+                },
+            );
+            let tids = |t: &[u32]| t.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+            out.push_str(&format!(
+                "         {:>6}  {name}  stored by [{}]  contended loads by [{}]\n",
+                format!("{:#x}", word.offset),
+                tids(&word.stored_by),
+                tids(&word.loaded_by)
+            ));
+        }
+        if let Some(advice) = &fix.fix {
+            out.push_str(&format!("         fix: {advice}\n"));
+        }
+    }
+    out
 }
 
 #[cfg(test)]
