@@ -37,6 +37,7 @@ const MAX_RESERVED: usize = 1 << 20;
 const RECENT: usize = 64;
 
 /// Each distinct classification input, classified once.
+#[derive(Clone)]
 struct Classes {
     ids: FxHashMap<(u64, bool, bool), u32>,
     /// By id: how one such sample is counted, and its latency class.
@@ -252,6 +253,7 @@ impl Resolver {
 /// their keys are compared where they are stored, in [`C2cData::lines`] and
 /// [`C2cData::entries`]. A recording of a busy host has about as many entries as samples, so
 /// every byte per entry counts (README: "c2c at scale").
+#[derive(Clone)]
 struct Accumulator {
     line_size: u64,
     memory: Option<MemoryTopology>,
@@ -481,6 +483,11 @@ impl C2cBuilder {
     pub fn finish(self) -> C2cData {
         self.accumulator.finish()
     }
+
+    /// The classification of every sample added so far (the live view), the builder kept.
+    pub fn snapshot(&self) -> C2cData {
+        self.accumulator.clone().finish()
+    }
 }
 
 impl SampleSink for C2cBuilder {
@@ -591,17 +598,6 @@ fn read_file_on_two_threads(path: &Path, options: ReportOptions) -> Result<(Reco
     })
 }
 
-impl C2cData {
-    /// Classifies every sample of `recording` (see [`C2cBuilder::new`]).
-    pub fn from_recording(recording: &Recording, options: ReportOptions) -> Self {
-        let mut builder = C2cBuilder::new(recording, options);
-        for sample in &recording.samples {
-            builder.add(recording, sample);
-        }
-        builder.finish()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use topdown_common::data_src::DataSrc;
@@ -680,6 +676,15 @@ mod tests {
         recording
     }
 
+    /// Every sample of `recording`, classified on this thread.
+    fn one_thread(recording: &Recording, options: ReportOptions) -> C2cData {
+        let mut builder = C2cBuilder::new(recording, options);
+        for sample in &recording.samples {
+            builder.add(recording, sample);
+        }
+        builder.finish()
+    }
+
     #[test]
     fn two_threads_count_what_one_does_in_time_order_or_not() {
         let dir = tempfile::tempdir().unwrap();
@@ -694,7 +699,7 @@ mod tests {
                 };
                 let (_, two) = read_file_on_two_threads(&path, options).unwrap();
                 let read = perf_data::read_all(&path).unwrap();
-                let one = C2cData::from_recording(&read, options);
+                let one = one_thread(&read, options);
                 assert_eq!(two.total, one.total);
                 assert_eq!(two.lines, one.lines);
                 assert_eq!(two.entries, one.entries);

@@ -33,15 +33,22 @@ pub fn run(args: &C2cArgs) -> Result<()> {
     match &args.command {
         None => {
             let options = report_options(&args.view)?;
-            let live = live::record(&SysRoot::host(), &args.live, !args.view.json)?;
+            let live = live::record(
+                &SysRoot::host(),
+                &args.live,
+                !args.view.json,
+                options,
+                false,
+            )?;
             summarize(&live, args.live.threshold);
-            let mut data = C2cData::from_recording(&live.recording, options);
+            let mut data = live.data;
             data.total = live.counts.stats;
             // The live browser is closed: the report goes to the normal screen, as text.
             report(None, &live.recording, &data, &args.view, options)
         }
         Some(C2cCommand::Record(record)) => {
-            let live = live::record(&SysRoot::host(), &record.live, true)?;
+            let options = ReportOptions::default();
+            let live = live::record(&SysRoot::host(), &record.live, true, options, true)?;
             summarize(&live, record.live.threshold);
             perf_writer::write(&record.output, &live.recording, Some(&live.counts.stats))?;
             eprintln!(

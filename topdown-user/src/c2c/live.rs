@@ -16,12 +16,13 @@ use tokio::{process::Command, time::interval};
 use topdown_common::c2c::C2cRecord;
 
 use super::{
+    aggregate::C2cBuilder,
     browse::{self, LineView},
     display::ReportOptions,
     host,
     lines::C2cData,
     pareto,
-    perf_data::{MemSample, Recording},
+    perf_data::{MemSample, Recording, SampleSink as _},
 };
 use crate::{
     attrib::cgroups::CgroupNames,
@@ -60,10 +61,14 @@ struct LiveScreen {
 }
 
 impl LiveScreen {
-    fn of(recording: &Recording, counts: &C2cCounts, elapsed: Duration) -> Self {
-        let options = ReportOptions::default();
-        let data = C2cData::from_recording(recording, options);
-        let pareto = pareto::lines_top(&data, recording, options, HOTTEST);
+    fn of(
+        data: &C2cData,
+        recording: &Recording,
+        options: ReportOptions,
+        counts: &C2cCounts,
+        elapsed: Duration,
+    ) -> Self {
+        let pareto = pareto::lines_top(data, recording, options, HOTTEST);
         Self {
             title: format!(
                 "topdown-bpf c2c: recording {:.0} s, the {HOTTEST} hottest lines so far (q stops \
@@ -74,7 +79,7 @@ impl LiveScreen {
                 "{} samples classified, {} forwarded; losses: ring buffer full {}, unreadable {}",
                 counts.stats.nr_entries, counts.forwarded, counts.ring_full, counts.read_errors
             ),
-            lines: browse::lines(&data, &pareto, options),
+            lines: browse::lines(data, &pareto, options),
         }
     }
 
@@ -95,19 +100,30 @@ async fn next_key(browser: &mut Option<C2cBrowser>) -> Key {
     }
 }
 
-/// A finished live recording: the forwarded samples as a [`Recording`], and the kernel's counts
+/// A finished live recording: the forwarded samples aggregated as they came, the recording
+/// (mappings, names, topology; the samples themselves only when kept), and the kernel's counts
 /// of every sample.
 pub struct LiveRecording {
-    /// Forwarded samples with the mappings and topology needed to key and name them.
+    /// The mappings and topology needed to name the samples, and the samples when kept.
     pub recording: Recording,
+    /// The forwarded samples, classified and grouped as the report options say.
+    pub data: C2cData,
     /// Every sample, classified in the kernel, and the losses.
     pub counts: C2cCounts,
     /// How long it recorded.
     pub seconds: f64,
 }
 
-/// Records as `args` say.
-pub fn record(sys: &SysRoot, args: &C2cLiveArgs, view: bool) -> Result<LiveRecording> {
+/// Records as `args` say, aggregating the samples as they come (as `c2c report` aggregates a
+/// file: `options` group and classify them), showing them in the browser when `view` and
+/// stdout is a terminal, and keeping them in the recording when `keep_samples` (to be written).
+pub fn record(
+    sys: &SysRoot,
+    args: &C2cLiveArgs,
+    view: bool,
+    options: ReportOptions,
+    keep_samples: bool,
+) -> Result<LiveRecording> {
     let events = memory_events::choose(
         sys,
         args.event.as_deref(),
@@ -136,7 +152,8 @@ pub fn record(sys: &SysRoot, args: &C2cLiveArgs, view: bool) -> Result<LiveRecor
             ),
             None => None,
         };
-        let mut live = Gathered::new(&args.pids);
+        let devices = sys.path("sys/devices");
+        let mut live = Gathered::new(&args.pids, &devices, options, keep_samples);
         let mut session = Session::new(started, DRAIN, args.duration)?;
         if let Some(child) = child {
             session.watch(child);
@@ -160,7 +177,10 @@ pub fn record(sys: &SysRoot, args: &C2cLiveArgs, view: bool) -> Result<LiveRecor
                     Wake::Deadline | Wake::Signal(_) => break,
                 },
                 _ = redraw.tick(), if browser.is_some() => {
-                    let screen = LiveScreen::of(&live.recording, &collector.counts()?, started.elapsed());
+                    let data = live.builder.snapshot();
+                    let counts = collector.counts()?;
+                    let screen =
+                        LiveScreen::of(&data, &live.recording, options, &counts, started.elapsed());
                     if let Some(browser) = browser.as_mut() {
                         screen.draw(browser)?;
                     }
@@ -184,33 +204,49 @@ pub fn record(sys: &SysRoot, args: &C2cLiveArgs, view: bool) -> Result<LiveRecor
         drop(browser);
         live.take(collector.drain());
         let counts = collector.counts()?;
-        let devices = sys.path("sys/devices");
+        let (recording, data) = live.finish(events.iter().map(|e| e.name.clone()).collect());
         Ok(LiveRecording {
-            recording: live.finish(events.iter().map(|e| e.name.clone()).collect(), &devices),
+            recording,
+            data,
             counts,
             seconds: started.elapsed().as_secs_f64(),
         })
     })
 }
 
-/// Forwarded samples gathered so far, and the mappings of their processes.
+/// Forwarded samples aggregated so far, and the mappings of their processes.
 struct Gathered {
     recording: Recording,
+    builder: C2cBuilder,
+    keep_samples: bool,
     only: HashSet<u32>,
     seen: HashSet<u32>,
+    cgroups: HashSet<u64>,
+    forwarded: u64,
 }
 
 impl Gathered {
-    fn new(pids: &[u32]) -> Self {
+    /// For the processes `pids` (all when empty), on the machine whose devices are at `devices`.
+    fn new(pids: &[u32], devices: &Path, options: ReportOptions, keep_samples: bool) -> Self {
+        // The topology first: the aggregation counts samples per NUMA node from the start.
+        let recording = Recording {
+            numa_cpus: host::numa_cpus(devices),
+            memory: host::memory_topology(devices),
+            ..Recording::default()
+        };
         Self {
-            recording: Recording::default(),
+            builder: C2cBuilder::new(&recording, options),
+            recording,
+            keep_samples,
             only: pids.iter().copied().collect(),
             seen: HashSet::new(),
+            cgroups: HashSet::new(),
+            forwarded: 0,
         }
     }
 
-    /// Keeps `records` (those of the asked processes), reading each new process's mappings
-    /// while it still runs.
+    /// Aggregates `records` (those of the asked processes), reading each new process's
+    /// mappings while it still runs.
     fn take(&mut self, records: Vec<C2cRecord>) {
         for record in records {
             if !self.only.is_empty() && !self.only.contains(&record.pid) {
@@ -225,8 +261,8 @@ impl Gathered {
                 .comms
                 .entry(record.tid)
                 .or_insert_with(|| host::comm(record.pid, record.tid));
-            let time = self.recording.samples.len() as u64;
-            self.recording.samples.push(MemSample {
+            self.cgroups.insert(record.cgroup_id);
+            let sample = MemSample {
                 pid: record.pid,
                 tid: record.tid,
                 cpu: record.cpu,
@@ -235,23 +271,25 @@ impl Gathered {
                 data_src: record.data_src,
                 weight: record.weight,
                 phys_addr: record.phys_addr,
-                time,
+                time: self.forwarded,
                 cgroup: record.cgroup_id,
                 kernel: record.ip >= KERNEL_START,
-            });
+            };
+            self.forwarded += 1;
+            self.builder.add(&self.recording, &sample);
+            if self.keep_samples {
+                self.recording.samples.push(sample);
+            }
         }
     }
 
-    fn finish(mut self, events: Vec<String>, devices: &Path) -> Recording {
+    fn finish(mut self, events: Vec<String>) -> (Recording, C2cData) {
         let mut names = CgroupNames::host();
-        let ids: HashSet<u64> = self.recording.samples.iter().map(|s| s.cgroup).collect();
-        for id in ids {
+        for id in self.cgroups {
             self.recording.cgroups.insert(id, names.name(id));
         }
         self.recording.events = events;
-        self.recording.numa_cpus = host::numa_cpus(devices);
-        self.recording.memory = host::memory_topology(devices);
-        self.recording
+        (self.recording, self.builder.finish())
     }
 }
 
@@ -275,7 +313,8 @@ mod tests {
         src.op = topdown_common::data_src::op::LOAD;
         src.lvl = topdown_common::data_src::lvl::HIT | topdown_common::data_src::lvl::L3;
         src.snoop = topdown_common::data_src::snoop::HITM;
-        let mut gathered = Gathered::new(&[]);
+        let devices = tempfile::tempdir().unwrap();
+        let mut gathered = Gathered::new(&[], devices.path(), ReportOptions::default(), false);
         let record = |addr| C2cRecord {
             pid: 1,
             tid: 1,
@@ -294,7 +333,13 @@ mod tests {
             ring_full: 3,
             ..C2cCounts::default()
         };
-        let screen = LiveScreen::of(&gathered.recording, &counts, Duration::from_secs(2));
+        let data = gathered.builder.snapshot();
+        assert!(
+            gathered.recording.samples.is_empty(),
+            "samples kept only to be written"
+        );
+        let options = ReportOptions::default();
+        let screen = LiveScreen::of(&data, &gathered.recording, options, &counts, Duration::ZERO);
         assert!(
             screen
                 .status
@@ -314,6 +359,8 @@ mod tests {
             &SysRoot::fixture("vm-no-pmu"),
             &c2c_args(&["t", "c2c"]),
             false,
+            ReportOptions::default(),
+            false,
         )
         .err()
         .unwrap()
@@ -325,6 +372,8 @@ mod tests {
         let error = record(
             &SysRoot::fixture("vm-no-pmu"),
             &c2c_args(&["t", "c2c", "-e", "cycles"]),
+            false,
+            ReportOptions::default(),
             false,
         )
         .err()
