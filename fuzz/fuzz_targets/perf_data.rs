@@ -1,6 +1,7 @@
-//! A perf.data file, whole, through `c2c report`'s reading, aggregation and the tables that
-//! need no symbols (statistics and the Shared Data Cache Line Table). Errors are fine; a panic,
-//! an abort, a hang or a huge allocation is a finding.
+//! A perf.data file, whole, through `c2c report`'s reading, aggregation (with the sharing
+//! labels' per-word table) and the tables that need no symbols (statistics and the Shared Data
+//! Cache Line Table with its sharing columns). Errors are fine; a panic, an abort, a hang or a
+//! huge allocation is a finding.
 #![no_main]
 
 use std::io::Write as _;
@@ -11,10 +12,11 @@ use topdown_user::c2c::{aggregate, display::ReportOptions, line_table, stats_rep
 fuzz_target!(|data: &[u8]| {
     let mut file = tempfile::NamedTempFile::new().expect("a temporary file");
     file.write_all(data).expect("writing the input");
-    let options = ReportOptions::default();
-    if let Ok((recording, data)) =
-        aggregate::read_file(file.path(), options.line_size(), options.coalesce)
-    {
+    let options = ReportOptions {
+        sharing: true,
+        ..ReportOptions::default()
+    };
+    if let Ok((recording, data)) = aggregate::read_file(file.path(), options) {
         let _ = stats_report::render(&data, &recording.events, options);
         let _ = line_table::render(&data, options);
     }
