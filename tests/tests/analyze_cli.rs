@@ -55,7 +55,7 @@ fn analyze_matches_an_independent_evaluation_for_every_model() {
         let text = stdout_of(
             model,
             Command::new(topdown_bpf_binary())
-                .args(["analyze", "--events"])
+                .args(["analyze", "--events", "--td-level", "2"])
                 .args(select),
         );
         let list = text.split('\'').nth(1).expect("perf stat -e '...'");
@@ -233,4 +233,44 @@ fn malformed_csv_gets_a_line_numbered_error() {
             .count(),
         1
     );
+}
+
+/// `analyze --events`: the events the level needs, as a JSON array of the names perf writes in
+/// `-x` output with `--json`, and the commands carry every option given.
+#[test]
+fn events_as_json_and_commands_with_every_option() {
+    let run = |args: &[&str]| {
+        stdout_of(
+            &args.join(" "),
+            Command::new(topdown_bpf_binary())
+                .args(["analyze", "--events", "--cpu", "GenuineIntel-6-8F"])
+                .args(args),
+        )
+    };
+    let level = |n: &str| -> Vec<String> {
+        serde_json::from_str(&run(&["--td-level", n, "--json"])).expect("a JSON array")
+    };
+    let (one, two) = (level("1"), level("2"));
+    assert_eq!(one[0], "slots", "the group's leader first: {one:?}");
+    for name in [
+        "topdown-retiring",
+        "topdown-fe-bound",
+        "INT_MISC.UOP_DROPPING",
+    ] {
+        assert!(one.contains(&name.to_owned()), "{name} in {one:?}");
+    }
+    assert!(
+        !one.contains(&"topdown-heavy-ops".to_owned()),
+        "Level 2 only: {one:?}"
+    );
+    assert!(
+        two.contains(&"topdown-heavy-ops".to_owned()) && one.iter().all(|e| two.contains(e)),
+        "Level 2 reads Level 1's events and more: {two:?}"
+    );
+    let text = run(&["--smt", "--td-level", "1", "-x", ";"]);
+    let analyze = text.lines().nth(1).unwrap();
+    for option in ["--smt", "--td-level 1", "-x ';'", "--cpu GenuineIntel-6-8F"] {
+        assert!(analyze.contains(option), "{option} in {analyze}");
+    }
+    assert!(text.starts_with("perf stat -x ';' "), "{text}");
 }

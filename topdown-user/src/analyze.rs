@@ -18,7 +18,7 @@ use crate::{
     tma::{
         Model,
         inputs::NamedCounts,
-        spelling::{formula_name, perf_event_list},
+        spelling::{formula_name, perf_event_list, perf_event_names},
     },
 };
 
@@ -30,14 +30,40 @@ pub fn run(args: &AnalyzeArgs, verbose: bool) -> Result<()> {
     };
     let model = model_for(&cpu, &args.pmu, args.smt)?;
     if args.events {
+        // What the level asked for reads: Level 1's events, or every event of the model.
+        let events = if args.td_level == 1 {
+            model.level1_events
+        } else {
+            model.events
+        };
+        if args.json {
+            println!("{}", serde_json::to_string(&perf_event_names(events))?);
+            return Ok(());
+        }
+        let separator = match args.separator.as_str() {
+            "," => "-x,".to_owned(),
+            other => format!("-x '{other}'"),
+        };
         println!(
-            "perf stat -x, -o stat.csv -e '{}' -a -- sleep 10",
-            perf_event_list(model.events)
+            "perf stat {separator} -o stat.csv -e '{}' -a -- sleep 10",
+            perf_event_list(events)
         );
-        println!(
-            "topdown-bpf analyze stat.csv --cpu {cpu} --td-level 2   # model {}: {}",
-            model.name, model.description
-        );
+        // The analysis of that file, with every option given here.
+        let mut analyze = format!("topdown-bpf analyze stat.csv --cpu {cpu}");
+        if args.pmu != "cpu_core" {
+            analyze.push_str(&format!(" --pmu {}", args.pmu));
+        }
+        if args.smt {
+            analyze.push_str(" --smt");
+        }
+        if let Some(slots) = args.slots {
+            analyze.push_str(&format!(" --slots {slots}"));
+        }
+        analyze.push_str(&format!(" --td-level {}", args.td_level));
+        if args.separator != "," {
+            analyze.push_str(&format!(" -x '{}'", args.separator));
+        }
+        println!("{analyze}   # model {}: {}", model.name, model.description);
         return Ok(());
     }
     let path = args

@@ -457,7 +457,9 @@ pub struct AnalyzeArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// Print the `perf stat` command that records what this CPU's model needs, and exit.
+    /// Print the `perf stat` command that records what this CPU's model needs at --td-level,
+    /// and the `analyze` command for its output with every option given; with --json, the
+    /// events as a JSON array of the names perf writes in `-x` output. Then exit.
     #[arg(long)]
     pub events: bool,
 }

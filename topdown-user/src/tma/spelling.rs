@@ -31,25 +31,51 @@ pub fn formula_name(perf_name: &str, arm: bool) -> String {
 /// The `perf stat -e` list that records `events` (formula spellings): PERF_METRICS events in
 /// one group led by `slots`, the rest one by one (perf and the kernel multiplex them).
 pub fn perf_event_list(events: &[&str]) -> String {
+    let names = perf_event_names(events);
+    let (group, rest): (Vec<&String>, Vec<&String>) = names
+        .iter()
+        .partition(|n| *n == "slots" || n.starts_with("topdown-"));
+    let mut list: Vec<String> = Vec::new();
+    if group.iter().any(|n| n.starts_with("topdown-")) {
+        list.push(format!(
+            "{{{}}}",
+            group
+                .iter()
+                .map(|n| n.as_str())
+                .collect::<Vec<_>>()
+                .join(",")
+        ));
+    } else {
+        list.extend(group.into_iter().cloned());
+    }
+    list.extend(rest.into_iter().cloned());
+    list.join(",")
+}
+
+/// The names perf writes in `perf stat -x` output for `events` (formula spellings): `slots` and
+/// the `topdown-*` metrics (recorded as one group, slots first), then the others, PMU events as
+/// `pmu/event/`.
+pub fn perf_event_names(events: &[&str]) -> Vec<String> {
     let metrics: Vec<&str> = events
         .iter()
         .copied()
         .filter(|e| e.starts_with("topdown-"))
         .collect();
-    let mut list = Vec::new();
+    let mut names = Vec::new();
     if !metrics.is_empty() {
-        list.push(format!("{{slots,{}}}", metrics.join(",")));
+        names.push("slots".to_owned());
+        names.extend(metrics.iter().map(|m| (*m).to_owned()));
     }
     for event in events {
         if event.starts_with("topdown-") || (*event == "TOPDOWN.SLOTS" && !metrics.is_empty()) {
             continue;
         }
-        list.push(match event.split_once('@') {
+        names.push(match event.split_once('@') {
             Some((pmu, rest)) => format!("{pmu}/{}/", rest.trim_end_matches('@')),
             None => (*event).to_owned(),
         });
     }
-    list.join(",")
+    names
 }
 
 #[cfg(test)]
