@@ -128,9 +128,19 @@ struct TopdownDoc<'a> {
     /// The core PMU (`cpu_core`), empty on machines with one.
     pmu: &'a str,
     model: &'static str,
-    /// `{metric name: fraction}`.
+    /// `{metric name: fraction}`, as the formulas give them (not clamped).
     nodes: Value,
     bottleneck: Option<&'static str>,
+    /// Nodes outside [0, 1], with the counts that move them.
+    out_of_range: Vec<OutOfRangeDoc<'a>>,
+}
+
+/// A node outside [0, 1] and the counts (by formula name) that move it.
+#[derive(Serialize)]
+struct OutOfRangeDoc<'a> {
+    node: &'static str,
+    value: f64,
+    inputs: BTreeMap<&'a str, f64>,
 }
 
 /// One entry per core type the thread ran on: its PMU, model, nodes and bottleneck.
@@ -147,6 +157,15 @@ fn topdown<'a>(row: &'a Row, view: Option<&'a TopdownView>) -> Option<Vec<Topdow
                     model: part.model.name,
                     nodes: super::topdown::values_json(td),
                     bottleneck: td.bottleneck,
+                    out_of_range: td
+                        .out_of_range
+                        .iter()
+                        .map(|o| OutOfRangeDoc {
+                            node: o.node,
+                            value: o.value,
+                            inputs: o.inputs.iter().map(|(n, v)| (n.as_str(), *v)).collect(),
+                        })
+                        .collect(),
                 })
             })
             .collect(),

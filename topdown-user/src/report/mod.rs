@@ -296,4 +296,44 @@ mod tests {
         assert_eq!(thread["topdown"][0]["model"], "sapphirerapids");
         assert_eq!(thread["run_percent"], 50.0);
     }
+
+    #[test]
+    fn nodes_outside_their_range_are_kept_as_computed_and_flagged_with_their_inputs() {
+        let (mut window, set) = spr_window();
+        // More slots dropped than the frontend had: perf's formula goes negative.
+        window.threads[0].counters[6] = CounterValue {
+            raw: 1_000_000_000,
+            enabled_ns: 1_000_000_000,
+            running_ns: 1_000_000_000,
+        };
+        let mut names = CgroupNames::at(None);
+        let (rows, total) = rows(&window, name(&window, &mut names, None), &set, &options());
+        let td = rows[0].topdown[0].as_ref().unwrap();
+        let frontend = td.value("tma_frontend_bound").unwrap();
+        assert!(
+            (frontend - (0.1 - 0.25)).abs() < 1e-12,
+            "not clamped: {frontend}"
+        );
+        let text = table::block(&window, &rows, total, &set, &options(), false);
+        assert!(text.contains("-15.0!"), "marked in the table: {text}");
+
+        let mut out = Vec::new();
+        json::write_document(
+            &mut out,
+            &window,
+            &rows,
+            &set,
+            options().topdown.as_ref(),
+            None,
+            false,
+        )
+        .unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        let topdown = &doc["threads"][0]["topdown"][0];
+        assert_eq!(topdown["nodes"]["tma_frontend_bound"], frontend);
+        let flagged = &topdown["out_of_range"][0];
+        assert_eq!(flagged["node"], "tma_frontend_bound");
+        assert_eq!(flagged["inputs"]["INT_MISC.UOP_DROPPING"], 1e9);
+        assert!(flagged["inputs"]["TOPDOWN.SLOTS"].is_number(), "{flagged}");
+    }
 }

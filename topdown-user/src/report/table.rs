@@ -190,7 +190,13 @@ pub(crate) fn node_cell(row: &Row, part: usize, node: &Node, verbose: bool) -> S
     } else {
         ""
     };
-    format!("{:.1}{mark}", value.value * 100.0)
+    // Outside [0, 1]: counts that contradict each other (multiplexing); JSON says which.
+    let flag = if td.out_of_range.iter().any(|o| o.node == node.name) {
+        "!"
+    } else {
+        ""
+    };
+    format!("{:.1}{flag}{mark}", value.value * 100.0)
 }
 
 /// `losses: none` or the non-zero loss counters.

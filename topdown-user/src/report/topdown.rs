@@ -59,6 +59,7 @@ mod tests {
                 node("tma_memory_bound", 0.5, true),
             ],
             bottleneck: Some("tma_memory_bound"),
+            out_of_range: Vec::new(),
         }
     }
 

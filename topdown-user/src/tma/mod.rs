@@ -141,7 +141,11 @@ impl Model {
             .collect();
         nodes.sort_by_key(|n| n.node.order);
         let bottleneck = bottleneck(&nodes);
-        TopDown { nodes, bottleneck }
+        TopDown {
+            nodes,
+            bottleneck,
+            out_of_range: Vec::new(),
+        }
     }
 }
 
@@ -175,6 +179,9 @@ pub struct TopDown {
     pub nodes: Vec<NodeValue>,
     /// The deepest node over its threshold whose parent is over its own (toplev's `<==`).
     pub bottleneck: Option<&'static str>,
+    /// Nodes outside [0, 1] and the counts that move them (filled where the counts are at
+    /// hand: [`view::TopdownView::of`]).
+    pub out_of_range: Vec<OutOfRange>,
 }
 
 impl TopDown {

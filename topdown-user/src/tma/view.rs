@@ -73,6 +73,9 @@ impl TopdownView {
                 let inputs = NamedCounts::new(counts, self.slots, self.smt_on);
                 let mut td = part.model.evaluate(&inputs, self.level);
                 td.nodes.retain(|n| n.value.is_finite());
+                // Values stay as the formulas give them; those outside [0, 1] are flagged with
+                // the counts behind them.
+                td.out_of_range = part.model.out_of_range(&td, &inputs, self.level);
                 (!td.nodes.is_empty()).then_some(td)
             })
             .collect()

@@ -685,6 +685,7 @@ mod tests {
                 })
                 .collect(),
             bottleneck: Some("tma_backend_bound"),
+            out_of_range: Vec::new(),
         })];
         let options = RowOptions {
             sort: SortKey::OnCpu,
