@@ -54,7 +54,7 @@ impl Recording {
         if !is_zstd {
             bail!(
                 "{shown} is not a topdown-bpf recording (not zstd-compressed): make one with \
-                 `topdown-bpf record -o {shown}`"
+                 `topdown-bpf record -o FILE`"
             );
         }
         let file =
@@ -170,7 +170,7 @@ impl<R: std::io::Read> LineReader<R> {
         let read = (&mut self.input)
             .take(MAX_LINE + 1)
             .read_until(b'\n', &mut buffer)
-            .context("the file ends inside its compressed data (the recording was cut short)")?;
+            .context("it ends inside its compressed data: the recording was cut short")?;
         if read == 0 {
             return Ok(None);
         }
