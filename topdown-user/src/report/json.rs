@@ -133,6 +133,8 @@ struct TopdownDoc<'a> {
     bottleneck: Option<&'static str>,
     /// Nodes outside [0, 1], with the counts that move them.
     out_of_range: Vec<OutOfRangeDoc<'a>>,
+    /// `{metric name: percent}`: how much of the time each node's least measured input ran.
+    run_percent: BTreeMap<&'static str, f64>,
 }
 
 /// A node outside [0, 1] and the counts (by formula name) that move it.
@@ -165,6 +167,11 @@ fn topdown<'a>(row: &'a Row, view: Option<&'a TopdownView>) -> Option<Vec<Topdow
                             value: o.value,
                             inputs: o.inputs.iter().map(|(n, v)| (n.as_str(), *v)).collect(),
                         })
+                        .collect(),
+                    run_percent: td
+                        .nodes
+                        .iter()
+                        .map(|n| (n.node.name, n.run_fraction * 100.0))
                         .collect(),
                 })
             })

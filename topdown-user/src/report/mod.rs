@@ -336,4 +336,71 @@ mod tests {
         assert_eq!(flagged["inputs"]["INT_MISC.UOP_DROPPING"], 1e9);
         assert!(flagged["inputs"]["TOPDOWN.SLOTS"].is_number(), "{flagged}");
     }
+
+    #[test]
+    fn multiplexed_counts_are_scaled_back_and_each_node_says_how_long_its_inputs_ran() {
+        // The true counts of spr_window; then the same thread with INT_MISC.UOP_DROPPING and
+        // topdown-retiring counted only part of the time (raw = true x running / enabled).
+        let (window, set) = spr_window();
+        let mut names = CgroupNames::at(None);
+        let (truth, _) = rows(&window, name(&window, &mut names, None), &set, &options());
+        let mut sampled = window.clone();
+        let enabled = 1_000_000_000;
+        for (slot, running) in [(2usize, 400_000_000u64), (6, 100_000_000)] {
+            let value = &mut sampled.threads[0].counters[slot];
+            value.raw = value.raw * running / enabled;
+            value.running_ns = running;
+        }
+        let (scaled, total) = rows(&sampled, name(&sampled, &mut names, None), &set, &options());
+        let (a, b) = (
+            truth[0].topdown[0].as_ref().unwrap(),
+            scaled[0].topdown[0].as_ref().unwrap(),
+        );
+        for node in &a.nodes {
+            let back = b.value(node.node.name).unwrap();
+            assert!(
+                (back - node.value).abs() < 1e-12,
+                "{}: {back}",
+                node.node.name
+            );
+        }
+        let run = |name: &str| {
+            b.nodes
+                .iter()
+                .find(|n| n.node.name == name)
+                .unwrap()
+                .run_fraction
+        };
+        // SPR: frontend and bad speculation read UOP_DROPPING (10 %) and retiring (40 %);
+        // backend reads the retiring count too (its denominator), not UOP_DROPPING.
+        assert!((run("tma_frontend_bound") - 0.1).abs() < 1e-12);
+        assert!((run("tma_bad_speculation") - 0.1).abs() < 1e-12);
+        assert!((run("tma_backend_bound") - 0.4).abs() < 1e-12);
+        assert!((run("tma_retiring") - 0.4).abs() < 1e-12);
+        let text = table::block(&sampled, &scaled, total, &set, &options(), false);
+        assert!(
+            text.contains("10.0?"),
+            "frontend ran 10 % of the time: marked: {text}"
+        );
+        assert!(
+            text.contains("25.0 "),
+            "retiring ran 40 %: not marked: {text}"
+        );
+
+        let mut out = Vec::new();
+        json::write_document(
+            &mut out,
+            &sampled,
+            &scaled,
+            &set,
+            options().topdown.as_ref(),
+            None,
+            false,
+        )
+        .unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        let percent = &doc["threads"][0]["topdown"][0]["run_percent"];
+        assert!((percent["tma_frontend_bound"].as_f64().unwrap() - 10.0).abs() < 1e-9);
+        assert!((percent["tma_retiring"].as_f64().unwrap() - 40.0).abs() < 1e-9);
+    }
 }

@@ -175,6 +175,9 @@ pub(crate) fn bottlenecks(row: &Row, view: &TopdownView) -> String {
 
 /// A node's value in percent; `<` marks the thread's bottleneck; Level 2 values under their
 /// threshold are left blank unless verbose.
+/// Below this share of its enabled time, a node's least measured input makes it marked `?`.
+pub const LOW_RUN: f64 = 0.25;
+
 pub(crate) fn node_cell(row: &Row, part: usize, node: &Node, verbose: bool) -> String {
     let Some(Some(td)) = row.topdown.get(part) else {
         return "-".into();
@@ -191,8 +194,11 @@ pub(crate) fn node_cell(row: &Row, part: usize, node: &Node, verbose: bool) -> S
         ""
     };
     // Outside [0, 1]: counts that contradict each other (multiplexing); JSON says which.
+    // `?`: its inputs ran less than a quarter of the time (scaled from little).
     let flag = if td.out_of_range.iter().any(|o| o.node == node.name) {
         "!"
+    } else if value.run_fraction < LOW_RUN {
+        "?"
     } else {
         ""
     };

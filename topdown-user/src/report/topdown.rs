@@ -50,6 +50,7 @@ mod tests {
             node: Node::named(name).unwrap(),
             value,
             over_threshold: over,
+            run_fraction: 1.0,
         };
         TopDown {
             nodes: vec![

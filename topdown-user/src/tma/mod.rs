@@ -14,6 +14,11 @@ pub mod node;
 pub mod spelling;
 pub mod view;
 
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex, OnceLock},
+};
+
 use anyhow::{Result, bail};
 
 use self::{
@@ -120,6 +125,55 @@ impl Model {
             .collect()
     }
 
+    /// The events each node's formula reads (down to Level 2), found once per model: with
+    /// every event counted but one, the nodes that come out unmeasured (NaN) read that one.
+    pub fn node_inputs(&self) -> Arc<Vec<(&'static str, Vec<&'static str>)>> {
+        static CACHE: OnceLock<Mutex<HashMap<&'static str, NodeInputs>>> = OnceLock::new();
+        let cache = CACHE.get_or_init(Mutex::default);
+        let mut cache = cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Arc::clone(cache.entry(self.name).or_insert_with(|| {
+            // Distinct, plausible counts: no division by zero, no node at a clamp.
+            let all = |without: Option<&str>| {
+                NamedCounts::new(
+                    self.events
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, e)| Some(**e) != without)
+                        .map(|(i, e)| ((*e).to_owned(), 1e9 + 7_919.0 * i as f64)),
+                    8,
+                    false,
+                )
+            };
+            let full = self.values(&all(None));
+            let reads = |event: &str| {
+                let values = self.values(&all(Some(event)));
+                values
+                    .values
+                    .iter()
+                    .filter(|(name, value)| {
+                        value.is_nan() && full.values.iter().any(|(n, v)| n == name && !v.is_nan())
+                    })
+                    .map(|(name, _)| *name)
+                    .collect::<Vec<_>>()
+            };
+            let mut inputs: Vec<(&'static str, Vec<&'static str>)> = full
+                .values
+                .iter()
+                .map(|(name, _)| (*name, Vec::new()))
+                .collect();
+            for event in self.events {
+                for node in reads(event) {
+                    if let Some((_, events)) = inputs.iter_mut().find(|(n, _)| *n == node) {
+                        events.push(event);
+                    }
+                }
+            }
+            Arc::new(inputs)
+        }))
+    }
+
     /// The node values down to `max_level`, with thresholds and the bottleneck.
     pub fn evaluate(&self, inputs: &dyn Inputs, max_level: u8) -> TopDown {
         let evaluation = self.values(inputs);
@@ -131,6 +185,7 @@ impl Model {
                 (node.level <= max_level).then(|| NodeValue {
                     node,
                     value,
+                    run_fraction: 1.0,
                     over_threshold: evaluation
                         .over_threshold
                         .iter()
@@ -148,6 +203,9 @@ impl Model {
         }
     }
 }
+
+/// Each node's input events ([`Model::node_inputs`]).
+type NodeInputs = Arc<Vec<(&'static str, Vec<&'static str>)>>;
 
 /// A node outside [0, 1]: only counts that contradict each other give one (perf's formulas
 /// subtract measured counts), so it is flagged with the counts it moves with.
@@ -170,6 +228,9 @@ pub struct NodeValue {
     pub value: f64,
     /// Over its threshold (perf's `MetricThreshold`, or the default for the node).
     pub over_threshold: bool,
+    /// The lowest share of its enabled time any of its input counters was running (1.0: never
+    /// multiplexed, or not known).
+    pub run_fraction: f64,
 }
 
 /// TopDown nodes for one thread (or CPU, or file) and the bottleneck among them.

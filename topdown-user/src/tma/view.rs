@@ -73,6 +73,22 @@ impl TopdownView {
                 let inputs = NamedCounts::new(counts, self.slots, self.smt_on);
                 let mut td = part.model.evaluate(&inputs, self.level);
                 td.nodes.retain(|n| n.value.is_finite());
+                // Each node's run %: the least its own inputs ran (a multiplexed counter is
+                // scaled by its own enabled/running time; a node is only as sure as its least
+                // measured input).
+                let reads = part.model.node_inputs();
+                let running = |event: &str| {
+                    set.names().zip(counters).find_map(|(name, value)| {
+                        (name.strip_prefix(part.prefix.as_str()) == Some(event))
+                            .then(|| value.running_fraction())
+                    })
+                };
+                for node in &mut td.nodes {
+                    if let Some((_, events)) = reads.iter().find(|(n, _)| *n == node.node.name) {
+                        node.run_fraction =
+                            events.iter().filter_map(|e| running(e)).fold(1.0, f64::min);
+                    }
+                }
                 // Values stay as the formulas give them; those outside [0, 1] are flagged with
                 // the counts behind them.
                 td.out_of_range = part.model.out_of_range(&td, &inputs, self.level);

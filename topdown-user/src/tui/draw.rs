@@ -682,6 +682,7 @@ mod tests {
                     node: Node::named(name).unwrap(),
                     value: *value,
                     over_threshold: *value > 0.2,
+                    run_fraction: 1.0,
                 })
                 .collect(),
             bottleneck: Some("tma_backend_bound"),
