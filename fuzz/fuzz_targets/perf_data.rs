@@ -7,7 +7,9 @@
 use std::io::Write as _;
 
 use libfuzzer_sys::fuzz_target;
-use topdown_user::c2c::{aggregate, display::ReportOptions, line_table, stats_report};
+use topdown_user::c2c::{
+    aggregate, data_names, display::ReportOptions, line_table, sharing, stats_report,
+};
 
 fuzz_target!(|data: &[u8]| {
     let mut file = tempfile::NamedTempFile::new().expect("a temporary file");
@@ -18,6 +20,11 @@ fuzz_target!(|data: &[u8]| {
     };
     if let Ok((recording, data)) = aggregate::read_file(file.path(), options) {
         let _ = stats_report::render(&data, &recording.events, options);
-        let _ = line_table::render(&data, options);
+        let mut names = data_names::DataNames::new(&recording);
+        let fixes: Vec<_> = line_table::displayed(&data, options)
+            .into_iter()
+            .map(|line| sharing::fix(&data, line, &mut names, options.line_size()))
+            .collect();
+        let _ = line_table::render(&data, options, &fixes);
     }
 });

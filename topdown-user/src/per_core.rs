@@ -56,6 +56,15 @@ pub async fn run(
     let mut screen = full_screen.then(CoresView::open).transpose()?;
     let nodes = cores::node_columns(view);
     let names: Vec<String> = set.names().map(str::to_owned).collect();
+    let draw = |open: &mut CoresView, title: &str, rows: &[CoreRow]| {
+        open.draw(&CoresScreenful {
+            title,
+            status: &set_line,
+            nodes: &nodes,
+            counters: &names,
+            rows,
+        })
+    };
     let mut shown: Vec<CoreRow> = Vec::new();
     let mut title = String::new();
     loop {
@@ -74,13 +83,7 @@ pub async fn run(
                     Action::None => continue,
                     Action::Redraw | Action::Seek => {}
                 }
-                open.draw(&CoresScreenful {
-                    title: &title,
-                    status: &set_line,
-                    nodes: &nodes,
-                    counters: &names,
-                    rows: &shown,
-                })?;
+                draw(open, &title, &shown)?;
                 continue;
             }
         };
@@ -100,13 +103,7 @@ pub async fn run(
                 started.elapsed().as_secs_f64(),
                 shown.len()
             );
-            open.draw(&CoresScreenful {
-                title: &title,
-                status: &set_line,
-                nodes: &nodes,
-                counters: &names,
-                rows: &shown,
-            })?;
+            draw(open, &title, &shown)?;
             continue;
         }
         let now = Instant::now();

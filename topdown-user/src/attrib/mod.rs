@@ -71,14 +71,7 @@ impl Window {
                     cgroups.push(cgroup.clone());
                 }
             }
-            if idle.len() < window.idle.len() {
-                idle.resize(window.idle.len(), CounterValue::default());
-            }
-            for (sum, value) in idle.iter_mut().zip(&window.idle) {
-                sum.raw += value.raw;
-                sum.enabled_ns += value.enabled_ns;
-                sum.running_ns += value.running_ns;
-            }
+            usage::add_counters(&mut idle, &window.idle);
         }
         Some(Self {
             start: first.start,

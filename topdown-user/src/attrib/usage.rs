@@ -156,7 +156,8 @@ impl CgroupUsage {
     }
 }
 
-fn add_counters(mine: &mut Vec<CounterValue>, theirs: &[CounterValue]) {
+/// Adds `theirs` to `mine`, counter by counter (`mine` grows to `theirs`' length).
+pub fn add_counters(mine: &mut Vec<CounterValue>, theirs: &[CounterValue]) {
     if mine.len() < theirs.len() {
         mine.resize(theirs.len(), CounterValue::default());
     }

@@ -164,7 +164,7 @@ fn report(
         .transpose()?;
     print!("{}", stats_report::render(data, &recording.events, options));
     if !view.stats {
-        print!("\n{}", line_table::render(data, options));
+        print!("\n{}", line_table::render(data, options, &fixes));
         print!("{}", pareto::render(&lines, &recording.numa_cpus, options));
         if options.sharing {
             let addresses: Vec<u64> = lines.iter().map(|p| p.line.address).collect();

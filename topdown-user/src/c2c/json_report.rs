@@ -80,7 +80,6 @@ pub fn render(
                     })
                 })
                 .collect();
-            let labelled = sharing::label(data.accesses_of(line));
             let fix = fixes.get(index);
             let words: Vec<Value> = fix
                 .map(|f| {
@@ -98,15 +97,14 @@ pub fn render(
                         .collect()
                 })
                 .unwrap_or_default();
-            let gain = sharing::gain(data, line);
             json!({
                 "index": index,
                 "address": format!("{:#x}", line.address),
-                "sharing": labelled.sharing.name(),
-                "sharing_loads": {"true": labelled.true_loads, "false": labelled.false_loads},
-                "contended_cycles": gain.contended_cycles,
-                "contended_latency_share": gain.latency_share,
-                "estimated_gain": gain.estimate,
+                "sharing": fix.map(|f| f.sharing.sharing.name()),
+                "sharing_loads": fix.map(|f| json!({"true": f.sharing.true_loads, "false": f.sharing.false_loads})),
+                "contended_cycles": fix.map(|f| f.gain.contended_cycles),
+                "contended_latency_share": fix.map(|f| f.gain.latency_share),
+                "estimated_gain": fix.map(|f| f.gain.estimate),
                 "words": words,
                 "fix": fix.and_then(|f| f.fix.as_deref()),
                 "data_nodes": line.phys.node_list(),

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use super::{
     display::{Display, ReportOptions, fill_line},
     lines::{C2cData, Line},
-    sharing,
+    sharing::{self, LineFix},
 };
 
 const HEADER: &str = "\
@@ -101,13 +101,9 @@ fn header(options: ReportOptions) -> String {
         .collect()
 }
 
-/// The table, for the lines with a share of all HITMs of at least 0.1 %.
-pub fn render(data: &C2cData, options: ReportOptions) -> String {
-    render_top(data, options, usize::MAX)
-}
-
-/// The table's first `top` lines (the live view's hottest lines).
-pub fn render_top(data: &C2cData, options: ReportOptions, top: usize) -> String {
+/// The table, for the lines with a share of all HITMs of at least 0.1 %; with `--sharing`,
+/// each line's label and gain from `fixes` (one per shown line, in the table's order).
+pub fn render(data: &C2cData, options: ReportOptions, fixes: &[LineFix]) -> String {
     let display = options.display;
     // Shares are of all samples' count (perf's `percent_costly_snoop`).
     let total: u64 = data
@@ -117,7 +113,7 @@ pub fn render_top(data: &C2cData, options: ReportOptions, top: usize) -> String 
         .sum();
     let lines = displayed(data, options);
     let mut out = header(options);
-    for (index, line) in lines.iter().take(top).enumerate() {
+    for (index, line) in lines.iter().enumerate() {
         let stats = data.line_stats(line);
         let s = &stats;
         let loads = s.table_loads();
@@ -158,10 +154,10 @@ pub fn render_top(data: &C2cData, options: ReportOptions, top: usize) -> String 
             s.lcl_dram,
             s.rmt_dram,
         );
-        if options.sharing {
+        if let Some(fix) = fixes.get(index).filter(|_| options.sharing) {
             out.pop();
-            let kind = sharing::label(data.accesses_of(line)).sharing.name();
-            let gain = sharing::gain(data, line).estimate * 100.0;
+            let kind = fix.sharing.sharing.name();
+            let gain = fix.gain.estimate * 100.0;
             let _ = writeln!(out, "  {kind:>7}  {:>7}", format!("{gain:.2}%"));
         }
     }

@@ -152,6 +152,8 @@ pub struct WordView {
 pub struct LineFix {
     /// The label.
     pub sharing: LineSharing,
+    /// What fixing it is worth.
+    pub gain: Gain,
     /// Its words with stores or contended loads, by offset.
     pub words: Vec<WordView>,
     /// What to do about it, in words (`None`: no contended load).
@@ -241,6 +243,7 @@ pub fn fix(data: &C2cData, line: &Line, names: &mut DataNames<'_>, line_size: u6
     }
     LineFix {
         sharing,
+        gain: gain(data, line),
         words,
         fix: (!advice.is_empty()).then(|| advice.join("; ")),
     }

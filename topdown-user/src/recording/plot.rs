@@ -13,7 +13,7 @@ use crate::{
     attrib::{
         groups::{GroupBy, GroupOptions},
         named,
-        usage::CounterValue,
+        usage::{CounterValue, add_counters},
     },
     cli::PlotArgs,
     report::rows::{Row, RowOptions, SortKey, Who, rows},
@@ -131,14 +131,9 @@ pub fn timelines(
             *sum += value;
         }
         if let Some(view) = &recording.topdown {
-            let mut sum: Vec<CounterValue> =
-                vec![CounterValue::default(); recording.set.counters.len()];
+            let mut sum: Vec<CounterValue> = Vec::new();
             for thread in &window.threads {
-                for (total, value) in sum.iter_mut().zip(&thread.counters) {
-                    total.raw += value.raw;
-                    total.enabled_ns += value.enabled_ns;
-                    total.running_ns += value.running_ns;
-                }
+                add_counters(&mut sum, &thread.counters);
             }
             let td = view.of(&recording.set, &sum).into_iter().flatten().next();
             for node in td

@@ -6,7 +6,10 @@
 use std::collections::HashMap;
 
 use super::rows::{Row, RowOptions, ThreadKey, TreeMark, Who, order};
-use crate::{attrib::usage::CounterValue, pmu::counter_set::CounterSet};
+use crate::{
+    attrib::usage::{CounterValue, add_counters},
+    pmu::counter_set::CounterSet,
+};
 
 /// `rows` (sorted, filtered) arranged as a tree; `reverse` reverses every level's order.
 pub fn arrange(rows: Vec<Row>, set: &CounterSet, options: &RowOptions, reverse: bool) -> Vec<Row> {
@@ -95,11 +98,7 @@ fn process_row(threads: &[Row], set: &CounterSet, options: &RowOptions) -> Row {
         .unwrap_or(&first);
     let mut counters = vec![CounterValue::default(); set.counters.len()];
     for row in threads {
-        for (sum, value) in counters.iter_mut().zip(&row.counters) {
-            sum.raw += value.raw;
-            sum.enabled_ns += value.enabled_ns;
-            sum.running_ns += value.running_ns;
-        }
+        add_counters(&mut counters, &row.counters);
     }
     Row {
         who: Who::Thread(ThreadKey {

@@ -8,11 +8,12 @@ use ratatui::{
     layout::{Constraint, Layout, Rect},
     style::{Modifier, Style},
     text::Line,
-    widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Table},
+    widgets::{Cell, Paragraph, Row, Table},
 };
 
 use super::{
     Screen,
+    draw::help_popup,
     state::{Action, Key},
 };
 use crate::c2c::browse::LineView;
@@ -270,21 +271,7 @@ fn draw_help(frame: &mut Frame<'_>) {
         "RMT% LCL%: an entry's share of the line's remote / local contended loads",
         "?           this help (any key closes it)",
     ];
-    let area = frame.area();
-    let width = area.width.min(76);
-    let height = area.height.min(u16::try_from(text.len()).unwrap_or(7) + 2);
-    let popup = Rect {
-        x: area.x + (area.width - width) / 2,
-        y: area.y + (area.height - height) / 2,
-        width,
-        height,
-    };
-    frame.render_widget(Clear, popup);
-    frame.render_widget(
-        Paragraph::new(text.map(Line::from).to_vec())
-            .block(Block::new().borders(Borders::ALL).title(" keys ")),
-        popup,
-    );
+    help_popup(frame, text.map(Line::from).to_vec());
 }
 
 /// The browser open on the terminal.

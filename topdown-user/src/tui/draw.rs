@@ -530,6 +530,11 @@ fn draw_help(frame: &mut Frame<'_>, state: &ViewState) {
         .chain((!views.is_empty()).then_some(views))
         .map(Line::from)
         .collect();
+    help_popup(frame, text);
+}
+
+/// `text` in a bordered box titled " keys " in the middle of the screen (`?` in every view).
+pub(super) fn help_popup(frame: &mut Frame<'_>, text: Vec<Line<'_>>) {
     let area = frame.area();
     let width = area.width.min(76);
     let height = area.height.min(u16::try_from(text.len()).unwrap_or(12) + 2);
