@@ -9,6 +9,28 @@ use std::path::Path;
 use serde_json::Value;
 use topdown_tests::{perf_data_of, stdout_of, topdown_bpf_binary};
 
+/// `source` compiled with debug info and `opt` to `dir/name`; `None` (said loudly) without a C
+/// compiler, which CI machines have.
+fn compiled(dir: &Path, name: &str, source: &str, opt: &str) -> Option<std::path::PathBuf> {
+    let path = dir.join(format!("{name}.c"));
+    std::fs::write(&path, source).unwrap();
+    let binary = dir.join(name);
+    let built = std::process::Command::new("cc")
+        .args(["-g", opt, "-no-pie", "-o"])
+        .arg(&binary)
+        .arg(&path)
+        .status();
+    if !built.is_ok_and(|s| s.success()) {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI machines have a C compiler (build-essential)"
+        );
+        eprintln!("\n*** SKIPPED {name}: no C compiler ***\n");
+        return None;
+    }
+    Some(binary)
+}
+
 fn report(dir: &Path, data: &Path, args: &[&str]) -> String {
     stdout_of(
         &format!("c2c report {args:?}"),
@@ -122,29 +144,17 @@ fn fields_of_globals_are_named_from_dwarf_and_the_fix_names_them() {
     use object::{Object as _, ObjectSegment as _, ObjectSymbol as _};
 
     let dir = tempfile::tempdir().unwrap();
-    let source = dir.path().join("globals.c");
-    std::fs::write(
-        &source,
+    let Some(binary) = compiled(
+        dir.path(),
+        "globals",
         "struct pair { long a; long b; };\n\
          struct pair counters __attribute__((aligned(64))) = { 1, 2 };\n\
          struct pair table[4] __attribute__((aligned(64))) = { { 3, 4 } };\n\
          int main(void) { return (int)(counters.a + table[0].b); }\n",
-    )
-    .unwrap();
-    let binary = dir.path().join("globals");
-    let built = std::process::Command::new("cc")
-        .args(["-g", "-O0", "-no-pie", "-o"])
-        .arg(&binary)
-        .arg(&source)
-        .status();
-    if !built.is_ok_and(|s| s.success()) {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI machines have a C compiler (build-essential)"
-        );
-        eprintln!("\n*** SKIPPED fields_of_globals_are_named_from_dwarf: no C compiler ***\n");
+        "-O0",
+    ) else {
         return;
-    }
+    };
     let bytes = std::fs::read(&binary).unwrap();
     let elf = object::File::parse(&*bytes).unwrap();
     let address = |name: &str| {
@@ -254,4 +264,129 @@ fn fields_of_globals_are_named_from_dwarf_and_the_fix_names_them() {
             "each thread only touches its own field"
         );
     }
+}
+
+/// Heap data has no variable at its address: a program built with `-O2 -g` accesses a heap
+/// `struct pair` through the pointer parameter `p` of `write_a` (`p->a = v`, thread 1001) and of
+/// `read_b` (`return p->b`, thread 1002). The samples' IPs are those two instructions (found in
+/// the compiled code by their encodings); the words are named by the type of `p` and the
+/// displacement of each instruction's memory operand, and the fix separates the two members.
+#[test]
+fn heap_fields_are_named_by_the_type_of_the_pointer_the_instruction_used() {
+    use object::{Object as _, ObjectSection as _, ObjectSymbol as _};
+
+    let dir = tempfile::tempdir().unwrap();
+    let Some(binary) = compiled(
+        dir.path(),
+        "heap",
+        "#include <stdlib.h>\n\
+         struct pair { long a; long b; };\n\
+         __attribute__((noinline)) long read_b(struct pair *p) { return p->b; }\n\
+         __attribute__((noinline)) void write_a(struct pair *p, long v) { p->a = v; }\n\
+         int main(int argc, char **argv) {\n\
+           struct pair *p = malloc(sizeof *p); write_a(p, argc); return (int)read_b(p); }\n",
+        "-O2",
+    ) else {
+        return;
+    };
+    let bytes = std::fs::read(&binary).unwrap();
+    let elf = object::File::parse(&*bytes).unwrap();
+    let text = elf.section_by_name(".text").expect("a .text section");
+    let (text_offset, _) = text.file_range().unwrap();
+    let code = text.data().unwrap();
+    // The address of the first instruction of `function` encoded as `encoding`.
+    let instruction = |function: &str, encoding: &[u8]| -> u64 {
+        let start = elf
+            .symbols()
+            .find(|s| s.name() == Ok(function))
+            .map(|s| s.address())
+            .unwrap_or_else(|| panic!("{function} in the symbol table"));
+        let at = (start - text.address()) as usize;
+        let found = code[at..(at + 32).min(code.len())]
+            .windows(encoding.len())
+            .position(|w| w == encoding)
+            .unwrap_or_else(|| {
+                panic!("{function} does not start with {encoding:02x?}: another compiler?")
+            });
+        start + found as u64
+    };
+    let load = instruction("read_b", &[0x48, 0x8b, 0x47, 0x08]); // mov rax, [rdi+8]
+    let store = instruction("write_a", &[0x48, 0x89, 0x37]); // mov [rdi], rsi
+    let text_page = text.address() & !0xfff;
+    let pgoff = text_offset - (text.address() - text_page);
+
+    let heap = 0x2000040u64; // a struct pair at the start of a line
+    let sample = |tid: u32, ip: u64, addr: u64, is_store: bool| {
+        let mut s = serde_json::json!({
+            "pid": 1000, "tid": tid, "cpu": if tid == 1001 { 0 } else { 2 },
+            "ip": format!("{ip:#x}"), "addr": format!("{addr:#x}"), "count": 10,
+            "data_src": if is_store {
+                serde_json::json!({"op": "STORE", "lvl": "HIT|L1", "snoop": "NA"})
+            } else {
+                serde_json::json!({"op": "LOAD", "lvl": "HIT|L3", "snoop": "HITM", "lvl_num": "L3"})
+            },
+        });
+        if is_store {
+            s["store"] = true.into();
+        } else {
+            s["weight"] = 200.into();
+        }
+        s
+    };
+    let samples = vec![
+        sample(1001, store, heap, true),
+        sample(1001, store, heap, true),
+        sample(1002, load, heap + 8, false),
+        sample(1002, load, heap + 8, false),
+    ];
+    let spec = serde_json::json!({
+        "nr_cpus": 4, "numa_nodes": [{"cpus": "0-1"}, {"cpus": "2-3"}],
+        "processes": [{"pid": 1000, "comm": "heap", "tids": [1000, 1001, 1002], "mmaps": [
+            {"start": format!("{text_page:#x}"), "len": "0x2000", "pgoff": format!("{pgoff:#x}"),
+             "filename": binary.display().to_string(), "prot": 5},
+            {"start": "0x2000000", "len": "0x21000", "filename": "[heap]", "prot": 3}]}],
+        "samples": samples,
+    });
+    let spec_path = dir.path().join("heap.json");
+    std::fs::write(&spec_path, spec.to_string()).unwrap();
+    let data = perf_data_of(&spec_path, dir.path());
+
+    let doc: Value = serde_json::from_str(&report(dir.path(), &data, &["--json"])).unwrap();
+    let lines = doc["lines"].as_array().unwrap();
+    assert_eq!(lines.len(), 1, "one shared line: {lines:?}");
+    let line = &lines[0];
+    assert_eq!(line["address"], format!("{heap:#x}"));
+    assert_eq!(line["sharing"], "false");
+    let words: Vec<(u64, &str, &str, &str, &str)> = line["words"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| {
+            (
+                w["offset"].as_u64().unwrap(),
+                w["variable"].as_str().unwrap_or("-"),
+                w["named_by"].as_str().unwrap_or("-"),
+                w["accessed_through"]["pointer"].as_str().unwrap_or("-"),
+                w["accessed_through"]["function"].as_str().unwrap_or("-"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        words,
+        [
+            (0, "struct pair.a", "operand_type", "p", "write_a"),
+            (8, "struct pair.b", "operand_type", "p", "read_b"),
+        ]
+    );
+    let fix = line["fix"].as_str().unwrap();
+    assert!(
+        fix.contains("struct pair.a")
+            && fix.contains("start struct pair.b on its own 64-byte line"),
+        "{fix}"
+    );
+    let stdio = report(dir.path(), &data, &["--stdio", "--sharing"]);
+    assert!(
+        stdio.contains("struct pair.b (through p in read_b)"),
+        "{stdio}"
+    );
 }

@@ -143,7 +143,9 @@ fn run(cli: Cli) -> Result<()> {
                 .ok()
                 .and_then(|s| s.parse().ok())
                 .unwrap_or(TEST_FUZZ_SECONDS);
-            for (target, ok) in fuzz(&root, &FUZZ_TARGETS, seconds)? {
+            let results = fuzz(&root, &FUZZ_TARGETS, seconds)?;
+            for (target, outcome) in &results {
+                let ok = *outcome == FuzzOutcome::NothingFound;
                 println!(
                     "fuzz {target} for {seconds} s ... {}",
                     if ok { "ok" } else { "FAILED" }
@@ -158,9 +160,7 @@ fn run(cli: Cli) -> Result<()> {
             // and every fuzz target.
             println!("\ntests: {passed} passed, {failed} failed");
             check(status, "cargo test")?;
-            if failed > 0 {
-                bail!("a fuzz target found something: see fuzz/artifacts");
-            }
+            fuzz_verdict(&results)?;
             Ok(())
         }
         Task::Fuzz { target, seconds } => {
@@ -173,20 +173,17 @@ fn run(cli: Cli) -> Result<()> {
                 ),
             };
             let results = fuzz(&root, &targets, seconds)?;
-            for (target, ok) in &results {
+            for (target, outcome) in &results {
                 println!(
                     "fuzz {target}: {}",
-                    if *ok {
-                        "nothing found"
-                    } else {
-                        "FOUND (see fuzz/artifacts)"
+                    match outcome {
+                        FuzzOutcome::NothingFound => "nothing found",
+                        FuzzOutcome::Found => "FOUND (see fuzz/artifacts)",
+                        FuzzOutcome::DidNotBuild => "DID NOT BUILD (see target/fuzz-logs)",
                     }
                 );
             }
-            if results.iter().any(|(_, ok)| !ok) {
-                bail!("a fuzz target found something");
-            }
-            Ok(())
+            fuzz_verdict(&results)
         }
         Task::Screenshots => screenshots(&root),
         Task::Bench { which, runs } => {
@@ -281,7 +278,42 @@ fn screenshots(root: &Path) -> Result<()> {
 
 /// Runs each of `targets` for `seconds` (2 GB memory limit, 10 s per input): whether it found
 /// nothing. Inputs it finds go to target/fuzz-corpus, never into the seeds in fuzz/corpus.
-fn fuzz(root: &Path, targets: &[&str], seconds: u64) -> Result<Vec<(String, bool)>> {
+/// How a fuzz target's run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FuzzOutcome {
+    NothingFound,
+    /// libFuzzer stopped on an input (written to fuzz/artifacts).
+    Found,
+    /// The target did not compile (cargo-fuzz's log says why): not a finding.
+    DidNotBuild,
+}
+
+/// An error naming what went wrong when any target did not end with nothing found.
+fn fuzz_verdict(results: &[(String, FuzzOutcome)]) -> Result<()> {
+    let names = |wanted| -> Vec<&str> {
+        results
+            .iter()
+            .filter(|(_, o)| *o == wanted)
+            .map(|(t, _)| t.as_str())
+            .collect()
+    };
+    let (broken, found) = (names(FuzzOutcome::DidNotBuild), names(FuzzOutcome::Found));
+    if !broken.is_empty() {
+        bail!(
+            "fuzz targets did not build: {} (see target/fuzz-logs)",
+            broken.join(", ")
+        );
+    }
+    if !found.is_empty() {
+        bail!(
+            "fuzz targets found something: {} (see fuzz/artifacts)",
+            found.join(", ")
+        );
+    }
+    Ok(())
+}
+
+fn fuzz(root: &Path, targets: &[&str], seconds: u64) -> Result<Vec<(String, FuzzOutcome)>> {
     deps::ensure_cargo_fuzz()?;
     let fuzz_dir = root.join("fuzz");
     targets
@@ -315,6 +347,7 @@ fn fuzz(root: &Path, targets: &[&str], seconds: u64) -> Result<Vec<(String, bool
                 .stderr(log)
                 .status()
                 .with_context(|| format!("running fuzz target {target}"))?;
+            let mut outcome = FuzzOutcome::NothingFound;
             if !status.success() {
                 // What libFuzzer said last: the finding, or why it could not run.
                 let text = std::fs::read_to_string(&log_path).unwrap_or_default();
@@ -323,8 +356,13 @@ fn fuzz(root: &Path, targets: &[&str], seconds: u64) -> Result<Vec<(String, bool
                     eprintln!("  {target}: {line}");
                 }
                 eprintln!("  {target}: whole log in {}", log_path.display());
+                outcome = if text.contains("failed to build fuzz script") {
+                    FuzzOutcome::DidNotBuild
+                } else {
+                    FuzzOutcome::Found
+                };
             }
-            Ok(((*target).to_owned(), status.success()))
+            Ok(((*target).to_owned(), outcome))
         })
         .collect()
 }

@@ -2,8 +2,8 @@
 //! ELF file (a program's or a library's globals and statics), the DWARF of that file names the
 //! variable at the address (`DW_TAG_variable` with a `DW_OP_addr` location) and its type's layout
 //! names the member at the offset (`pair.b`, `slots[3].head`); without DWARF, the symbol table
-//! names the variable only (`counters+0x8`). Heap and stack data is not named here (perf's
-//! data-type profiling names it from the accessing instruction's operand type; not done yet).
+//! names the variable only (`counters+0x8`). Data no variable's address holds (heap, stack) is
+//! named by the type of the accessing instruction's operand ([`super::operand_types`]).
 
 use std::{borrow::Cow, collections::HashMap, fs::File, path::Path};
 
@@ -17,7 +17,7 @@ const MAX_DEPTH: usize = 8;
 
 /// What a type holds, as far as naming an offset in it needs.
 #[derive(Clone, Debug, PartialEq, Eq)]
-enum Layout {
+pub(super) enum Layout {
     /// Nothing inside to name (a scalar, a pointer, an unknown type).
     Leaf,
     /// Members at their offsets, with their sizes.
@@ -27,7 +27,7 @@ enum Layout {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-struct Member {
+pub(super) struct Member {
     name: String,
     offset: u64,
     size: u64,
@@ -44,8 +44,10 @@ struct Variable {
 }
 
 /// One ELF file's loadable segments and variables.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct ObjectData {
+    /// The file, mapped (its code and DWARF are read again for operand types).
+    bytes: memmap2::Mmap,
     /// `(file offset, file size, virtual address)` of each loadable segment.
     segments: Vec<(u64, u64, u64)>,
     /// By address.
@@ -57,16 +59,47 @@ struct ObjectData {
 /// A data address named.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DataName {
-    /// `counters.b`, `slots[3].head`, or `counters+0x8` without DWARF.
+    /// `counters.b`, `slots[3].head`, `counters+0x8` without DWARF, or the pointee's type and
+    /// member (`struct pair.b`) for data named by an operand's type.
     pub name: String,
-    /// Whether DWARF named it (fields included).
-    pub dwarf: bool,
+    /// What named it.
+    pub source: NameSource,
+}
+
+/// What named a data address.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NameSource {
+    /// The DWARF variable at the address, and its type's members.
+    Dwarf,
+    /// The symbol table only (no DWARF): the variable, not its fields.
+    Symbols,
+    /// The type of the pointer `pointer` of `function` that the sampled instruction accessed
+    /// the data through (heap or stack data; DWARF of the code).
+    OperandType {
+        /// The pointer variable.
+        pointer: String,
+        /// Its function.
+        function: String,
+    },
+}
+
+impl NameSource {
+    /// Its name in JSON (`named_by`).
+    pub const fn key(&self) -> &'static str {
+        match self {
+            Self::Dwarf => "dwarf",
+            Self::Symbols => "symbols",
+            Self::OperandType { .. } => "operand_type",
+        }
+    }
 }
 
 /// Names data addresses of one recording, each object read once.
 pub struct DataNames<'a> {
     recording: &'a Recording,
     objects: HashMap<String, Option<ObjectData>>,
+    /// Operand names by (object, code address in it).
+    operands: HashMap<(String, u64), Option<DataName>>,
 }
 
 impl<'a> DataNames<'a> {
@@ -75,12 +108,12 @@ impl<'a> DataNames<'a> {
         Self {
             recording,
             objects: HashMap::new(),
+            operands: HashMap::new(),
         }
     }
 
-    /// The variable (and field) at data address `addr` of process `pid`; `None` where the
-    /// address is not in a mapped ELF file or no symbol holds it.
-    pub fn name(&mut self, pid: u32, addr: u64) -> Option<DataName> {
+    /// The object mapped at `addr` of process `pid`, with `addr` as an address of that object.
+    fn object_at(&mut self, pid: u32, addr: u64) -> Option<(&str, &ObjectData, u64)> {
         let map = self.recording.mappings.get(&pid)?.find(addr)?;
         let file_offset = addr - map.start + map.pgoff;
         let object = self
@@ -93,6 +126,45 @@ impl<'a> DataNames<'a> {
             .iter()
             .find(|(offset, size, _)| *offset <= file_offset && file_offset < offset + size)
             .map(|(offset, _, vaddr)| vaddr + (file_offset - offset))?;
+        Some((&map.path, object, vaddr))
+    }
+
+    /// The data the instruction at `ip` of process `pid` accessed, named by the type of the
+    /// pointer it went through (see [`super::operand_types`]); `None` where the code has no
+    /// DWARF saying which variable holds the operand's base register there.
+    pub fn by_operand(&mut self, pid: u32, ip: u64) -> Option<DataName> {
+        let map = self.recording.mappings.get(&pid)?.find(ip)?;
+        let file_offset = ip - map.start + map.pgoff;
+        let key = (map.path.clone(), file_offset);
+        if let Some(known) = self.operands.get(&key) {
+            return known.clone();
+        }
+        let named = self.object_at(pid, ip).and_then(|(_, object, pc)| {
+            let start = usize::try_from(file_offset).ok()?;
+            let code = object
+                .bytes
+                .get(start..(start + 15).min(object.bytes.len()))?;
+            let operand = super::operand_types::memory_operand(code, pc)?;
+            let elf = object::File::parse(&*object.bytes).ok()?;
+            let sections = dwarf_sections(&elf)?;
+            let dwarf = sections.borrow(|section| EndianSlice::new(section, endian(&elf)));
+            let found = super::operand_types::name(&dwarf, pc, operand)?;
+            Some(DataName {
+                name: found.name,
+                source: NameSource::OperandType {
+                    pointer: found.pointer,
+                    function: found.function,
+                },
+            })
+        });
+        self.operands.insert(key, named.clone());
+        named
+    }
+
+    /// The variable (and field) at data address `addr` of process `pid`; `None` where the
+    /// address is not in a mapped ELF file or no symbol holds it.
+    pub fn name(&mut self, pid: u32, addr: u64) -> Option<DataName> {
+        let (_, object, vaddr) = self.object_at(pid, addr)?;
         let at = object.variables.partition_point(|v| v.address <= vaddr);
         let variable = object.variables[..at]
             .last()
@@ -109,13 +181,17 @@ impl<'a> DataNames<'a> {
         };
         Some(DataName {
             name,
-            dwarf: object.dwarf,
+            source: if object.dwarf {
+                NameSource::Dwarf
+            } else {
+                NameSource::Symbols
+            },
         })
     }
 }
 
 /// Appends to `name` the member of `layout` at `offset` (`.b`, `[3]`), and its own members.
-fn field(layout: &Layout, offset: u64, name: &mut String, depth: usize) {
+pub(super) fn field(layout: &Layout, offset: u64, name: &mut String, depth: usize) {
     if depth > MAX_DEPTH {
         return;
     }
@@ -175,29 +251,40 @@ fn read_object(path: &Path) -> Option<ObjectData> {
     }
     variables.sort_by_key(|v| v.address);
     Some(ObjectData {
+        bytes,
         segments,
         variables,
         dwarf,
     })
 }
 
-type Reader<'a> = EndianSlice<'a, RunTimeEndian>;
+/// DWARF read from a file's bytes.
+pub(super) type Reader<'a> = EndianSlice<'a, RunTimeEndian>;
 
-/// Every variable with a fixed address in the DWARF of `elf`, with its type's layout.
-fn dwarf_variables(elf: &object::File<'_>) -> Option<Vec<Variable>> {
-    let endian = if elf.is_little_endian() {
+/// The byte order of `elf`.
+fn endian(elf: &object::File<'_>) -> RunTimeEndian {
+    if elf.is_little_endian() {
         RunTimeEndian::Little
     } else {
         RunTimeEndian::Big
-    };
-    let sections = gimli::DwarfSections::load(|id| -> Result<Cow<'_, [u8]>, gimli::Error> {
+    }
+}
+
+/// The DWARF sections of `elf` (decompressed where compressed; empty where absent).
+fn dwarf_sections<'a>(elf: &object::File<'a>) -> Option<gimli::DwarfSections<Cow<'a, [u8]>>> {
+    gimli::DwarfSections::load(|id| -> Result<Cow<'_, [u8]>, gimli::Error> {
         Ok(elf
             .section_by_name(id.name())
             .and_then(|s| s.uncompressed_data().ok())
             .unwrap_or(Cow::Borrowed(&[])))
     })
-    .ok()?;
-    let dwarf = sections.borrow(|section| EndianSlice::new(section, endian));
+    .ok()
+}
+
+/// Every variable with a fixed address in the DWARF of `elf`, with its type's layout.
+fn dwarf_variables(elf: &object::File<'_>) -> Option<Vec<Variable>> {
+    let sections = dwarf_sections(elf)?;
+    let dwarf = sections.borrow(|section| EndianSlice::new(section, endian(elf)));
     let mut variables = Vec::new();
     let mut headers = dwarf.units();
     while let Ok(Some(header)) = headers.next() {
@@ -249,7 +336,7 @@ fn dwarf_variables(elf: &object::File<'_>) -> Option<Vec<Variable>> {
 }
 
 /// The size and layout of the type at `offset` of `unit`.
-fn type_layout(
+pub(super) fn type_layout(
     dwarf: &gimli::Dwarf<Reader<'_>>,
     unit: &Unit<Reader<'_>>,
     offset: UnitOffset,

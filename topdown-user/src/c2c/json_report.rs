@@ -8,6 +8,7 @@ use topdown_common::c2c::C2cStats;
 
 use super::{
     code::Code,
+    data_names::NameSource,
     display::ReportOptions,
     lines::{C2cData, Cycles},
     pareto::{ParetoLine, nodes_touched},
@@ -89,7 +90,11 @@ pub fn render(
                             json!({
                                 "offset": w.offset,
                                 "variable": w.name.as_ref().map(|n| n.name.as_str()),
-                                "named_by": w.name.as_ref().map(|n| if n.dwarf { "dwarf" } else { "symbols" }),
+                                "named_by": w.name.as_ref().map(|n| n.source.key()),
+                                "accessed_through": w.name.as_ref().and_then(|n| match &n.source {
+                                    NameSource::OperandType { pointer, function } => Some(json!({"pointer": pointer, "function": function})),
+                                    _ => None,
+                                }),
                                 "stored_by": w.stored_by,
                                 "contended_loads_by": w.loaded_by,
                             })

@@ -14,6 +14,7 @@ pub mod line_table;
 pub mod lines;
 pub mod live;
 pub mod maps;
+pub mod operand_types;
 pub mod pareto;
 pub mod perf_data;
 pub mod perf_writer;

@@ -20,7 +20,7 @@
 //! critical-path refinement.
 
 use super::{
-    data_names::{DataName, DataNames},
+    data_names::{DataName, DataNames, NameSource},
     lines::{Access, C2cData, Cycles, Line},
 };
 
@@ -170,9 +170,19 @@ pub fn fix(data: &C2cData, line: &Line, names: &mut DataNames<'_>, line_size: u6
     for access in accesses {
         let offset = u64::from(access.word) * WORD;
         if words.last().is_none_or(|w| w.offset != offset) {
+            let name = pid.and_then(|pid| {
+                names.name(pid, line.address + offset).or_else(|| {
+                    // Heap or stack: the type of the pointer an access to the word went through.
+                    data.entries_of(line)
+                        .filter(|(key, e)| {
+                            !e.first.kernel && (offset..offset + WORD).contains(&key.offset)
+                        })
+                        .find_map(|(_, e)| names.by_operand(e.first.pid, e.first.ip))
+                })
+            });
             words.push(WordView {
                 offset,
-                name: pid.and_then(|pid| names.name(pid, line.address + offset)),
+                name,
                 stored_by: Vec::new(),
                 loaded_by: Vec::new(),
             });
@@ -278,12 +288,16 @@ pub fn render(addresses: &[u64], fixes: &[LineFix]) -> String {
         ));
         for word in &fix.words {
             let name = word.name.as_ref().map_or_else(
-                || "(not a variable of a mapped ELF file: heap, stack or anonymous memory)".into(),
-                |n| {
-                    if n.dwarf {
-                        n.name.clone()
-                    } else {
-                        format!("{} (no DWARF: symbol only)", n.name)
+                || {
+                    "(heap, stack or anonymous memory, and no DWARF variable of the code holds \
+                     the pointer)"
+                        .into()
+                },
+                |n| match &n.source {
+                    NameSource::Dwarf => n.name.clone(),
+                    NameSource::Symbols => format!("{} (no DWARF: symbol only)", n.name),
+                    NameSource::OperandType { pointer, function } => {
+                        format!("{} (through {pointer} in {function})", n.name)
                     }
                 },
             );
