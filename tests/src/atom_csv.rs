@@ -1,6 +1,8 @@
-//! Intel's `Atom_TMA.csv` read for the tests, independently of the generator: a model column's
-//! formulas (an empty cell inherits from the nearest filled cell to its right, as the file's
-//! README says), `#Pipeline_Width` substituted, `>0.20` thresholds as `NAME > 0.20`.
+//! Intel's `Atom_TMA.csv` and `E-core_TMA_Metrics.csv` read for the tests, independently of the
+//! generator: a model column's formulas (an empty cell inherits from the nearest filled cell to
+//! its right, as the file's README says), the `#` names of its rows (`#Pipeline_Width`, and the
+//! E-core file's `#SLOTS` and `#CLKS`) substituted, `>0.20` thresholds as `NAME > 0.20`, and
+//! `>0.15 & P` as that and the parent's own threshold.
 
 use std::{collections::HashMap, path::PathBuf};
 
@@ -30,7 +32,8 @@ pub fn metrics(files: &[&str], column: Option<&str>) -> HashMap<String, (String,
             .collect();
         let header = &rows[2];
         let at = |name: &str| header.iter().position(|h| h == name).unwrap();
-        let (first_model, last_model) = (at("TNT"), at("Locate-with"));
+        let levels = header.iter().filter(|h| h.starts_with("Level")).count();
+        let (first_model, last_model) = (at("Level1") + levels, at("Locate-with"));
         let wanted = at(column.expect("a model column"));
         let formula = |row: &[String]| {
             (wanted..last_model)
@@ -39,27 +42,66 @@ pub fn metrics(files: &[&str], column: Option<&str>) -> HashMap<String, (String,
                 .map(str::to_owned)
         };
         assert!(first_model <= wanted);
-        let width = rows[3..]
+        // The `#NAME` rows, substituted until none is left.
+        let hashed: Vec<(String, String)> = rows[3..]
             .iter()
-            .find(|r| r[1] == "#Pipeline_Width")
-            .and_then(|r| formula(r))
-            .expect("#Pipeline_Width");
+            .filter(|r| r[1].starts_with('#'))
+            .filter_map(|r| Some((r[1].clone(), formula(r)?)))
+            .collect();
+        let substitute = |expr: &str| {
+            let mut expr = expr.to_owned();
+            for _ in 0..8 {
+                // Longest names first: `#CLKS_P` before `#CLKS`.
+                let mut names: Vec<&(String, String)> = hashed.iter().collect();
+                names.sort_by_key(|(n, _)| std::cmp::Reverse(n.len()));
+                for (name, value) in names {
+                    expr = expr.replace(name.as_str(), &format!("( {value} )"));
+                }
+            }
+            expr
+        };
+        let mut parent: HashMap<usize, String> = HashMap::new();
+        let mut parents: HashMap<String, String> = HashMap::new();
+        let mut thresholds: Vec<(String, String)> = Vec::new();
         for row in &rows[3..] {
-            let Some(name) = row[1..5].iter().find(|c| !c.is_empty()) else {
+            let Some(level) = (1..=levels).find(|l| !row[*l].is_empty()) else {
                 continue;
             };
+            let name = row[level].clone();
+            parent.insert(level, name.clone());
+            if let Some(up) = level.checked_sub(1).and_then(|l| parent.get(&l)) {
+                parents.insert(name.clone(), up.clone());
+            }
             if name.starts_with('#') {
                 continue;
             }
-            let Some(expr) = formula(row) else { continue };
-            let threshold = row
-                .get(at("Threshold"))
-                .and_then(|t| t.trim().strip_prefix('>'))
-                .map(|t| format!("{name} > {t}"));
-            out.insert(
-                name.clone(),
-                (expr.replace("#Pipeline_Width", &width), threshold),
-            );
+            let Some(expr) = formula(row).filter(|e| e != "#NA") else {
+                continue;
+            };
+            if let Some(threshold) = row.get(at("Threshold")) {
+                thresholds.push((name.clone(), threshold.trim().to_owned()));
+            }
+            out.insert(name.clone(), (substitute(&expr), None));
+        }
+        let own = |name: &str, threshold: &str| -> Option<String> {
+            let rest = threshold.strip_prefix('>')?;
+            let number = rest.split('&').next()?.trim();
+            Some(format!("{name} > {number}"))
+        };
+        let by_name: HashMap<String, String> = thresholds.iter().cloned().collect();
+        for (name, threshold) in &thresholds {
+            let Some(mut rule) = own(name, threshold) else {
+                continue;
+            };
+            if threshold.trim_end().ends_with("& P") {
+                let up = parents.get(name).and_then(|p| Some((p, by_name.get(p)?)));
+                if let Some(up) = up.and_then(|(p, t)| own(p, t)) {
+                    rule = format!("({rule}) & ({up})");
+                }
+            }
+            if let Some(entry) = out.get_mut(name) {
+                entry.1 = Some(rule);
+            }
         }
     }
     out

@@ -317,6 +317,7 @@ pub mod atom_csv;
 pub mod cgroup_tree;
 pub mod http;
 pub mod metric_expr;
+pub mod perfmon_metrics;
 pub mod pmu_events;
 
 /// Writes the perf.data of the c2c `spec` into `dir` with ../shared/tools/gen_perf_data.py

@@ -12,6 +12,7 @@ use std::{
 
 use topdown_tests::{
     metric_expr::{Env, parse},
+    perfmon_metrics::{PerfmonMetrics, perfmon_name},
     pmu_events::{data_dir, formulas, is_percent, normalize},
 };
 use topdown_user::tma::{Model, generated::SOURCES, inputs::Inputs};
@@ -79,12 +80,18 @@ fn count(event: &str, seed: u64) -> f64 {
 struct Random<'a> {
     seed: u64,
     arm: bool,
+    /// Counts are keyed by the perfmon spelling of each event (models from perfmon metrics).
+    perfmon: bool,
     literals: &'a HashMap<String, f64>,
 }
 
 impl Inputs for Random<'_> {
     fn event(&self, name: &str) -> f64 {
-        count(&normalize(name, self.arm), self.seed)
+        if self.perfmon {
+            count(&perfmon_name(name), self.seed)
+        } else {
+            count(&normalize(name, self.arm), self.seed)
+        }
     }
     fn literal(&self, name: &str) -> f64 {
         self.literals[name]
@@ -99,13 +106,21 @@ fn close(a: f64, b: f64) -> bool {
 fn every_model_matches_an_independent_evaluation_of_the_data() {
     let mut checked = 0;
     for &(model, files, unit, mapping) in SOURCES {
+        if let Some(path) = files[0]
+            .strip_prefix("../intel-perfmon/")
+            .filter(|p| p.ends_with(".json"))
+        {
+            checked += check_perfmon_model(model, path, mapping);
+            continue;
+        }
         let (exprs, thresholds) = formulas(files, unit);
         let arm = files.iter().all(|f| f.starts_with("arm64/"));
         let built_in = Model::named(model).unwrap();
+        // A node's metric in this model's data (several names may map to one node).
         let source_of = |node: &'static str| {
             mapping
                 .iter()
-                .find(|(_, n)| *n == node)
+                .find(|(s, n)| *n == node && exprs.contains_key(*s))
                 .map_or(node, |(s, _)| *s)
         };
         for seed in 0..20u64 {
@@ -122,6 +137,7 @@ fn every_model_matches_an_independent_evaluation_of_the_data() {
             let evaluation = built_in.values(&Random {
                 seed,
                 arm,
+                perfmon: false,
                 literals: &literals,
             });
             assert!(!evaluation.values.is_empty(), "{model} has nodes");
@@ -148,4 +164,50 @@ fn every_model_matches_an_independent_evaluation_of_the_data() {
         }
     }
     assert!(checked > 1000, "checked {checked} values");
+}
+
+/// A model generated from Intel's perfmon metric JSON against the file's own formulas,
+/// evaluated over their aliases (`PerfmonMetrics`); returns the values checked.
+fn check_perfmon_model(model: &str, path: &str, mapping: &[(&str, &str)]) -> usize {
+    let metrics = PerfmonMetrics::read(path);
+    let built_in = Model::named(model).unwrap();
+    let mut checked = 0;
+    for seed in 0..20u64 {
+        let smt_on = (seed % 2) as f64;
+        let literals = HashMap::from([("#slots".to_owned(), 8.0), ("#smt_on".to_owned(), smt_on)]);
+        let evaluation = built_in.values(&Random {
+            seed,
+            arm: false,
+            perfmon: true,
+            literals: &literals,
+        });
+        let events = |name: &str| count(name, seed);
+        assert!(evaluation.values.len() >= 4, "{model} has nodes");
+        for &(node, value) in &evaluation.values {
+            let source = mapping
+                .iter()
+                .find(|(s, n)| *n == node && metrics.has(s))
+                .map(|(s, _)| *s)
+                .unwrap_or_else(|| panic!("{model}: {node} maps to no metric"));
+            let expected = metrics.value(source, &events, smt_on) / 100.0;
+            assert!(
+                close(value, expected),
+                "{model} {node} (seed {seed}): built-in {value}, perfmon {expected}"
+            );
+            checked += 1;
+        }
+        for &(node, over) in &evaluation.over_threshold {
+            let source = mapping
+                .iter()
+                .find(|(s, n)| *n == node && metrics.has(s))
+                .unwrap()
+                .0;
+            assert_eq!(
+                Some(over),
+                metrics.over(source, &events, smt_on),
+                "{model} {node} threshold (seed {seed})"
+            );
+        }
+    }
+    checked
 }

@@ -1,8 +1,18 @@
 #!/usr/bin/env python3
-"""Generates topdown-user/src/tma/generated.rs from Linux perf's pmu-events metric JSON in
-../shared/data/linux-pmu-events: for each supported model, the TopDown Level 1 and Level 2
+"""Generates topdown-user/src/tma/generated.rs from the metric data in ../shared/data: Linux
+perf's pmu-events metric JSON (linux-pmu-events), Intel's perfmon metric JSON and Intel's Atom /
+E-core TMA CSV files (intel-perfmon). For each supported model, the TopDown Level 1 and Level 2
 metrics (and every metric they reference) transpiled to Rust, their thresholds, and the events
-they read.
+they read, named as perf names them.
+
+Intel's perfmon metric JSON writes a formula over aliases (`100 * ( a / ( a + b ) )`) with the
+events behind each alias (`TOPDOWN.SLOTS:perf_metrics`, `INT_MISC.RECOVERY_CYCLES:c1:e1`) and
+constants (`smt_on`); thresholds are formulas over other metrics' legacy names. They are turned
+into perf's spelling as perf's converter does: `PERF_METRICS.FRONTEND_BOUND` is `topdown-fe-bound`,
+`:perf_metrics` is dropped, `:cN`/`:eN`/`:iN` are `cpu@EVENT,cmask=N,edge,inv@`, `smt_on` is
+`#smt_on`. Metrics are generated as fractions: thresholds over percent values (`a > 15`) see
+each metric times 100; E-core thresholds (`metric_TMA_X(%) >0.20`) compare fractions, and see
+it as it is (perf's E-core metrics are fractions with `> 0.2` thresholds).
 
     python3 xtask/gen/tma_formulas.py [DATA_DIR] > topdown-user/src/tma/generated.rs
 
@@ -51,6 +61,16 @@ ATOM = {"Frontend_Bound": "tma_frontend_bound", "Fetch_Latency": "tma_fetch_late
         "Memory_Bound": "tma_memory_bound", "Backend_Bound_Aux": "tma_backend_bound_aux",
         "Resource_Bound": "tma_resource_bound", "Retiring": "tma_retiring", "Base": "tma_base",
         "MS_uops": "tma_ms_uops"}
+# Intel perfmon metric names (P-cores, and E-cores from Sierra Forest on) -> nodes.
+PERFMON = {"Frontend_Bound": "tma_frontend_bound", "Fetch_Latency": "tma_fetch_latency",
+           "Fetch_Bandwidth": "tma_fetch_bandwidth", "Bad_Speculation": "tma_bad_speculation",
+           "Branch_Mispredicts": "tma_branch_mispredicts",
+           "Machine_Clears": "tma_machine_clears", "Backend_Bound": "tma_backend_bound",
+           "Memory_Bound": "tma_memory_bound", "Core_Bound": "tma_core_bound",
+           "Retiring": "tma_retiring", "Light_Operations": "tma_light_operations",
+           "Heavy_Operations": "tma_heavy_operations",
+           "IFetch_Latency": "tma_fetch_latency", "IFetch_Bandwidth": "tma_fetch_bandwidth",
+           "Resource_Bound": "tma_resource_bound"}
 ARM = {"frontend_bound": "tma_frontend_bound", "bad_speculation": "tma_bad_speculation",
        "backend_bound": "tma_backend_bound", "retiring": "tma_retiring"}
 
@@ -81,6 +101,52 @@ MODELS = [
      ["arm64/sbsa.json", "arm64/arm/neoverse-v1/metrics.json"], None, ARM),
     ("neoverse_n2", "Arm Neoverse N2 / V2 (STALL_SLOT based, slots from caps/slots)",
      ["arm64/sbsa.json", "arm64/arm/neoverse-n2-v2/metrics.json"], None, ARM),
+    ("neoverse_v3", "Arm Neoverse V3 (STALL_SLOT based, slots from caps/slots, Level 1)",
+     ["arm64/sbsa.json", "arm64/arm/neoverse-v3/metrics.json"], None, ARM),
+    ("neoverse_n3", "Arm Neoverse N3 (STALL_SLOT based, slots from caps/slots, Level 1)",
+     ["arm64/sbsa.json", "arm64/arm/neoverse-n3/metrics.json"], None, ARM),
+] + [
+    (name, doc, [f"../intel-perfmon/{path}"], None, PERFMON) for name, doc, path in [
+        ("icelakex", "Intel Ice Lake-SP (PERF_METRICS L1, generic-counter L2)",
+         "ICX/metrics/icelakex_metrics.json"),
+        ("tigerlake", "Intel Tiger Lake (PERF_METRICS L1, generic-counter L2)",
+         "TGL/metrics/tigerlake_metrics.json"),
+        ("rocketlake", "Intel Rocket Lake (PERF_METRICS L1, generic-counter L2)",
+         "RKL/metrics/rocketlake_metrics.json"),
+        ("emeraldrapids", "Intel Emerald Rapids (PERF_METRICS L1 and L2)",
+         "EMR/metrics/emeraldrapids_metrics.json"),
+        ("graniterapids", "Intel Granite Rapids (PERF_METRICS L1 and L2)",
+         "GNR/metrics/graniterapids_metrics.json"),
+        ("meteorlake_core", "Intel Meteor Lake P-core, cpu_core (Redwood Cove; PERF_METRICS)",
+         "MTL/metrics/meteorlake_metrics_redwoodcove_core.json"),
+        ("lunarlake_core", "Intel Lunar Lake P-core, cpu_core (Lion Cove; PERF_METRICS)",
+         "LNL/metrics/lunarlake_metrics_lioncove_core.json"),
+        ("arrowlake_core", "Intel Arrow Lake P-core, cpu_core (Lion Cove; PERF_METRICS)",
+         "ARL/metrics/arrowlake_metrics_lioncove_core.json"),
+        ("skylakex", "Intel Skylake-SP (generic counters, width 4, SMT from #smt_on)",
+         "SKX/metrics/skylakex_metrics.json"),
+        ("cascadelakex", "Intel Cascade Lake (generic counters, width 4, SMT from #smt_on)",
+         "CLX/metrics/cascadelakex_metrics.json"),
+        ("haswell", "Intel Haswell (generic counters, width 4, SMT from #smt_on)",
+         "HSW/metrics/haswell_metrics.json"),
+        ("haswellx", "Intel Haswell-EP (generic counters, width 4, SMT from #smt_on)",
+         "HSX/metrics/haswellx_metrics.json"),
+        ("broadwell", "Intel Broadwell (generic counters, width 4, SMT from #smt_on)",
+         "BDW/metrics/broadwell_metrics.json"),
+        ("broadwellx", "Intel Broadwell-EP (generic counters, width 4, SMT from #smt_on)",
+         "BDX/metrics/broadwellx_metrics.json"),
+        ("sierraforest", "Intel Sierra Forest (Crestmont E-cores, width 6)",
+         "SRF/metrics/sierraforest_metrics.json"),
+        ("grandridge", "Intel Grand Ridge (Crestmont E-cores, width 6)",
+         "GRR/metrics/grandridge_metrics.json"),
+    ]
+] + [
+    (name, doc, ["../intel-perfmon/E-core_TMA_Metrics.csv"], column, PERFMON)
+    for name, doc, column in [
+        ("crestmont", "Intel Crestmont E-core, cpu_atom (Meteor Lake; width 6)", "CMT"),
+        ("lunarlake_atom", "Intel Lunar Lake E-core, cpu_atom (Skymont; width 8)", "LNL-SKT"),
+        ("arrowlake_atom", "Intel Arrow Lake E-core, cpu_atom (Skymont; width 8)", "ARL-SKT"),
+    ]
 ]
 
 # --- perf metric expressions: tokens and a precedence-climbing parser -----------------------
@@ -177,35 +243,125 @@ def parse(text):
 
 # --- metrics of a model ------------------------------------------------------------------------
 def load_atom_csv(path, column):
-    """Intel's Atom_TMA.csv as metrics: the model column's formula (an empty cell inherits from
-    the nearest filled cell to its right), `#Pipeline_Width` substituted, `>0.20` thresholds."""
+    """Intel's Atom_TMA.csv and E-core_TMA_Metrics.csv as metrics: the model column's formula
+    (an empty cell inherits from the nearest filled cell to its right), the `Aux` names
+    (`#Pipeline_Width`, and the E-core file's `#SLOTS`, `#CLKS`) substituted, `>0.20`
+    thresholds, `& P` adding the parent's own threshold."""
     rows = list(csv.reader(open(path, encoding="utf-8-sig")))
     header = rows[2]
-    models = header[header.index("TNT"):header.index("Locate-with")]
+    levels = [h for h in header if re.fullmatch(r"Level\d", h)]
+    models = header[header.index(levels[-1]) + 1:header.index("Locate-with")]
     cells = [dict(zip(header, r)) for r in rows[3:]]
     def formula(d):
         for m in models[models.index(column):]:
             if d.get(m, "").strip():
                 return d[m].strip()
         return ""
-    width = next(formula(d) for d in cells if d["Level1"] == "#Pipeline_Width")
-    metrics = {}
+    aux = {d["Level1"]: formula(d) for d in cells
+           if d["Level1"].startswith("#") and formula(d)}
+    def substituted(expr):
+        for _ in range(8):
+            expr = re.sub(r"#\w+", lambda m: f"( {aux[m.group(0)]} )" if m.group(0) in aux
+                          else m.group(0), expr)
+        return expr
+    metrics, parents, parent = {}, {}, {}
     for d in cells:
-        name = next((d[l] for l in ("Level1", "Level2", "Level3", "Level4") if d[l]), "")
+        at = next((l for l in levels if d[l]), None)
+        name = d[at] if at else ""
         expr = formula(d)
-        if not name or not expr or name.startswith("#"):
+        if at == "Level1":
+            parent[1] = name
+        elif at:
+            parent[int(at[-1])] = name
+            parents[name] = parent.get(int(at[-1]) - 1)
+        if not name or not expr or name.startswith("#") or expr == "#NA":
             continue
-        m = {"MetricExpr": expr.replace("#Pipeline_Width", width)}
-        threshold = d.get("Threshold", "").strip()
-        if threshold.startswith(">"):
-            m["MetricThreshold"] = f"{name} > {threshold[1:]}"
-        metrics[name] = m
+        metrics[name] = {"MetricExpr": substituted(expr)}
+        metrics[name]["_threshold"] = d.get("Threshold", "").strip()
+    for name, m in metrics.items():
+        threshold = m.pop("_threshold")
+        rule = re.fullmatch(r">\s*([0-9.]+)(\s*&\s*P)?", threshold)
+        if not rule:
+            continue
+        m["MetricThreshold"] = f"{name} > {rule.group(1)}"
+        if rule.group(2) and parents.get(name) in metrics:
+            up = metrics[parents[name]].get("MetricThreshold")
+            if up:
+                m["MetricThreshold"] = f"({m['MetricThreshold']}) & ({up})"
+    return metrics
+
+
+PERF_METRICS = {"FRONTEND_BOUND": "topdown-fe-bound", "BAD_SPECULATION": "topdown-bad-spec",
+                "BACKEND_BOUND": "topdown-be-bound", "RETIRING": "topdown-retiring",
+                "HEAVY_OPERATIONS": "topdown-heavy-ops",
+                "BRANCH_MISPREDICTS": "topdown-br-mispredict",
+                "FETCH_LATENCY": "topdown-fetch-lat", "MEMORY_BOUND": "topdown-mem-bound"}
+CONSTANTS = {"HYPERTHREADING_ON": "#smt_on"}
+
+
+def perfmon_event(name):
+    """An event of Intel's perfmon metric JSON in perf's spelling, escaped for the tokenizer."""
+    base, *modifiers = name.split(":")
+    if base.startswith("PERF_METRICS."):
+        return PERF_METRICS[base.split(".", 1)[1]].replace("-", "\\-")
+    terms = []
+    for m in modifiers:
+        if m == "perf_metrics":
+            continue
+        kind = re.fullmatch(r"([cei])(\d+)", m)
+        if not kind:
+            raise ValueError(f"event modifier {m} of {name}")
+        terms.append({"c": f"cmask\\={kind.group(2)}", "e": "edge", "i": "inv"}[kind.group(1)])
+    if not terms:
+        return base
+    escaped = "\\,".join([base] + terms)
+    return f"cpu@{escaped}@"
+
+
+def load_perfmon(path):
+    """Intel's perfmon metric JSON (TMA category) as perf-style metrics by MetricName."""
+    doc = json.load(open(path))
+    tma = [m for m in doc["Metrics"] if m.get("Category") == "TMA"]
+    legacy = {m["LegacyName"]: m["MetricName"] for m in tma if m.get("LegacyName")}
+    metrics = {}
+    for m in tma:
+        names = {e["Alias"]: e["Name"] for e in m.get("Events", [])}
+        constants = {c["Alias"]: c["Name"] for c in m.get("Constants", [])}
+        def alias(match):
+            word = match.group(0)
+            if word in names:
+                return perfmon_event(names[word])
+            if word in constants:
+                return CONSTANTS.get(constants[word], constants[word])
+            return word
+        try:
+            expr = re.sub(r"\b[a-z_][a-z0-9_]*\b(?!\s*\()", alias, m["Formula"])
+        except ValueError as error:
+            expr = f"#unsupported {error}"
+        metric = {"MetricExpr": expr}
+        threshold = m.get("Threshold") or {}
+        if threshold.get("Formula"):
+            # Metrics are generated as fractions (see `model_code`); these thresholds compare
+            # percent values, so a metric is `( NAME * 100 )` in them.
+            values = {t["Alias"]: f"( {legacy[t['Value']]} * 100 )"
+                      for t in threshold.get("ThresholdMetrics", []) if t["Value"] in legacy}
+            text = threshold["Formula"]
+            if values:
+                text = re.sub(r"\b[a-z]\b", lambda w: values.get(w.group(0), w.group(0)), text)
+            else:
+                # E-core style: legacy names compared as fractions, `&&`.
+                text = re.sub(r"metric_TMA_[.]*(\w+)\(%\)", lambda w: w.group(1),
+                              text).replace("&&", "&")
+            metric["MetricThreshold"] = text
+        metrics[m["MetricName"]] = metric
     return metrics
 
 
 def load(model_files, unit):
     if model_files[0].endswith(".csv"):
         return load_atom_csv(os.path.join(DATA, model_files[0]), unit)
+    if model_files[0].startswith("../intel-perfmon/"):
+        return load_perfmon(os.path.join(DATA, model_files[0]))
     metrics = {}
     for path in model_files:
         for m in json.load(open(os.path.join(DATA, path))):
