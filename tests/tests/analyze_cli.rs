@@ -8,6 +8,7 @@ use std::{collections::HashMap, process::Command};
 use serde_json::Value;
 use topdown_tests::{
     metric_expr::{Env, parse},
+    perfmon_metrics::{PerfmonMetrics, perfmon_name},
     pmu_events::{formulas, is_percent, normalize},
     stdout_of, topdown_bpf_binary,
 };
@@ -33,6 +34,23 @@ const CASES: &[(&str, &[&str])] = &[
     ("zen5", &["--cpu", "AuthenticAMD-26-2"]),
     ("neoverse_v1", &["--cpu", "arm-0x41-0xd40"]),
     ("neoverse_n2", &["--cpu", "arm-0x41-0xd49"]),
+    ("graniterapids", &["--cpu", "GenuineIntel-6-AD"]),
+    ("icelakex", &["--cpu", "GenuineIntel-6-6A"]),
+    (
+        "meteorlake_core",
+        &["--cpu", "GenuineIntel-6-AA", "--pmu", "cpu_core"],
+    ),
+    (
+        "crestmont",
+        &["--cpu", "GenuineIntel-6-AA", "--pmu", "cpu_atom"],
+    ),
+    (
+        "lunarlake_atom",
+        &["--cpu", "GenuineIntel-6-BD", "--pmu", "cpu_atom"],
+    ),
+    ("sierraforest", &["--cpu", "GenuineIntel-6-AF"]),
+    ("haswell", &["--cpu", "GenuineIntel-6-3C"]),
+    ("cascadelakex", &["--cpu", "GenuineIntel-6-55-7"]),
 ];
 
 /// The formula spelling of an event as `perf stat` writes it: `pmu/E/` is `pmu@E@` (or E when
@@ -88,6 +106,38 @@ fn analyze_matches_an_independent_evaluation_for_every_model() {
             "{model}: {doc}"
         );
 
+        let nodes = doc["nodes"].as_object().unwrap();
+        assert!(nodes.len() >= 4, "{model}: {doc}");
+        if let Some(path) = files[0]
+            .strip_prefix("../intel-perfmon/")
+            .filter(|p| p.ends_with(".json"))
+        {
+            // Intel's perfmon formulas over their aliases, with the same counts.
+            let metrics = PerfmonMetrics::read(path);
+            let by_perfmon: HashMap<String, f64> = counts
+                .iter()
+                .map(|(name, count)| (perfmon_name(name), *count))
+                .collect();
+            let lookup = |name: &str| {
+                *by_perfmon
+                    .get(name)
+                    .unwrap_or_else(|| panic!("{model}: `analyze --events` did not list {name}"))
+            };
+            for (node, value) in nodes {
+                let source = mapping
+                    .iter()
+                    .find(|(s, n)| n == node && metrics.has(s))
+                    .map(|(s, _)| *s)
+                    .unwrap();
+                let expected = metrics.value(source, &lookup, 0.0) / 100.0;
+                let value = value.as_f64().unwrap();
+                assert!(
+                    (value - expected).abs() <= 1e-9 * expected.abs().max(1.0),
+                    "{model} {node}: analyze {value}, perfmon {expected}"
+                );
+            }
+            continue;
+        }
         // The independent side: the data's formulas, interpreted.
         let (exprs, _) = formulas(files, *unit);
         let literals = HashMap::from([
@@ -110,12 +160,10 @@ fn analyze_matches_an_independent_evaluation_for_every_model() {
             events: &lookup,
             literals: &literals,
         };
-        let nodes = doc["nodes"].as_object().unwrap();
-        assert!(nodes.len() >= 4, "{model}: {doc}");
         for (node, value) in nodes {
             let source = mapping
                 .iter()
-                .find(|(_, n)| n == node)
+                .find(|(s, n)| n == node && exprs.contains_key(*s))
                 .map_or(node.as_str(), |(s, _)| *s);
             let mut expected = env.eval(&parse(&exprs[source]));
             if is_percent(&exprs[source]) {
@@ -219,13 +267,14 @@ fn malformed_csv_gets_a_line_numbered_error() {
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     assert!(stderr.contains("line 2:"), "{stderr}");
     let output = Command::new(topdown_bpf_binary())
-        .args(["analyze", "--events", "--cpu", "GenuineIntel-6-3C"])
+        .args(["analyze", "--events", "--cpu", "GenuineIntel-6-DD"])
         .output()
         .unwrap();
     assert!(
         !output.status.success(),
-        "Haswell has no model: one clear line"
+        "Clearwater Forest has no TMA data: one clear line"
     );
+    assert!(String::from_utf8_lossy(&output.stderr).contains("Clearwater Forest"));
     assert_eq!(
         String::from_utf8_lossy(&output.stderr)
             .trim()

@@ -156,7 +156,7 @@ pub fn run(args: &AnalyzeArgs, verbose: bool) -> Result<()> {
 fn model_for(cpu: &CpuId, pmu: &str, smt: bool) -> Result<Model> {
     match select(cpu, pmu, smt) {
         Selection::Model(name) => Model::named(name),
-        Selection::PerCoreOnly => Model::named("skylake_smt"),
+        Selection::PerCoreOnly(name) => Model::named(name),
         Selection::Unsupported(why) => bail!("{why}"),
     }
 }

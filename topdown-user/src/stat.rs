@@ -417,7 +417,7 @@ fn add_events(
         (Some(view), _) => EventTable::for_model(view.parts[0].model.name),
         (None, Some(pmu)) => match select(&machine.cpu, pmu, machine.smt_active) {
             Selection::Model(model) => EventTable::for_model(model),
-            Selection::PerCoreOnly => EventTable::named("skylake"),
+            Selection::PerCoreOnly(model) => EventTable::for_model(model),
             Selection::Unsupported(_) => None,
         },
         (None, None) => None,
@@ -455,9 +455,9 @@ fn topdown_models_here(
         .iter()
         .map(|pmu| match select(&machine.cpu, &pmu.name, machine.smt_active) {
             Selection::Unsupported(why) => bail!("--td-level: {why}"),
-            Selection::PerCoreOnly if per_core => Ok((Model::named("skylake_smt")?, pmu.name.clone())),
-            Selection::PerCoreOnly => bail!(
-                "--td-level: on this Skylake-class CPU with SMT on, the TopDown inputs count per \
+            Selection::PerCoreOnly(model) if per_core => Ok((Model::named(model)?, pmu.name.clone())),
+            Selection::PerCoreOnly(_) => bail!(
+                "--td-level: on this CPU with SMT on (Haswell to Cascade Lake), the TopDown inputs count per \
                  core, so per-thread TopDown would be wrong: use --per-core"
             ),
             Selection::Model(model) => Ok((Model::named(model)?, pmu.name.clone())),

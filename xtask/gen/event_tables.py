@@ -25,6 +25,28 @@ TABLES = {
     "goldmont": ["intel-perfmon/GLM/events/goldmont_core.json"],
     "zen4": ["linux-pmu-events/x86/amdzen4/core.json", "linux-pmu-events/x86/amdzen4/other.json",
              "linux-pmu-events/x86/amdzen4/branch.json"],
+    "zen5": [f"linux-pmu-events/x86/amdzen5/{f}.json" for f in
+             ("pipeline", "decode", "execution", "branch-prediction", "load-store")],
+    "tremont": ["intel-perfmon/SNR/events/snowridgex_core.json"],
+    "icelakex": ["intel-perfmon/ICX/events/icelakex_core.json"],
+    "tigerlake": ["intel-perfmon/TGL/events/tigerlake_core.json"],
+    "rocketlake": ["intel-perfmon/RKL/events/rocketlake_core.json"],
+    "emeraldrapids": ["intel-perfmon/EMR/events/emeraldrapids_core.json"],
+    "graniterapids": ["intel-perfmon/GNR/events/graniterapids_core.json"],
+    "meteorlake_core": ["intel-perfmon/MTL/events/meteorlake_redwoodcove_core.json"],
+    "crestmont": ["intel-perfmon/MTL/events/meteorlake_crestmont_core.json"],
+    "lunarlake_core": ["intel-perfmon/LNL/events/lunarlake_lioncove_core.json"],
+    "lunarlake_atom": ["intel-perfmon/LNL/events/lunarlake_skymont_core.json"],
+    "arrowlake_core": ["intel-perfmon/ARL/events/arrowlake_lioncove_core.json"],
+    "arrowlake_atom": ["intel-perfmon/ARL/events/arrowlake_skymont_core.json"],
+    "skylakex": ["intel-perfmon/SKX/events/skylakex_core.json"],
+    "cascadelakex": ["intel-perfmon/CLX/events/cascadelakex_core.json"],
+    "haswell": ["intel-perfmon/HSW/events/haswell_core.json"],
+    "haswellx": ["intel-perfmon/HSX/events/haswellx_core.json"],
+    "broadwell": ["intel-perfmon/BDW/events/broadwell_core.json"],
+    "broadwellx": ["intel-perfmon/BDX/events/broadwellx_core.json"],
+    "sierraforest": ["intel-perfmon/SRF/events/sierraforest_core.json"],
+    "grandridge": ["intel-perfmon/GRR/events/grandridge_core.json"],
 }
 
 ZERO = (None, "", "0", "0x0", "0x00")

@@ -3,13 +3,37 @@
 
 /// The tables, by name.
 const TABLES: &[(&str, &str)] = &[
-    ("icelake", include_str!("events/icelake.tsv")),
-    ("sapphirerapids", include_str!("events/sapphirerapids.tsv")),
-    ("alderlake_core", include_str!("events/alderlake_core.tsv")),
     ("alderlake_atom", include_str!("events/alderlake_atom.tsv")),
-    ("skylake", include_str!("events/skylake.tsv")),
+    ("alderlake_core", include_str!("events/alderlake_core.tsv")),
+    ("arrowlake_atom", include_str!("events/arrowlake_atom.tsv")),
+    ("arrowlake_core", include_str!("events/arrowlake_core.tsv")),
+    ("broadwell", include_str!("events/broadwell.tsv")),
+    ("broadwellx", include_str!("events/broadwellx.tsv")),
+    ("cascadelakex", include_str!("events/cascadelakex.tsv")),
+    ("crestmont", include_str!("events/crestmont.tsv")),
+    ("emeraldrapids", include_str!("events/emeraldrapids.tsv")),
     ("goldmont", include_str!("events/goldmont.tsv")),
+    ("grandridge", include_str!("events/grandridge.tsv")),
+    ("graniterapids", include_str!("events/graniterapids.tsv")),
+    ("haswell", include_str!("events/haswell.tsv")),
+    ("haswellx", include_str!("events/haswellx.tsv")),
+    ("icelake", include_str!("events/icelake.tsv")),
+    ("icelakex", include_str!("events/icelakex.tsv")),
+    ("lunarlake_atom", include_str!("events/lunarlake_atom.tsv")),
+    ("lunarlake_core", include_str!("events/lunarlake_core.tsv")),
+    (
+        "meteorlake_core",
+        include_str!("events/meteorlake_core.tsv"),
+    ),
+    ("rocketlake", include_str!("events/rocketlake.tsv")),
+    ("sapphirerapids", include_str!("events/sapphirerapids.tsv")),
+    ("sierraforest", include_str!("events/sierraforest.tsv")),
+    ("skylake", include_str!("events/skylake.tsv")),
+    ("skylakex", include_str!("events/skylakex.tsv")),
+    ("tigerlake", include_str!("events/tigerlake.tsv")),
+    ("tremont", include_str!("events/tremont.tsv")),
     ("zen4", include_str!("events/zen4.tsv")),
+    ("zen5", include_str!("events/zen5.tsv")),
 ];
 
 /// One CPU's event table.
@@ -96,5 +120,13 @@ mod tests {
             "skylake"
         );
         assert!(EventTable::for_model("neoverse_v1").is_none());
+        // Every Intel and AMD model has its table.
+        for model in crate::tma::Model::all() {
+            assert!(
+                model.name.starts_with("neoverse") || EventTable::for_model(model.name).is_some(),
+                "{}",
+                model.name
+            );
+        }
     }
 }

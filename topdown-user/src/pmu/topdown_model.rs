@@ -4,71 +4,157 @@
 
 use super::machine::CpuId;
 
-/// Intel family-6 models by TopDown model: PERF_METRICS L1 with generic-counter L2 (Ice Lake
-/// client and server, Tiger Lake, Rocket Lake).
-const ICELAKE: &[u32] = &[0x7D, 0x7E, 0x6A, 0x6C, 0x8C, 0x8D, 0xA7];
-/// PERF_METRICS L1 and L2: Sapphire Rapids, Emerald Rapids, Granite Rapids.
-const SAPPHIRERAPIDS: &[u32] = &[0x8F, 0xCF, 0xAD, 0xAE];
-/// Hybrid parts: `cpu_core` (Golden Cove class) and `cpu_atom` (Gracemont class): Alder Lake,
-/// Raptor Lake, Meteor Lake.
-const HYBRID: &[u32] = &[0x97, 0x9A, 0xB7, 0xBA, 0xBF, 0xAA, 0xAC];
-/// Goldmont and Goldmont Plus (Atom, width 3, Level 1).
-const GOLDMONT: &[u32] = &[0x5C, 0x5F, 0x7A];
-/// Tremont (Atom, width 4): Snow Ridge, Elkhart Lake, Jasper Lake.
-const TREMONT: &[u32] = &[0x86, 0x96, 0x9C];
-/// Skylake-class: generic counters, width 4 (Skylake, Kaby/Coffee/Comet Lake, Skylake-SP and
-/// Cascade Lake).
-const SKYLAKE: &[u32] = &[0x4E, 0x5E, 0x8E, 0x9E, 0xA5, 0xA6, 0x55];
+/// What an Intel family-6 CPU runs.
+#[derive(Clone, Copy, Debug)]
+enum Intel {
+    /// One model, per thread.
+    Plain(&'static str),
+    /// Inputs that count per core when SMT is on (`CPU_CLK_UNHALTED.THREAD_ANY`): the first
+    /// model per thread with SMT off, the second only per core with SMT on.
+    SmtPerCore(&'static str, &'static str),
+    /// Hybrid: a model for `cpu_core`, one for `cpu_atom`, and one for `cpu_lowpower` (Arrow
+    /// Lake's low-power E-cores) where there are such cores.
+    Hybrid(&'static str, &'static str, Option<&'static str>),
+    /// A CPU perf knows whose TMA metrics are not in the data.
+    NoData(&'static str),
+}
+
+/// Intel family-6 models: their numbers, perf's pmu-events directory for them (a test checks
+/// both against perf's `mapfile.csv`), and what they run. Skylake-SP and Cascade Lake share model
+/// 0x55 and are told apart by stepping in [`select`].
+const INTEL: &[(&[u32], &str, Intel)] = &[
+    (&[0x7D, 0x7E], "icelake", Intel::Plain("icelake")),
+    (&[0x6A, 0x6C], "icelakex", Intel::Plain("icelakex")),
+    (&[0x8C, 0x8D], "tigerlake", Intel::Plain("tigerlake")),
+    (&[0xA7], "rocketlake", Intel::Plain("rocketlake")),
+    (&[0x8F], "sapphirerapids", Intel::Plain("sapphirerapids")),
+    (&[0xCF], "emeraldrapids", Intel::Plain("emeraldrapids")),
+    (
+        &[0xAD, 0xAE],
+        "graniterapids",
+        Intel::Plain("graniterapids"),
+    ),
+    (
+        &[0x97, 0x9A, 0xB7, 0xBA, 0xBF],
+        "alderlake",
+        Intel::Hybrid("alderlake_core", "alderlake_atom", None),
+    ),
+    (
+        &[0xAA, 0xAC],
+        "meteorlake",
+        Intel::Hybrid("meteorlake_core", "crestmont", None),
+    ),
+    (
+        &[0xBD],
+        "lunarlake",
+        Intel::Hybrid("lunarlake_core", "lunarlake_atom", None),
+    ),
+    (
+        &[0xC5, 0xC6],
+        "",
+        Intel::Hybrid("arrowlake_core", "arrowlake_atom", Some("crestmont")),
+    ),
+    (
+        &[0x4E, 0x5E, 0x8E, 0x9E, 0xA5, 0xA6],
+        "skylake",
+        Intel::SmtPerCore("skylake", "skylake_smt"),
+    ),
+    (
+        &[0x3C, 0x45, 0x46],
+        "haswell",
+        Intel::SmtPerCore("haswell", "haswell"),
+    ),
+    (
+        &[0x3F],
+        "haswellx",
+        Intel::SmtPerCore("haswellx", "haswellx"),
+    ),
+    (
+        &[0x3D, 0x47],
+        "broadwell",
+        Intel::SmtPerCore("broadwell", "broadwell"),
+    ),
+    (
+        &[0x4F],
+        "broadwellx",
+        Intel::SmtPerCore("broadwellx", "broadwellx"),
+    ),
+    (&[0xAF], "sierraforest", Intel::Plain("sierraforest")),
+    (&[0xB6], "grandridge", Intel::Plain("grandridge")),
+    (
+        &[0xDD],
+        "",
+        Intel::NoData(
+            "Clearwater Forest: Intel's perfmon data has no TMA metrics for it yet (and \
+             E-core_TMA_Metrics.csv no column)",
+        ),
+    ),
+    (&[0x5C, 0x5F], "goldmont", Intel::Plain("goldmont")),
+    (&[0x7A], "goldmontplus", Intel::Plain("goldmont")),
+    (&[0x86], "snowridgex", Intel::Plain("tremont")),
+    (&[0x96, 0x9C], "elkhartlake", Intel::Plain("tremont")),
+];
+
+/// Arm Neoverse cores by MIDR part number (implementer 0x41), after Linux's
+/// `arch/arm64/include/asm/cputype.h` (the stored perf mapfile lists V1, N2 and V2 only).
+const NEOVERSE: &[(u32, &str)] = &[
+    (0xd40, "neoverse_v1"),
+    (0xd49, "neoverse_n2"),
+    (0xd4f, "neoverse_n2"),
+    (0xd84, "neoverse_v3"),
+    (0xd8e, "neoverse_n3"),
+];
 
 /// Why a core type has no TopDown model, when it has none.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Selection {
     /// Run this model.
     Model(&'static str),
-    /// Skylake-class with SMT on: the inputs count per core, so per-thread TopDown would be
-    /// wrong; only per-core mode (model `skylake_smt`) is honest.
-    PerCoreOnly,
+    /// A CPU whose inputs count per core with SMT on (`*_ANY` events): per-thread TopDown
+    /// would be wrong; only per-core mode, with this model, is honest.
+    PerCoreOnly(&'static str),
     /// Known CPU without a TopDown model in this build.
     Unsupported(String),
 }
 
 /// The model for `cpu`, for events counted on core PMU `pmu` (`cpu`, `cpu_core`, `cpu_atom`,
-/// `armv8_pmuv3_0`), with SMT active or not.
+/// `cpu_lowpower`, `armv8_pmuv3_0`), with SMT active or not.
 pub fn select(cpu: &CpuId, pmu: &str, smt_active: bool) -> Selection {
     match cpu {
         CpuId::X86 {
             vendor,
             family: 6,
             model,
-            ..
+            stepping,
         } if vendor == "GenuineIntel" => {
-            let model = *model;
-            if HYBRID.contains(&model) {
-                return match pmu {
-                    "cpu_core" => Selection::Model("alderlake_core"),
-                    "cpu_atom" => Selection::Model("alderlake_atom"),
-                    other => Selection::Unsupported(format!("hybrid CPU, unexpected PMU {other}")),
-                };
-            }
-            if ICELAKE.contains(&model) {
-                Selection::Model("icelake")
-            } else if SAPPHIRERAPIDS.contains(&model) {
-                Selection::Model("sapphirerapids")
-            } else if GOLDMONT.contains(&model) {
-                Selection::Model("goldmont")
-            } else if TREMONT.contains(&model) {
-                Selection::Model("tremont")
-            } else if SKYLAKE.contains(&model) {
-                if smt_active {
-                    Selection::PerCoreOnly
+            let run = if *model == 0x55 {
+                // perf: 55-[01234] is Skylake-SP, 55-[56789ABCDEF] Cascade Lake.
+                if stepping.unwrap_or(0) <= 4 {
+                    Intel::SmtPerCore("skylakex", "skylakex")
                 } else {
-                    Selection::Model("skylake")
+                    Intel::SmtPerCore("cascadelakex", "cascadelakex")
                 }
+            } else if let Some((_, _, run)) = INTEL.iter().find(|(m, _, _)| m.contains(model)) {
+                *run
             } else {
-                Selection::Unsupported(format!(
-                    "{cpu}: no TopDown model for this Intel CPU (pre-Skylake big cores and \
-                     pre-Goldmont Atoms are not built)"
-                ))
+                return Selection::Unsupported(format!(
+                    "{cpu}: no TopDown model for this Intel CPU (Sandy Bridge, Ivy Bridge and \
+                     older, pre-Goldmont Atoms and Panther Lake are not in the data)"
+                ));
+            };
+            match run {
+                Intel::Plain(name) => Selection::Model(name),
+                Intel::SmtPerCore(_, per_core) if smt_active => Selection::PerCoreOnly(per_core),
+                Intel::SmtPerCore(per_thread, _) => Selection::Model(per_thread),
+                Intel::Hybrid(core, atom, lowpower) => match (pmu, lowpower) {
+                    ("cpu_core", _) => Selection::Model(core),
+                    ("cpu_atom", _) => Selection::Model(atom),
+                    ("cpu_lowpower", Some(lowpower)) => Selection::Model(lowpower),
+                    (other, _) => {
+                        Selection::Unsupported(format!("hybrid CPU, unexpected PMU {other}"))
+                    }
+                },
+                Intel::NoData(why) => Selection::Unsupported(format!("{cpu}: {why}")),
             }
         }
         CpuId::X86 {
@@ -81,6 +167,7 @@ pub fn select(cpu: &CpuId, pmu: &str, smt_active: bool) -> Selection {
             25 if !matches!(model, 0x00..=0x0F | 0x20..=0x2F | 0x40..=0x5F) => {
                 Selection::Model("zen4")
             }
+            // perf: AuthenticAMD-26-[[:xdigit:]]+ is amdzen5 (not in the stored mapfile).
             26 => Selection::Model("zen5"),
             _ => Selection::Unsupported(format!(
                 "{cpu}: AMD TopDown (pipeline utilization) needs Zen 4 or later"
@@ -88,12 +175,11 @@ pub fn select(cpu: &CpuId, pmu: &str, smt_active: bool) -> Selection {
         },
         CpuId::Arm {
             implementer: 0x41,
-            part: 0xd40,
-        } => Selection::Model("neoverse_v1"),
-        CpuId::Arm {
-            implementer: 0x41,
-            part: 0xd49 | 0xd4f,
-        } => Selection::Model("neoverse_n2"),
+            part,
+        } => match NEOVERSE.iter().find(|(p, _)| p == part) {
+            Some((_, name)) => Selection::Model(name),
+            None => Selection::Unsupported(format!("{cpu}: no TopDown model for this Arm core")),
+        },
         other => Selection::Unsupported(format!("{other}: no TopDown model for this CPU")),
     }
 }
@@ -113,39 +199,76 @@ mod tests {
 
     #[test]
     fn intel_families() {
+        let cases = [
+            (0x8F, "cpu", true, Selection::Model("sapphirerapids")),
+            (0xCF, "cpu", true, Selection::Model("emeraldrapids")),
+            (0xAD, "cpu", true, Selection::Model("graniterapids")),
+            (0x7E, "cpu", true, Selection::Model("icelake")),
+            (0x6A, "cpu", true, Selection::Model("icelakex")),
+            (0x8C, "cpu", true, Selection::Model("tigerlake")),
+            (0xA7, "cpu", true, Selection::Model("rocketlake")),
+            (0x97, "cpu_core", true, Selection::Model("alderlake_core")),
+            (0x97, "cpu_atom", true, Selection::Model("alderlake_atom")),
+            (0xAA, "cpu_core", true, Selection::Model("meteorlake_core")),
+            (0xAA, "cpu_atom", true, Selection::Model("crestmont")),
+            (0xBD, "cpu_core", false, Selection::Model("lunarlake_core")),
+            (0xBD, "cpu_atom", false, Selection::Model("lunarlake_atom")),
+            (0xC6, "cpu_atom", true, Selection::Model("arrowlake_atom")),
+            (0xC5, "cpu_lowpower", true, Selection::Model("crestmont")),
+            (0x4E, "cpu", false, Selection::Model("skylake")),
+            (0x4E, "cpu", true, Selection::PerCoreOnly("skylake_smt")),
+            (0x3C, "cpu", false, Selection::Model("haswell")),
+            (0x3F, "cpu", true, Selection::PerCoreOnly("haswellx")),
+            (0x4F, "cpu", false, Selection::Model("broadwellx")),
+            (0xAF, "cpu", false, Selection::Model("sierraforest")),
+            (0xB6, "cpu", false, Selection::Model("grandridge")),
+            (0x5C, "cpu", false, Selection::Model("goldmont")),
+            (0x86, "cpu", false, Selection::Model("tremont")),
+            (0x96, "cpu", false, Selection::Model("tremont")),
+        ];
+        for (model, pmu, smt, want) in cases {
+            assert_eq!(select(&intel(model), pmu, smt), want, "{model:#x} {pmu}");
+        }
+        let stepping = |s| CpuId::X86 {
+            vendor: "GenuineIntel".into(),
+            family: 6,
+            model: 0x55,
+            stepping: Some(s),
+        };
         assert_eq!(
-            select(&intel(0x8F), "cpu", true),
-            Selection::Model("sapphirerapids")
+            select(&stepping(4), "cpu", false),
+            Selection::Model("skylakex")
         );
         assert_eq!(
-            select(&intel(0x7E), "cpu", true),
-            Selection::Model("icelake")
+            select(&stepping(7), "cpu", false),
+            Selection::Model("cascadelakex")
         );
         assert_eq!(
-            select(&intel(0x97), "cpu_core", true),
-            Selection::Model("alderlake_core")
+            select(&stepping(7), "cpu", true),
+            Selection::PerCoreOnly("cascadelakex")
         );
-        assert_eq!(
-            select(&intel(0x97), "cpu_atom", true),
-            Selection::Model("alderlake_atom")
-        );
-        assert_eq!(
-            select(&intel(0x55), "cpu", false),
-            Selection::Model("skylake")
-        );
-        assert_eq!(select(&intel(0x55), "cpu", true), Selection::PerCoreOnly);
-        assert_eq!(
-            select(&intel(0x5C), "cpu", false),
-            Selection::Model("goldmont")
-        );
-        assert_eq!(
-            select(&intel(0x86), "cpu", false),
-            Selection::Model("tremont")
-        );
-        assert!(matches!(
-            select(&intel(0x3C), "cpu", false),
-            Selection::Unsupported(_)
-        ));
+        for unsupported in [0x2A, 0xDD, 0xCC] {
+            assert!(matches!(
+                select(&intel(unsupported), "cpu", false),
+                Selection::Unsupported(_)
+            ));
+        }
+        let Selection::Unsupported(why) = select(&intel(0xDD), "cpu", false) else {
+            unreachable!()
+        };
+        assert!(why.contains("Clearwater Forest"), "{why}");
+        // Every model named is built.
+        for (_, _, run) in INTEL {
+            let names = match *run {
+                Intel::Plain(a) => vec![a],
+                Intel::SmtPerCore(a, b) => vec![a, b],
+                Intel::Hybrid(a, b, c) => [a, b].into_iter().chain(c).collect(),
+                Intel::NoData(_) => vec![],
+            };
+            for name in names {
+                assert!(crate::tma::Model::named(name).is_ok(), "{name}");
+            }
+        }
     }
 
     #[test]
@@ -184,6 +307,14 @@ mod tests {
             select(&arm(0xd49), "armv8_pmuv3_0", false),
             Selection::Model("neoverse_n2")
         );
+        assert_eq!(
+            select(&arm(0xd84), "armv8_pmuv3_0", false),
+            Selection::Model("neoverse_v3")
+        );
+        assert_eq!(
+            select(&arm(0xd8e), "armv8_pmuv3_0", false),
+            Selection::Model("neoverse_n3")
+        );
         assert!(matches!(
             select(&arm(0xd0c), "armv8_pmuv3_0", false),
             Selection::Unsupported(_)
@@ -220,25 +351,15 @@ mod tests {
                 .map(|(_, dir)| dir.clone())
                 .unwrap_or_default()
         };
-        let expect = |models: &[u32], dirs: &[&str]| {
-            for model in models {
+        for (models, dir, _) in INTEL {
+            for model in *models {
                 // Stepping 8 keeps Skylake-SP (55-[0-4]) apart from Cascade Lake (55-[5-F]).
-                let dir = perf_dir(&format!("GenuineIntel-6-{model:02X}-8"));
-                assert!(
-                    dirs.contains(&dir.as_str()),
-                    "model {model:#x}: perf says {dir}"
-                );
+                let perf = perf_dir(&format!("GenuineIntel-6-{model:02X}-8"));
+                assert_eq!(perf, *dir, "model {model:#x}");
             }
-        };
-        expect(ICELAKE, &["icelake", "icelakex", "tigerlake", "rocketlake"]);
-        expect(
-            SAPPHIRERAPIDS,
-            &["sapphirerapids", "emeraldrapids", "graniterapids"],
-        );
-        expect(HYBRID, &["alderlake", "meteorlake"]);
-        expect(SKYLAKE, &["skylake", "skylakex", "cascadelakex"]);
-        expect(GOLDMONT, &["goldmont", "goldmontplus"]);
-        expect(TREMONT, &["snowridgex", "elkhartlake"]);
+        }
+        assert_eq!(perf_dir("GenuineIntel-6-55-4"), "skylakex");
+        assert_eq!(perf_dir("GenuineIntel-6-55-7"), "cascadelakex");
         let amd = |family: u32, model: u32| {
             let cpu = CpuId::X86 {
                 vendor: "AuthenticAMD".into(),

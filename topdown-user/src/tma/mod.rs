@@ -76,11 +76,11 @@ impl Model {
 
     /// The nodes this model has down to `level`, in tree order.
     pub fn nodes(&self, level: u8) -> Vec<Node> {
-        let mut nodes: Vec<Node> = self
-            .values(&NamedCounts::default())
-            .values
+        let values = self.values(&NamedCounts::default()).values;
+        let has = |name: &str| values.iter().any(|(n, _)| *n == name);
+        let mut nodes: Vec<Node> = values
             .iter()
-            .filter_map(|(name, _)| Node::named(name))
+            .filter_map(|(name, _)| Node::named(name).map(|node| node.in_model(has)))
             .filter(|node| node.level <= level)
             .collect();
         nodes.sort_by_key(|n| n.order);
@@ -181,7 +181,8 @@ impl Model {
             .values
             .iter()
             .filter_map(|&(name, value)| {
-                let node = Node::named(name)?;
+                let has = |name: &str| evaluation.values.iter().any(|(n, _)| *n == name);
+                let node = Node::named(name)?.in_model(has);
                 (node.level <= max_level).then(|| NodeValue {
                     node,
                     value,
@@ -333,6 +334,23 @@ mod tests {
         // Backend under its threshold: its children cannot be the bottleneck.
         let td = model.evaluate(&spr(0.5, 0.1, 0.25, 0.15, [0.05, 0.02, 0.45, 0.14]), 2);
         assert_eq!(td.bottleneck, Some("tma_fetch_latency"));
+    }
+
+    #[test]
+    fn e_core_resource_bound_hangs_under_backend_bound_where_there_is_no_aux() {
+        for (model, parent) in [
+            ("sierraforest", "tma_backend_bound"),
+            ("crestmont", "tma_backend_bound"),
+            ("tremont", "tma_backend_bound_aux"),
+        ] {
+            let nodes = Model::named(model).unwrap().nodes(2);
+            let resource = nodes
+                .iter()
+                .find(|n| n.name == "tma_resource_bound")
+                .unwrap_or_else(|| panic!("{model} has Resource_Bound"));
+            assert_eq!(resource.parent, Some(parent), "{model}");
+            assert!(nodes.iter().any(|n| n.name == parent), "{model}");
+        }
     }
 
     #[test]

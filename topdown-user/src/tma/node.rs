@@ -64,6 +64,17 @@ impl Node {
             })
     }
 
+    /// This node with its parent as a model that has the nodes `has` says it has: Intel's
+    /// E-core TMA (v4, and the Sierra Forest / Grand Ridge files) puts Resource_Bound under
+    /// Backend_Bound, having no Backend_Bound_Aux as Gracemont and Tremont do.
+    #[must_use]
+    pub fn in_model(mut self, has: impl Fn(&str) -> bool) -> Self {
+        if self.parent == Some("tma_backend_bound_aux") && !has("tma_backend_bound_aux") {
+            self.parent = Some("tma_backend_bound");
+        }
+        self
+    }
+
     /// Whether `value` is over this node's default threshold.
     pub fn default_over(&self, value: f64) -> bool {
         value > self.default_threshold
