@@ -38,6 +38,14 @@ impl PerfmonMetrics {
         Self { metrics, legacy }
     }
 
+    /// The metric perf names `node` (`tma_l1_bound` is `L1_Bound`).
+    pub fn for_node(&self, node: &str) -> Option<&str> {
+        self.metrics
+            .keys()
+            .find(|name| format!("tma_{}", name.to_lowercase()) == node)
+            .map(String::as_str)
+    }
+
     /// Whether the file has TMA metric `name`.
     pub fn has(&self, name: &str) -> bool {
         self.metrics.contains_key(name)
@@ -63,7 +71,14 @@ impl PerfmonMetrics {
             .unwrap_or_default();
         let lookup = |alias: &str| -> f64 {
             if let Some(event) = events.get(alias) {
-                return count(event.trim_end_matches(":perf_metrics"));
+                // Modifiers as perf spells their values: `u0x3C` is `umask=0x3c`.
+                let mut parts = event.split(':');
+                let mut name = parts.next().unwrap_or_default().to_owned();
+                for modifier in parts.filter(|m| *m != "perf_metrics") {
+                    name.push(':');
+                    name.push_str(&modifier.to_lowercase());
+                }
+                return count(&name);
             }
             match constants.get(alias) {
                 Some(&"HYPERTHREADING_ON") => smt_on,
@@ -152,6 +167,8 @@ pub fn perfmon_name(perf: &str) -> String {
         name.push(':');
         match term.split_once('=') {
             Some(("cmask", n)) => name.push_str(&format!("c{n}")),
+            Some(("umask", n)) => name.push_str(&format!("u{n}")),
+            Some(("eq", n)) => name.push_str(&format!("eq{n}")),
             None if term == "edge" => name.push_str("e1"),
             None if term == "inv" => name.push_str("i1"),
             _ => panic!("term {term} of {perf}"),

@@ -111,6 +111,7 @@ pub fn run(args: &AnalyzeArgs, verbose: bool) -> Result<()> {
             "bottleneck": td.bottleneck,
             "over_threshold": td.nodes.iter().filter(|n| n.over_threshold).map(|n| n.node.name).collect::<Vec<_>>(),
             "missing_events": missing,
+            "not_measurable": if args.td_level >= 3 { model.unmeasurable } else { &[] },
             "min_run_percent": min_run,
             "out_of_range": out_of_range.iter().map(|o| json!({
                 "node": o.node,
@@ -134,6 +135,12 @@ pub fn run(args: &AnalyzeArgs, verbose: bool) -> Result<()> {
         }
         if !missing.is_empty() {
             println!("not computed: nodes that need {}", missing.join(", "));
+        }
+        if args.td_level >= 3 && !model.unmeasurable.is_empty() {
+            println!(
+                "not measurable by counting (they read a sampled retirement latency): {}",
+                model.unmeasurable.join(", ")
+            );
         }
         for o in &out_of_range {
             let inputs: Vec<String> = o

@@ -212,8 +212,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = 64, value_parser = at_least_one)]
     pub max_connections: usize,
 
-    /// TopDown per cgroup down to this level (1 or 2); needs a hardware PMU.
-    #[arg(long = "td-level", value_name = "LEVEL", value_parser = clap::value_parser!(u8).range(1..=2))]
+    /// TopDown per cgroup down to this level (1, 2 or 3); needs a hardware PMU.
+    #[arg(long = "td-level", value_name = "LEVEL", value_parser = clap::value_parser!(u8).range(1..=3))]
     pub td_level: Option<u8>,
 
     /// Also count these events per cgroup (as the live view's -e).
@@ -440,8 +440,8 @@ pub struct AnalyzeArgs {
     #[arg(long, value_name = "N")]
     pub slots: Option<u32>,
 
-    /// TopDown level: 1, or 2 for Level 1 and Level 2.
-    #[arg(long = "td-level", value_name = "LEVEL", default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
+    /// TopDown level: 1, 2 (Level 1 and 2) or 3 (and Level 3, where the model has it).
+    #[arg(long = "td-level", value_name = "LEVEL", default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=3))]
     pub td_level: u8,
 
     /// Field separator of the file (perf stat -x).
@@ -528,8 +528,8 @@ pub struct StatArgs {
     #[arg(long, conflicts_with_all = ["pids", "tids", "command", "per_thread", "csv", "field_separator"])]
     pub per_core: bool,
 
-    /// TopDown per thread down to this level (1 or 2); needs a hardware PMU.
-    #[arg(long = "td-level", value_name = "LEVEL", value_parser = clap::value_parser!(u8).range(1..=2))]
+    /// TopDown per thread down to this level (1, 2 or 3); needs a hardware PMU.
+    #[arg(long = "td-level", value_name = "LEVEL", value_parser = clap::value_parser!(u8).range(1..=3))]
     pub td_level: Option<u8>,
 
     /// Capacity of the kernel's live-thread map (1 to 4,194,304, the kernel's most pids).

@@ -56,9 +56,16 @@ def terms(e):
     code = e.get("EventCode", "")
     if "," in code:  # offcore events with two codes: not countable from one encoding
         return None
-    if e.get("MSRIndex") not in ZERO:
-        return None
     out = [f"event={code.lower()}"]
+    msr = (e.get("MSRIndex") or "").lower()
+    if msr not in [z for z in ZERO if z is not None]:
+        # The extra MSR a few events program, as perf's format terms name it: the frontend
+        # event select (0x3f7), the load latency threshold (0x3f6), offcore response (0x1a6/7).
+        term = {"0x3f7": "frontend", "0x3f6": "ldlat", "0x1a6": "offcore_rsp",
+                "0x1a7": "offcore_rsp"}.get(msr.split(",")[0])
+        if term is None:
+            return None
+        out.append(f"{term}={e['MSRValue'].lower()}")
     if e.get("UMask") not in ZERO:
         out.append(f"umask={e['UMask'].lower()}")
     for field, term in (("CounterMask", "cmask"), ("Invert", "inv"), ("EdgeDetect", "edge"),

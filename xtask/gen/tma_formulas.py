@@ -309,9 +309,19 @@ def perfmon_event(name):
         if m == "perf_metrics":
             continue
         kind = re.fullmatch(r"([cei])(\d+)", m)
-        if not kind:
+        umask = re.fullmatch(r"u(0x[0-9a-fA-F]+)", m)
+        equal = re.fullmatch(r"eq(\d+)", m)
+        if kind:
+            terms.append({"c": f"cmask\\={kind.group(2)}", "e": "edge",
+                          "i": "inv"}[kind.group(1)])
+        elif umask:
+            terms.append(f"umask\\={umask.group(1).lower()}")
+        elif equal:
+            terms.append(f"eq\\={equal.group(1)}")
+        else:
+            # `:retire_latency` is sampled, not counted; `:SUP`, `:USER`, `:percore`, MSR values:
+            # nodes that read them are left out (see UNMEASURABLE in the output).
             raise ValueError(f"event modifier {m} of {name}")
-        terms.append({"c": f"cmask\\={kind.group(2)}", "e": "edge", "i": "inv"}[kind.group(1)])
     if not terms:
         return base
     escaped = "\\,".join([base] + terms)
@@ -334,11 +344,13 @@ def load_perfmon(path):
             if word in constants:
                 return CONSTANTS.get(constants[word], constants[word])
             return word
+        metric = {"_level": m.get("Level"), "_parent": m.get("ParentCategory")}
         try:
-            expr = re.sub(r"\b[a-z_][a-z0-9_]*\b(?!\s*\()", alias, m["Formula"])
+            metric["MetricExpr"] = re.sub(r"\b[a-z_][a-z0-9_]*\b(?!\s*\()", alias,
+                                          m["Formula"])
         except ValueError as error:
-            expr = f"#unsupported {error}"
-        metric = {"MetricExpr": expr}
+            metric["_unsupported"] = str(error)
+            metric["MetricExpr"] = "0"
         threshold = m.get("Threshold") or {}
         if threshold.get("Formula"):
             # Metrics are generated as fractions (see `model_code`); these thresholds compare
@@ -441,16 +453,42 @@ def is_percent(expr):
     return re.match(r"^\(?\s*100 \*", expr) is not None
 
 
+# Every Level 3 node of every model, with its Level 2 parent (the same in every model).
+LEVEL3 = {}
+
+
 def model_code(name, doc, files, unit, mapping):
     global LOWERCASE_EVENTS
     LOWERCASE_EVENTS = all(f.startswith("arm64/") for f in files)
     metrics = load(files, unit)
     groups = lambda m: (m.get("MetricGroup") or "").split(";")
+    # Level 3 nodes and their Level 2 parents; nodes that read what cannot be counted.
+    level3, unmeasurable = {}, []
     if mapping is None:
         wanted = {n: n for n, m in metrics.items()
                   if {"TopdownL1", "TopdownL2"} & set(groups(m)) and n.startswith("tma_")}
+        for n, m in metrics.items():
+            parents = [g[:-len("_group")] for g in groups(m)
+                       if g.startswith("tma_") and g.endswith("_group")
+                       and g[:-len("_group")] in wanted
+                       and g[:-len("_group")] not in L1_NODES]
+            if "TopdownL3" in groups(m) and n.startswith("tma_") and parents:
+                level3[n] = parents[0]
     else:
         wanted = {k: v for k, v in mapping.items() if k in metrics}
+        if files[0].startswith("../intel-perfmon/") and files[0].endswith(".json"):
+            for n, m in metrics.items():
+                if m.get("_level") == 3 and m.get("_parent") in wanted \
+                        and wanted[m["_parent"]] not in L1_NODES:
+                    if "_unsupported" in m:
+                        unmeasurable.append(f"tma_{n.lower()}")
+                        continue
+                    level3[n] = wanted[m["_parent"]]
+    for n in level3:
+        wanted[n] = n if n.startswith("tma_") else f"tma_{n.lower()}"
+        known = LEVEL3.setdefault(wanted[n], level3[n])
+        if known != level3[n]:
+            raise SystemExit(f"{name}: {wanted[n]} under {level3[n]}, elsewhere {known}")
     trees = {}
 
     def tree_of(n):
@@ -496,17 +534,18 @@ def model_code(name, doc, files, unit, mapping):
             if isinstance(child, tuple):
                 events_of(child, acc, seen_metrics)
 
-    level_events = {1: set(), 2: set()}
+    level_events = {1: set(), 2: set(), 3: set()}
     for n in wanted:
-        level = 1 if wanted[n] in L1_NODES else 2
+        level = 3 if n in level3 else 1 if wanted[n] in L1_NODES else 2
         acc = set()
         events_of(tree_of(n), acc, set())
-        for at in range(level, 3):
+        for at in range(level, 4):
             level_events[at] |= acc
         # Thresholds may reach deeper nodes (ICL: retiring's looks at heavy operations): their
-        # events count only at Level 2; at Level 1 a missing one reads as "not over".
+        # events count only from Level 2; at Level 1 a missing one reads as "not over".
         if n in thresholds:
-            events_of(thresholds[n], level_events[2], set())
+            for at in range(max(level, 2), 4):
+                events_of(thresholds[n], level_events[at], set())
 
     events, literals, lines = set(), set(), []
     for n in order:
@@ -527,6 +566,13 @@ def model_code(name, doc, files, unit, mapping):
              f"pub const {upper}_EVENTS: &[&str] = &[{', '.join(json.dumps(e) for e in sorted(events))}];",
              "", f"/// Events {name} needs for the values of its Level 1 nodes.",
              f"pub const {upper}_L1_EVENTS: &[&str] = &[{', '.join(json.dumps(e) for e in sorted(level_events[1]))}];",
+             "", f"/// Events {name} needs for the values of its Level 1 and 2 nodes.",
+             f"pub const {upper}_L2_EVENTS: &[&str] = &[{', '.join(json.dumps(e) for e in sorted(level_events[2]))}];",
+             "", f"/// {name}'s Level 3 nodes and their Level 2 parents.",
+             f"pub const {upper}_L3_NODES: &[(&str, &str)] = &[{', '.join(f'({json.dumps(wanted[n])}, {json.dumps(p)})' for n, p in sorted(level3.items()))}];",
+             "", f"/// {name}'s Level 3 nodes left out: they read events that are sampled, not counted",
+             "/// (retire latency) or need terms the kernel's format files do not give.",
+             f"pub const {upper}_UNMEASURABLE: &[&str] = &[{', '.join(json.dumps(n) for n in sorted(unmeasurable))}];",
              ""]
     return "\n".join(code)
 
@@ -550,12 +596,24 @@ def main():
         print(f"    ({json.dumps(name)}, &[{', '.join(json.dumps(f) for f in files)}], {unit_text}, &[{pairs}]),")
     print("];")
     print()
-    print("/// Every generated model: name, description, evaluator, events (all levels), Level 1")
-    print("/// events.")
-    print("pub const MODELS: &[(&str, &str, fn(&dyn Inputs) -> Evaluation, &[&str], &[&str])] = &[")
+    print("/// Every Level 3 node of any model and its Level 2 parent, by name.")
+    print("pub const LEVEL3: &[(&str, &str)] = &[")
+    for node, parent in sorted(LEVEL3.items()):
+        print(f"    ({json.dumps(node)}, {json.dumps(parent)}),")
+    print("];")
+    print()
+    print("/// One generated model: name, description, evaluator, events (all levels), Level 1")
+    print("/// events, Level 1 and 2 events, Level 3 nodes with their parents, Level 3 nodes left out.")
+    print("pub type ModelRow = (&'static str, &'static str, fn(&dyn Inputs) -> Evaluation,")
+    print("    &'static [&'static str], &'static [&'static str], &'static [&'static str],")
+    print("    &'static [(&'static str, &'static str)], &'static [&'static str]);")
+    print()
+    print("/// Every generated model.")
+    print("pub const MODELS: &[ModelRow] = &[")
     for name, doc, *_ in MODELS:
         u = name.upper()
-        print(f"    ({json.dumps(name)}, {json.dumps(doc)}, {name}, {u}_EVENTS, {u}_L1_EVENTS),")
+        print(f"    ({json.dumps(name)}, {json.dumps(doc)}, {name}, {u}_EVENTS, {u}_L1_EVENTS, "
+              f"{u}_L2_EVENTS, {u}_L3_NODES, {u}_UNMEASURABLE),")
     print("];")
 
 

@@ -66,13 +66,17 @@ pub struct NamedCounts {
 }
 
 impl NamedCounts {
-    /// Counts from `(formula name, value)` pairs, with `#slots` and `#smt_on`.
+    /// Counts from `(formula name, value)` pairs, with `#slots`, `#smt_on` and `#has_pmem`
+    /// (persistent memory, which some Level 3 memory nodes account apart: as perf decides it,
+    /// from whether this machine's ACPI has an NFIT table).
     pub fn new(counts: impl IntoIterator<Item = (String, f64)>, slots: u32, smt_on: bool) -> Self {
+        let pmem = std::path::Path::new("/sys/firmware/acpi/tables/NFIT").exists();
         Self {
             counts: counts.into_iter().collect(),
             literals: HashMap::from([
                 ("#slots", f64::from(slots)),
                 ("#smt_on", if smt_on { 1.0 } else { 0.0 }),
+                ("#has_pmem", if pmem { 1.0 } else { 0.0 }),
             ]),
             missing: RefCell::default(),
         }

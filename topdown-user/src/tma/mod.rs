@@ -34,10 +34,14 @@ pub struct Model {
     /// What it covers.
     pub description: &'static str,
     evaluate: fn(&dyn Inputs) -> Evaluation,
-    /// Events the formulas read, as perf names them.
+    /// Events the formulas read (every level), as perf names them.
     pub events: &'static [&'static str],
     /// The events the values of Level 1 nodes need.
     pub level1_events: &'static [&'static str],
+    /// The events the values of Level 1 and 2 nodes need.
+    pub level2_events: &'static [&'static str],
+    /// Level 3 nodes that read what cannot be counted (retire latency), left out.
+    pub unmeasurable: &'static [&'static str],
 }
 
 impl Model {
@@ -55,22 +59,33 @@ impl Model {
     /// Every model.
     pub fn all() -> impl Iterator<Item = Self> {
         generated::MODELS.iter().map(
-            |&(name, description, evaluate, events, level1_events)| Self {
+            |&(
                 name,
                 description,
                 evaluate,
                 events,
                 level1_events,
+                level2_events,
+                _level3,
+                unmeasurable,
+            )| Self {
+                name,
+                description,
+                evaluate,
+                events,
+                level1_events,
+                level2_events,
+                unmeasurable,
             },
         )
     }
 
     /// The events nodes down to `level` need.
     pub const fn events_for_level(&self, level: u8) -> &'static [&'static str] {
-        if level <= 1 {
-            self.level1_events
-        } else {
-            self.events
+        match level {
+            0 | 1 => self.level1_events,
+            2 => self.level2_events,
+            _ => self.events,
         }
     }
 
@@ -125,7 +140,7 @@ impl Model {
             .collect()
     }
 
-    /// The events each node's formula reads (down to Level 2), found once per model: with
+    /// The events each node's formula reads (every level), found once per model: with
     /// every event counted but one, the nodes that come out unmeasured (NaN) read that one.
     pub fn node_inputs(&self) -> Arc<Vec<(&'static str, Vec<&'static str>)>> {
         static CACHE: OnceLock<Mutex<HashMap<&'static str, NodeInputs>>> = OnceLock::new();

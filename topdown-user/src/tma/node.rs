@@ -1,18 +1,21 @@
 //! The TopDown tree: every node the models produce, with its level, parent and display order,
 //! and the default thresholds for models whose data gives none (AMD, Arm, old Skylake files):
-//! Intel's big-core thresholds from perf's metrics for the same nodes.
+//! Intel's big-core thresholds from perf's metrics for the same nodes. Level 1 and 2 are listed
+//! here; Level 3 nodes come from the data ([`super::generated::LEVEL3`]) and follow their parent.
+
+use super::generated::LEVEL3;
 
 /// One node of the tree.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Node {
     /// perf's metric name, e.g. `tma_frontend_bound`.
     pub name: &'static str,
-    /// 1 or 2.
+    /// 1, 2 or 3.
     pub level: u8,
-    /// The Level 1 node above a Level 2 node.
+    /// The node above (Level 1 above Level 2, Level 2 above Level 3).
     pub parent: Option<&'static str>,
     /// Position in tree order.
-    pub order: u8,
+    pub order: u16,
     /// Over-threshold when the value exceeds this (used when the data has no threshold).
     pub default_threshold: f64,
 }
@@ -22,6 +25,13 @@ macro_rules! nodes {
         &[$(($name, $level, $parent, $threshold)),*]
     };
 }
+
+/// Room in the order between two Level 1/2 nodes for the Level 3 children of the first.
+const LEVEL3_SPACE: u16 = 64;
+
+/// Over-threshold for a Level 3 node whose data gives no threshold (every model with Level 3
+/// has thresholds; toplev's default for deeper nodes).
+const DEFAULT_LEVEL3_THRESHOLD: f64 = 0.1;
 
 /// Tree order: each Level 1 node, then its children.
 const TREE: &[(&str, u8, Option<&str>, f64)] = nodes![
@@ -52,16 +62,31 @@ const TREE: &[(&str, u8, Option<&str>, f64)] = nodes![
 impl Node {
     /// The node with perf metric name `name`.
     pub fn named(name: &str) -> Option<Self> {
-        TREE.iter()
-            .enumerate()
-            .find(|(_, node)| node.0 == name)
-            .map(|(order, &(name, level, parent, default_threshold))| Self {
+        if let Some((at, &(name, level, parent, default_threshold))) =
+            TREE.iter().enumerate().find(|(_, node)| node.0 == name)
+        {
+            return Some(Self {
                 name,
                 level,
                 parent,
-                order: order as u8,
+                order: at as u16 * LEVEL3_SPACE,
                 default_threshold,
-            })
+            });
+        }
+        // Level 3: after its parent, among its siblings by name.
+        let (name, parent) = *LEVEL3.iter().find(|(node, _)| *node == name)?;
+        let under = Self::named(parent)?;
+        let rank = LEVEL3
+            .iter()
+            .filter(|(_, p)| *p == parent)
+            .position(|(node, _)| *node == name)?;
+        Some(Self {
+            name,
+            level: 3,
+            parent: Some(parent),
+            order: under.order + 1 + rank as u16,
+            default_threshold: DEFAULT_LEVEL3_THRESHOLD,
+        })
     }
 
     /// This node with its parent as a model that has the nodes `has` says it has: Intel's
@@ -100,7 +125,8 @@ impl Node {
             "tma_heavy_operations" => "RET.heavy",
             "tma_base" => "RET.base",
             "tma_ms_uops" => "RET.ms",
-            other => other,
+            // Level 3: perf's name without its prefix (`l1_bound`, `ports_utilization`).
+            other => other.strip_prefix("tma_").unwrap_or(other),
         }
     }
 }
@@ -113,7 +139,7 @@ mod tests {
     fn every_level_two_node_hangs_under_a_level_one_node_listed_before_it() {
         for (order, &(name, level, parent, _)) in TREE.iter().enumerate() {
             let node = Node::named(name).unwrap();
-            assert_eq!(node.order as usize, order);
+            assert_eq!(node.order as usize, order * LEVEL3_SPACE as usize);
             match parent {
                 None => assert_eq!(level, 1, "{name}"),
                 Some(parent) => {
@@ -124,5 +150,23 @@ mod tests {
             }
         }
         assert!(Node::named("tma_nope").is_none());
+    }
+
+    #[test]
+    fn level_three_nodes_follow_their_level_two_parent() {
+        assert!(LEVEL3.len() > 40);
+        for &(name, parent) in LEVEL3 {
+            let node = Node::named(name).unwrap();
+            let parent = Node::named(parent).unwrap();
+            assert_eq!((node.level, parent.level), (3, 2), "{name}");
+            assert!(parent.order < node.order, "{name}");
+            let next = TREE
+                .iter()
+                .filter_map(|n| Node::named(n.0))
+                .find(|n| n.order > parent.order)
+                .map_or(u16::MAX, |n| n.order);
+            assert!(node.order < next, "{name} before the node after its parent");
+        }
+        assert_eq!(Node::named("tma_l1_bound").unwrap().short(), "l1_bound");
     }
 }
