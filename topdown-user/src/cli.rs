@@ -49,6 +49,50 @@ pub enum Command {
     /// Timelines of a recording as SVG or PNG: %CPU per thread or cgroup, and TopDown Level 1
     /// where it was measured.
     Plot(PlotArgs),
+    /// TopDown fractions from raw `slots` and PERF_METRICS readings a program logged (RDPMC,
+    /// as Linux's topdown.txt shows): one reading gives the fractions since the last reset, two
+    /// the region between them.
+    Decode(DecodeArgs),
+}
+
+/// `topdown-bpf decode`.
+#[derive(Debug, Args)]
+#[command(after_help = DECODE_HELP)]
+pub struct DecodeArgs {
+    /// The slots counter of a reading (decimal or 0x hex); give it twice for a region.
+    #[arg(long, value_name = "S", value_parser = parse_reading, required = true)]
+    pub slots: Vec<u64>,
+
+    /// The PERF_METRICS value of a reading (decimal or 0x hex); as many as --slots.
+    #[arg(long, value_name = "M", value_parser = parse_reading, required = true)]
+    pub metrics: Vec<u64>,
+
+    /// 1 for Level 1; 2 adds Level 2 (Sapphire Rapids and later).
+    #[arg(long, value_name = "LEVEL", default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
+    pub level: u8,
+
+    /// Bits of the slots counter (the mmap page's pmc_width), for a region whose counter wrapped.
+    #[arg(long, value_name = "BITS", default_value_t = 48, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub pmc_width: u32,
+
+    /// One JSON object: perf's metric names to fractions.
+    #[arg(long)]
+    pub json: bool,
+}
+
+const DECODE_HELP: &str = "\
+Examples:
+  topdown-bpf decode --slots 1000000 --metrics 0x4d336619          # since the last reset
+  topdown-bpf decode --slots 1000000 --metrics 0x33194d66 \\
+                     --slots 4000000 --metrics 0x32231e8c --json   # the region between them";
+
+/// A counter value: decimal, or hex with 0x.
+fn parse_reading(text: &str) -> Result<u64, String> {
+    let parsed = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => text.parse(),
+    };
+    parsed.map_err(|_| format!("`{text}` is not a 64-bit counter value (decimal or 0x hex)"))
 }
 
 /// `topdown-bpf record`.

@@ -5,6 +5,9 @@
 //! [`attrib`] turns snapshots into per-thread usage for a window of time; [`report`] draws it.
 //! [`pmu`] says what the machine can count and which counter set runs; [`serve`] exports
 //! per-cgroup metrics for Prometheus.
+//!
+//! The second entry point, [`region`], measures TopDown of a region of code from inside a program
+//! (RDPMC of the `slots` and PERF_METRICS counters, as Linux's `topdown.txt` describes).
 
 pub mod analyze;
 pub mod attrib;
@@ -18,6 +21,7 @@ pub mod pmu;
 pub mod preflight;
 pub mod process_exit;
 pub mod recording;
+pub mod region;
 pub mod report;
 pub mod serve;
 pub mod session;
