@@ -34,6 +34,7 @@
 //! so (pin it to a P-core). Machines without PERF_METRICS (before Ice Lake, AMD, Arm, VMs
 //! without a virtual PMU) get a one-line error naming why.
 
+pub mod c_api;
 pub mod command;
 pub mod decode;
 pub mod mapped;
@@ -235,6 +236,14 @@ impl Region {
         let (Some(raw_slots), Some(raw_metrics)) = (slots.raw, metrics.raw) else {
             bail!("the kernel stopped allowing RDPMC of the group (it was descheduled?)");
         };
+        // The pages name the counters topdown.txt reads: fixed counter 3 and PERF_METRICS.
+        if (slots.index - 1, metrics.index - 1) != (RDPMC_SLOTS, RDPMC_METRICS) {
+            bail!(
+                "the kernel maps the group to RDPMC {:#x} and {:#x}, not slots ({RDPMC_SLOTS:#x})                  and PERF_METRICS ({RDPMC_METRICS:#x})",
+                slots.index - 1,
+                metrics.index - 1
+            );
+        }
         Ok(Reading {
             slots: slots
                 .offset
