@@ -79,7 +79,7 @@ fn analyze_matches_an_independent_evaluation_for_every_model() {
         let list = text.split('\'').nth(1).expect("perf stat -e '...'");
         let mut counts = HashMap::new();
         let mut csv = String::from("# started on a machine far away\n\n");
-        for (i, event) in split_event_list(&list.replace(['{', '}'], ""))
+        for (i, event) in split_event_list(&list.replace("}:W", "").replace(['{', '}'], ""))
             .iter()
             .enumerate()
         {

@@ -13,6 +13,7 @@ use crate::{
         machine::{CpuId, Machine},
         sysfs::SysRoot,
         topdown_model::{Selection, select},
+        topdown_set::level_groups,
     },
     report::topdown,
     tma::{
@@ -30,12 +31,15 @@ pub fn run(args: &AnalyzeArgs, verbose: bool) -> Result<()> {
     };
     let model = model_for(&cpu, &args.pmu, args.smt)?;
     if args.events {
-        // What the level asked for reads: Level 1's events, or every event of the model.
-        let events = if args.td_level == 1 {
-            model.level1_events
-        } else {
-            model.events
-        };
+        // What the level asked for reads, the general-counter events in the groups the
+        // kernel can schedule (as live runs open them).
+        let events = model.events_for_level(args.td_level);
+        let rest: Vec<&'static str> = events
+            .iter()
+            .copied()
+            .filter(|e| !e.starts_with("topdown-") && *e != "TOPDOWN.SLOTS")
+            .collect();
+        let plan = level_groups(&model, args.td_level, &rest);
         if args.json {
             println!("{}", serde_json::to_string(&perf_event_names(events))?);
             return Ok(());
@@ -46,7 +50,7 @@ pub fn run(args: &AnalyzeArgs, verbose: bool) -> Result<()> {
         };
         println!(
             "perf stat {separator} -o stat.csv -e '{}' -a -- sleep 10",
-            perf_event_list(events)
+            perf_event_list(events, &plan.groups)
         );
         // The analysis of that file, with every option given here.
         let mut analyze = format!("topdown-bpf analyze stat.csv --cpu {cpu}");

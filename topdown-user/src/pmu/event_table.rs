@@ -1,5 +1,5 @@
 //! Each CPU's core events by name, generated from ../shared/data by
-//! `xtask/gen/event_tables.py` into `events/<table>.tsv` (`NAME<TAB>perf terms`).
+//! `xtask/gen/event_tables.py` into `events/<table>.tsv` (`NAME<TAB>perf terms<TAB>counters`).
 
 /// The tables, by name.
 const TABLES: &[(&str, &str)] = &[
@@ -76,21 +76,31 @@ impl EventTable {
 
     /// The perf terms of event `name` (case-insensitive, as perf matches them).
     pub fn terms(&self, name: &str) -> Option<&'static str> {
-        self.rows()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, terms)| terms)
+        self.row(name).map(|(_, terms, _)| terms)
+    }
+
+    /// The counters event `name` may use, as the data lists them (`0-3`, `fixed1`).
+    pub fn counters(&self, name: &str) -> Option<&'static str> {
+        self.row(name).map(|(_, _, counters)| counters)
     }
 
     /// Every event name.
     pub fn names(&self) -> impl Iterator<Item = &'static str> {
-        self.rows().map(|(name, _)| name)
+        self.rows().map(|(name, _, _)| name)
     }
 
-    fn rows(&self) -> impl Iterator<Item = (&'static str, &'static str)> {
+    fn row(&self, name: &str) -> Option<(&'static str, &'static str, &'static str)> {
+        self.rows().find(|(n, _, _)| n.eq_ignore_ascii_case(name))
+    }
+
+    fn rows(&self) -> impl Iterator<Item = (&'static str, &'static str, &'static str)> {
         self.text
             .lines()
             .filter(|line| !line.starts_with('#'))
-            .filter_map(|line| line.split_once('\t'))
+            .filter_map(|line| {
+                let mut fields = line.split('\t');
+                Some((fields.next()?, fields.next()?, fields.next().unwrap_or("")))
+            })
     }
 }
 
@@ -110,6 +120,8 @@ mod tests {
             Some("event=0xad,umask=0x10")
         );
         assert!(spr.names().count() > 200);
+        assert_eq!(spr.counters("INT_MISC.UOP_DROPPING"), Some("0-7"));
+        assert_eq!(spr.counters("CPU_CLK_UNHALTED.THREAD"), Some("fixed1"));
         let zen4 = EventTable::for_model("zen4").unwrap();
         assert_eq!(
             zen4.terms("de_src_op_disp.all"),

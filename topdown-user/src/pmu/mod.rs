@@ -3,6 +3,7 @@
 pub mod counter_set;
 pub mod event_spec;
 pub mod event_table;
+pub mod groups;
 pub mod machine;
 pub mod memory_events;
 pub mod sysfs;

@@ -135,6 +135,8 @@ struct TopdownDoc<'a> {
     out_of_range: Vec<OutOfRangeDoc<'a>>,
     /// `{metric name: percent}`: how much of the time each node's least measured input ran.
     run_percent: BTreeMap<&'static str, f64>,
+    /// Nodes whose inputs were in counter groups the kernel multiplexed apart.
+    multiplexed_apart: &'a [&'static str],
 }
 
 /// A node outside [0, 1] and the counts (by formula name) that move it.
@@ -173,6 +175,7 @@ fn topdown<'a>(row: &'a Row, view: Option<&'a TopdownView>) -> Option<Vec<Topdow
                         .iter()
                         .map(|n| (n.node.name, n.run_fraction * 100.0))
                         .collect(),
+                    multiplexed_apart: &td.multiplexed_apart,
                 })
             })
             .collect(),

@@ -194,11 +194,14 @@ pub(crate) fn node_cell(row: &Row, part: usize, node: &Node, verbose: bool) -> S
         ""
     };
     // Outside [0, 1]: counts that contradict each other (multiplexing); JSON says which.
-    // `?`: its inputs ran less than a quarter of the time (scaled from little).
+    // `?`: its inputs ran less than a quarter of the time (scaled from little). `~`: its
+    // inputs were in counter groups multiplexed apart (not counted over the same moments).
     let flag = if td.out_of_range.iter().any(|o| o.node == node.name) {
         "!"
     } else if value.run_fraction < LOW_RUN {
         "?"
+    } else if td.multiplexed_apart.contains(&node.name) {
+        "~"
     } else {
         ""
     };

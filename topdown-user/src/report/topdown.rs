@@ -61,6 +61,7 @@ mod tests {
             ],
             bottleneck: Some("tma_memory_bound"),
             out_of_range: Vec::new(),
+            multiplexed_apart: Vec::new(),
         }
     }
 

@@ -216,6 +216,7 @@ impl Model {
             nodes,
             bottleneck,
             out_of_range: Vec::new(),
+            multiplexed_apart: Vec::new(),
         }
     }
 }
@@ -259,6 +260,10 @@ pub struct TopDown {
     /// Nodes outside [0, 1] and the counts that move them (filled where the counts are at
     /// hand: [`view::TopdownView::of`]).
     pub out_of_range: Vec<OutOfRange>,
+    /// Nodes whose inputs were counted in counter groups the kernel multiplexed apart: each
+    /// count is scaled by its own running time, but they need not cover the same moments
+    /// (filled by [`view::TopdownView::of`]).
+    pub multiplexed_apart: Vec<&'static str>,
 }
 
 impl TopDown {

@@ -29,26 +29,47 @@ pub fn formula_name(perf_name: &str, arm: bool) -> String {
 }
 
 /// The `perf stat -e` list that records `events` (formula spellings): PERF_METRICS events in
-/// one group led by `slots`, the rest one by one (perf and the kernel multiplex them).
-pub fn perf_event_list(events: &[&str]) -> String {
+/// one group led by `slots`, the general-counter events in `groups` (weak groups, `{a,b}:W`,
+/// which perf splits if the kernel cannot schedule them whole), the rest one by one.
+pub fn perf_event_list(events: &[&str], groups: &[Vec<&'static str>]) -> String {
+    let spelled = |event: &str| -> String {
+        perf_event_names(&[event])
+            .pop()
+            .unwrap_or_else(|| event.to_owned())
+    };
     let names = perf_event_names(events);
-    let (group, rest): (Vec<&String>, Vec<&String>) = names
+    let (metrics, _): (Vec<&String>, Vec<&String>) = names
         .iter()
         .partition(|n| *n == "slots" || n.starts_with("topdown-"));
     let mut list: Vec<String> = Vec::new();
-    if group.iter().any(|n| n.starts_with("topdown-")) {
+    if metrics.iter().any(|n| n.starts_with("topdown-")) {
         list.push(format!(
             "{{{}}}",
-            group
+            metrics
                 .iter()
                 .map(|n| n.as_str())
                 .collect::<Vec<_>>()
                 .join(",")
         ));
     } else {
-        list.extend(group.into_iter().cloned());
+        list.extend(metrics.into_iter().cloned());
     }
-    list.extend(rest.into_iter().cloned());
+    for group in groups.iter().filter(|g| !g.is_empty()) {
+        let members: Vec<String> = group.iter().map(|e| spelled(e)).collect();
+        list.push(if members.len() > 1 {
+            format!("{{{}}}:W", members.join(","))
+        } else {
+            members.join(",")
+        });
+    }
+    let grouped = |event: &&str| groups.iter().flatten().any(|g| g == event);
+    let with_metrics = names.iter().any(|n| n.starts_with("topdown-"));
+    for event in events.iter().filter(|e| !grouped(e)) {
+        if event.starts_with("topdown-") || (*event == "TOPDOWN.SLOTS" && with_metrics) {
+            continue;
+        }
+        list.push(spelled(event));
+    }
     list.join(",")
 }
 
@@ -106,17 +127,27 @@ mod tests {
 
     #[test]
     fn event_lists_group_perf_metrics_under_slots() {
-        let list = perf_event_list(&[
+        let events = [
             "INT_MISC.UOP_DROPPING",
             "TOPDOWN.SLOTS",
             "cpu@INT_MISC.RECOVERY_CYCLES,cmask=1,edge@",
             "topdown-bad-spec",
             "topdown-fe-bound",
-        ]);
+        ];
         assert_eq!(
-            list,
+            perf_event_list(&events, &[]),
             "{slots,topdown-bad-spec,topdown-fe-bound},INT_MISC.UOP_DROPPING,\
              cpu/INT_MISC.RECOVERY_CYCLES,cmask=1,edge/"
+        );
+        // A planned group of general-counter events is a weak group.
+        let groups = [vec![
+            "INT_MISC.UOP_DROPPING",
+            "cpu@INT_MISC.RECOVERY_CYCLES,cmask=1,edge@",
+        ]];
+        assert_eq!(
+            perf_event_list(&events, &groups),
+            "{slots,topdown-bad-spec,topdown-fe-bound},\
+             {INT_MISC.UOP_DROPPING,cpu/INT_MISC.RECOVERY_CYCLES,cmask=1,edge/}:W"
         );
         // Every listed event reads back to the formula name it came from.
         for perf in [

@@ -83,10 +83,29 @@ impl TopdownView {
                             .then(|| value.running_fraction())
                     })
                 };
+                // A multiplexed counter's group: its leader's slot (its own when it leads).
+                let group = |event: &str| {
+                    set.counters.iter().enumerate().find_map(|(i, c)| {
+                        (c.name.strip_prefix(part.prefix.as_str()) == Some(event))
+                            .then(|| c.attr.leader.unwrap_or(i))
+                    })
+                };
                 for node in &mut td.nodes {
                     if let Some((_, events)) = reads.iter().find(|(n, _)| *n == node.node.name) {
                         node.run_fraction =
                             events.iter().filter_map(|e| running(e)).fold(1.0, f64::min);
+                        // Inputs that ran only part of the time, in different groups: scaled
+                        // each on its own, not measured over the same moments.
+                        let mut groups: Vec<usize> = events
+                            .iter()
+                            .filter(|e| running(e).is_some_and(|r| r < 1.0))
+                            .filter_map(|e| group(e))
+                            .collect();
+                        groups.sort_unstable();
+                        groups.dedup();
+                        if groups.len() > 1 {
+                            td.multiplexed_apart.push(node.node.name);
+                        }
                     }
                 }
                 // Values stay as the formulas give them; those outside [0, 1] are flagged with
@@ -95,5 +114,104 @@ impl TopdownView {
                 (!td.nodes.is_empty()).then_some(td)
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pmu::{sysfs::SysRoot, topdown_set::topdown_set};
+
+    /// Ice Lake Level 2 on its fixture: the general-counter events are two groups the kernel
+    /// multiplexes (8 counters, 15 events), slots and its metrics are pinned, fixed counters
+    /// run all the time. Synthetic readings whose true counts are known: each group counted
+    /// half of the thread's time (raw = true x running / enabled). Scaled back, every node
+    /// equals its value from the true counts; Memory and Core Bound, whose inputs are in both
+    /// groups, are said to be multiplexed apart; no other node is.
+    #[test]
+    fn multiplexed_groups_scale_back_per_thread_and_nodes_across_them_are_marked() {
+        let model = Model::named("icelake").unwrap();
+        let set = topdown_set(&SysRoot::fixture("icelake"), "cpu", &model, 2).unwrap();
+        let enabled = 2_000_000_000u64;
+        // True counts: distinct and plausible (slots well above every metric).
+        let truth: Vec<u64> = (0..set.counters.len())
+            .map(|i| match set.counters[i].name.as_str() {
+                "TOPDOWN.SLOTS" => 40_000_000_000,
+                name if name.starts_with("topdown-") => 5_000_000_000 + i as u64 * 1_000_000,
+                _ => 300_000_000 + i as u64 * 7_919_000,
+            })
+            .collect();
+        // Group leaders among the general counters, in slot order: the first runs the first
+        // half, the second the second half; everything else all the time.
+        let mut leaders: Vec<usize> = set
+            .counters
+            .iter()
+            .enumerate()
+            .skip(1)
+            .filter(|(i, c)| {
+                c.attr.leader.is_none()
+                    && !c.attr.pinned
+                    && set.counters.iter().any(|m| m.attr.leader == Some(*i))
+            })
+            .map(|(i, _)| i)
+            .collect();
+        leaders.sort_unstable();
+        assert_eq!(leaders.len(), 2, "two multiplexed groups");
+        let running = |i: usize| {
+            let group = set.counters[i].attr.leader.unwrap_or(i);
+            if leaders.contains(&group) {
+                enabled / 2
+            } else {
+                enabled
+            }
+        };
+        let measured: Vec<CounterValue> = truth
+            .iter()
+            .enumerate()
+            .map(|(i, &count)| CounterValue {
+                raw: (u128::from(count) * u128::from(running(i)) / u128::from(enabled)) as u64,
+                enabled_ns: enabled,
+                running_ns: running(i),
+            })
+            .collect();
+        let exact: Vec<CounterValue> = truth
+            .iter()
+            .map(|&count| CounterValue {
+                raw: count,
+                enabled_ns: enabled,
+                running_ns: enabled,
+            })
+            .collect();
+        let view = TopdownView::single(model, 2, 5, false);
+        let scaled = view.of(&set, &measured)[0].clone().unwrap();
+        let true_td = view.of(&set, &exact)[0].clone().unwrap();
+        assert!(true_td.nodes.len() >= 12);
+        for node in &true_td.nodes {
+            let back = scaled.value(node.node.name).unwrap();
+            assert!(
+                (back - node.value).abs() <= 1e-9 * node.value.abs().max(1.0),
+                "{}: {back} vs {}",
+                node.node.name,
+                node.value
+            );
+        }
+        assert_eq!(
+            scaled.multiplexed_apart,
+            ["tma_memory_bound", "tma_core_bound"]
+        );
+        assert!(true_td.multiplexed_apart.is_empty(), "nothing multiplexed");
+        let run = |name: &str| {
+            scaled
+                .nodes
+                .iter()
+                .find(|n| n.node.name == name)
+                .unwrap()
+                .run_fraction
+        };
+        assert!((run("tma_memory_bound") - 0.5).abs() < 1e-12);
+        assert!(
+            (run("tma_frontend_bound") - 0.5).abs() < 1e-12,
+            "UOP_DROPPING's group"
+        );
     }
 }

@@ -692,6 +692,7 @@ mod tests {
                 .collect(),
             bottleneck: Some("tma_backend_bound"),
             out_of_range: Vec::new(),
+            multiplexed_apart: Vec::new(),
         })];
         let options = RowOptions {
             sort: SortKey::OnCpu,
