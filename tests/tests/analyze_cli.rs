@@ -331,3 +331,99 @@ fn events_as_json_and_commands_with_every_option() {
     }
     assert!(text.starts_with("perf stat -x ';' "), "{text}");
 }
+
+/// toplev's drilldown from a Level 2 recording: on Granite Rapids, 40 % of slots memory bound
+/// and 20 % core bound (backend 60 %) put both over their thresholds (20 % and 10 %, under a
+/// backend over 20 %); the frontend (10 %) is not. Level 3 is then recorded only under those
+/// two, and analyzed with `--nodes`.
+#[test]
+fn drilldown_records_level_three_only_under_the_nodes_over_threshold() {
+    let dir = tempfile::tempdir().unwrap();
+    let l2 = dir.path().join("l2.csv");
+    let counts = [
+        ("slots", 1_000_000_000u64),
+        ("topdown-retiring", 200_000_000),
+        ("topdown-bad-spec", 100_000_000),
+        ("topdown-fe-bound", 100_000_000),
+        ("topdown-be-bound", 600_000_000),
+        ("topdown-heavy-ops", 50_000_000),
+        ("topdown-br-mispredict", 50_000_000),
+        ("topdown-fetch-lat", 50_000_000),
+        ("topdown-mem-bound", 400_000_000),
+        ("INT_MISC.UOP_DROPPING", 1_000_000),
+    ];
+    let csv: String = counts
+        .iter()
+        .map(|(event, count)| format!("{count},,{event},2000000000,100.00,,\n"))
+        .collect();
+    std::fs::write(&l2, csv).unwrap();
+    let output = Command::new(topdown_bpf_binary())
+        .args([
+            "analyze",
+            "--events",
+            "--cpu",
+            "GenuineIntel-6-AD",
+            "--td-level",
+            "3",
+        ])
+        .arg("--drilldown")
+        .arg(&l2)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(
+        stderr.trim(),
+        "drilling down under tma_memory_bound, tma_core_bound"
+    );
+    let list = stdout.split('\'').nth(1).unwrap();
+    for under in [
+        "MEMORY_ACTIVITY.STALLS_L3_MISS",
+        "EXE_ACTIVITY.BOUND_ON_STORES",
+        "ARITH.DIV_ACTIVE",
+    ] {
+        assert!(list.contains(under), "{under} in {list}");
+    }
+    for elsewhere in [
+        "ICACHE_DATA.STALLS",
+        "DECODE.LCP",
+        "INT_MISC.CLEAR_RESTEER_CYCLES",
+    ] {
+        assert!(!list.contains(elsewhere), "{elsewhere} in {list}");
+    }
+    assert!(
+        stdout.contains("--td-level 3 --nodes tma_memory_bound,tma_core_bound"),
+        "{stdout}"
+    );
+
+    // The Level 3 recording of that list, analyzed with the same --nodes.
+    let l3 = dir.path().join("l3.csv");
+    let events = split_event_list(&list.replace("}:W", "").replace(['{', '}'], ""));
+    let csv: String = events
+        .iter()
+        .enumerate()
+        .map(|(i, event)| {
+            let count = 1_000_000 + i as u64 * 3_000_000;
+            format!("{count},,{event},2000000000,100.00,,\n")
+        })
+        .collect();
+    std::fs::write(&l3, csv).unwrap();
+    let doc: Value = serde_json::from_str(&stdout_of(
+        "analyze l3",
+        Command::new(topdown_bpf_binary())
+            .arg("analyze")
+            .arg(&l3)
+            .args(["--cpu", "GenuineIntel-6-AD", "--td-level", "3"])
+            .args(["--nodes", "tma_memory_bound,tma_core_bound", "--json"]),
+    ))
+    .unwrap();
+    let nodes = doc["nodes"].as_object().unwrap();
+    for under in ["tma_l1_bound", "tma_store_bound", "tma_divider"] {
+        assert!(nodes.contains_key(under), "{under}: {doc}");
+    }
+    assert!(!nodes.contains_key("tma_icache_misses"), "{doc}");
+    assert_eq!(doc["missing_events"].as_array().unwrap().len(), 0, "{doc}");
+}

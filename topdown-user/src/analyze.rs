@@ -1,7 +1,7 @@
 //! `topdown-bpf analyze`: TopDown from `perf stat -x` output recorded on any machine (toplev's
 //! `--import`), and the `perf stat` command that records what a CPU's model needs.
 
-use std::io::Read as _;
+use std::{io::Read as _, path::Path};
 
 use anyhow::{Context as _, Result, bail};
 use serde_json::json;
@@ -30,10 +30,55 @@ pub fn run(args: &AnalyzeArgs, verbose: bool) -> Result<()> {
         None => Machine::read(&SysRoot::host())?.cpu,
     };
     let model = model_for(&cpu, &args.pmu, args.smt)?;
+    if !args.nodes.is_empty() && args.td_level != 3 {
+        bail!("--nodes picks where Level 3 drills down: it needs --td-level 3");
+    }
     if args.events {
+        // Level 3 under chosen Level 2 nodes: named, or those over their thresholds in a
+        // Level 2 recording (toplev's drilldown).
+        let expand = match &args.drilldown {
+            Some(file) => {
+                if args.td_level != 3 {
+                    bail!("--drilldown picks the Level 3 nodes to record: use --td-level 3");
+                }
+                let counts = perf_stat_csv::parse(&read_input(file)?, &args.separator)
+                    .with_context(|| format!("{}", file.display()))?;
+                let td = model.evaluate(&named_counts(&counts, &cpu, args), 2);
+                let over: Vec<String> = td
+                    .nodes
+                    .iter()
+                    .filter(|n| n.node.level == 2 && n.over_threshold && n.value.is_finite())
+                    .filter(|n| {
+                        n.node.parent.is_none_or(|p| {
+                            td.nodes
+                                .iter()
+                                .any(|q| q.node.name == p && q.over_threshold)
+                        })
+                    })
+                    .filter(|n| model.nodes(3).iter().any(|c| c.parent == Some(n.node.name)))
+                    .map(|n| n.node.name.to_owned())
+                    .collect();
+                if over.is_empty() {
+                    bail!(
+                        "no Level 2 node with Level 3 nodes under it is over its threshold in {}: \
+                         nothing to drill into (Level 2 is the answer)",
+                        file.display()
+                    );
+                }
+                eprintln!("drilling down under {}", over.join(", "));
+                over
+            }
+            None => args.nodes.clone(),
+        };
         // What the level asked for reads, the general-counter events in the groups the
         // kernel can schedule (as live runs open them).
-        let events = model.events_for_level(args.td_level);
+        let chosen;
+        let events: &[&'static str] = if expand.is_empty() {
+            model.events_for_level(args.td_level)
+        } else {
+            chosen = model.drilldown_events(&expand)?;
+            &chosen
+        };
         let rest: Vec<&'static str> = events
             .iter()
             .copied()
@@ -64,6 +109,9 @@ pub fn run(args: &AnalyzeArgs, verbose: bool) -> Result<()> {
             analyze.push_str(&format!(" --slots {slots}"));
         }
         analyze.push_str(&format!(" --td-level {}", args.td_level));
+        if !expand.is_empty() {
+            analyze.push_str(&format!(" --nodes {}", expand.join(",")));
+        }
         if args.separator != "," {
             analyze.push_str(&format!(" -x '{}'", args.separator));
         }
@@ -74,20 +122,22 @@ pub fn run(args: &AnalyzeArgs, verbose: bool) -> Result<()> {
         .file
         .as_deref()
         .context("name the perf stat -x output to analyze")?;
-    let text = if path.as_os_str() == "-" {
-        let mut text = String::new();
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .context("reading standard input")?;
-        text
-    } else {
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?
-    };
+    let text = read_input(path)?;
     let counts = perf_stat_csv::parse(&text, &args.separator)
         .with_context(|| format!("{}", path.display()))?;
     let inputs = named_counts(&counts, &cpu, args);
     let td = model.evaluate(&inputs, args.td_level);
-    let missing = inputs.missing();
+    // With --nodes, events of Level 3 nodes not asked for are not missing.
+    let asked = if args.nodes.is_empty() {
+        None
+    } else {
+        Some(model.drilldown_events(&args.nodes)?)
+    };
+    let missing: Vec<String> = inputs
+        .missing()
+        .into_iter()
+        .filter(|e| asked.as_ref().is_none_or(|a| a.contains(&e.as_str())))
+        .collect();
     let measured: Vec<_> = td.nodes.iter().filter(|n| n.value.is_finite()).collect();
     if measured.is_empty() {
         bail!(
@@ -186,4 +236,16 @@ fn named_counts(file: &PerfStatCounts, cpu: &CpuId, args: &AnalyzeArgs) -> Named
         args.slots.unwrap_or(default_slots),
         args.smt,
     )
+}
+
+/// The text of `path`, or of standard input for `-`.
+fn read_input(path: &Path) -> Result<String> {
+    if path.as_os_str() == "-" {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .context("reading standard input")?;
+        return Ok(text);
+    }
+    std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
 }

@@ -260,6 +260,11 @@ pub struct ServeArgs {
     #[arg(long = "td-level", value_name = "LEVEL", value_parser = clap::value_parser!(u8).range(1..=3))]
     pub td_level: Option<u8>,
 
+    /// With --td-level 3: Level 3 only under these Level 2 nodes, comma-separated (toplev's
+    /// drilldown: `--nodes memory_bound,core_bound`), so the set fits the counters.
+    #[arg(long, value_name = "NODES", value_delimiter = ',')]
+    pub nodes: Vec<String>,
+
     /// Also count these events per cgroup (as the live view's -e).
     #[arg(short = 'e', long = "event", value_name = "EVENT")]
     pub events: Vec<String>,
@@ -488,6 +493,21 @@ pub struct AnalyzeArgs {
     #[arg(long = "td-level", value_name = "LEVEL", default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=3))]
     pub td_level: u8,
 
+    /// With --td-level 3: Level 3 only under these Level 2 nodes, comma-separated (toplev's
+    /// drilldown: `--nodes memory_bound,core_bound`), so the set fits the counters.
+    #[arg(long, value_name = "NODES", value_delimiter = ',')]
+    pub nodes: Vec<String>,
+
+    /// With --events --td-level 3: drill down under the Level 2 nodes over their thresholds in
+    /// this Level 2 recording (`perf stat -x` of `--events --td-level 2`), as toplev does.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "events",
+        conflicts_with = "nodes"
+    )]
+    pub drilldown: Option<PathBuf>,
+
     /// Field separator of the file (perf stat -x).
     #[arg(
         short = 'x',
@@ -575,6 +595,11 @@ pub struct StatArgs {
     /// TopDown per thread down to this level (1, 2 or 3); needs a hardware PMU.
     #[arg(long = "td-level", value_name = "LEVEL", value_parser = clap::value_parser!(u8).range(1..=3))]
     pub td_level: Option<u8>,
+
+    /// With --td-level 3: Level 3 only under these Level 2 nodes, comma-separated (toplev's
+    /// drilldown: `--nodes memory_bound,core_bound`), so the set fits the counters.
+    #[arg(long, value_name = "NODES", value_delimiter = ',')]
+    pub nodes: Vec<String>,
 
     /// Capacity of the kernel's live-thread map (1 to 4,194,304, the kernel's most pids).
     #[arg(long, value_name = "N", default_value_t = 16384, value_parser = max_threads)]

@@ -31,7 +31,7 @@ use crate::{
         machine::Machine,
         sysfs::SysRoot,
         topdown_model::{Selection, select},
-        topdown_set::{hybrid_topdown_set, topdown_set},
+        topdown_set::{drilldown_set, hybrid_topdown_set, topdown_set},
     },
     preflight,
     process_exit::ProcessExits,
@@ -68,7 +68,7 @@ pub async fn run(
     }
     let format = format_of(&cli, output.as_deref());
     let sort: SortKey = cli.sort.parse().unwrap_or(SortKey::OnCpu);
-    let (set, topdown) = counter_set(cli.td_level, cli.per_core, &cli.events)?;
+    let (set, topdown) = counter_set(cli.td_level, &cli.nodes, cli.per_core, &cli.events)?;
     sort.validate(&set)?;
     let target = if !cli.pids.is_empty() {
         Target::Pids(cli.pids.clone())
@@ -357,18 +357,26 @@ fn group_options(args: &CgroupArgs, mount: Option<&Path>) -> Result<Option<Group
 /// hardware default set, or TopDown at `td_level` for each core type, plus the `-e` events.
 pub(crate) fn counter_set(
     td_level: Option<u8>,
+    nodes: &[String],
     per_core: bool,
     events: &[String],
 ) -> Result<(CounterSet, Option<TopdownView>)> {
     let sys = SysRoot::host();
     let machine = Machine::read(&sys)?;
+    if !nodes.is_empty() && td_level != Some(3) {
+        bail!("--nodes picks where Level 3 drills down: it needs --td-level 3");
+    }
     let (mut set, topdown) = match td_level {
         None => (CounterSet::for_machine(&sys)?, None),
         Some(level) => {
             let parts = topdown_models_here(&machine, level, per_core)?;
             let slots = machine.core_pmus[0].slots.unwrap_or(8);
             if let [(model, pmu)] = parts.as_slice() {
-                let set = topdown_set(&sys, pmu, model, level)?;
+                let set = if nodes.is_empty() {
+                    topdown_set(&sys, pmu, model, level)?
+                } else {
+                    drilldown_set(&sys, pmu, model, nodes)?
+                };
                 let view = TopdownView::single(*model, level, slots, machine.smt_active);
                 (set, Some(view))
             } else {
@@ -379,6 +387,12 @@ pub(crate) fn counter_set(
                         (pmu.as_str(), cpus, *model)
                     })
                     .collect();
+                if !nodes.is_empty() {
+                    bail!(
+                        "--nodes on a hybrid CPU is not supported yet: run Level 3 on one core \
+                         type's CPUs with `analyze --events --td-level 3 --nodes ... --pmu ...`"
+                    );
+                }
                 let set = hybrid_topdown_set(&sys, &with_cpus, level)?;
                 let view = TopdownView {
                     parts: parts

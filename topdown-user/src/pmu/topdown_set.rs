@@ -31,7 +31,22 @@ const METRICS_ORDER: [&str; 8] = [
 
 /// The counter set that measures `model` down to `level` on core PMU `pmu_name`.
 pub fn topdown_set(sys: &SysRoot, pmu_name: &str, model: &Model, level: u8) -> Result<CounterSet> {
-    checked(build(sys, pmu_name, model, level)?, level)
+    checked(
+        build(sys, pmu_name, model, level, model.events_for_level(level))?,
+        level,
+    )
+}
+
+/// The Level 3 set of `model` on `pmu_name` that drills down only under the Level 2 nodes
+/// `expand` (see [`Model::drilldown_events`]).
+pub fn drilldown_set(
+    sys: &SysRoot,
+    pmu_name: &str,
+    model: &Model,
+    expand: &[String],
+) -> Result<CounterSet> {
+    let events = model.drilldown_events(expand)?;
+    checked(build(sys, pmu_name, model, 3, &events)?, 3)
 }
 
 /// The set for a hybrid part: after the shared on-CPU clock, each core type's counters, named
@@ -44,7 +59,7 @@ pub fn hybrid_topdown_set(
     let mut set = CounterSet::on_cpu_clock("topdown", String::new());
     let mut reasons = Vec::new();
     for (pmu, cpus, model) in parts {
-        let part = build(sys, pmu, model, level)?;
+        let part = build(sys, pmu, model, level, model.events_for_level(level))?;
         // The part's slot 0 is its own on-CPU clock, which the shared one replaces.
         let offset = set.counters.len() - 1;
         for mut counter in part.counters.into_iter().skip(1) {
@@ -63,8 +78,8 @@ fn checked(mut set: CounterSet, level: u8) -> Result<CounterSet> {
     if set.counters.len() > MAX_COUNTERS {
         bail!(
             "TopDown level {level} needs {} counters per CPU here, more than the {MAX_COUNTERS} a \
-             per-thread set holds: use a lower --td-level, or `topdown-bpf analyze` on a perf \
-             stat recording",
+             per-thread set holds: use a lower --td-level, drill down under fewer nodes \
+             (--nodes), or `topdown-bpf analyze` on a perf stat recording",
             set.counters.len()
         );
     }
@@ -72,7 +87,13 @@ fn checked(mut set: CounterSet, level: u8) -> Result<CounterSet> {
     Ok(set)
 }
 
-fn build(sys: &SysRoot, pmu_name: &str, model: &Model, level: u8) -> Result<CounterSet> {
+fn build(
+    sys: &SysRoot,
+    pmu_name: &str,
+    model: &Model,
+    level: u8,
+    events: &[&'static str],
+) -> Result<CounterSet> {
     if sys.pmu(pmu_name)?.is_none() {
         bail!("this machine has no `{pmu_name}` PMU");
     }
@@ -87,7 +108,6 @@ fn build(sys: &SysRoot, pmu_name: &str, model: &Model, level: u8) -> Result<Coun
         formula.clone_into(&mut counter.name);
         Ok(counter)
     };
-    let events = model.events_for_level(level);
     let mut set = CounterSet::on_cpu_clock("topdown", String::new());
     let metrics: Vec<&str> = METRICS_ORDER
         .iter()
@@ -637,8 +657,29 @@ mod tests {
         // Level 3 needs more counters than a per-thread set holds: one line that says so.
         let deep = attrs("graniterapids", "cpu", 3).unwrap_err().to_string();
         assert!(
-            deep.contains("level 3") && deep.contains("topdown-bpf analyze"),
+            deep.contains("level 3") && deep.contains("--nodes"),
             "{deep}"
+        );
+        // Drilling down under Memory Bound fits: slots and its 8 metrics, one group of the six
+        // general-counter events (UOP_DROPPING and Memory Bound's five children's), the clock.
+        let gnr = Model::named("graniterapids").unwrap();
+        let drill = drilldown_set(
+            &SysRoot::fixture("graniterapids"),
+            "cpu",
+            &gnr,
+            &["memory_bound".into()],
+        )
+        .unwrap();
+        let names: Vec<&str> = drill.names().collect();
+        assert_eq!(names.len(), 1 + 9 + 6 + 1, "{names:?}");
+        assert!(names.contains(&"MEMORY_ACTIVITY.STALLS_L3_MISS"));
+        let group: Vec<Option<usize>> = drill.counters[10..16]
+            .iter()
+            .map(|c| c.attr.leader)
+            .collect();
+        assert_eq!(
+            group,
+            [None, Some(10), Some(10), Some(10), Some(10), Some(10)]
         );
         let tremont = attrs("tremont", "cpu", 2).unwrap_err().to_string();
         assert!(

@@ -44,7 +44,7 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
     if !address.ip().is_loopback() {
         log::warn!("serving metrics on {address}, beyond this machine: firewall it");
     }
-    let (set, view) = counter_set(args.td_level, false, &args.events)?;
+    let (set, view) = counter_set(args.td_level, &args.nodes, false, &args.events)?;
     let mut names = CgroupNames::host();
     if names.mount().is_none() {
         bail!(

@@ -89,6 +89,52 @@ impl Model {
         }
     }
 
+    /// The events of Level 1 and 2 and of the Level 3 nodes under the Level 2 nodes `expand`
+    /// (toplev's drilldown: Level 3 only where it is asked for, so it fits the counters). Names
+    /// are perf's (`tma_memory_bound`) or without the prefix (`memory_bound`).
+    pub fn drilldown_events(&self, expand: &[String]) -> Result<Vec<&'static str>> {
+        let level2: Vec<Node> = self.nodes(2).into_iter().filter(|n| n.level == 2).collect();
+        let level3 = self.nodes(3);
+        let mut parents = Vec::new();
+        for name in expand {
+            let wanted = if name.starts_with("tma_") {
+                name.clone()
+            } else {
+                format!("tma_{}", name.to_lowercase())
+            };
+            let Some(node) = level2.iter().find(|n| n.name == wanted) else {
+                bail!(
+                    "--nodes {name}: not a Level 2 node of model {}; its Level 2 nodes are {}",
+                    self.name,
+                    level2.iter().map(|n| n.name).collect::<Vec<_>>().join(", ")
+                );
+            };
+            if !level3.iter().any(|n| n.parent == Some(node.name)) {
+                bail!(
+                    "--nodes {name}: model {} has no Level 3 nodes under it",
+                    self.name
+                );
+            }
+            parents.push(node.name);
+        }
+        let reads = self.node_inputs();
+        let mut wanted: Vec<&'static str> = self.level2_events.to_vec();
+        for node in level3
+            .iter()
+            .filter(|n| n.parent.is_some_and(|p| parents.contains(&p)))
+        {
+            if let Some((_, events)) = reads.iter().find(|(n, _)| *n == node.name) {
+                wanted.extend(events.iter().copied());
+            }
+        }
+        Ok(self
+            .events
+            .iter()
+            .copied()
+            .filter(|e| wanted.contains(e))
+            .collect())
+    }
+
     /// The nodes this model has down to `level`, in tree order.
     pub fn nodes(&self, level: u8) -> Vec<Node> {
         let values = self.values(&NamedCounts::default()).values;
@@ -371,6 +417,49 @@ mod tests {
             assert_eq!(resource.parent, Some(parent), "{model}");
             assert!(nodes.iter().any(|n| n.name == parent), "{model}");
         }
+    }
+
+    #[test]
+    fn drilling_down_adds_only_the_level_three_events_under_the_nodes_asked() {
+        let model = Model::named("graniterapids").unwrap();
+        let memory = model.drilldown_events(&["memory_bound".into()]).unwrap();
+        // Level 2's events, and what L1/L2/L3/L3-miss/Store Bound read (GNR's formulas).
+        for event in model.level2_events.iter().chain(&[
+            "EXE_ACTIVITY.BOUND_ON_LOADS",
+            "MEMORY_ACTIVITY.STALLS_L1D_MISS",
+            "MEMORY_ACTIVITY.STALLS_L2_MISS",
+            "MEMORY_ACTIVITY.STALLS_L3_MISS",
+            "EXE_ACTIVITY.BOUND_ON_STORES",
+        ]) {
+            assert!(memory.contains(event), "{event}");
+        }
+        assert!(
+            !memory.contains(&"ICACHE_DATA.STALLS"),
+            "the frontend's L3 is not asked"
+        );
+        assert!(memory.len() < model.events.len());
+        assert_eq!(
+            model
+                .drilldown_events(&["tma_memory_bound".into()])
+                .unwrap(),
+            memory
+        );
+        for (bad, says) in [
+            ("retiring", "not a Level 2 node"),
+            ("nope", "not a Level 2 node"),
+        ] {
+            let error = model
+                .drilldown_events(&[bad.into()])
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains(says), "{error}");
+        }
+        let zen = Model::named("zen4").unwrap();
+        let error = zen
+            .drilldown_events(&["memory_bound".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("no Level 3 nodes"), "{error}");
     }
 
     #[test]
