@@ -117,7 +117,8 @@ impl Model {
             }
             parents.push(node.name);
         }
-        let reads = self.node_inputs();
+        // Level 3 is planned per thread, where `#smt_on` is off.
+        let reads = self.node_inputs(false);
         let mut wanted: Vec<&'static str> = self.level2_events.to_vec();
         for node in level3
             .iter()
@@ -186,15 +187,17 @@ impl Model {
             .collect()
     }
 
-    /// The events each node's formula reads (every level), found once per model: with
-    /// every event counted but one, the nodes that come out unmeasured (NaN) read that one.
-    pub fn node_inputs(&self) -> Arc<Vec<(&'static str, Vec<&'static str>)>> {
-        static CACHE: OnceLock<Mutex<HashMap<&'static str, NodeInputs>>> = OnceLock::new();
+    /// The events each node's formula reads (every level) with SMT on or off (the Haswell to
+    /// Cascade Lake formulas read per-core events only with `#smt_on`), found once per model:
+    /// with every event counted but one, the nodes that come out unmeasured (NaN) read that
+    /// one.
+    pub fn node_inputs(&self, smt_on: bool) -> NodeInputs {
+        static CACHE: OnceLock<Mutex<HashMap<(&'static str, bool), NodeInputs>>> = OnceLock::new();
         let cache = CACHE.get_or_init(Mutex::default);
         let mut cache = cache
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        Arc::clone(cache.entry(self.name).or_insert_with(|| {
+        Arc::clone(cache.entry((self.name, smt_on)).or_insert_with(|| {
             // Distinct, plausible counts: no division by zero, no node at a clamp.
             let all = |without: Option<&str>| {
                 NamedCounts::new(
@@ -204,7 +207,7 @@ impl Model {
                         .filter(|(_, e)| Some(**e) != without)
                         .map(|(i, e)| ((*e).to_owned(), 1e9 + 7_919.0 * i as f64)),
                     8,
-                    false,
+                    smt_on,
                 )
             };
             let full = self.values(&all(None));
@@ -267,8 +270,8 @@ impl Model {
     }
 }
 
-/// Each node's input events ([`Model::node_inputs`]).
-type NodeInputs = Arc<Vec<(&'static str, Vec<&'static str>)>>;
+/// Each node's input events, by node name ([`Model::node_inputs`]).
+pub type NodeInputs = Arc<Vec<(&'static str, Vec<&'static str>)>>;
 
 /// A node outside [0, 1]: only counts that contradict each other give one (perf's formulas
 /// subtract measured counts), so it is flagged with the counts it moves with.
@@ -460,6 +463,25 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("no Level 3 nodes"), "{error}");
+    }
+
+    #[test]
+    fn smt_decides_which_inputs_the_haswell_formulas_read() {
+        // Bad Speculation: `4 * ((RECOVERY_CYCLES_ANY / 2) if #smt_on else RECOVERY_CYCLES)`.
+        let model = Model::named("haswell").unwrap();
+        let bad = |smt_on| {
+            model
+                .node_inputs(smt_on)
+                .iter()
+                .find(|(n, _)| *n == "tma_bad_speculation")
+                .unwrap()
+                .1
+                .clone()
+        };
+        assert!(bad(false).contains(&"INT_MISC.RECOVERY_CYCLES"));
+        assert!(!bad(false).contains(&"INT_MISC.RECOVERY_CYCLES_ANY"));
+        assert!(bad(true).contains(&"INT_MISC.RECOVERY_CYCLES_ANY"));
+        assert!(!bad(true).contains(&"INT_MISC.RECOVERY_CYCLES"));
     }
 
     #[test]

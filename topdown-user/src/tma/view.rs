@@ -76,7 +76,7 @@ impl TopdownView {
                 // Each node's run %: the least its own inputs ran (a multiplexed counter is
                 // scaled by its own enabled/running time; a node is only as sure as its least
                 // measured input).
-                let reads = part.model.node_inputs();
+                let reads = part.model.node_inputs(self.smt_on);
                 let running = |event: &str| {
                     set.names().zip(counters).find_map(|(name, value)| {
                         (name.strip_prefix(part.prefix.as_str()) == Some(event))
