@@ -66,9 +66,13 @@ impl TopdownView {
         self.parts
             .iter()
             .map(|part| {
+                // A counter enabled but never running (its group never got the PMU) has no
+                // count: it is left out, so the nodes that read it are not computed, never
+                // computed from a 0.
                 let counts = set.names().zip(counters).filter_map(|(name, value)| {
                     let name = name.strip_prefix(part.prefix.as_str())?;
-                    Some((name.to_owned(), value.scaled()))
+                    (value.enabled_ns == 0 || value.running_ns > 0)
+                        .then(|| (name.to_owned(), value.scaled()))
                 });
                 let inputs = NamedCounts::new(counts, self.slots, self.smt_on);
                 let mut td = part.model.evaluate(&inputs, self.level);
@@ -212,6 +216,33 @@ mod tests {
         assert!(
             (run("tma_frontend_bound") - 0.5).abs() < 1e-12,
             "UOP_DROPPING's group"
+        );
+
+        // The second group never got the PMU: the nodes reading it are not computed (no value
+        // from a count of 0); the others still equal their true values.
+        let starved: Vec<CounterValue> = measured
+            .iter()
+            .enumerate()
+            .map(|(i, value)| {
+                let group = set.counters[i].attr.leader.unwrap_or(i);
+                if group == leaders[1] {
+                    CounterValue {
+                        raw: 0,
+                        running_ns: 0,
+                        ..*value
+                    }
+                } else {
+                    *value
+                }
+            })
+            .collect();
+        let partial = view.of(&set, &starved)[0].clone().unwrap();
+        assert_eq!(partial.value("tma_memory_bound"), None);
+        assert_eq!(partial.value("tma_heavy_operations"), None);
+        assert_eq!(
+            partial.value("tma_retiring"),
+            true_td.value("tma_retiring"),
+            "PERF_METRICS nodes are pinned"
         );
     }
 }
