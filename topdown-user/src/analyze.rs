@@ -44,19 +44,10 @@ pub fn run(args: &AnalyzeArgs, verbose: bool) -> Result<()> {
                 let counts = perf_stat_csv::parse(&read_input(file)?, &args.separator)
                     .with_context(|| format!("{}", file.display()))?;
                 let td = model.evaluate(&named_counts(&counts, &cpu, args), 2);
-                let over: Vec<String> = td
-                    .nodes
-                    .iter()
-                    .filter(|n| n.node.level == 2 && n.over_threshold && n.value.is_finite())
-                    .filter(|n| {
-                        n.node.parent.is_none_or(|p| {
-                            td.nodes
-                                .iter()
-                                .any(|q| q.node.name == p && q.over_threshold)
-                        })
-                    })
-                    .filter(|n| model.nodes(3).iter().any(|c| c.parent == Some(n.node.name)))
-                    .map(|n| n.node.name.to_owned())
+                let over: Vec<String> = model
+                    .drill_targets(&td)
+                    .into_iter()
+                    .map(str::to_owned)
                     .collect();
                 if over.is_empty() {
                     bail!(

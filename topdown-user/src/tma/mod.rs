@@ -89,6 +89,24 @@ impl Model {
         }
     }
 
+    /// Where toplev's drilldown goes from `td` (a Level 2 result): the Level 2 nodes over their
+    /// thresholds, under a parent over its own, that have Level 3 nodes under them.
+    pub fn drill_targets(&self, td: &TopDown) -> Vec<&'static str> {
+        let level3 = self.nodes(3);
+        let over = |name: &str| {
+            td.nodes
+                .iter()
+                .any(|n| n.node.name == name && n.over_threshold)
+        };
+        td.nodes
+            .iter()
+            .filter(|n| n.node.level == 2 && n.over_threshold && n.value.is_finite())
+            .filter(|n| n.node.parent.is_none_or(over))
+            .filter(|n| level3.iter().any(|c| c.parent == Some(n.node.name)))
+            .map(|n| n.node.name)
+            .collect()
+    }
+
     /// The events of Level 1 and 2 and of the Level 3 nodes under the Level 2 nodes `expand`
     /// (toplev's drilldown: Level 3 only where it is asked for, so it fits the counters). Names
     /// are perf's (`tma_memory_bound`) or without the prefix (`memory_bound`).
