@@ -195,6 +195,36 @@ fn topdown_without_a_hardware_pmu_is_one_clear_line() {
     );
 }
 
+/// `--drilldown` probes the machine before the run: it needs Level 3 and no command, and says
+/// so in one line; without a PMU the probe is never started.
+#[test]
+fn drilldown_needs_level_three_and_the_whole_machine() {
+    for args in [
+        &["--td-level", "2", "--drilldown"][..],
+        &["--td-level", "3", "--drilldown", "--", "true"],
+    ] {
+        let output = topdown().args(args).output().unwrap();
+        assert_one_line_error(&output, "--drilldown probes the whole machine");
+    }
+    let output = topdown()
+        .args(["--td-level", "3", "--drilldown", "--nodes", "memory_bound"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success(), "--drilldown and --nodes conflict");
+    let has_pmu = ["cpu", "cpu_core"].iter().any(|pmu| {
+        std::path::Path::new("/sys/bus/event_source/devices")
+            .join(pmu)
+            .exists()
+    });
+    if !has_pmu {
+        let output = topdown()
+            .args(["--td-level", "3", "--drilldown"])
+            .output()
+            .unwrap();
+        assert_one_line_error(&output, "--td-level 3 needs a hardware PMU");
+    }
+}
+
 #[test]
 fn extra_events_are_counted_per_thread_and_bad_ones_are_one_line() {
     if !privileged("extra_events_are_counted_per_thread") {

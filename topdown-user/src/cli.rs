@@ -601,6 +601,11 @@ pub struct StatArgs {
     #[arg(long, value_name = "NODES", value_delimiter = ',')]
     pub nodes: Vec<String>,
 
+    /// With --td-level 3: count Level 2 on every CPU for a second first, and measure Level 3
+    /// under the Level 2 nodes over their thresholds (toplev's drilldown, chosen once).
+    #[arg(long, conflicts_with = "nodes")]
+    pub drilldown: bool,
+
     /// Capacity of the kernel's live-thread map (1 to 4,194,304, the kernel's most pids).
     #[arg(long, value_name = "N", default_value_t = 16384, value_parser = max_threads)]
     pub max_threads: u32,

@@ -23,7 +23,7 @@ use crate::{
     },
     cli::{CgroupArgs, StatArgs},
     collect::{Collector, CollectorOptions},
-    per_core,
+    drilldown, per_core,
     pmu::{
         counter_set::CounterSet,
         event_spec::{EventResolver, split_event_list},
@@ -68,7 +68,19 @@ pub async fn run(
     }
     let format = format_of(&cli, output.as_deref());
     let sort: SortKey = cli.sort.parse().unwrap_or(SortKey::OnCpu);
-    let (set, topdown) = counter_set(cli.td_level, &cli.nodes, cli.per_core, &cli.events)?;
+    if cli.drilldown && (cli.td_level != Some(3) || !cli.command.is_empty() || cli.per_core) {
+        bail!(
+            "--drilldown probes the whole machine before the run: it needs --td-level 3, and \
+             not -- COMMAND or --per-core (for a command: record Level 2, then `analyze --events \
+             --td-level 3 --drilldown`, then --nodes)"
+        );
+    }
+    let nodes = if cli.drilldown {
+        drilldown_nodes()?
+    } else {
+        cli.nodes.clone()
+    };
+    let (set, topdown) = counter_set(cli.td_level, &nodes, cli.per_core, &cli.events)?;
     sort.validate(&set)?;
     let target = if !cli.pids.is_empty() {
         Target::Pids(cli.pids.clone())
@@ -351,6 +363,18 @@ fn group_options(args: &CgroupArgs, mount: Option<&Path>) -> Result<Option<Group
         rollup: args.rollup,
         keep,
     }))
+}
+
+/// The Level 2 nodes a live `--drilldown` measures Level 3 under (see [`drilldown`]).
+fn drilldown_nodes() -> Result<Vec<String>> {
+    let sys = SysRoot::host();
+    let machine = Machine::read(&sys)?;
+    let parts = topdown_models_here(&machine, 3, false)?;
+    let [(model, pmu)] = parts.as_slice() else {
+        bail!("--drilldown on a hybrid CPU is not supported yet: name the nodes with --nodes");
+    };
+    let slots = machine.core_pmus[0].slots.unwrap_or(8);
+    drilldown::probe(&sys, pmu, model, slots, machine.smt_active)
 }
 
 /// The counter set to run on this machine, and the TopDown view over it: the software or

@@ -1,0 +1,92 @@
+//! Live drilldown (`--td-level 3 --drilldown`): before the run, Level 2 is counted on every CPU
+//! for [`PROBE`] (read from user space, as `--per-core` reads, no BPF), summed over the CPUs,
+//! and the Level 2 nodes over their thresholds with Level 3 nodes under them
+//! ([`Model::drill_targets`]) are the ones the run measures Level 3 under. The choice is made
+//! once, from the whole machine, at the start (toplev reruns the workload per level; re-planning
+//! the counters per interval would need the collector to swap sets mid-run).
+
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+
+use crate::{
+    attrib::usage::CounterValue,
+    collect::{self, perf_open::OpenCounters},
+    pmu::{sysfs::SysRoot, topdown_set::topdown_set},
+    tma::{Model, view::TopdownView},
+};
+
+/// How long Level 2 is counted before the run.
+pub const PROBE: Duration = Duration::from_secs(1);
+
+/// The Level 2 nodes to drill into, from a [`PROBE`] of Level 2 on every CPU of `pmu`.
+pub fn probe(
+    sys: &SysRoot,
+    pmu: &str,
+    model: &Model,
+    slots: u32,
+    smt_on: bool,
+) -> Result<Vec<String>> {
+    let set = topdown_set(sys, pmu, model, 2)?;
+    let cpus = collect::online_cpus()?;
+    let counters = OpenCounters::open(&set, &cpus)?;
+    counters.enable()?;
+    std::thread::sleep(PROBE);
+    let summed = sum_over_cpus(&counters.read()?, set.counters.len());
+    let view = TopdownView::single(*model, 2, slots, smt_on);
+    let Some(td) = view.of(&set, &summed).pop().flatten() else {
+        bail!("--drilldown: the Level 2 probe computed no node (did the counters run?)");
+    };
+    let targets = model.drill_targets(&td);
+    if targets.is_empty() {
+        bail!(
+            "--drilldown: no Level 2 node with Level 3 nodes under it was over its threshold in \
+             the {} s probe: run --td-level 2, or name the nodes with --nodes",
+            PROBE.as_secs()
+        );
+    }
+    eprintln!("topdown-bpf: drilling down under {}", targets.join(", "));
+    Ok(targets.into_iter().map(str::to_owned).collect())
+}
+
+/// Each counter's value, enabled and running times summed over the CPUs it was read on.
+pub fn sum_over_cpus(readings: &[(u32, usize, [u64; 3])], counters: usize) -> Vec<CounterValue> {
+    let mut summed = vec![
+        CounterValue {
+            raw: 0,
+            enabled_ns: 0,
+            running_ns: 0,
+        };
+        counters
+    ];
+    for &(_, index, [raw, enabled, running]) in readings {
+        if let Some(value) = summed.get_mut(index) {
+            value.raw = value.raw.saturating_add(raw);
+            value.enabled_ns = value.enabled_ns.saturating_add(enabled);
+            value.running_ns = value.running_ns.saturating_add(running);
+        }
+    }
+    summed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readings_sum_per_counter_over_cpus() {
+        let readings = [
+            (0, 0, [10, 100, 100]),
+            (1, 0, [20, 100, 50]),
+            (0, 1, [5, 100, 100]),
+            (1, 7, [1, 1, 1]),
+        ];
+        let summed = sum_over_cpus(&readings, 2);
+        assert_eq!(
+            (summed[0].raw, summed[0].enabled_ns, summed[0].running_ns),
+            (30, 200, 150)
+        );
+        assert_eq!(summed[1].raw, 5);
+        assert_eq!(summed.len(), 2, "an index past the set is ignored");
+    }
+}
