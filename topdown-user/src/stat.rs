@@ -411,13 +411,7 @@ pub(crate) fn counter_set(
                         (pmu.as_str(), cpus, *model)
                     })
                     .collect();
-                if !nodes.is_empty() {
-                    bail!(
-                        "--nodes on a hybrid CPU is not supported yet: run Level 3 on one core \
-                         type's CPUs with `analyze --events --td-level 3 --nodes ... --pmu ...`"
-                    );
-                }
-                let set = hybrid_topdown_set(&sys, &with_cpus, level)?;
+                let set = hybrid_topdown_set(&sys, &with_cpus, level, nodes)?;
                 let view = TopdownView {
                     parts: parts
                         .iter()

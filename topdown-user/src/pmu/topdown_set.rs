@@ -51,15 +51,30 @@ pub fn drilldown_set(
 
 /// The set for a hybrid part: after the shared on-CPU clock, each core type's counters, named
 /// `{pmu}/{event}` and opened only on that type's CPUs (`parts`: PMU, its CPUs, its model).
+/// With `nodes` (at Level 3), each core type drills down under those of them its model has with
+/// Level 3 nodes under them (E-core models mostly have none: their Level 2 then).
 pub fn hybrid_topdown_set(
     sys: &SysRoot,
     parts: &[(&str, Option<Vec<u32>>, Model)],
     level: u8,
+    nodes: &[String],
 ) -> Result<CounterSet> {
     let mut set = CounterSet::on_cpu_clock("topdown", String::new());
     let mut reasons = Vec::new();
+    let mut drilled = false;
     for (pmu, cpus, model) in parts {
-        let part = build(sys, pmu, model, level, model.events_for_level(level))?;
+        let events = if nodes.is_empty() {
+            model.events_for_level(level).to_vec()
+        } else {
+            let own: Vec<String> = nodes
+                .iter()
+                .filter(|n| model.drilldown_events(std::slice::from_ref(*n)).is_ok())
+                .cloned()
+                .collect();
+            drilled |= !own.is_empty();
+            model.drilldown_events(&own)?
+        };
+        let part = build(sys, pmu, model, level, &events)?;
         // The part's slot 0 is its own on-CPU clock, which the shared one replaces.
         let offset = set.counters.len() - 1;
         for mut counter in part.counters.into_iter().skip(1) {
@@ -69,6 +84,13 @@ pub fn hybrid_topdown_set(
             set.counters.push(counter);
         }
         reasons.push(format!("{pmu}: model {}", model.name));
+    }
+    if !nodes.is_empty() && !drilled {
+        // Said with the first part's own words: which nodes it has.
+        parts
+            .first()
+            .map(|(_, _, model)| model.drilldown_events(nodes))
+            .transpose()?;
     }
     set.reason = format!("hybrid, {}, level {level}", reasons.join("; "));
     checked(set, level)
@@ -125,8 +147,9 @@ fn build(
             set.counters.push(member);
         }
     }
-    // `cpu@NAME,cmask=1,edge@` is perf's `cpu/NAME,cmask=1,edge/` on this core PMU.
-    let spelled = |event: &str| match event.strip_prefix("cpu@").and_then(|e| e.strip_suffix('@')) {
+    // `cpu@NAME,cmask=1,edge@` (`cpu_core@...@` in hybrid models) is perf's
+    // `cpu/NAME,cmask=1,edge/` on this core PMU.
+    let spelled = |event: &str| match with_terms(event) {
         Some(inner) => format!("{pmu_name}/{inner}/"),
         None => event.to_owned(),
     };
@@ -155,6 +178,14 @@ fn build(
     Ok(set)
 }
 
+/// `NAME,cmask=1` of a formula's `pmu@NAME,cmask=1@` (any core PMU's name before the `@`).
+fn with_terms(event: &str) -> Option<&str> {
+    let (pmu, rest) = event.split_once('@')?;
+    (!pmu.is_empty() && !pmu.contains('.'))
+        .then(|| rest.strip_suffix('@'))
+        .flatten()
+}
+
 /// The general-counter groups of `model` at `level` for `events` (the level's events less the
 /// PERF_METRICS group): nodes in tree order, each with the events it reads, then the events
 /// only thresholds read. Counter lists come from the model's event table; a model without one
@@ -164,10 +195,8 @@ pub fn level_groups(model: &Model, level: u8, events: &[&'static str]) -> GroupP
         return GroupPlan::default();
     };
     let general = |event: &str| {
-        let base = event
-            .strip_prefix("cpu@")
-            .and_then(|e| e.strip_suffix('@'))
-            .map_or(event, |inner| inner.split(',').next().unwrap_or(inner));
+        let base =
+            with_terms(event).map_or(event, |inner| inner.split(',').next().unwrap_or(inner));
         match Place::parse(table.counters(base)?)? {
             Place::General(mask) => Some(mask),
             Place::Fixed(_) => None,
@@ -401,7 +430,7 @@ mod tests {
                 )
             })
             .collect();
-        let set = hybrid_topdown_set(&sys, &parts, 1).unwrap();
+        let set = hybrid_topdown_set(&sys, &parts, 1, &[]).unwrap();
         let names: Vec<&str> = set.names().collect();
         assert_eq!(
             names,
@@ -428,6 +457,45 @@ mod tests {
         // P-cores read the on-CPU clock and the cpu_core slots, E-cores the clock and cpu_atom's.
         assert_eq!(set.slot_mask(0), 0b000_0111_1111);
         assert_eq!(set.slot_mask(16), 0b111_1000_0001);
+    }
+
+    /// Drilling down on a hybrid part: under core bound, the P-cores (Golden Cove) add their
+    /// Level 3 core-bound nodes' events (15 events in all) while the E-cores (Gracemont) have
+    /// no Level 3 under core bound and keep their Level 2 (13): 1 + 15 + 13 = 29 counters fit.
+    /// Under memory bound both parts drill (17 + 19 + the clock = 37): more than a set holds,
+    /// one line. A node no part has is an error in the first part's words.
+    #[test]
+    fn hybrid_parts_drill_down_where_their_model_has_the_node() {
+        let sys = SysRoot::fixture("alderlake");
+        let machine = Machine::read(&sys).unwrap();
+        let parts: Vec<(&str, Option<Vec<u32>>, Model)> = ["cpu_core", "cpu_atom"]
+            .iter()
+            .map(|pmu| {
+                let Selection::Model(model) = select(&machine.cpu, pmu, true) else {
+                    panic!()
+                };
+                (
+                    *pmu,
+                    machine.core_pmu(pmu).unwrap().cpus.clone(),
+                    Model::named(model).unwrap(),
+                )
+            })
+            .collect();
+        let set = hybrid_topdown_set(&sys, &parts, 3, &["core_bound".to_owned()]).unwrap();
+        assert_eq!(set.counters.len(), 29);
+        let atoms = set.names().filter(|n| n.starts_with("cpu_atom/")).count();
+        assert_eq!(
+            atoms,
+            Model::named("alderlake_atom").unwrap().level2_events.len()
+        );
+        let error = hybrid_topdown_set(&sys, &parts, 3, &["memory_bound".to_owned()])
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("37 counters"), "{error}");
+        let error = hybrid_topdown_set(&sys, &parts, 3, &["nope".to_owned()])
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("not a Level 2 node"), "{error}");
     }
 
     #[test]
