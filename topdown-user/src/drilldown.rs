@@ -1,7 +1,8 @@
 //! Live drilldown (`--td-level 3 --drilldown`): before the run, Level 2 is counted on every CPU
 //! for [`PROBE`] (read from user space, as `--per-core` reads, no BPF), summed over the CPUs,
 //! and the Level 2 nodes over their thresholds with Level 3 nodes under them
-//! ([`Model::drill_targets`]) are the ones the run measures Level 3 under. The choice is made
+//! ([`crate::tma::Model::drill_targets`], per core type on hybrid parts) are the ones the run
+//! measures Level 3 under. The choice is made
 //! once, from the whole machine, at the start (toplev reruns the workload per level; re-planning
 //! the counters per interval would need the collector to swap sets mid-run).
 
@@ -12,32 +13,30 @@ use anyhow::{Result, bail};
 use crate::{
     attrib::usage::CounterValue,
     collect::{self, perf_open::OpenCounters},
-    pmu::{sysfs::SysRoot, topdown_set::topdown_set},
-    tma::{Model, view::TopdownView},
+    pmu::counter_set::CounterSet,
+    tma::view::TopdownView,
 };
 
 /// How long Level 2 is counted before the run.
 pub const PROBE: Duration = Duration::from_secs(1);
 
-/// The Level 2 nodes to drill into, from a [`PROBE`] of Level 2 on every CPU of `pmu`.
-pub fn probe(
-    sys: &SysRoot,
-    pmu: &str,
-    model: &Model,
-    slots: u32,
-    smt_on: bool,
-) -> Result<Vec<String>> {
-    let set = topdown_set(sys, pmu, model, 2)?;
+/// The Level 2 nodes to drill into, from a [`PROBE`] of `set`, a Level 2 set, read through
+/// `view` (one part per core type: each part's nodes over their thresholds count).
+pub fn probe(set: &CounterSet, view: &TopdownView) -> Result<Vec<String>> {
     let cpus = collect::online_cpus()?;
-    let counters = OpenCounters::open(&set, &cpus)?;
+    let counters = OpenCounters::open(set, &cpus)?;
     counters.enable()?;
     std::thread::sleep(PROBE);
     let summed = sum_over_cpus(&counters.read()?, set.counters.len());
-    let view = TopdownView::single(*model, 2, slots, smt_on);
-    let Some(td) = view.of(&set, &summed).pop().flatten() else {
-        bail!("--drilldown: the Level 2 probe computed no node (did the counters run?)");
-    };
-    let targets = model.drill_targets(&td);
+    let mut targets: Vec<&'static str> = Vec::new();
+    for (part, td) in view.parts.iter().zip(view.of(set, &summed)) {
+        let Some(td) = td else { continue };
+        for node in part.model.drill_targets(&td) {
+            if !targets.contains(&node) {
+                targets.push(node);
+            }
+        }
+    }
     if targets.is_empty() {
         bail!(
             "--drilldown: no Level 2 node with Level 3 nodes under it was over its threshold in \

@@ -367,14 +367,12 @@ fn group_options(args: &CgroupArgs, mount: Option<&Path>) -> Result<Option<Group
 
 /// The Level 2 nodes a live `--drilldown` measures Level 3 under (see [`drilldown`]).
 fn drilldown_nodes() -> Result<Vec<String>> {
-    let sys = SysRoot::host();
-    let machine = Machine::read(&sys)?;
-    let parts = topdown_models_here(&machine, 3, false)?;
-    let [(model, pmu)] = parts.as_slice() else {
-        bail!("--drilldown on a hybrid CPU is not supported yet: name the nodes with --nodes");
-    };
-    let slots = machine.core_pmus[0].slots.unwrap_or(8);
-    drilldown::probe(&sys, pmu, model, slots, machine.smt_active)
+    let machine = Machine::read(&SysRoot::host())?;
+    // Said for the level asked (3), before any counter is opened.
+    topdown_models_here(&machine, 3, false)?;
+    let (set, view) = counter_set(Some(2), &[], false, &[])?;
+    let view = view.context("a Level 2 set has a TopDown view")?;
+    drilldown::probe(&set, &view)
 }
 
 /// The counter set to run on this machine, and the TopDown view over it: the software or
