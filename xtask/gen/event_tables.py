@@ -3,8 +3,9 @@
 `NAME<TAB>perf terms<TAB>counters` (`INT_MISC.UOP_DROPPING<TAB>event=0xad,umask=0x10<TAB>0-7`),
 from Intel's perfmon event JSON and Linux perf's AMD pmu-events JSON in ../shared/data. The
 PMU's sysfs `format/` files turn the terms into perf_event_attr config bits at run time, as perf
-does; the counters the event may use (`0-3`, `0,1`, `fixed1`) plan the groups the kernel can
-schedule. AMD's files give no counters: every Zen core counter takes every event (`0-5`).
+does (the fixed-counter events as perf's jevents.py spells them); the counters the event may use
+(`0-3`, `0,1`, `fixed1`) plan the groups the kernel can schedule. AMD's files give no counters:
+every Zen core counter takes every event (`0-5`).
 
     python3 xtask/gen/event_tables.py [SHARED_DATA_DIR] [OUT_DIR]
 
@@ -55,7 +56,17 @@ TABLES = {
 ZERO = (None, "", "0", "0x0", "0x00")
 
 
+# perf's own encodings of the fixed-counter events (tools/perf/pmu-events/jevents.py,
+# `real_event`): perfmon writes them as fixed-counter pseudo-encodings (event 0x00, umask N+1).
+FIXED = {"inst_retired.any": "event=0xc0", "inst_retired.any_p": "event=0xc0",
+         "cpu_clk_unhalted.ref": "event=0x0,umask=0x03",
+         "cpu_clk_unhalted.thread": "event=0x3c", "cpu_clk_unhalted.core": "event=0x3c",
+         "cpu_clk_unhalted.thread_any": "event=0x3c,any=1"}
+
+
 def terms(e):
+    if (e.get("EventName") or "").lower() in FIXED:
+        return FIXED[e["EventName"].lower()]
     code = e.get("EventCode", "")
     if "," in code:  # offcore events with two codes: not countable from one encoding
         return None

@@ -300,8 +300,8 @@ mod tests {
         }
         // The one general-counter event leads its own group; fixed-counter events stand alone.
         want.push(row("INT_MISC.UOP_DROPPING", 4, 0x10ad, false, None));
-        want.push(row("CPU_CLK_UNHALTED.THREAD", 4, 0x0200, false, None));
-        want.push(row("INST_RETIRED.ANY", 4, 0x0100, false, None));
+        want.push(row("CPU_CLK_UNHALTED.THREAD", 4, 0x3c, false, None));
+        want.push(row("INST_RETIRED.ANY", 4, 0xc0, false, None));
         assert_eq!(got, want);
         // Level 1 needs only the four L1 metrics: retiring's threshold looks at heavy
         // operations, but thresholds that reach deeper are left to Level 2.
@@ -403,7 +403,7 @@ mod tests {
             row("TOPDOWN_FE_BOUND.ALL", 10, 0x71, false, None),
             row("TOPDOWN_BE_BOUND.ALL", 10, 0x74, false, Some(1)),
             row("TOPDOWN_RETIRING.ALL", 10, 0xc2, false, Some(1)),
-            row("CPU_CLK_UNHALTED.CORE", 10, 0x0200, false, None),
+            row("CPU_CLK_UNHALTED.CORE", 10, 0x3c, false, None),
         ];
         assert_eq!(atom, want);
         let machine = Machine::read(&SysRoot::fixture("alderlake")).unwrap();
@@ -514,8 +514,8 @@ mod tests {
             row("UOPS_ISSUED.ANY", 4, 0x010e, false, Some(1)),
             row("UOPS_RETIRED.RETIRE_SLOTS", 4, 0x02c2, false, Some(1)),
             row("INT_MISC.RECOVERY_CYCLES_ANY", 4, 0x010d | any, false, None),
-            row("CPU_CLK_UNHALTED.THREAD", 4, 0x0200, false, None),
-            row("CPU_CLK_UNHALTED.THREAD_ANY", 4, 0x0200 | any, false, None),
+            row("CPU_CLK_UNHALTED.THREAD", 4, 0x3c, false, None),
+            row("CPU_CLK_UNHALTED.THREAD_ANY", 4, 0x3c | any, false, None),
         ];
         assert_eq!(attrs("skylake-smt-off", "cpu", 1).unwrap(), want);
         let on = attrs("skylake-smt-on", "cpu", 1).unwrap_err().to_string();
@@ -539,8 +539,9 @@ mod tests {
     /// One fixture machine of each family added from Intel's perfmon data, AMD's Zen 5 and
     /// Arm's Neoverse V3: the Level 1 set's exact attrs. Encodings are the data files' (code,
     /// umask; ../shared/data/README.md lists most of them): AMD's event select bits 8-11 go to
-    /// config bits 32-35; Intel's fixed-counter events use the pseudo-encoding event 0x00,
-    /// umask = counter + 1 as the files write them (Skymont's fixed counters 5 and 6 included).
+    /// config bits 32-35; Intel's fixed-counter events are encoded as perf's jevents.py
+    /// spells them (cycles 0x3c, instructions 0xc0); Skymont's fixed counters 5 and 6 keep
+    /// the files' pseudo-encoding (event 0x00, umask = counter + 1), which perf does not rewrite.
     #[test]
     fn each_new_family_gets_its_level_one_events_encoded_from_the_data() {
         let metrics = |first: &str| -> Vec<Row> {
@@ -576,7 +577,7 @@ mod tests {
                 .iter()
                 .copied()
                 .filter(|(_, c)| fixed(*c))
-                .chain([("CPU_CLK_UNHALTED.CORE", 0x0200)])
+                .chain([("CPU_CLK_UNHALTED.CORE", 0x3c)])
                 .collect();
             alone.sort_unstable();
             rows.extend(alone.into_iter().map(|(n, c)| row(n, ty, c, false, None)));
@@ -636,7 +637,7 @@ mod tests {
                     row("TOPDOWN_BAD_SPECULATION.ALL", 4, 0x0673, false, Some(1)),
                     row("TOPDOWN_BE_BOUND.ALL", 4, 0x74, false, Some(1)),
                     row("TOPDOWN_RETIRING.ALL", 4, 0xc2, false, Some(1)),
-                    row("CPU_CLK_UNHALTED.CORE", 4, 0x0200, false, None),
+                    row("CPU_CLK_UNHALTED.CORE", 4, 0x3c, false, None),
                 ],
             ),
             (
@@ -665,11 +666,11 @@ mod tests {
                         false,
                         None,
                     ),
-                    row("CPU_CLK_UNHALTED.THREAD", 4, 0x0200, false, None),
+                    row("CPU_CLK_UNHALTED.THREAD", 4, 0x3c, false, None),
                     row(
                         "CPU_CLK_UNHALTED.THREAD_ANY",
                         4,
-                        0x0200 | 1 << 21,
+                        0x3c | 1 << 21,
                         false,
                         None,
                     ),
@@ -847,7 +848,7 @@ mod tests {
                     false,
                     None
                 ),
-                row("CPU_CLK_UNHALTED.CORE", 4, 0x0200, false, None),
+                row("CPU_CLK_UNHALTED.CORE", 4, 0x3c, false, None),
             ]
         );
     }
