@@ -48,7 +48,7 @@ fn decode_gives_the_fractions_worked_out_by_hand() {
     let b = u64::from_le_bytes([140, 30, 35, 50, 40, 20, 60, 30]);
     // One in hex, one in decimal: both are read.
     let (a, b) = (format!("{a:#x}"), b.to_string());
-    let two = json(&[
+    let region = [
         "--slots",
         "1000000",
         "--metrics",
@@ -59,7 +59,8 @@ fn decode_gives_the_fractions_worked_out_by_hand() {
         &b,
         "--level",
         "2",
-    ]);
+    ];
+    let two = json(&region);
     let expected = [
         ("tma_retiring", by_hand(102.0, 140.0)),
         ("tma_bad_speculation", by_hand(25.0, 30.0)),
@@ -95,22 +96,7 @@ fn decode_gives_the_fractions_worked_out_by_hand() {
     assert!((level1 - 1.0).abs() < 1e-12, "Level 1 sums to the region");
 
     // The table: tree order, Level 2 under Level 1.
-    let table = String::from_utf8(
-        decode(&[
-            "--slots",
-            "1000000",
-            "--metrics",
-            &a,
-            "--slots",
-            "4000000",
-            "--metrics",
-            &b,
-            "--level",
-            "2",
-        ])
-        .stdout,
-    )
-    .unwrap();
+    let table = String::from_utf8(decode(&region).stdout).unwrap();
     let names: Vec<&str> = table
         .lines()
         .skip(1)

@@ -31,7 +31,7 @@ use crate::{
         machine::Machine,
         sysfs::SysRoot,
         topdown_model::{Selection, select},
-        topdown_set::{drilldown_set, hybrid_topdown_set, topdown_set},
+        topdown_set::{HybridPart, drilldown_set, hybrid_topdown_set, topdown_set},
     },
     preflight,
     process_exit::ProcessExits,
@@ -402,7 +402,7 @@ pub(crate) fn counter_set(
                 let view = TopdownView::single(*model, level, slots, machine.smt_active);
                 (set, Some(view))
             } else {
-                let with_cpus: Vec<(&str, Option<Vec<u32>>, Model)> = parts
+                let with_cpus: Vec<HybridPart<'_>> = parts
                     .iter()
                     .map(|(model, pmu)| {
                         let cpus = machine.core_pmu(pmu).and_then(|p| p.cpus.clone());

@@ -568,8 +568,6 @@ def model_code(name, doc, files, unit, mapping):
              f"pub const {upper}_L1_EVENTS: &[&str] = &[{', '.join(json.dumps(e) for e in sorted(level_events[1]))}];",
              "", f"/// Events {name} needs for the values of its Level 1 and 2 nodes.",
              f"pub const {upper}_L2_EVENTS: &[&str] = &[{', '.join(json.dumps(e) for e in sorted(level_events[2]))}];",
-             "", f"/// {name}'s Level 3 nodes and their Level 2 parents.",
-             f"pub const {upper}_L3_NODES: &[(&str, &str)] = &[{', '.join(f'({json.dumps(wanted[n])}, {json.dumps(p)})' for n, p in sorted(level3.items()))}];",
              "", f"/// {name}'s Level 3 nodes left out: they read events that are sampled, not counted",
              "/// (retire latency) or need terms the kernel's format files do not give.",
              f"pub const {upper}_UNMEASURABLE: &[&str] = &[{', '.join(json.dumps(n) for n in sorted(unmeasurable))}];",
@@ -603,17 +601,17 @@ def main():
     print("];")
     print()
     print("/// One generated model: name, description, evaluator, events (all levels), Level 1")
-    print("/// events, Level 1 and 2 events, Level 3 nodes with their parents, Level 3 nodes left out.")
+    print("/// events, Level 1 and 2 events, Level 3 nodes left out (their parents: [`LEVEL3`]).")
     print("pub type ModelRow = (&'static str, &'static str, fn(&dyn Inputs) -> Evaluation,")
     print("    &'static [&'static str], &'static [&'static str], &'static [&'static str],")
-    print("    &'static [(&'static str, &'static str)], &'static [&'static str]);")
+    print("    &'static [&'static str]);")
     print()
     print("/// Every generated model.")
     print("pub const MODELS: &[ModelRow] = &[")
     for name, doc, *_ in MODELS:
         u = name.upper()
         print(f"    ({json.dumps(name)}, {json.dumps(doc)}, {name}, {u}_EVENTS, {u}_L1_EVENTS, "
-              f"{u}_L2_EVENTS, {u}_L3_NODES, {u}_UNMEASURABLE),")
+              f"{u}_L2_EVENTS, {u}_UNMEASURABLE),")
     print("];")
 
 

@@ -98,8 +98,11 @@ pub fn plan(
         let all: Vec<u32> = group.iter().chain(more).copied().collect();
         fits(&all)
     };
-    let lone = std::iter::once(("", others.to_vec()));
-    for (node, events) in nodes.iter().cloned().chain(lone) {
+    // The events no node reads come last, as a node without a name.
+    let named = nodes
+        .iter()
+        .map(|(node, events)| (Some(*node), events.clone()));
+    for (node, events) in named.chain(std::iter::once((None, others.to_vec()))) {
         let mut new: Vec<(&'static str, u32)> = Vec::new();
         let mut homes: Vec<usize> = Vec::new();
         for event in events {
@@ -144,7 +147,7 @@ pub fn plan(
                 used.push(g);
             }
         }
-        if used.len() > 1 && !node.is_empty() {
+        if let (true, Some(node)) = (used.len() > 1, node) {
             plan.split.push(node);
         }
     }

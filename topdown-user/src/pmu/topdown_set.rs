@@ -49,13 +49,16 @@ pub fn drilldown_set(
     checked(build(sys, pmu_name, model, 3, &events)?, 3)
 }
 
+/// One core type of a hybrid CPU: its PMU, its CPUs, its model.
+pub type HybridPart<'a> = (&'a str, Option<Vec<u32>>, Model);
+
 /// The set for a hybrid part: after the shared on-CPU clock, each core type's counters, named
-/// `{pmu}/{event}` and opened only on that type's CPUs (`parts`: PMU, its CPUs, its model).
-/// With `nodes` (at Level 3), each core type drills down under those of them its model has with
+/// `{pmu}/{event}` and opened only on that type's CPUs (`parts`). With `nodes` (at Level 3),
+/// each core type drills down under those of them its model has with
 /// Level 3 nodes under them (E-core models mostly have none: their Level 2 then).
 pub fn hybrid_topdown_set(
     sys: &SysRoot,
-    parts: &[(&str, Option<Vec<u32>>, Model)],
+    parts: &[HybridPart<'_>],
     level: u8,
     nodes: &[String],
 ) -> Result<CounterSet> {
@@ -85,12 +88,9 @@ pub fn hybrid_topdown_set(
         }
         reasons.push(format!("{pmu}: model {}", model.name));
     }
-    if !nodes.is_empty() && !drilled {
-        // Said with the first part's own words: which nodes it has.
-        parts
-            .first()
-            .map(|(_, _, model)| model.drilldown_events(nodes))
-            .transpose()?;
+    if let (false, Some((_, _, model))) = (nodes.is_empty() || drilled, parts.first()) {
+        // No core type has them: the first one's error says which nodes it has.
+        model.drilldown_events(nodes)?;
     }
     set.reason = format!("hybrid, {}, level {level}", reasons.join("; "));
     checked(set, level)
@@ -413,23 +413,29 @@ mod tests {
         );
     }
 
-    #[test]
-    fn alder_lake_hybrid_set_keeps_core_types_in_their_own_slots() {
+    /// The Alder Lake fixture and its core types: PMU, CPUs, model.
+    fn alder_lake_parts() -> (SysRoot, Vec<HybridPart<'static>>) {
         let sys = SysRoot::fixture("alderlake");
         let machine = Machine::read(&sys).unwrap();
-        let parts: Vec<(&str, Option<Vec<u32>>, Model)> = ["cpu_core", "cpu_atom"]
-            .iter()
+        let parts = ["cpu_core", "cpu_atom"]
+            .into_iter()
             .map(|pmu| {
                 let Selection::Model(model) = select(&machine.cpu, pmu, true) else {
-                    panic!()
+                    panic!("{pmu} has a model")
                 };
                 (
-                    *pmu,
+                    pmu,
                     machine.core_pmu(pmu).unwrap().cpus.clone(),
                     Model::named(model).unwrap(),
                 )
             })
             .collect();
+        (sys, parts)
+    }
+
+    #[test]
+    fn alder_lake_hybrid_set_keeps_core_types_in_their_own_slots() {
+        let (sys, parts) = alder_lake_parts();
         let set = hybrid_topdown_set(&sys, &parts, 1, &[]).unwrap();
         let names: Vec<&str> = set.names().collect();
         assert_eq!(
@@ -466,21 +472,7 @@ mod tests {
     /// one line. A node no part has is an error in the first part's words.
     #[test]
     fn hybrid_parts_drill_down_where_their_model_has_the_node() {
-        let sys = SysRoot::fixture("alderlake");
-        let machine = Machine::read(&sys).unwrap();
-        let parts: Vec<(&str, Option<Vec<u32>>, Model)> = ["cpu_core", "cpu_atom"]
-            .iter()
-            .map(|pmu| {
-                let Selection::Model(model) = select(&machine.cpu, pmu, true) else {
-                    panic!()
-                };
-                (
-                    *pmu,
-                    machine.core_pmu(pmu).unwrap().cpus.clone(),
-                    Model::named(model).unwrap(),
-                )
-            })
-            .collect();
+        let (sys, parts) = alder_lake_parts();
         let set = hybrid_topdown_set(&sys, &parts, 3, &["core_bound".to_owned()]).unwrap();
         assert_eq!(set.counters.len(), 29);
         let atoms = set.names().filter(|n| n.starts_with("cpu_atom/")).count();

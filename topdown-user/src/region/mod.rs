@@ -81,8 +81,17 @@ pub struct Region {
     metrics: Vec<MappedCounter>,
     mode: ReadMode,
     level: u8,
-    started: Option<Reading>,
+    started: Option<Started>,
     last_reset: Instant,
+}
+
+/// What `start` left for `stop`.
+#[derive(Clone, Copy, Debug)]
+enum Started {
+    /// The RDPMC reading at the start.
+    At(Reading),
+    /// The group was read (and so reset) by read(2): the next read is the region.
+    Reset,
 }
 
 impl Region {
@@ -197,14 +206,10 @@ impl Region {
             self.reset()?;
         }
         self.started = Some(match self.mode {
-            ReadMode::Rdpmc => self.rdpmc()?,
+            ReadMode::Rdpmc => Started::At(self.rdpmc()?),
             ReadMode::Syscall => {
-                // The read resets the group: the next read is the region.
                 self.read_group()?;
-                Reading {
-                    slots: 0,
-                    metrics: 0,
-                }
+                Started::Reset
             }
         });
         Ok(())
@@ -216,13 +221,13 @@ impl Region {
         let Some(start) = self.started.take() else {
             bail!("Region::stop without Region::start");
         };
-        match self.mode {
-            ReadMode::Rdpmc => {
+        match start {
+            Started::At(start) => {
                 let end = self.rdpmc()?;
                 let width = u32::from(self.slots.state(false).pmc_width);
                 decode::region(start, end, width.max(1), self.level)
             }
-            ReadMode::Syscall => {
+            Started::Reset => {
                 let (slots, metrics) = self.read_group()?;
                 decode::from_slot_counts(slots, &metrics, self.level)
             }

@@ -223,6 +223,22 @@ mod tests {
         (window, set)
     }
 
+    /// The JSON document of `rows` of `window`, as the live `--json` writes it.
+    fn json_doc(window: &Window, rows: &[rows::Row], set: &CounterSet) -> serde_json::Value {
+        let mut out = Vec::new();
+        json::write_document(
+            &mut out,
+            window,
+            rows,
+            set,
+            options().topdown.as_ref(),
+            None,
+            false,
+        )
+        .unwrap();
+        serde_json::from_slice(&out).unwrap()
+    }
+
     fn options() -> RowOptions {
         RowOptions {
             sort: SortKey::OnCpu,
@@ -278,18 +294,7 @@ mod tests {
         assert_eq!(field("tma_backend_bound"), "0.600000");
         assert_eq!(field("bottleneck"), "tma_backend_bound");
 
-        let mut text = Vec::new();
-        json::write_document(
-            &mut text,
-            &window,
-            &rows,
-            &set,
-            options().topdown.as_ref(),
-            None,
-            false,
-        )
-        .unwrap();
-        let doc: serde_json::Value = serde_json::from_slice(&text).unwrap();
+        let doc = json_doc(&window, &rows, &set);
         let thread = &doc["threads"][0];
         assert_eq!(thread["topdown"][0]["nodes"]["tma_retiring"], 0.25);
         assert_eq!(thread["topdown"][0]["bottleneck"], "tma_backend_bound");
@@ -317,18 +322,7 @@ mod tests {
         let text = table::block(&window, &rows, total, &set, &options(), false);
         assert!(text.contains("-15.0!"), "marked in the table: {text}");
 
-        let mut out = Vec::new();
-        json::write_document(
-            &mut out,
-            &window,
-            &rows,
-            &set,
-            options().topdown.as_ref(),
-            None,
-            false,
-        )
-        .unwrap();
-        let doc: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        let doc = json_doc(&window, &rows, &set);
         let topdown = &doc["threads"][0]["topdown"][0];
         assert_eq!(topdown["nodes"]["tma_frontend_bound"], frontend);
         let flagged = &topdown["out_of_range"][0];
@@ -387,18 +381,7 @@ mod tests {
             "retiring ran 40 %: not marked: {text}"
         );
 
-        let mut out = Vec::new();
-        json::write_document(
-            &mut out,
-            &sampled,
-            &scaled,
-            &set,
-            options().topdown.as_ref(),
-            None,
-            false,
-        )
-        .unwrap();
-        let doc: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        let doc = json_doc(&sampled, &scaled, &set);
         let percent = &doc["threads"][0]["topdown"][0]["run_percent"];
         assert!((percent["tma_frontend_bound"].as_f64().unwrap() - 10.0).abs() < 1e-9);
         assert!((percent["tma_retiring"].as_f64().unwrap() - 40.0).abs() < 1e-9);

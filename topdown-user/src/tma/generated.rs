@@ -65,9 +65,6 @@ pub const ICELAKE_L1_EVENTS: &[&str] = &["INT_MISC.UOP_DROPPING", "TOPDOWN.SLOTS
 /// Events icelake needs for the values of its Level 1 and 2 nodes.
 pub const ICELAKE_L2_EVENTS: &[&str] = &["BR_MISP_RETIRED.ALL_BRANCHES", "CPU_CLK_UNHALTED.THREAD", "CYCLE_ACTIVITY.STALLS_MEM_ANY", "CYCLE_ACTIVITY.STALLS_TOTAL", "EXE_ACTIVITY.1_PORTS_UTIL", "EXE_ACTIVITY.2_PORTS_UTIL", "EXE_ACTIVITY.BOUND_ON_STORES", "IDQ.MITE_UOPS", "IDQ.MS_UOPS", "IDQ_UOPS_NOT_DELIVERED.CYCLES_0_UOPS_DELIV.CORE", "INST_RETIRED.ANY", "INT_MISC.UOP_DROPPING", "MACHINE_CLEARS.COUNT", "TOPDOWN.SLOTS", "UOPS_DECODED.DEC0", "UOPS_ISSUED.ANY", "cpu@INT_MISC.RECOVERY_CYCLES,cmask=1,edge@", "cpu@UOPS_DECODED.DEC0,cmask=1@", "topdown-bad-spec", "topdown-be-bound", "topdown-fe-bound", "topdown-retiring"];
 
-/// icelake's Level 3 nodes and their Level 2 parents.
-pub const ICELAKE_L3_NODES: &[(&str, &str)] = &[("tma_branch_instructions", "tma_light_operations"), ("tma_branch_resteers", "tma_fetch_latency"), ("tma_divider", "tma_core_bound"), ("tma_dram_bound", "tma_memory_bound"), ("tma_dsb", "tma_fetch_bandwidth"), ("tma_dsb_switches", "tma_fetch_latency"), ("tma_few_uops_instructions", "tma_heavy_operations"), ("tma_fp_arith", "tma_light_operations"), ("tma_icache_misses", "tma_fetch_latency"), ("tma_itlb_misses", "tma_fetch_latency"), ("tma_l1_bound", "tma_memory_bound"), ("tma_l2_bound", "tma_memory_bound"), ("tma_l3_bound", "tma_memory_bound"), ("tma_lcp", "tma_fetch_latency"), ("tma_lsd", "tma_fetch_bandwidth"), ("tma_memory_operations", "tma_light_operations"), ("tma_microcode_sequencer", "tma_heavy_operations"), ("tma_mite", "tma_fetch_bandwidth"), ("tma_ms_switches", "tma_fetch_latency"), ("tma_nop_instructions", "tma_light_operations"), ("tma_other_light_ops", "tma_light_operations"), ("tma_ports_utilization", "tma_core_bound"), ("tma_store_bound", "tma_memory_bound")];
-
 /// icelake's Level 3 nodes left out: they read events that are sampled, not counted
 /// (retire latency) or need terms the kernel's format files do not give.
 pub const ICELAKE_UNMEASURABLE: &[&str] = &[];
@@ -140,9 +137,6 @@ pub const SAPPHIRERAPIDS_L1_EVENTS: &[&str] = &["INT_MISC.UOP_DROPPING", "TOPDOW
 /// Events sapphirerapids needs for the values of its Level 1 and 2 nodes.
 pub const SAPPHIRERAPIDS_L2_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.THREAD", "INST_RETIRED.ANY", "INT_MISC.UOP_DROPPING", "TOPDOWN.SLOTS", "topdown-bad-spec", "topdown-be-bound", "topdown-br-mispredict", "topdown-fe-bound", "topdown-fetch-lat", "topdown-heavy-ops", "topdown-mem-bound", "topdown-retiring"];
 
-/// sapphirerapids's Level 3 nodes and their Level 2 parents.
-pub const SAPPHIRERAPIDS_L3_NODES: &[(&str, &str)] = &[("tma_branch_resteers", "tma_fetch_latency"), ("tma_divider", "tma_core_bound"), ("tma_dram_bound", "tma_memory_bound"), ("tma_dsb", "tma_fetch_bandwidth"), ("tma_dsb_switches", "tma_fetch_latency"), ("tma_few_uops_instructions", "tma_heavy_operations"), ("tma_fp_arith", "tma_light_operations"), ("tma_fused_instructions", "tma_light_operations"), ("tma_icache_misses", "tma_fetch_latency"), ("tma_int_operations", "tma_light_operations"), ("tma_itlb_misses", "tma_fetch_latency"), ("tma_l1_bound", "tma_memory_bound"), ("tma_l2_bound", "tma_memory_bound"), ("tma_l3_bound", "tma_memory_bound"), ("tma_lcp", "tma_fetch_latency"), ("tma_memory_operations", "tma_light_operations"), ("tma_microcode_sequencer", "tma_heavy_operations"), ("tma_mite", "tma_fetch_bandwidth"), ("tma_ms_switches", "tma_fetch_latency"), ("tma_non_fused_branches", "tma_light_operations"), ("tma_nop_instructions", "tma_light_operations"), ("tma_other_light_ops", "tma_light_operations"), ("tma_pmm_bound", "tma_memory_bound"), ("tma_ports_utilization", "tma_core_bound"), ("tma_store_bound", "tma_memory_bound")];
-
 /// sapphirerapids's Level 3 nodes left out: they read events that are sampled, not counted
 /// (retire latency) or need terms the kernel's format files do not give.
 pub const SAPPHIRERAPIDS_UNMEASURABLE: &[&str] = &[];
@@ -213,9 +207,6 @@ pub const ALDERLAKE_CORE_L1_EVENTS: &[&str] = &["INT_MISC.UOP_DROPPING", "TOPDOW
 /// Events alderlake_core needs for the values of its Level 1 and 2 nodes.
 pub const ALDERLAKE_CORE_L2_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.THREAD", "INST_RETIRED.ANY", "INT_MISC.UOP_DROPPING", "TOPDOWN.SLOTS", "topdown-bad-spec", "topdown-be-bound", "topdown-br-mispredict", "topdown-fe-bound", "topdown-fetch-lat", "topdown-heavy-ops", "topdown-mem-bound", "topdown-retiring"];
 
-/// alderlake_core's Level 3 nodes and their Level 2 parents.
-pub const ALDERLAKE_CORE_L3_NODES: &[(&str, &str)] = &[("tma_branch_resteers", "tma_fetch_latency"), ("tma_divider", "tma_core_bound"), ("tma_dram_bound", "tma_memory_bound"), ("tma_dsb", "tma_fetch_bandwidth"), ("tma_dsb_switches", "tma_fetch_latency"), ("tma_few_uops_instructions", "tma_heavy_operations"), ("tma_fp_arith", "tma_light_operations"), ("tma_fused_instructions", "tma_light_operations"), ("tma_icache_misses", "tma_fetch_latency"), ("tma_int_operations", "tma_light_operations"), ("tma_itlb_misses", "tma_fetch_latency"), ("tma_l1_bound", "tma_memory_bound"), ("tma_l2_bound", "tma_memory_bound"), ("tma_l3_bound", "tma_memory_bound"), ("tma_lcp", "tma_fetch_latency"), ("tma_lsd", "tma_fetch_bandwidth"), ("tma_memory_operations", "tma_light_operations"), ("tma_microcode_sequencer", "tma_heavy_operations"), ("tma_mite", "tma_fetch_bandwidth"), ("tma_ms_switches", "tma_fetch_latency"), ("tma_non_fused_branches", "tma_light_operations"), ("tma_nop_instructions", "tma_light_operations"), ("tma_other_light_ops", "tma_light_operations"), ("tma_ports_utilization", "tma_core_bound"), ("tma_store_bound", "tma_memory_bound")];
-
 /// alderlake_core's Level 3 nodes left out: they read events that are sampled, not counted
 /// (retire latency) or need terms the kernel's format files do not give.
 pub const ALDERLAKE_CORE_UNMEASURABLE: &[&str] = &[];
@@ -277,9 +268,6 @@ pub const ALDERLAKE_ATOM_L1_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.CORE", "TOPDOW
 /// Events alderlake_atom needs for the values of its Level 1 and 2 nodes.
 pub const ALDERLAKE_ATOM_L2_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.CORE", "LD_HEAD.ANY_AT_RET", "MEM_SCHEDULER_BLOCK.ALL", "MEM_SCHEDULER_BLOCK.ST_BUF", "TOPDOWN_BAD_SPECULATION.MACHINE_CLEARS", "TOPDOWN_BAD_SPECULATION.MISPREDICT", "TOPDOWN_BE_BOUND.ALL", "TOPDOWN_BE_BOUND.MEM_SCHEDULER", "TOPDOWN_FE_BOUND.ALL", "TOPDOWN_FE_BOUND.FRONTEND_BANDWIDTH", "TOPDOWN_FE_BOUND.FRONTEND_LATENCY", "TOPDOWN_RETIRING.ALL", "UOPS_RETIRED.MS"];
 
-/// alderlake_atom's Level 3 nodes and their Level 2 parents.
-pub const ALDERLAKE_ATOM_L3_NODES: &[(&str, &str)] = &[("tma_alloc_restriction", "tma_resource_bound"), ("tma_branch_detect", "tma_fetch_latency"), ("tma_branch_resteer", "tma_fetch_latency"), ("tma_cisc", "tma_fetch_bandwidth"), ("tma_decode", "tma_fetch_bandwidth"), ("tma_dram_bound", "tma_memory_bound"), ("tma_fast_nuke", "tma_machine_clears"), ("tma_fpdiv_uops", "tma_base"), ("tma_icache_misses", "tma_fetch_latency"), ("tma_itlb_misses", "tma_fetch_latency"), ("tma_l1_bound", "tma_memory_bound"), ("tma_l2_bound", "tma_memory_bound"), ("tma_l3_bound", "tma_memory_bound"), ("tma_mem_scheduler", "tma_resource_bound"), ("tma_non_mem_scheduler", "tma_resource_bound"), ("tma_nuke", "tma_machine_clears"), ("tma_other_fb", "tma_fetch_bandwidth"), ("tma_other_load_store", "tma_memory_bound"), ("tma_other_ret", "tma_base"), ("tma_predecode", "tma_fetch_bandwidth"), ("tma_register", "tma_resource_bound"), ("tma_reorder_buffer", "tma_resource_bound"), ("tma_serialization", "tma_resource_bound"), ("tma_store_bound", "tma_memory_bound")];
-
 /// alderlake_atom's Level 3 nodes left out: they read events that are sampled, not counted
 /// (retire latency) or need terms the kernel's format files do not give.
 pub const ALDERLAKE_ATOM_UNMEASURABLE: &[&str] = &[];
@@ -305,9 +293,6 @@ pub const SKYLAKE_L1_EVENTS: &[&str] = &["IDQ_UOPS_NOT_DELIVERED.CORE", "INT_MIS
 /// Events skylake needs for the values of its Level 1 and 2 nodes.
 pub const SKYLAKE_L2_EVENTS: &[&str] = &["IDQ_UOPS_NOT_DELIVERED.CORE", "INT_MISC.RECOVERY_CYCLES", "UOPS_ISSUED.ANY", "UOPS_RETIRED.RETIRE_SLOTS", "cycles"];
 
-/// skylake's Level 3 nodes and their Level 2 parents.
-pub const SKYLAKE_L3_NODES: &[(&str, &str)] = &[];
-
 /// skylake's Level 3 nodes left out: they read events that are sampled, not counted
 /// (retire latency) or need terms the kernel's format files do not give.
 pub const SKYLAKE_UNMEASURABLE: &[&str] = &[];
@@ -332,9 +317,6 @@ pub const SKYLAKE_SMT_L1_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.ONE_THREAD_ACTIVE
 
 /// Events skylake_smt needs for the values of its Level 1 and 2 nodes.
 pub const SKYLAKE_SMT_L2_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.ONE_THREAD_ACTIVE", "CPU_CLK_UNHALTED.REF_XCLK", "CPU_CLK_UNHALTED.THREAD", "IDQ_UOPS_NOT_DELIVERED.CORE", "INT_MISC.RECOVERY_CYCLES_ANY", "UOPS_ISSUED.ANY", "UOPS_RETIRED.RETIRE_SLOTS"];
-
-/// skylake_smt's Level 3 nodes and their Level 2 parents.
-pub const SKYLAKE_SMT_L3_NODES: &[(&str, &str)] = &[];
 
 /// skylake_smt's Level 3 nodes left out: they read events that are sampled, not counted
 /// (retire latency) or need terms the kernel's format files do not give.
@@ -371,9 +353,6 @@ pub const ZEN4_L1_EVENTS: &[&str] = &["de_no_dispatch_per_slot.backend_stalls", 
 /// Events zen4 needs for the values of its Level 1 and 2 nodes.
 pub const ZEN4_L2_EVENTS: &[&str] = &["cpu@de_no_dispatch_per_slot.no_ops_from_frontend,cmask=0x6@", "de_no_dispatch_per_slot.backend_stalls", "de_no_dispatch_per_slot.no_ops_from_frontend", "de_no_dispatch_per_slot.smt_contention", "de_src_op_disp.all", "ex_no_retire.load_not_complete", "ex_no_retire.not_complete", "ex_ret_brn_misp", "ex_ret_ops", "ex_ret_ucode_ops", "ls_not_halted_cyc", "resyncs_or_nc_redirects"];
 
-/// zen4's Level 3 nodes and their Level 2 parents.
-pub const ZEN4_L3_NODES: &[(&str, &str)] = &[];
-
 /// zen4's Level 3 nodes left out: they read events that are sampled, not counted
 /// (retire latency) or need terms the kernel's format files do not give.
 pub const ZEN4_UNMEASURABLE: &[&str] = &[];
@@ -409,9 +388,6 @@ pub const ZEN5_L1_EVENTS: &[&str] = &["de_no_dispatch_per_slot.backend_stalls", 
 /// Events zen5 needs for the values of its Level 1 and 2 nodes.
 pub const ZEN5_L2_EVENTS: &[&str] = &["bp_redirects.resync", "cpu@de_no_dispatch_per_slot.no_ops_from_frontend,cmask=0x8@", "de_no_dispatch_per_slot.backend_stalls", "de_no_dispatch_per_slot.no_ops_from_frontend", "de_no_dispatch_per_slot.smt_contention", "de_src_op_disp.all", "ex_no_retire.load_not_complete", "ex_no_retire.not_complete", "ex_ret_brn_misp", "ex_ret_ops", "ex_ret_ucode_ops", "ls_not_halted_cyc"];
 
-/// zen5's Level 3 nodes and their Level 2 parents.
-pub const ZEN5_L3_NODES: &[(&str, &str)] = &[];
-
 /// zen5's Level 3 nodes left out: they read events that are sampled, not counted
 /// (retire latency) or need terms the kernel's format files do not give.
 pub const ZEN5_UNMEASURABLE: &[&str] = &[];
@@ -440,9 +416,6 @@ pub const GOLDMONT_L1_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.CORE", "ISSUE_SLOTS_
 
 /// Events goldmont needs for the values of its Level 1 and 2 nodes.
 pub const GOLDMONT_L2_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.CORE", "ISSUE_SLOTS_NOT_CONSUMED.RECOVERY", "ISSUE_SLOTS_NOT_CONSUMED.RESOURCE_FULL", "UOPS_ISSUED.ANY", "UOPS_NOT_DELIVERED.ANY", "UOPS_RETIRED.ANY", "UOPS_RETIRED.MS"];
-
-/// goldmont's Level 3 nodes and their Level 2 parents.
-pub const GOLDMONT_L3_NODES: &[(&str, &str)] = &[];
 
 /// goldmont's Level 3 nodes left out: they read events that are sampled, not counted
 /// (retire latency) or need terms the kernel's format files do not give.
@@ -481,9 +454,6 @@ pub const TREMONT_L1_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.CORE", "TOPDOWN_BAD_S
 /// Events tremont needs for the values of its Level 1 and 2 nodes.
 pub const TREMONT_L2_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.CORE", "MEM_BOUND_STALLS.LOAD_DRAM_HIT", "MEM_BOUND_STALLS.LOAD_L2_HIT", "MEM_BOUND_STALLS.LOAD_LLC_HIT", "MEM_BOUND_STALLS.STORE_BUFFER_FULL", "TOPDOWN_BAD_SPECULATION.ALL", "TOPDOWN_BAD_SPECULATION.MISPREDICT", "TOPDOWN_BAD_SPECULATION.MONUKE", "TOPDOWN_BE_BOUND.ALL", "TOPDOWN_FE_BOUND.ALL", "TOPDOWN_FE_BOUND.BRANCH_DETECT", "TOPDOWN_FE_BOUND.BRANCH_RESTEER", "TOPDOWN_FE_BOUND.CISC", "TOPDOWN_FE_BOUND.DECODE", "TOPDOWN_FE_BOUND.ICACHE", "TOPDOWN_FE_BOUND.ITLB", "TOPDOWN_FE_BOUND.OTHER", "TOPDOWN_FE_BOUND.PREDECODE", "TOPDOWN_RETIRING.ALL", "UOPS_RETIRED.MS"];
 
-/// tremont's Level 3 nodes and their Level 2 parents.
-pub const TREMONT_L3_NODES: &[(&str, &str)] = &[];
-
 /// tremont's Level 3 nodes left out: they read events that are sampled, not counted
 /// (retire latency) or need terms the kernel's format files do not give.
 pub const TREMONT_UNMEASURABLE: &[&str] = &[];
@@ -508,9 +478,6 @@ pub const NEOVERSE_V1_L1_EVENTS: &[&str] = &["br_mis_pred", "cpu_cycles", "op_re
 
 /// Events neoverse_v1 needs for the values of its Level 1 and 2 nodes.
 pub const NEOVERSE_V1_L2_EVENTS: &[&str] = &["br_mis_pred", "cpu_cycles", "op_retired", "op_spec", "stall_slot", "stall_slot_backend", "stall_slot_frontend"];
-
-/// neoverse_v1's Level 3 nodes and their Level 2 parents.
-pub const NEOVERSE_V1_L3_NODES: &[(&str, &str)] = &[];
 
 /// neoverse_v1's Level 3 nodes left out: they read events that are sampled, not counted
 /// (retire latency) or need terms the kernel's format files do not give.
@@ -537,9 +504,6 @@ pub const NEOVERSE_N2_L1_EVENTS: &[&str] = &["cpu_cycles", "op_retired", "op_spe
 /// Events neoverse_n2 needs for the values of its Level 1 and 2 nodes.
 pub const NEOVERSE_N2_L2_EVENTS: &[&str] = &["cpu_cycles", "op_retired", "op_spec", "stall_slot", "stall_slot_backend", "stall_slot_frontend"];
 
-/// neoverse_n2's Level 3 nodes and their Level 2 parents.
-pub const NEOVERSE_N2_L3_NODES: &[(&str, &str)] = &[];
-
 /// neoverse_n2's Level 3 nodes left out: they read events that are sampled, not counted
 /// (retire latency) or need terms the kernel's format files do not give.
 pub const NEOVERSE_N2_UNMEASURABLE: &[&str] = &[];
@@ -565,9 +529,6 @@ pub const NEOVERSE_V3_L1_EVENTS: &[&str] = &["cpu_cycles", "op_retired", "op_spe
 /// Events neoverse_v3 needs for the values of its Level 1 and 2 nodes.
 pub const NEOVERSE_V3_L2_EVENTS: &[&str] = &["cpu_cycles", "op_retired", "op_spec", "stall_frontend_flush", "stall_slot", "stall_slot_backend", "stall_slot_frontend"];
 
-/// neoverse_v3's Level 3 nodes and their Level 2 parents.
-pub const NEOVERSE_V3_L3_NODES: &[(&str, &str)] = &[];
-
 /// neoverse_v3's Level 3 nodes left out: they read events that are sampled, not counted
 /// (retire latency) or need terms the kernel's format files do not give.
 pub const NEOVERSE_V3_UNMEASURABLE: &[&str] = &[];
@@ -592,9 +553,6 @@ pub const NEOVERSE_N3_L1_EVENTS: &[&str] = &["cpu_cycles", "op_retired", "op_spe
 
 /// Events neoverse_n3 needs for the values of its Level 1 and 2 nodes.
 pub const NEOVERSE_N3_L2_EVENTS: &[&str] = &["cpu_cycles", "op_retired", "op_spec", "stall_frontend_flush", "stall_slot", "stall_slot_backend", "stall_slot_frontend"];
-
-/// neoverse_n3's Level 3 nodes and their Level 2 parents.
-pub const NEOVERSE_N3_L3_NODES: &[(&str, &str)] = &[];
 
 /// neoverse_n3's Level 3 nodes left out: they read events that are sampled, not counted
 /// (retire latency) or need terms the kernel's format files do not give.
@@ -653,9 +611,6 @@ pub const ICELAKEX_L1_EVENTS: &[&str] = &["INT_MISC.CLEARS_COUNT", "INT_MISC.UOP
 
 /// Events icelakex needs for the values of its Level 1 and 2 nodes.
 pub const ICELAKEX_L2_EVENTS: &[&str] = &["BR_MISP_RETIRED.ALL_BRANCHES", "CYCLE_ACTIVITY.STALLS_MEM_ANY", "CYCLE_ACTIVITY.STALLS_TOTAL", "EXE_ACTIVITY.1_PORTS_UTIL", "EXE_ACTIVITY.2_PORTS_UTIL", "EXE_ACTIVITY.BOUND_ON_STORES", "IDQ.MITE_UOPS", "IDQ.MS_UOPS", "IDQ_UOPS_NOT_DELIVERED.CYCLES_0_UOPS_DELIV.CORE", "INT_MISC.CLEARS_COUNT", "INT_MISC.UOP_DROPPING", "MACHINE_CLEARS.COUNT", "TOPDOWN.SLOTS", "UOPS_DECODED.DEC0", "UOPS_ISSUED.ANY", "UOPS_RETIRED.SLOTS", "cpu@UOPS_DECODED.DEC0,cmask=1@", "topdown-bad-spec", "topdown-be-bound", "topdown-fe-bound", "topdown-retiring"];
-
-/// icelakex's Level 3 nodes and their Level 2 parents.
-pub const ICELAKEX_L3_NODES: &[(&str, &str)] = &[("tma_branch_instructions", "tma_light_operations"), ("tma_branch_resteers", "tma_fetch_latency"), ("tma_dsb", "tma_fetch_bandwidth"), ("tma_dsb_switches", "tma_fetch_latency"), ("tma_divider", "tma_core_bound"), ("tma_fp_arith", "tma_light_operations"), ("tma_few_uops_instructions", "tma_heavy_operations"), ("tma_icache_misses", "tma_fetch_latency"), ("tma_itlb_misses", "tma_fetch_latency"), ("tma_l1_bound", "tma_memory_bound"), ("tma_l2_bound", "tma_memory_bound"), ("tma_l3_bound", "tma_memory_bound"), ("tma_l3_miss_bound", "tma_memory_bound"), ("tma_lcp", "tma_fetch_latency"), ("tma_mite", "tma_fetch_bandwidth"), ("tma_ms", "tma_fetch_bandwidth"), ("tma_ms_switches", "tma_fetch_latency"), ("tma_memory_operations", "tma_light_operations"), ("tma_microcode_sequencer", "tma_heavy_operations"), ("tma_other_light_ops", "tma_light_operations"), ("tma_other_mispredicts", "tma_branch_mispredicts"), ("tma_other_nukes", "tma_machine_clears"), ("tma_ports_utilization", "tma_core_bound"), ("tma_serializing_operation", "tma_core_bound"), ("tma_store_bound", "tma_memory_bound")];
 
 /// icelakex's Level 3 nodes left out: they read events that are sampled, not counted
 /// (retire latency) or need terms the kernel's format files do not give.
@@ -716,9 +671,6 @@ pub const TIGERLAKE_L1_EVENTS: &[&str] = &["INT_MISC.CLEARS_COUNT", "INT_MISC.UO
 /// Events tigerlake needs for the values of its Level 1 and 2 nodes.
 pub const TIGERLAKE_L2_EVENTS: &[&str] = &["BR_MISP_RETIRED.ALL_BRANCHES", "CYCLE_ACTIVITY.STALLS_MEM_ANY", "CYCLE_ACTIVITY.STALLS_TOTAL", "EXE_ACTIVITY.1_PORTS_UTIL", "EXE_ACTIVITY.2_PORTS_UTIL", "EXE_ACTIVITY.BOUND_ON_STORES", "IDQ.MITE_UOPS", "IDQ.MS_UOPS", "IDQ_UOPS_NOT_DELIVERED.CYCLES_0_UOPS_DELIV.CORE", "INT_MISC.CLEARS_COUNT", "INT_MISC.UOP_DROPPING", "MACHINE_CLEARS.COUNT", "TOPDOWN.SLOTS", "UOPS_DECODED.DEC0", "UOPS_ISSUED.ANY", "UOPS_RETIRED.SLOTS", "cpu@UOPS_DECODED.DEC0,cmask=1@", "topdown-bad-spec", "topdown-be-bound", "topdown-fe-bound", "topdown-retiring"];
 
-/// tigerlake's Level 3 nodes and their Level 2 parents.
-pub const TIGERLAKE_L3_NODES: &[(&str, &str)] = &[("tma_branch_instructions", "tma_light_operations"), ("tma_branch_resteers", "tma_fetch_latency"), ("tma_dram_bound", "tma_memory_bound"), ("tma_dsb", "tma_fetch_bandwidth"), ("tma_dsb_switches", "tma_fetch_latency"), ("tma_divider", "tma_core_bound"), ("tma_fp_arith", "tma_light_operations"), ("tma_few_uops_instructions", "tma_heavy_operations"), ("tma_icache_misses", "tma_fetch_latency"), ("tma_itlb_misses", "tma_fetch_latency"), ("tma_l1_bound", "tma_memory_bound"), ("tma_l2_bound", "tma_memory_bound"), ("tma_l3_bound", "tma_memory_bound"), ("tma_lcp", "tma_fetch_latency"), ("tma_lsd", "tma_fetch_bandwidth"), ("tma_mite", "tma_fetch_bandwidth"), ("tma_ms", "tma_fetch_bandwidth"), ("tma_ms_switches", "tma_fetch_latency"), ("tma_memory_operations", "tma_light_operations"), ("tma_microcode_sequencer", "tma_heavy_operations"), ("tma_other_light_ops", "tma_light_operations"), ("tma_other_mispredicts", "tma_branch_mispredicts"), ("tma_other_nukes", "tma_machine_clears"), ("tma_ports_utilization", "tma_core_bound"), ("tma_serializing_operation", "tma_core_bound"), ("tma_store_bound", "tma_memory_bound")];
-
 /// tigerlake's Level 3 nodes left out: they read events that are sampled, not counted
 /// (retire latency) or need terms the kernel's format files do not give.
 pub const TIGERLAKE_UNMEASURABLE: &[&str] = &[];
@@ -776,9 +728,6 @@ pub const ROCKETLAKE_L1_EVENTS: &[&str] = &["INT_MISC.CLEARS_COUNT", "INT_MISC.U
 
 /// Events rocketlake needs for the values of its Level 1 and 2 nodes.
 pub const ROCKETLAKE_L2_EVENTS: &[&str] = &["BR_MISP_RETIRED.ALL_BRANCHES", "CYCLE_ACTIVITY.STALLS_MEM_ANY", "CYCLE_ACTIVITY.STALLS_TOTAL", "EXE_ACTIVITY.1_PORTS_UTIL", "EXE_ACTIVITY.2_PORTS_UTIL", "EXE_ACTIVITY.BOUND_ON_STORES", "IDQ.MITE_UOPS", "IDQ.MS_UOPS", "IDQ_UOPS_NOT_DELIVERED.CYCLES_0_UOPS_DELIV.CORE", "INT_MISC.CLEARS_COUNT", "INT_MISC.UOP_DROPPING", "MACHINE_CLEARS.COUNT", "TOPDOWN.SLOTS", "UOPS_DECODED.DEC0", "UOPS_ISSUED.ANY", "UOPS_RETIRED.SLOTS", "cpu@UOPS_DECODED.DEC0,cmask=1@", "topdown-bad-spec", "topdown-be-bound", "topdown-fe-bound", "topdown-retiring"];
-
-/// rocketlake's Level 3 nodes and their Level 2 parents.
-pub const ROCKETLAKE_L3_NODES: &[(&str, &str)] = &[("tma_branch_instructions", "tma_light_operations"), ("tma_branch_resteers", "tma_fetch_latency"), ("tma_dram_bound", "tma_memory_bound"), ("tma_dsb", "tma_fetch_bandwidth"), ("tma_dsb_switches", "tma_fetch_latency"), ("tma_divider", "tma_core_bound"), ("tma_fp_arith", "tma_light_operations"), ("tma_few_uops_instructions", "tma_heavy_operations"), ("tma_icache_misses", "tma_fetch_latency"), ("tma_itlb_misses", "tma_fetch_latency"), ("tma_l1_bound", "tma_memory_bound"), ("tma_l2_bound", "tma_memory_bound"), ("tma_l3_bound", "tma_memory_bound"), ("tma_lcp", "tma_fetch_latency"), ("tma_lsd", "tma_fetch_bandwidth"), ("tma_mite", "tma_fetch_bandwidth"), ("tma_ms", "tma_fetch_bandwidth"), ("tma_ms_switches", "tma_fetch_latency"), ("tma_memory_operations", "tma_light_operations"), ("tma_microcode_sequencer", "tma_heavy_operations"), ("tma_other_light_ops", "tma_light_operations"), ("tma_other_mispredicts", "tma_branch_mispredicts"), ("tma_other_nukes", "tma_machine_clears"), ("tma_ports_utilization", "tma_core_bound"), ("tma_store_bound", "tma_memory_bound")];
 
 /// rocketlake's Level 3 nodes left out: they read events that are sampled, not counted
 /// (retire latency) or need terms the kernel's format files do not give.
@@ -840,9 +789,6 @@ pub const EMERALDRAPIDS_L1_EVENTS: &[&str] = &["INT_MISC.UOP_DROPPING", "TOPDOWN
 
 /// Events emeraldrapids needs for the values of its Level 1 and 2 nodes.
 pub const EMERALDRAPIDS_L2_EVENTS: &[&str] = &["INT_MISC.UOP_DROPPING", "TOPDOWN.SLOTS", "topdown-bad-spec", "topdown-be-bound", "topdown-br-mispredict", "topdown-fe-bound", "topdown-fetch-lat", "topdown-heavy-ops", "topdown-mem-bound", "topdown-retiring"];
-
-/// emeraldrapids's Level 3 nodes and their Level 2 parents.
-pub const EMERALDRAPIDS_L3_NODES: &[(&str, &str)] = &[("tma_amx_busy", "tma_core_bound"), ("tma_branch_resteers", "tma_fetch_latency"), ("tma_dsb", "tma_fetch_bandwidth"), ("tma_dsb_switches", "tma_fetch_latency"), ("tma_divider", "tma_core_bound"), ("tma_fp_arith", "tma_light_operations"), ("tma_few_uops_instructions", "tma_heavy_operations"), ("tma_fused_instructions", "tma_light_operations"), ("tma_icache_misses", "tma_fetch_latency"), ("tma_itlb_misses", "tma_fetch_latency"), ("tma_int_operations", "tma_light_operations"), ("tma_l1_bound", "tma_memory_bound"), ("tma_l2_bound", "tma_memory_bound"), ("tma_l3_bound", "tma_memory_bound"), ("tma_l3_miss_bound", "tma_memory_bound"), ("tma_lcp", "tma_fetch_latency"), ("tma_mite", "tma_fetch_bandwidth"), ("tma_ms", "tma_fetch_bandwidth"), ("tma_ms_switches", "tma_fetch_latency"), ("tma_memory_operations", "tma_light_operations"), ("tma_microcode_sequencer", "tma_heavy_operations"), ("tma_non_fused_branches", "tma_light_operations"), ("tma_other_light_ops", "tma_light_operations"), ("tma_other_mispredicts", "tma_branch_mispredicts"), ("tma_other_nukes", "tma_machine_clears"), ("tma_ports_utilization", "tma_core_bound"), ("tma_serializing_operation", "tma_core_bound"), ("tma_store_bound", "tma_memory_bound")];
 
 /// emeraldrapids's Level 3 nodes left out: they read events that are sampled, not counted
 /// (retire latency) or need terms the kernel's format files do not give.
@@ -910,9 +856,6 @@ pub const GRANITERAPIDS_L1_EVENTS: &[&str] = &["INT_MISC.UOP_DROPPING", "TOPDOWN
 /// Events graniterapids needs for the values of its Level 1 and 2 nodes.
 pub const GRANITERAPIDS_L2_EVENTS: &[&str] = &["INT_MISC.UOP_DROPPING", "TOPDOWN.SLOTS", "topdown-bad-spec", "topdown-be-bound", "topdown-br-mispredict", "topdown-fe-bound", "topdown-fetch-lat", "topdown-heavy-ops", "topdown-mem-bound", "topdown-retiring"];
 
-/// graniterapids's Level 3 nodes and their Level 2 parents.
-pub const GRANITERAPIDS_L3_NODES: &[(&str, &str)] = &[("tma_amx_busy", "tma_core_bound"), ("tma_branch_resteers", "tma_fetch_latency"), ("tma_cond_nt_mispredicts", "tma_branch_mispredicts"), ("tma_cond_tk_mispredicts", "tma_branch_mispredicts"), ("tma_dsb", "tma_fetch_bandwidth"), ("tma_dsb_switches", "tma_fetch_latency"), ("tma_divider", "tma_core_bound"), ("tma_fp_arith", "tma_light_operations"), ("tma_few_uops_instructions", "tma_heavy_operations"), ("tma_fused_instructions", "tma_light_operations"), ("tma_icache_misses", "tma_fetch_latency"), ("tma_itlb_misses", "tma_fetch_latency"), ("tma_ind_call_mispredicts", "tma_branch_mispredicts"), ("tma_ind_jump_mispredicts", "tma_branch_mispredicts"), ("tma_int_operations", "tma_light_operations"), ("tma_l1_bound", "tma_memory_bound"), ("tma_l2_bound", "tma_memory_bound"), ("tma_l3_bound", "tma_memory_bound"), ("tma_l3_miss_bound", "tma_memory_bound"), ("tma_lcp", "tma_fetch_latency"), ("tma_mite", "tma_fetch_bandwidth"), ("tma_ms", "tma_fetch_bandwidth"), ("tma_ms_switches", "tma_fetch_latency"), ("tma_memory_operations", "tma_light_operations"), ("tma_microcode_sequencer", "tma_heavy_operations"), ("tma_non_fused_branches", "tma_light_operations"), ("tma_other_light_ops", "tma_light_operations"), ("tma_other_mispredicts", "tma_branch_mispredicts"), ("tma_other_nukes", "tma_machine_clears"), ("tma_ports_utilization", "tma_core_bound"), ("tma_ret_mispredicts", "tma_branch_mispredicts"), ("tma_serializing_operation", "tma_core_bound"), ("tma_store_bound", "tma_memory_bound")];
-
 /// graniterapids's Level 3 nodes left out: they read events that are sampled, not counted
 /// (retire latency) or need terms the kernel's format files do not give.
 pub const GRANITERAPIDS_UNMEASURABLE: &[&str] = &[];
@@ -973,9 +916,6 @@ pub const METEORLAKE_CORE_L1_EVENTS: &[&str] = &["INT_MISC.UOP_DROPPING", "TOPDO
 
 /// Events meteorlake_core needs for the values of its Level 1 and 2 nodes.
 pub const METEORLAKE_CORE_L2_EVENTS: &[&str] = &["INT_MISC.UOP_DROPPING", "TOPDOWN.SLOTS", "topdown-bad-spec", "topdown-be-bound", "topdown-br-mispredict", "topdown-fe-bound", "topdown-fetch-lat", "topdown-heavy-ops", "topdown-mem-bound", "topdown-retiring"];
-
-/// meteorlake_core's Level 3 nodes and their Level 2 parents.
-pub const METEORLAKE_CORE_L3_NODES: &[(&str, &str)] = &[("tma_branch_resteers", "tma_fetch_latency"), ("tma_dram_bound", "tma_memory_bound"), ("tma_dsb", "tma_fetch_bandwidth"), ("tma_dsb_switches", "tma_fetch_latency"), ("tma_divider", "tma_core_bound"), ("tma_fp_arith", "tma_light_operations"), ("tma_few_uops_instructions", "tma_heavy_operations"), ("tma_fused_instructions", "tma_light_operations"), ("tma_icache_misses", "tma_fetch_latency"), ("tma_itlb_misses", "tma_fetch_latency"), ("tma_int_operations", "tma_light_operations"), ("tma_l1_bound", "tma_memory_bound"), ("tma_l2_bound", "tma_memory_bound"), ("tma_l3_bound", "tma_memory_bound"), ("tma_lcp", "tma_fetch_latency"), ("tma_lsd", "tma_fetch_bandwidth"), ("tma_mite", "tma_fetch_bandwidth"), ("tma_ms", "tma_fetch_bandwidth"), ("tma_ms_switches", "tma_fetch_latency"), ("tma_memory_operations", "tma_light_operations"), ("tma_microcode_sequencer", "tma_heavy_operations"), ("tma_non_fused_branches", "tma_light_operations"), ("tma_other_light_ops", "tma_light_operations"), ("tma_other_mispredicts", "tma_branch_mispredicts"), ("tma_other_nukes", "tma_machine_clears"), ("tma_ports_utilization", "tma_core_bound"), ("tma_serializing_operation", "tma_core_bound"), ("tma_store_bound", "tma_memory_bound")];
 
 /// meteorlake_core's Level 3 nodes left out: they read events that are sampled, not counted
 /// (retire latency) or need terms the kernel's format files do not give.
@@ -1038,9 +978,6 @@ pub const LUNARLAKE_CORE_L1_EVENTS: &[&str] = &["topdown-bad-spec", "topdown-be-
 /// Events lunarlake_core needs for the values of its Level 1 and 2 nodes.
 pub const LUNARLAKE_CORE_L2_EVENTS: &[&str] = &["topdown-bad-spec", "topdown-be-bound", "topdown-br-mispredict", "topdown-fe-bound", "topdown-fetch-lat", "topdown-heavy-ops", "topdown-mem-bound", "topdown-retiring"];
 
-/// lunarlake_core's Level 3 nodes and their Level 2 parents.
-pub const LUNARLAKE_CORE_L3_NODES: &[(&str, &str)] = &[("tma_branch_resteers", "tma_fetch_latency"), ("tma_dram_bound", "tma_memory_bound"), ("tma_dsb", "tma_fetch_bandwidth"), ("tma_dsb_switches", "tma_fetch_latency"), ("tma_divider", "tma_core_bound"), ("tma_fp_arith", "tma_light_operations"), ("tma_few_uops_instructions", "tma_heavy_operations"), ("tma_fused_instructions", "tma_light_operations"), ("tma_icache_misses", "tma_fetch_latency"), ("tma_itlb_misses", "tma_fetch_latency"), ("tma_int_operations", "tma_light_operations"), ("tma_l1_bound", "tma_memory_bound"), ("tma_l2_bound", "tma_memory_bound"), ("tma_l3_bound", "tma_memory_bound"), ("tma_lcp", "tma_fetch_latency"), ("tma_lsd", "tma_fetch_bandwidth"), ("tma_mite", "tma_fetch_bandwidth"), ("tma_ms", "tma_fetch_bandwidth"), ("tma_ms_switches", "tma_fetch_latency"), ("tma_memory_operations", "tma_light_operations"), ("tma_microcode_sequencer", "tma_heavy_operations"), ("tma_non_fused_branches", "tma_light_operations"), ("tma_other_light_ops", "tma_light_operations"), ("tma_other_mispredicts", "tma_branch_mispredicts"), ("tma_other_nukes", "tma_machine_clears"), ("tma_ports_utilization", "tma_core_bound"), ("tma_serializing_operation", "tma_core_bound"), ("tma_store_bound", "tma_memory_bound")];
-
 /// lunarlake_core's Level 3 nodes left out: they read events that are sampled, not counted
 /// (retire latency) or need terms the kernel's format files do not give.
 pub const LUNARLAKE_CORE_UNMEASURABLE: &[&str] = &["tma_cond_nt_mispredicts", "tma_cond_tk_bwd_mispredicts", "tma_cond_tk_fwd_mispredicts", "tma_ind_call_mispredicts", "tma_ind_jump_mispredicts", "tma_ret_mispredicts"];
@@ -1102,9 +1039,6 @@ pub const ARROWLAKE_CORE_L1_EVENTS: &[&str] = &["topdown-bad-spec", "topdown-be-
 /// Events arrowlake_core needs for the values of its Level 1 and 2 nodes.
 pub const ARROWLAKE_CORE_L2_EVENTS: &[&str] = &["topdown-bad-spec", "topdown-be-bound", "topdown-br-mispredict", "topdown-fe-bound", "topdown-fetch-lat", "topdown-heavy-ops", "topdown-mem-bound", "topdown-retiring"];
 
-/// arrowlake_core's Level 3 nodes and their Level 2 parents.
-pub const ARROWLAKE_CORE_L3_NODES: &[(&str, &str)] = &[("tma_branch_resteers", "tma_fetch_latency"), ("tma_dram_bound", "tma_memory_bound"), ("tma_dsb", "tma_fetch_bandwidth"), ("tma_dsb_switches", "tma_fetch_latency"), ("tma_divider", "tma_core_bound"), ("tma_fp_arith", "tma_light_operations"), ("tma_few_uops_instructions", "tma_heavy_operations"), ("tma_fused_instructions", "tma_light_operations"), ("tma_icache_misses", "tma_fetch_latency"), ("tma_itlb_misses", "tma_fetch_latency"), ("tma_int_operations", "tma_light_operations"), ("tma_l1_bound", "tma_memory_bound"), ("tma_l2_bound", "tma_memory_bound"), ("tma_l3_bound", "tma_memory_bound"), ("tma_lcp", "tma_fetch_latency"), ("tma_lsd", "tma_fetch_bandwidth"), ("tma_mite", "tma_fetch_bandwidth"), ("tma_ms", "tma_fetch_bandwidth"), ("tma_ms_switches", "tma_fetch_latency"), ("tma_memory_operations", "tma_light_operations"), ("tma_microcode_sequencer", "tma_heavy_operations"), ("tma_non_fused_branches", "tma_light_operations"), ("tma_other_light_ops", "tma_light_operations"), ("tma_other_mispredicts", "tma_branch_mispredicts"), ("tma_other_nukes", "tma_machine_clears"), ("tma_ports_utilization", "tma_core_bound"), ("tma_serializing_operation", "tma_core_bound"), ("tma_store_bound", "tma_memory_bound")];
-
 /// arrowlake_core's Level 3 nodes left out: they read events that are sampled, not counted
 /// (retire latency) or need terms the kernel's format files do not give.
 pub const ARROWLAKE_CORE_UNMEASURABLE: &[&str] = &["tma_cond_nt_mispredicts", "tma_cond_tk_bwd_mispredicts", "tma_cond_tk_fwd_mispredicts", "tma_ind_call_mispredicts", "tma_ind_jump_mispredicts", "tma_ret_mispredicts"];
@@ -1161,9 +1095,6 @@ pub const SKYLAKEX_L1_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.THREAD", "CPU_CLK_UN
 
 /// Events skylakex needs for the values of its Level 1 and 2 nodes.
 pub const SKYLAKEX_L2_EVENTS: &[&str] = &["BR_MISP_RETIRED.ALL_BRANCHES", "CPU_CLK_UNHALTED.THREAD", "CPU_CLK_UNHALTED.THREAD_ANY", "CYCLE_ACTIVITY.STALLS_MEM_ANY", "CYCLE_ACTIVITY.STALLS_TOTAL", "EXE_ACTIVITY.1_PORTS_UTIL", "EXE_ACTIVITY.2_PORTS_UTIL", "EXE_ACTIVITY.BOUND_ON_STORES", "IDQ_UOPS_NOT_DELIVERED.CORE", "IDQ_UOPS_NOT_DELIVERED.CYCLES_0_UOPS_DELIV.CORE", "INST_RETIRED.ANY", "INT_MISC.RECOVERY_CYCLES", "INT_MISC.RECOVERY_CYCLES_ANY", "MACHINE_CLEARS.COUNT", "UOPS_ISSUED.ANY", "UOPS_RETIRED.MACRO_FUSED", "UOPS_RETIRED.RETIRE_SLOTS"];
-
-/// skylakex's Level 3 nodes and their Level 2 parents.
-pub const SKYLAKEX_L3_NODES: &[(&str, &str)] = &[("tma_branch_resteers", "tma_fetch_latency"), ("tma_dram_bound", "tma_memory_bound"), ("tma_dsb", "tma_fetch_bandwidth"), ("tma_dsb_switches", "tma_fetch_latency"), ("tma_divider", "tma_core_bound"), ("tma_fp_arith", "tma_light_operations"), ("tma_few_uops_instructions", "tma_heavy_operations"), ("tma_fused_instructions", "tma_light_operations"), ("tma_icache_misses", "tma_fetch_latency"), ("tma_itlb_misses", "tma_fetch_latency"), ("tma_l1_bound", "tma_memory_bound"), ("tma_l2_bound", "tma_memory_bound"), ("tma_l3_bound", "tma_memory_bound"), ("tma_lcp", "tma_fetch_latency"), ("tma_mite", "tma_fetch_bandwidth"), ("tma_ms_switches", "tma_fetch_latency"), ("tma_memory_operations", "tma_light_operations"), ("tma_microcode_sequencer", "tma_heavy_operations"), ("tma_non_fused_branches", "tma_light_operations"), ("tma_other_light_ops", "tma_light_operations"), ("tma_other_mispredicts", "tma_branch_mispredicts"), ("tma_other_nukes", "tma_machine_clears"), ("tma_ports_utilization", "tma_core_bound"), ("tma_store_bound", "tma_memory_bound")];
 
 /// skylakex's Level 3 nodes left out: they read events that are sampled, not counted
 /// (retire latency) or need terms the kernel's format files do not give.
@@ -1222,9 +1153,6 @@ pub const CASCADELAKEX_L1_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.THREAD", "CPU_CL
 /// Events cascadelakex needs for the values of its Level 1 and 2 nodes.
 pub const CASCADELAKEX_L2_EVENTS: &[&str] = &["BR_MISP_RETIRED.ALL_BRANCHES", "CPU_CLK_UNHALTED.THREAD", "CPU_CLK_UNHALTED.THREAD_ANY", "CYCLE_ACTIVITY.STALLS_MEM_ANY", "CYCLE_ACTIVITY.STALLS_TOTAL", "EXE_ACTIVITY.1_PORTS_UTIL", "EXE_ACTIVITY.2_PORTS_UTIL", "EXE_ACTIVITY.BOUND_ON_STORES", "IDQ_UOPS_NOT_DELIVERED.CORE", "IDQ_UOPS_NOT_DELIVERED.CYCLES_0_UOPS_DELIV.CORE", "INST_RETIRED.ANY", "INT_MISC.RECOVERY_CYCLES", "INT_MISC.RECOVERY_CYCLES_ANY", "MACHINE_CLEARS.COUNT", "UOPS_ISSUED.ANY", "UOPS_RETIRED.MACRO_FUSED", "UOPS_RETIRED.RETIRE_SLOTS"];
 
-/// cascadelakex's Level 3 nodes and their Level 2 parents.
-pub const CASCADELAKEX_L3_NODES: &[(&str, &str)] = &[("tma_branch_resteers", "tma_fetch_latency"), ("tma_dram_bound", "tma_memory_bound"), ("tma_dsb", "tma_fetch_bandwidth"), ("tma_dsb_switches", "tma_fetch_latency"), ("tma_divider", "tma_core_bound"), ("tma_fp_arith", "tma_light_operations"), ("tma_few_uops_instructions", "tma_heavy_operations"), ("tma_fused_instructions", "tma_light_operations"), ("tma_icache_misses", "tma_fetch_latency"), ("tma_itlb_misses", "tma_fetch_latency"), ("tma_l1_bound", "tma_memory_bound"), ("tma_l2_bound", "tma_memory_bound"), ("tma_l3_bound", "tma_memory_bound"), ("tma_lcp", "tma_fetch_latency"), ("tma_mite", "tma_fetch_bandwidth"), ("tma_ms_switches", "tma_fetch_latency"), ("tma_memory_operations", "tma_light_operations"), ("tma_microcode_sequencer", "tma_heavy_operations"), ("tma_non_fused_branches", "tma_light_operations"), ("tma_other_light_ops", "tma_light_operations"), ("tma_other_mispredicts", "tma_branch_mispredicts"), ("tma_other_nukes", "tma_machine_clears"), ("tma_ports_utilization", "tma_core_bound"), ("tma_store_bound", "tma_memory_bound")];
-
 /// cascadelakex's Level 3 nodes left out: they read events that are sampled, not counted
 /// (retire latency) or need terms the kernel's format files do not give.
 pub const CASCADELAKEX_UNMEASURABLE: &[&str] = &[];
@@ -1274,9 +1202,6 @@ pub const HASWELL_L1_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.THREAD", "CPU_CLK_UNH
 /// Events haswell needs for the values of its Level 1 and 2 nodes.
 pub const HASWELL_L2_EVENTS: &[&str] = &["BR_MISP_RETIRED.ALL_BRANCHES", "CPU_CLK_UNHALTED.THREAD", "CPU_CLK_UNHALTED.THREAD_ANY", "CYCLE_ACTIVITY.CYCLES_NO_EXECUTE", "CYCLE_ACTIVITY.STALLS_LDM_PENDING", "IDQ.MS_UOPS", "IDQ_UOPS_NOT_DELIVERED.CORE", "IDQ_UOPS_NOT_DELIVERED.CYCLES_0_UOPS_DELIV.CORE", "INST_RETIRED.ANY", "INT_MISC.RECOVERY_CYCLES", "INT_MISC.RECOVERY_CYCLES_ANY", "MACHINE_CLEARS.COUNT", "RESOURCE_STALLS.SB", "RS_EVENTS.EMPTY_CYCLES", "UOPS_ISSUED.ANY", "UOPS_RETIRED.RETIRE_SLOTS", "cpu@UOPS_EXECUTED.CORE,cmask=1@", "cpu@UOPS_EXECUTED.CORE,cmask=2@", "cpu@UOPS_EXECUTED.CORE,cmask=3@"];
 
-/// haswell's Level 3 nodes and their Level 2 parents.
-pub const HASWELL_L3_NODES: &[(&str, &str)] = &[("tma_branch_resteers", "tma_fetch_latency"), ("tma_dram_bound", "tma_memory_bound"), ("tma_dsb", "tma_fetch_bandwidth"), ("tma_dsb_switches", "tma_fetch_latency"), ("tma_divider", "tma_core_bound"), ("tma_icache_misses", "tma_fetch_latency"), ("tma_itlb_misses", "tma_fetch_latency"), ("tma_l1_bound", "tma_memory_bound"), ("tma_l2_bound", "tma_memory_bound"), ("tma_l3_bound", "tma_memory_bound"), ("tma_lcp", "tma_fetch_latency"), ("tma_mite", "tma_fetch_bandwidth"), ("tma_ms_switches", "tma_fetch_latency"), ("tma_microcode_sequencer", "tma_heavy_operations"), ("tma_ports_utilization", "tma_core_bound"), ("tma_store_bound", "tma_memory_bound")];
-
 /// haswell's Level 3 nodes left out: they read events that are sampled, not counted
 /// (retire latency) or need terms the kernel's format files do not give.
 pub const HASWELL_UNMEASURABLE: &[&str] = &[];
@@ -1325,9 +1250,6 @@ pub const HASWELLX_L1_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.THREAD", "CPU_CLK_UN
 
 /// Events haswellx needs for the values of its Level 1 and 2 nodes.
 pub const HASWELLX_L2_EVENTS: &[&str] = &["BR_MISP_RETIRED.ALL_BRANCHES", "CPU_CLK_UNHALTED.THREAD", "CPU_CLK_UNHALTED.THREAD_ANY", "CYCLE_ACTIVITY.CYCLES_NO_EXECUTE", "CYCLE_ACTIVITY.STALLS_LDM_PENDING", "IDQ.MS_UOPS", "IDQ_UOPS_NOT_DELIVERED.CORE", "IDQ_UOPS_NOT_DELIVERED.CYCLES_0_UOPS_DELIV.CORE", "INST_RETIRED.ANY", "INT_MISC.RECOVERY_CYCLES", "INT_MISC.RECOVERY_CYCLES_ANY", "MACHINE_CLEARS.COUNT", "RESOURCE_STALLS.SB", "RS_EVENTS.EMPTY_CYCLES", "UOPS_ISSUED.ANY", "UOPS_RETIRED.RETIRE_SLOTS", "cpu@UOPS_EXECUTED.CORE,cmask=1@", "cpu@UOPS_EXECUTED.CORE,cmask=2@", "cpu@UOPS_EXECUTED.CORE,cmask=3@"];
-
-/// haswellx's Level 3 nodes and their Level 2 parents.
-pub const HASWELLX_L3_NODES: &[(&str, &str)] = &[("tma_branch_resteers", "tma_fetch_latency"), ("tma_dram_bound", "tma_memory_bound"), ("tma_dsb", "tma_fetch_bandwidth"), ("tma_dsb_switches", "tma_fetch_latency"), ("tma_divider", "tma_core_bound"), ("tma_icache_misses", "tma_fetch_latency"), ("tma_itlb_misses", "tma_fetch_latency"), ("tma_l1_bound", "tma_memory_bound"), ("tma_l2_bound", "tma_memory_bound"), ("tma_l3_bound", "tma_memory_bound"), ("tma_lcp", "tma_fetch_latency"), ("tma_mite", "tma_fetch_bandwidth"), ("tma_ms_switches", "tma_fetch_latency"), ("tma_microcode_sequencer", "tma_heavy_operations"), ("tma_ports_utilization", "tma_core_bound"), ("tma_store_bound", "tma_memory_bound")];
 
 /// haswellx's Level 3 nodes left out: they read events that are sampled, not counted
 /// (retire latency) or need terms the kernel's format files do not give.
@@ -1379,9 +1301,6 @@ pub const BROADWELL_L1_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.THREAD", "CPU_CLK_U
 /// Events broadwell needs for the values of its Level 1 and 2 nodes.
 pub const BROADWELL_L2_EVENTS: &[&str] = &["BR_MISP_RETIRED.ALL_BRANCHES", "CPU_CLK_UNHALTED.THREAD", "CPU_CLK_UNHALTED.THREAD_ANY", "CYCLE_ACTIVITY.STALLS_MEM_ANY", "CYCLE_ACTIVITY.STALLS_TOTAL", "IDQ.MS_UOPS", "IDQ_UOPS_NOT_DELIVERED.CORE", "IDQ_UOPS_NOT_DELIVERED.CYCLES_0_UOPS_DELIV.CORE", "INST_RETIRED.ANY", "INT_MISC.RECOVERY_CYCLES", "INT_MISC.RECOVERY_CYCLES_ANY", "MACHINE_CLEARS.COUNT", "RESOURCE_STALLS.SB", "RS_EVENTS.EMPTY_CYCLES", "UOPS_EXECUTED.CYCLES_GE_1_UOP_EXEC", "UOPS_EXECUTED.CYCLES_GE_2_UOPS_EXEC", "UOPS_EXECUTED.CYCLES_GE_3_UOPS_EXEC", "UOPS_ISSUED.ANY", "UOPS_RETIRED.RETIRE_SLOTS"];
 
-/// broadwell's Level 3 nodes and their Level 2 parents.
-pub const BROADWELL_L3_NODES: &[(&str, &str)] = &[("tma_branch_resteers", "tma_fetch_latency"), ("tma_dram_bound", "tma_memory_bound"), ("tma_dsb", "tma_fetch_bandwidth"), ("tma_dsb_switches", "tma_fetch_latency"), ("tma_divider", "tma_core_bound"), ("tma_fp_arith", "tma_light_operations"), ("tma_icache_misses", "tma_fetch_latency"), ("tma_itlb_misses", "tma_fetch_latency"), ("tma_l1_bound", "tma_memory_bound"), ("tma_l2_bound", "tma_memory_bound"), ("tma_l3_bound", "tma_memory_bound"), ("tma_lcp", "tma_fetch_latency"), ("tma_mite", "tma_fetch_bandwidth"), ("tma_ms_switches", "tma_fetch_latency"), ("tma_microcode_sequencer", "tma_heavy_operations"), ("tma_ports_utilization", "tma_core_bound"), ("tma_store_bound", "tma_memory_bound")];
-
 /// broadwell's Level 3 nodes left out: they read events that are sampled, not counted
 /// (retire latency) or need terms the kernel's format files do not give.
 pub const BROADWELL_UNMEASURABLE: &[&str] = &[];
@@ -1432,9 +1351,6 @@ pub const BROADWELLX_L1_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.THREAD", "CPU_CLK_
 /// Events broadwellx needs for the values of its Level 1 and 2 nodes.
 pub const BROADWELLX_L2_EVENTS: &[&str] = &["BR_MISP_RETIRED.ALL_BRANCHES", "CPU_CLK_UNHALTED.THREAD", "CPU_CLK_UNHALTED.THREAD_ANY", "CYCLE_ACTIVITY.STALLS_MEM_ANY", "CYCLE_ACTIVITY.STALLS_TOTAL", "IDQ.MS_UOPS", "IDQ_UOPS_NOT_DELIVERED.CORE", "IDQ_UOPS_NOT_DELIVERED.CYCLES_0_UOPS_DELIV.CORE", "INST_RETIRED.ANY", "INT_MISC.RECOVERY_CYCLES", "INT_MISC.RECOVERY_CYCLES_ANY", "MACHINE_CLEARS.COUNT", "RESOURCE_STALLS.SB", "RS_EVENTS.EMPTY_CYCLES", "UOPS_EXECUTED.CYCLES_GE_1_UOP_EXEC", "UOPS_EXECUTED.CYCLES_GE_2_UOPS_EXEC", "UOPS_EXECUTED.CYCLES_GE_3_UOPS_EXEC", "UOPS_ISSUED.ANY", "UOPS_RETIRED.RETIRE_SLOTS"];
 
-/// broadwellx's Level 3 nodes and their Level 2 parents.
-pub const BROADWELLX_L3_NODES: &[(&str, &str)] = &[("tma_branch_resteers", "tma_fetch_latency"), ("tma_dram_bound", "tma_memory_bound"), ("tma_dsb", "tma_fetch_bandwidth"), ("tma_dsb_switches", "tma_fetch_latency"), ("tma_divider", "tma_core_bound"), ("tma_fp_arith", "tma_light_operations"), ("tma_icache_misses", "tma_fetch_latency"), ("tma_itlb_misses", "tma_fetch_latency"), ("tma_l1_bound", "tma_memory_bound"), ("tma_l2_bound", "tma_memory_bound"), ("tma_l3_bound", "tma_memory_bound"), ("tma_lcp", "tma_fetch_latency"), ("tma_mite", "tma_fetch_bandwidth"), ("tma_ms_switches", "tma_fetch_latency"), ("tma_microcode_sequencer", "tma_heavy_operations"), ("tma_ports_utilization", "tma_core_bound"), ("tma_store_bound", "tma_memory_bound")];
-
 /// broadwellx's Level 3 nodes left out: they read events that are sampled, not counted
 /// (retire latency) or need terms the kernel's format files do not give.
 pub const BROADWELLX_UNMEASURABLE: &[&str] = &[];
@@ -1481,9 +1397,6 @@ pub const SIERRAFOREST_L1_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.CORE", "TOPDOWN_
 
 /// Events sierraforest needs for the values of its Level 1 and 2 nodes.
 pub const SIERRAFOREST_L2_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.CORE", "TOPDOWN_BAD_SPECULATION.ALL_P", "TOPDOWN_BAD_SPECULATION.MACHINE_CLEARS", "TOPDOWN_BAD_SPECULATION.MISPREDICT", "TOPDOWN_BE_BOUND.ALLOC_RESTRICTIONS", "TOPDOWN_BE_BOUND.ALL_P", "TOPDOWN_FE_BOUND.ALL_P", "TOPDOWN_FE_BOUND.FRONTEND_BANDWIDTH", "TOPDOWN_FE_BOUND.FRONTEND_LATENCY", "TOPDOWN_RETIRING.ALL_P"];
-
-/// sierraforest's Level 3 nodes and their Level 2 parents.
-pub const SIERRAFOREST_L3_NODES: &[(&str, &str)] = &[("tma_allocation_restriction", "tma_core_bound"), ("tma_branch_detect", "tma_fetch_latency"), ("tma_branch_resteer", "tma_fetch_latency"), ("tma_cisc", "tma_fetch_bandwidth"), ("tma_decode", "tma_fetch_bandwidth"), ("tma_fast_nuke", "tma_machine_clears"), ("tma_icache_misses", "tma_fetch_latency"), ("tma_itlb_misses", "tma_fetch_latency"), ("tma_mem_scheduler", "tma_resource_bound"), ("tma_non_mem_scheduler", "tma_resource_bound"), ("tma_nuke", "tma_machine_clears"), ("tma_other_fb", "tma_fetch_bandwidth"), ("tma_predecode", "tma_fetch_bandwidth"), ("tma_register", "tma_resource_bound"), ("tma_reorder_buffer", "tma_resource_bound"), ("tma_serialization", "tma_resource_bound")];
 
 /// sierraforest's Level 3 nodes left out: they read events that are sampled, not counted
 /// (retire latency) or need terms the kernel's format files do not give.
@@ -1532,9 +1445,6 @@ pub const GRANDRIDGE_L1_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.CORE", "TOPDOWN_BA
 /// Events grandridge needs for the values of its Level 1 and 2 nodes.
 pub const GRANDRIDGE_L2_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.CORE", "TOPDOWN_BAD_SPECULATION.ALL_P", "TOPDOWN_BAD_SPECULATION.MACHINE_CLEARS", "TOPDOWN_BAD_SPECULATION.MISPREDICT", "TOPDOWN_BE_BOUND.ALLOC_RESTRICTIONS", "TOPDOWN_BE_BOUND.ALL_P", "TOPDOWN_FE_BOUND.ALL_P", "TOPDOWN_FE_BOUND.FRONTEND_BANDWIDTH", "TOPDOWN_FE_BOUND.FRONTEND_LATENCY", "TOPDOWN_RETIRING.ALL_P"];
 
-/// grandridge's Level 3 nodes and their Level 2 parents.
-pub const GRANDRIDGE_L3_NODES: &[(&str, &str)] = &[("tma_allocation_restriction", "tma_core_bound"), ("tma_branch_detect", "tma_fetch_latency"), ("tma_branch_resteer", "tma_fetch_latency"), ("tma_cisc", "tma_fetch_bandwidth"), ("tma_decode", "tma_fetch_bandwidth"), ("tma_fast_nuke", "tma_machine_clears"), ("tma_icache_misses", "tma_fetch_latency"), ("tma_itlb_misses", "tma_fetch_latency"), ("tma_mem_scheduler", "tma_resource_bound"), ("tma_non_mem_scheduler", "tma_resource_bound"), ("tma_nuke", "tma_machine_clears"), ("tma_other_fb", "tma_fetch_bandwidth"), ("tma_predecode", "tma_fetch_bandwidth"), ("tma_register", "tma_resource_bound"), ("tma_reorder_buffer", "tma_resource_bound"), ("tma_serialization", "tma_resource_bound")];
-
 /// grandridge's Level 3 nodes left out: they read events that are sampled, not counted
 /// (retire latency) or need terms the kernel's format files do not give.
 pub const GRANDRIDGE_UNMEASURABLE: &[&str] = &[];
@@ -1565,9 +1475,6 @@ pub const CRESTMONT_L1_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.CORE", "TOPDOWN_BAD
 
 /// Events crestmont needs for the values of its Level 1 and 2 nodes.
 pub const CRESTMONT_L2_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.CORE", "TOPDOWN_BAD_SPECULATION.ALL_P", "TOPDOWN_BAD_SPECULATION.MACHINE_CLEARS", "TOPDOWN_BAD_SPECULATION.MISPREDICT", "TOPDOWN_BE_BOUND.ALLOC_RESTRICTIONS", "TOPDOWN_BE_BOUND.ALL_P", "TOPDOWN_FE_BOUND.ALL_P", "TOPDOWN_FE_BOUND.FRONTEND_BANDWIDTH", "TOPDOWN_FE_BOUND.FRONTEND_LATENCY", "TOPDOWN_RETIRING.ALL_P"];
-
-/// crestmont's Level 3 nodes and their Level 2 parents.
-pub const CRESTMONT_L3_NODES: &[(&str, &str)] = &[];
 
 /// crestmont's Level 3 nodes left out: they read events that are sampled, not counted
 /// (retire latency) or need terms the kernel's format files do not give.
@@ -1600,9 +1507,6 @@ pub const LUNARLAKE_ATOM_L1_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.CORE", "TOPDOW
 /// Events lunarlake_atom needs for the values of its Level 1 and 2 nodes.
 pub const LUNARLAKE_ATOM_L2_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.CORE", "TOPDOWN_BAD_SPECULATION.ALL_P", "TOPDOWN_BAD_SPECULATION.MACHINE_CLEARS", "TOPDOWN_BAD_SPECULATION.MISPREDICT", "TOPDOWN_BE_BOUND.ALLOC_RESTRICTIONS", "TOPDOWN_BE_BOUND.ALL_P", "TOPDOWN_FE_BOUND.ALL", "TOPDOWN_FE_BOUND.FRONTEND_BANDWIDTH", "TOPDOWN_FE_BOUND.FRONTEND_LATENCY", "TOPDOWN_RETIRING.ALL"];
 
-/// lunarlake_atom's Level 3 nodes and their Level 2 parents.
-pub const LUNARLAKE_ATOM_L3_NODES: &[(&str, &str)] = &[];
-
 /// lunarlake_atom's Level 3 nodes left out: they read events that are sampled, not counted
 /// (retire latency) or need terms the kernel's format files do not give.
 pub const LUNARLAKE_ATOM_UNMEASURABLE: &[&str] = &[];
@@ -1633,9 +1537,6 @@ pub const ARROWLAKE_ATOM_L1_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.CORE", "TOPDOW
 
 /// Events arrowlake_atom needs for the values of its Level 1 and 2 nodes.
 pub const ARROWLAKE_ATOM_L2_EVENTS: &[&str] = &["CPU_CLK_UNHALTED.CORE", "TOPDOWN_BAD_SPECULATION.ALL_P", "TOPDOWN_BAD_SPECULATION.MACHINE_CLEARS", "TOPDOWN_BAD_SPECULATION.MISPREDICT", "TOPDOWN_BE_BOUND.ALLOC_RESTRICTIONS", "TOPDOWN_BE_BOUND.ALL_P", "TOPDOWN_FE_BOUND.ALL", "TOPDOWN_FE_BOUND.FRONTEND_BANDWIDTH", "TOPDOWN_FE_BOUND.FRONTEND_LATENCY", "TOPDOWN_RETIRING.ALL"];
-
-/// arrowlake_atom's Level 3 nodes and their Level 2 parents.
-pub const ARROWLAKE_ATOM_L3_NODES: &[(&str, &str)] = &[];
 
 /// arrowlake_atom's Level 3 nodes left out: they read events that are sampled, not counted
 /// (retire latency) or need terms the kernel's format files do not give.
@@ -1741,44 +1642,44 @@ pub const LEVEL3: &[(&str, &str)] = &[
 ];
 
 /// One generated model: name, description, evaluator, events (all levels), Level 1
-/// events, Level 1 and 2 events, Level 3 nodes with their parents, Level 3 nodes left out.
+/// events, Level 1 and 2 events, Level 3 nodes left out (their parents: [`LEVEL3`]).
 pub type ModelRow = (&'static str, &'static str, fn(&dyn Inputs) -> Evaluation,
     &'static [&'static str], &'static [&'static str], &'static [&'static str],
-    &'static [(&'static str, &'static str)], &'static [&'static str]);
+    &'static [&'static str]);
 
 /// Every generated model.
 pub const MODELS: &[ModelRow] = &[
-    ("icelake", "Intel Ice Lake / Tiger Lake (PERF_METRICS L1, generic-counter L2)", icelake, ICELAKE_EVENTS, ICELAKE_L1_EVENTS, ICELAKE_L2_EVENTS, ICELAKE_L3_NODES, ICELAKE_UNMEASURABLE),
-    ("sapphirerapids", "Intel Sapphire Rapids and later (PERF_METRICS L1 and L2)", sapphirerapids, SAPPHIRERAPIDS_EVENTS, SAPPHIRERAPIDS_L1_EVENTS, SAPPHIRERAPIDS_L2_EVENTS, SAPPHIRERAPIDS_L3_NODES, SAPPHIRERAPIDS_UNMEASURABLE),
-    ("alderlake_core", "Intel Alder Lake P-core, cpu_core (PERF_METRICS L1 and L2)", alderlake_core, ALDERLAKE_CORE_EVENTS, ALDERLAKE_CORE_L1_EVENTS, ALDERLAKE_CORE_L2_EVENTS, ALDERLAKE_CORE_L3_NODES, ALDERLAKE_CORE_UNMEASURABLE),
-    ("alderlake_atom", "Intel Alder Lake E-core, cpu_atom (Gracemont, width 5)", alderlake_atom, ALDERLAKE_ATOM_EVENTS, ALDERLAKE_ATOM_L1_EVENTS, ALDERLAKE_ATOM_L2_EVENTS, ALDERLAKE_ATOM_L3_NODES, ALDERLAKE_ATOM_UNMEASURABLE),
-    ("skylake", "Intel Skylake-class, SMT off (generic counters, width 4)", skylake, SKYLAKE_EVENTS, SKYLAKE_L1_EVENTS, SKYLAKE_L2_EVENTS, SKYLAKE_L3_NODES, SKYLAKE_UNMEASURABLE),
-    ("skylake_smt", "Intel Skylake-class, SMT on: per-core inputs (per-core mode only)", skylake_smt, SKYLAKE_SMT_EVENTS, SKYLAKE_SMT_L1_EVENTS, SKYLAKE_SMT_L2_EVENTS, SKYLAKE_SMT_L3_NODES, SKYLAKE_SMT_UNMEASURABLE),
-    ("zen4", "AMD Zen 4 (pipeline utilization, width 6)", zen4, ZEN4_EVENTS, ZEN4_L1_EVENTS, ZEN4_L2_EVENTS, ZEN4_L3_NODES, ZEN4_UNMEASURABLE),
-    ("zen5", "AMD Zen 5 (pipeline utilization, width 8)", zen5, ZEN5_EVENTS, ZEN5_L1_EVENTS, ZEN5_L2_EVENTS, ZEN5_L3_NODES, ZEN5_UNMEASURABLE),
-    ("goldmont", "Intel Goldmont / Goldmont Plus (width 3, Level 1)", goldmont, GOLDMONT_EVENTS, GOLDMONT_L1_EVENTS, GOLDMONT_L2_EVENTS, GOLDMONT_L3_NODES, GOLDMONT_UNMEASURABLE),
-    ("tremont", "Intel Tremont (width 4)", tremont, TREMONT_EVENTS, TREMONT_L1_EVENTS, TREMONT_L2_EVENTS, TREMONT_L3_NODES, TREMONT_UNMEASURABLE),
-    ("neoverse_v1", "Arm Neoverse V1 (STALL_SLOT based, 8 slots)", neoverse_v1, NEOVERSE_V1_EVENTS, NEOVERSE_V1_L1_EVENTS, NEOVERSE_V1_L2_EVENTS, NEOVERSE_V1_L3_NODES, NEOVERSE_V1_UNMEASURABLE),
-    ("neoverse_n2", "Arm Neoverse N2 / V2 (STALL_SLOT based, slots from caps/slots)", neoverse_n2, NEOVERSE_N2_EVENTS, NEOVERSE_N2_L1_EVENTS, NEOVERSE_N2_L2_EVENTS, NEOVERSE_N2_L3_NODES, NEOVERSE_N2_UNMEASURABLE),
-    ("neoverse_v3", "Arm Neoverse V3 (STALL_SLOT based, slots from caps/slots, Level 1)", neoverse_v3, NEOVERSE_V3_EVENTS, NEOVERSE_V3_L1_EVENTS, NEOVERSE_V3_L2_EVENTS, NEOVERSE_V3_L3_NODES, NEOVERSE_V3_UNMEASURABLE),
-    ("neoverse_n3", "Arm Neoverse N3 (STALL_SLOT based, slots from caps/slots, Level 1)", neoverse_n3, NEOVERSE_N3_EVENTS, NEOVERSE_N3_L1_EVENTS, NEOVERSE_N3_L2_EVENTS, NEOVERSE_N3_L3_NODES, NEOVERSE_N3_UNMEASURABLE),
-    ("icelakex", "Intel Ice Lake-SP (PERF_METRICS L1, generic-counter L2)", icelakex, ICELAKEX_EVENTS, ICELAKEX_L1_EVENTS, ICELAKEX_L2_EVENTS, ICELAKEX_L3_NODES, ICELAKEX_UNMEASURABLE),
-    ("tigerlake", "Intel Tiger Lake (PERF_METRICS L1, generic-counter L2)", tigerlake, TIGERLAKE_EVENTS, TIGERLAKE_L1_EVENTS, TIGERLAKE_L2_EVENTS, TIGERLAKE_L3_NODES, TIGERLAKE_UNMEASURABLE),
-    ("rocketlake", "Intel Rocket Lake (PERF_METRICS L1, generic-counter L2)", rocketlake, ROCKETLAKE_EVENTS, ROCKETLAKE_L1_EVENTS, ROCKETLAKE_L2_EVENTS, ROCKETLAKE_L3_NODES, ROCKETLAKE_UNMEASURABLE),
-    ("emeraldrapids", "Intel Emerald Rapids (PERF_METRICS L1 and L2)", emeraldrapids, EMERALDRAPIDS_EVENTS, EMERALDRAPIDS_L1_EVENTS, EMERALDRAPIDS_L2_EVENTS, EMERALDRAPIDS_L3_NODES, EMERALDRAPIDS_UNMEASURABLE),
-    ("graniterapids", "Intel Granite Rapids (PERF_METRICS L1 and L2)", graniterapids, GRANITERAPIDS_EVENTS, GRANITERAPIDS_L1_EVENTS, GRANITERAPIDS_L2_EVENTS, GRANITERAPIDS_L3_NODES, GRANITERAPIDS_UNMEASURABLE),
-    ("meteorlake_core", "Intel Meteor Lake P-core, cpu_core (Redwood Cove; PERF_METRICS)", meteorlake_core, METEORLAKE_CORE_EVENTS, METEORLAKE_CORE_L1_EVENTS, METEORLAKE_CORE_L2_EVENTS, METEORLAKE_CORE_L3_NODES, METEORLAKE_CORE_UNMEASURABLE),
-    ("lunarlake_core", "Intel Lunar Lake P-core, cpu_core (Lion Cove; PERF_METRICS)", lunarlake_core, LUNARLAKE_CORE_EVENTS, LUNARLAKE_CORE_L1_EVENTS, LUNARLAKE_CORE_L2_EVENTS, LUNARLAKE_CORE_L3_NODES, LUNARLAKE_CORE_UNMEASURABLE),
-    ("arrowlake_core", "Intel Arrow Lake P-core, cpu_core (Lion Cove; PERF_METRICS)", arrowlake_core, ARROWLAKE_CORE_EVENTS, ARROWLAKE_CORE_L1_EVENTS, ARROWLAKE_CORE_L2_EVENTS, ARROWLAKE_CORE_L3_NODES, ARROWLAKE_CORE_UNMEASURABLE),
-    ("skylakex", "Intel Skylake-SP (generic counters, width 4, SMT from #smt_on)", skylakex, SKYLAKEX_EVENTS, SKYLAKEX_L1_EVENTS, SKYLAKEX_L2_EVENTS, SKYLAKEX_L3_NODES, SKYLAKEX_UNMEASURABLE),
-    ("cascadelakex", "Intel Cascade Lake (generic counters, width 4, SMT from #smt_on)", cascadelakex, CASCADELAKEX_EVENTS, CASCADELAKEX_L1_EVENTS, CASCADELAKEX_L2_EVENTS, CASCADELAKEX_L3_NODES, CASCADELAKEX_UNMEASURABLE),
-    ("haswell", "Intel Haswell (generic counters, width 4, SMT from #smt_on)", haswell, HASWELL_EVENTS, HASWELL_L1_EVENTS, HASWELL_L2_EVENTS, HASWELL_L3_NODES, HASWELL_UNMEASURABLE),
-    ("haswellx", "Intel Haswell-EP (generic counters, width 4, SMT from #smt_on)", haswellx, HASWELLX_EVENTS, HASWELLX_L1_EVENTS, HASWELLX_L2_EVENTS, HASWELLX_L3_NODES, HASWELLX_UNMEASURABLE),
-    ("broadwell", "Intel Broadwell (generic counters, width 4, SMT from #smt_on)", broadwell, BROADWELL_EVENTS, BROADWELL_L1_EVENTS, BROADWELL_L2_EVENTS, BROADWELL_L3_NODES, BROADWELL_UNMEASURABLE),
-    ("broadwellx", "Intel Broadwell-EP (generic counters, width 4, SMT from #smt_on)", broadwellx, BROADWELLX_EVENTS, BROADWELLX_L1_EVENTS, BROADWELLX_L2_EVENTS, BROADWELLX_L3_NODES, BROADWELLX_UNMEASURABLE),
-    ("sierraforest", "Intel Sierra Forest (Crestmont E-cores, width 6)", sierraforest, SIERRAFOREST_EVENTS, SIERRAFOREST_L1_EVENTS, SIERRAFOREST_L2_EVENTS, SIERRAFOREST_L3_NODES, SIERRAFOREST_UNMEASURABLE),
-    ("grandridge", "Intel Grand Ridge (Crestmont E-cores, width 6)", grandridge, GRANDRIDGE_EVENTS, GRANDRIDGE_L1_EVENTS, GRANDRIDGE_L2_EVENTS, GRANDRIDGE_L3_NODES, GRANDRIDGE_UNMEASURABLE),
-    ("crestmont", "Intel Crestmont E-core, cpu_atom (Meteor Lake; width 6)", crestmont, CRESTMONT_EVENTS, CRESTMONT_L1_EVENTS, CRESTMONT_L2_EVENTS, CRESTMONT_L3_NODES, CRESTMONT_UNMEASURABLE),
-    ("lunarlake_atom", "Intel Lunar Lake E-core, cpu_atom (Skymont; width 8)", lunarlake_atom, LUNARLAKE_ATOM_EVENTS, LUNARLAKE_ATOM_L1_EVENTS, LUNARLAKE_ATOM_L2_EVENTS, LUNARLAKE_ATOM_L3_NODES, LUNARLAKE_ATOM_UNMEASURABLE),
-    ("arrowlake_atom", "Intel Arrow Lake E-core, cpu_atom (Skymont; width 8)", arrowlake_atom, ARROWLAKE_ATOM_EVENTS, ARROWLAKE_ATOM_L1_EVENTS, ARROWLAKE_ATOM_L2_EVENTS, ARROWLAKE_ATOM_L3_NODES, ARROWLAKE_ATOM_UNMEASURABLE),
+    ("icelake", "Intel Ice Lake / Tiger Lake (PERF_METRICS L1, generic-counter L2)", icelake, ICELAKE_EVENTS, ICELAKE_L1_EVENTS, ICELAKE_L2_EVENTS, ICELAKE_UNMEASURABLE),
+    ("sapphirerapids", "Intel Sapphire Rapids and later (PERF_METRICS L1 and L2)", sapphirerapids, SAPPHIRERAPIDS_EVENTS, SAPPHIRERAPIDS_L1_EVENTS, SAPPHIRERAPIDS_L2_EVENTS, SAPPHIRERAPIDS_UNMEASURABLE),
+    ("alderlake_core", "Intel Alder Lake P-core, cpu_core (PERF_METRICS L1 and L2)", alderlake_core, ALDERLAKE_CORE_EVENTS, ALDERLAKE_CORE_L1_EVENTS, ALDERLAKE_CORE_L2_EVENTS, ALDERLAKE_CORE_UNMEASURABLE),
+    ("alderlake_atom", "Intel Alder Lake E-core, cpu_atom (Gracemont, width 5)", alderlake_atom, ALDERLAKE_ATOM_EVENTS, ALDERLAKE_ATOM_L1_EVENTS, ALDERLAKE_ATOM_L2_EVENTS, ALDERLAKE_ATOM_UNMEASURABLE),
+    ("skylake", "Intel Skylake-class, SMT off (generic counters, width 4)", skylake, SKYLAKE_EVENTS, SKYLAKE_L1_EVENTS, SKYLAKE_L2_EVENTS, SKYLAKE_UNMEASURABLE),
+    ("skylake_smt", "Intel Skylake-class, SMT on: per-core inputs (per-core mode only)", skylake_smt, SKYLAKE_SMT_EVENTS, SKYLAKE_SMT_L1_EVENTS, SKYLAKE_SMT_L2_EVENTS, SKYLAKE_SMT_UNMEASURABLE),
+    ("zen4", "AMD Zen 4 (pipeline utilization, width 6)", zen4, ZEN4_EVENTS, ZEN4_L1_EVENTS, ZEN4_L2_EVENTS, ZEN4_UNMEASURABLE),
+    ("zen5", "AMD Zen 5 (pipeline utilization, width 8)", zen5, ZEN5_EVENTS, ZEN5_L1_EVENTS, ZEN5_L2_EVENTS, ZEN5_UNMEASURABLE),
+    ("goldmont", "Intel Goldmont / Goldmont Plus (width 3, Level 1)", goldmont, GOLDMONT_EVENTS, GOLDMONT_L1_EVENTS, GOLDMONT_L2_EVENTS, GOLDMONT_UNMEASURABLE),
+    ("tremont", "Intel Tremont (width 4)", tremont, TREMONT_EVENTS, TREMONT_L1_EVENTS, TREMONT_L2_EVENTS, TREMONT_UNMEASURABLE),
+    ("neoverse_v1", "Arm Neoverse V1 (STALL_SLOT based, 8 slots)", neoverse_v1, NEOVERSE_V1_EVENTS, NEOVERSE_V1_L1_EVENTS, NEOVERSE_V1_L2_EVENTS, NEOVERSE_V1_UNMEASURABLE),
+    ("neoverse_n2", "Arm Neoverse N2 / V2 (STALL_SLOT based, slots from caps/slots)", neoverse_n2, NEOVERSE_N2_EVENTS, NEOVERSE_N2_L1_EVENTS, NEOVERSE_N2_L2_EVENTS, NEOVERSE_N2_UNMEASURABLE),
+    ("neoverse_v3", "Arm Neoverse V3 (STALL_SLOT based, slots from caps/slots, Level 1)", neoverse_v3, NEOVERSE_V3_EVENTS, NEOVERSE_V3_L1_EVENTS, NEOVERSE_V3_L2_EVENTS, NEOVERSE_V3_UNMEASURABLE),
+    ("neoverse_n3", "Arm Neoverse N3 (STALL_SLOT based, slots from caps/slots, Level 1)", neoverse_n3, NEOVERSE_N3_EVENTS, NEOVERSE_N3_L1_EVENTS, NEOVERSE_N3_L2_EVENTS, NEOVERSE_N3_UNMEASURABLE),
+    ("icelakex", "Intel Ice Lake-SP (PERF_METRICS L1, generic-counter L2)", icelakex, ICELAKEX_EVENTS, ICELAKEX_L1_EVENTS, ICELAKEX_L2_EVENTS, ICELAKEX_UNMEASURABLE),
+    ("tigerlake", "Intel Tiger Lake (PERF_METRICS L1, generic-counter L2)", tigerlake, TIGERLAKE_EVENTS, TIGERLAKE_L1_EVENTS, TIGERLAKE_L2_EVENTS, TIGERLAKE_UNMEASURABLE),
+    ("rocketlake", "Intel Rocket Lake (PERF_METRICS L1, generic-counter L2)", rocketlake, ROCKETLAKE_EVENTS, ROCKETLAKE_L1_EVENTS, ROCKETLAKE_L2_EVENTS, ROCKETLAKE_UNMEASURABLE),
+    ("emeraldrapids", "Intel Emerald Rapids (PERF_METRICS L1 and L2)", emeraldrapids, EMERALDRAPIDS_EVENTS, EMERALDRAPIDS_L1_EVENTS, EMERALDRAPIDS_L2_EVENTS, EMERALDRAPIDS_UNMEASURABLE),
+    ("graniterapids", "Intel Granite Rapids (PERF_METRICS L1 and L2)", graniterapids, GRANITERAPIDS_EVENTS, GRANITERAPIDS_L1_EVENTS, GRANITERAPIDS_L2_EVENTS, GRANITERAPIDS_UNMEASURABLE),
+    ("meteorlake_core", "Intel Meteor Lake P-core, cpu_core (Redwood Cove; PERF_METRICS)", meteorlake_core, METEORLAKE_CORE_EVENTS, METEORLAKE_CORE_L1_EVENTS, METEORLAKE_CORE_L2_EVENTS, METEORLAKE_CORE_UNMEASURABLE),
+    ("lunarlake_core", "Intel Lunar Lake P-core, cpu_core (Lion Cove; PERF_METRICS)", lunarlake_core, LUNARLAKE_CORE_EVENTS, LUNARLAKE_CORE_L1_EVENTS, LUNARLAKE_CORE_L2_EVENTS, LUNARLAKE_CORE_UNMEASURABLE),
+    ("arrowlake_core", "Intel Arrow Lake P-core, cpu_core (Lion Cove; PERF_METRICS)", arrowlake_core, ARROWLAKE_CORE_EVENTS, ARROWLAKE_CORE_L1_EVENTS, ARROWLAKE_CORE_L2_EVENTS, ARROWLAKE_CORE_UNMEASURABLE),
+    ("skylakex", "Intel Skylake-SP (generic counters, width 4, SMT from #smt_on)", skylakex, SKYLAKEX_EVENTS, SKYLAKEX_L1_EVENTS, SKYLAKEX_L2_EVENTS, SKYLAKEX_UNMEASURABLE),
+    ("cascadelakex", "Intel Cascade Lake (generic counters, width 4, SMT from #smt_on)", cascadelakex, CASCADELAKEX_EVENTS, CASCADELAKEX_L1_EVENTS, CASCADELAKEX_L2_EVENTS, CASCADELAKEX_UNMEASURABLE),
+    ("haswell", "Intel Haswell (generic counters, width 4, SMT from #smt_on)", haswell, HASWELL_EVENTS, HASWELL_L1_EVENTS, HASWELL_L2_EVENTS, HASWELL_UNMEASURABLE),
+    ("haswellx", "Intel Haswell-EP (generic counters, width 4, SMT from #smt_on)", haswellx, HASWELLX_EVENTS, HASWELLX_L1_EVENTS, HASWELLX_L2_EVENTS, HASWELLX_UNMEASURABLE),
+    ("broadwell", "Intel Broadwell (generic counters, width 4, SMT from #smt_on)", broadwell, BROADWELL_EVENTS, BROADWELL_L1_EVENTS, BROADWELL_L2_EVENTS, BROADWELL_UNMEASURABLE),
+    ("broadwellx", "Intel Broadwell-EP (generic counters, width 4, SMT from #smt_on)", broadwellx, BROADWELLX_EVENTS, BROADWELLX_L1_EVENTS, BROADWELLX_L2_EVENTS, BROADWELLX_UNMEASURABLE),
+    ("sierraforest", "Intel Sierra Forest (Crestmont E-cores, width 6)", sierraforest, SIERRAFOREST_EVENTS, SIERRAFOREST_L1_EVENTS, SIERRAFOREST_L2_EVENTS, SIERRAFOREST_UNMEASURABLE),
+    ("grandridge", "Intel Grand Ridge (Crestmont E-cores, width 6)", grandridge, GRANDRIDGE_EVENTS, GRANDRIDGE_L1_EVENTS, GRANDRIDGE_L2_EVENTS, GRANDRIDGE_UNMEASURABLE),
+    ("crestmont", "Intel Crestmont E-core, cpu_atom (Meteor Lake; width 6)", crestmont, CRESTMONT_EVENTS, CRESTMONT_L1_EVENTS, CRESTMONT_L2_EVENTS, CRESTMONT_UNMEASURABLE),
+    ("lunarlake_atom", "Intel Lunar Lake E-core, cpu_atom (Skymont; width 8)", lunarlake_atom, LUNARLAKE_ATOM_EVENTS, LUNARLAKE_ATOM_L1_EVENTS, LUNARLAKE_ATOM_L2_EVENTS, LUNARLAKE_ATOM_UNMEASURABLE),
+    ("arrowlake_atom", "Intel Arrow Lake E-core, cpu_atom (Skymont; width 8)", arrowlake_atom, ARROWLAKE_ATOM_EVENTS, ARROWLAKE_ATOM_L1_EVENTS, ARROWLAKE_ATOM_L2_EVENTS, ARROWLAKE_ATOM_UNMEASURABLE),
 ];

@@ -59,23 +59,16 @@ impl Model {
     /// Every model.
     pub fn all() -> impl Iterator<Item = Self> {
         generated::MODELS.iter().map(
-            |&(
-                name,
-                description,
-                evaluate,
-                events,
-                level1_events,
-                level2_events,
-                _level3,
-                unmeasurable,
-            )| Self {
-                name,
-                description,
-                evaluate,
-                events,
-                level1_events,
-                level2_events,
-                unmeasurable,
+            |&(name, description, evaluate, events, level1_events, level2_events, unmeasurable)| {
+                Self {
+                    name,
+                    description,
+                    evaluate,
+                    events,
+                    level1_events,
+                    level2_events,
+                    unmeasurable,
+                }
             },
         )
     }

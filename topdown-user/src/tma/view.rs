@@ -1,6 +1,8 @@
 //! TopDown over a counter set's values: which model reads which counters (one part per core
 //! type on hybrid parts), at which level, with which literals.
 
+use std::collections::HashMap;
+
 use crate::{
     attrib::usage::CounterValue,
     pmu::counter_set::CounterSet,
@@ -81,19 +83,20 @@ impl TopdownView {
                 // scaled by its own enabled/running time; a node is only as sure as its least
                 // measured input).
                 let reads = part.model.node_inputs(self.smt_on);
-                let running = |event: &str| {
-                    set.names().zip(counters).find_map(|(name, value)| {
-                        (name.strip_prefix(part.prefix.as_str()) == Some(event))
-                            .then(|| value.running_fraction())
+                // This part's counters by formula name, once: each node input's running share
+                // and group (its leader's slot, its own when it leads).
+                let slot: HashMap<&str, (f64, usize)> = set
+                    .counters
+                    .iter()
+                    .zip(counters)
+                    .enumerate()
+                    .filter_map(|(i, (c, value))| {
+                        let name = c.name.strip_prefix(part.prefix.as_str())?;
+                        Some((name, (value.running_fraction(), c.attr.leader.unwrap_or(i))))
                     })
-                };
-                // A multiplexed counter's group: its leader's slot (its own when it leads).
-                let group = |event: &str| {
-                    set.counters.iter().enumerate().find_map(|(i, c)| {
-                        (c.name.strip_prefix(part.prefix.as_str()) == Some(event))
-                            .then(|| c.attr.leader.unwrap_or(i))
-                    })
-                };
+                    .collect();
+                let running = |event: &str| slot.get(event).map(|&(run, _)| run);
+                let group = |event: &str| slot.get(event).map(|&(_, group)| group);
                 for node in &mut td.nodes {
                     if let Some((_, events)) = reads.iter().find(|(n, _)| *n == node.node.name) {
                         node.run_fraction =
