@@ -62,9 +62,32 @@ pub fn formulas(
     (exprs, thresholds)
 }
 
-/// Whether a formula is written in percent (`100 * ...`, as some Arm overrides are).
+/// Whether a formula is written in percent: `100 * ...` (Neoverse V1's overrides), or a sum
+/// whose every term is multiplied by 100 at its end (Neoverse V3's and N3's), while sbsa's
+/// formulas they override are fractions (`ScaleUnit` 100%).
 pub fn is_percent(expr: &str) -> bool {
-    expr.trim_start_matches('(').starts_with("100 *")
+    if expr.trim_start_matches('(').starts_with("100 *") {
+        return true;
+    }
+    let mut terms = Vec::new();
+    let (mut depth, mut start) = (0i32, 0);
+    for (i, c) in expr.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            '+' | '-' if depth == 0 && !expr[..i].trim_end().ends_with(['*', '/', '(']) => {
+                terms.push(&expr[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    terms.push(&expr[start..]);
+    terms.iter().all(|t| {
+        t.trim()
+            .strip_suffix("100")
+            .is_some_and(|rest| rest.trim_end().ends_with('*'))
+    })
 }
 
 /// One event's name as perf treats it: `pmu@E@` without modifiers is E; Arm names are

@@ -78,7 +78,24 @@ fn sigterm_goes_to_the_command_whose_end_ends_the_report() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    thread::sleep(Duration::from_millis(1500));
+    // The shell is in its loop (its trap set) once it has run 200 ms: the tool started it
+    // after its own signal handlers, so the SIGTERM reaches the shell through the tool.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", child.id()))
+            .unwrap_or_default();
+        let shell_ran = children
+            .split_whitespace()
+            .next()
+            .and_then(|pid| std::fs::read_to_string(format!("/proc/{pid}/schedstat")).ok())
+            .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+            .unwrap_or(0);
+        if shell_ran > 200_000_000 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the shell never ran its loop");
+        thread::sleep(Duration::from_millis(20));
+    }
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let output = child.wait_with_output().unwrap();
@@ -112,9 +129,16 @@ fn pid_mode_ends_with_the_process() {
     if !privileged("pid_mode_ends_with_the_process") {
         return;
     }
-    // Runs 5 s: far longer than the collector takes to start, far shorter than --duration.
+    // Runs 5 s (15 s in the emulated guest, where the collector's start, BPF verification
+    // included, takes seconds): far longer than the collector takes to start, far shorter
+    // than --duration.
+    let run_ms = if topdown_tests::emulated() {
+        "15000"
+    } else {
+        "5000"
+    };
     let mut target = Command::new(env!("CARGO_BIN_EXE_workload"))
-        .args(["--run-ms", "5000", "--churn", "1", "--no-wait"])
+        .args(["--run-ms", run_ms, "--churn", "1", "--no-wait"])
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
@@ -131,7 +155,7 @@ fn pid_mode_ends_with_the_process() {
         String::from_utf8_lossy(&output.stderr)
     );
     assert!(
-        started.elapsed() < Duration::from_secs(30),
+        started.elapsed() < Duration::from_secs(45),
         "ended with the process, not at --duration"
     );
     let docs = documents(&output.stdout);

@@ -219,3 +219,60 @@ fn check_perfmon_model(model: &str, path: &str, mapping: &[(&str, &str)]) -> usi
     }
     checked
 }
+
+/// Counts of an Arm core that fit together: every stalled slot is a frontend or a backend
+/// one (`stall_slot = stall_slot_frontend + stall_slot_backend`), and `#slots` is the width
+/// the model's own constants assume.
+struct ArmCounts {
+    slots: f64,
+    seed: u64,
+}
+
+impl Inputs for ArmCounts {
+    fn event(&self, name: &str) -> f64 {
+        let cycles = 1e9;
+        let width = self.slots * cycles;
+        match name {
+            "cpu_cycles" => cycles,
+            "stall_slot_frontend" => width * 0.1 + count(name, self.seed) / 10.0,
+            "stall_slot_backend" => width * 0.3 + count(name, self.seed) / 10.0,
+            "stall_slot" => self.event("stall_slot_frontend") + self.event("stall_slot_backend"),
+            "op_spec" => 2e9 + count(name, self.seed),
+            "op_retired" => 1.5e9 + count(name, self.seed) / 10.0,
+            other => count(other, self.seed) / 100.0,
+        }
+    }
+    fn literal(&self, name: &str) -> f64 {
+        assert_eq!(name, "#slots");
+        self.slots
+    }
+}
+
+/// Arm's Level 1 nodes split every slot: they sum to 1 whatever the counts, as long as the
+/// stalled slots are frontend or backend ones and `#slots` is the core's width (V1 and V3 write
+/// theirs as constants). Independent of how the data writes each formula (fractions, or
+/// percent: V1's `100 * (...)`, V3's and N3's terms each `* 100`), so a node left in percent
+/// shows up as a sum near 100 or 200.
+#[test]
+fn arm_level_one_nodes_sum_to_one() {
+    for (model, slots) in [
+        ("neoverse_v1", 8.0),
+        ("neoverse_n2", 5.0),
+        ("neoverse_n2", 8.0),
+        ("neoverse_v3", 10.0),
+        ("neoverse_n3", 5.0),
+    ] {
+        for seed in 0..5 {
+            let values = Model::named(model)
+                .unwrap()
+                .values(&ArmCounts { slots, seed })
+                .values;
+            assert_eq!(values.len(), 4, "{model}: four Level 1 nodes");
+            let sum: f64 = values.iter().map(|(_, v)| v).sum();
+            assert!(
+                (sum - 1.0).abs() < 1e-9,
+                "{model} ({slots} slots, seed {seed}): Level 1 sums to {sum}: {values:?}"
+            );
+        }
+    }
+}

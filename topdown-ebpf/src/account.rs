@@ -296,13 +296,8 @@ pub fn charge_current(state: &mut CpuState, end: SliceEnd, task: Task, clocks: C
     if end == SliceEnd::Exit {
         totals.header.flags |= ThreadHeader::FLAG_EXITED;
         send(state, totals);
-        // Read before the slot is freed: another CPU may reuse it at once.
-        let leader = tid == totals.header.tgid;
         // Absent when the map was full: the loss is already counted.
         let _ = THREADS.remove(&tid);
-        if leader {
-            follow::forget(tid);
-        }
     }
 }
 

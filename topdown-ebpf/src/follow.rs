@@ -28,11 +28,17 @@ pub fn is_followed(tgid: u32) -> bool {
     unsafe { FOLLOWED.get(&tgid) }.is_some()
 }
 
-/// A followed process's leader died: its live threads keep their flag, its tgid is freed.
+/// `tp_btf/sched_process_free(struct task_struct *p)`: a freed leader's process is forgotten.
+/// Not at the leader's exit: its other threads may still run (and be switched in) after the
+/// leader's last switch, and each switch in looks up whether the thread's process is followed.
 #[inline(always)]
-pub fn forget(tgid: u32) {
-    // Absent for processes that were never followed.
-    let _ = FOLLOWED.remove(&tgid);
+pub fn on_free(ctx: &BtfTracePointContext) {
+    let task = Task::from_arg(ctx.arg(0));
+    let tgid = task.tgid();
+    if tgid != 0 && task.tid() == tgid {
+        // Absent for processes that were never followed.
+        let _ = FOLLOWED.remove(&tgid);
+    }
 }
 
 /// `tp_btf/sched_process_fork(struct task_struct *parent, struct task_struct *child)`; the

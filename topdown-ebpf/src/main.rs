@@ -78,6 +78,15 @@ pub fn sched_process_fork(ctx: BtfTracePointContext) -> i32 {
     0
 }
 
+/// A task is freed, an RCU grace period after it was reaped: when it is a followed process's
+/// leader, every thread of the process has switched out for the last time (each CPU passed a
+/// switch since), so its tgid is no longer needed to charge them.
+#[btf_tracepoint(function = "sched_process_free")]
+pub fn sched_process_free(ctx: BtfTracePointContext) -> i32 {
+    follow::on_free(&ctx);
+    0
+}
+
 /// Threads moved to another cgroup: their cgroup is read again at their next charge.
 #[btf_tracepoint(function = "cgroup_attach_task")]
 pub fn cgroup_attach_task(_ctx: BtfTracePointContext) -> i32 {

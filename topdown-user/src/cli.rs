@@ -29,6 +29,13 @@ pub struct Cli {
     /// In reports, also the TopDown nodes under their thresholds.
     #[arg(short, long, action = ArgAction::Count, global = true)]
     pub verbose: u8,
+
+    /// Take the CPU to be ID, as perf's PERF_CPUID: its model's counter sets open on the core
+    /// PMU this machine has (for a CPU not in the table yet, or for tests). ID is a core name
+    /// (neoverse-n1, neoverse-v1, neoverse-n2, neoverse-v2, neoverse-v3, neoverse-v3ae,
+    /// neoverse-n3), an Arm MIDR (0x00000000410fd490), arm-0x41-0xd49, or GenuineIntel-6-8F.
+    #[arg(long, value_name = "ID", env = "TOPDOWN_CPUID", global = true)]
+    pub cpuid: Option<String>,
 }
 
 /// Subcommands.

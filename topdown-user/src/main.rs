@@ -6,6 +6,7 @@ use clap::Parser as _;
 use topdown_user::{
     analyze, c2c,
     cli::{Cli, Command},
+    pmu::machine,
     recording::{plot, report},
     region, serve, stat,
 };
@@ -16,6 +17,12 @@ fn main() -> ExitCode {
     std::panic::set_hook(Box::new(|info| {
         eprintln!("topdown-bpf: internal error: {info} (please report it)");
     }));
+    if let Some(id) = &cli.cpuid {
+        match machine::parse_forced_cpu(id) {
+            Ok(cpu) => machine::force_cpu(cpu),
+            Err(error) => return finish(Err(error)),
+        }
+    }
     match &cli.command {
         Some(Command::Analyze(args)) => return finish(analyze::run(args, cli.verbose > 0)),
         Some(Command::C2c(args)) => return finish(c2c::command::run(args)),

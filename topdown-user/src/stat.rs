@@ -30,7 +30,7 @@ use crate::{
         event_table::EventTable,
         machine::Machine,
         sysfs::SysRoot,
-        topdown_model::{Selection, select},
+        topdown_model::{Selection, default_slots, select},
         topdown_set::{HybridPart, drilldown_set, hybrid_topdown_set, topdown_set},
     },
     preflight,
@@ -132,6 +132,12 @@ pub async fn run(
         _ => ProcessExits::watch(&[])?,
     };
 
+    let period = cli
+        .interval_ms
+        .map_or(DEFAULT_REFRESH, Duration::from_millis);
+    // Signals are ours before a command starts: a SIGTERM or Ctrl-C from then on reaches the
+    // command and ends the run with its report, never kills the tool before its handlers.
+    let mut session = Session::new(started, period, cli.duration)?;
     let (target, child) = if cli.command.is_empty() {
         (target, None)
     } else {
@@ -183,12 +189,10 @@ pub async fn run(
         renderer.header()?;
     }
     let exited_rows = cli.top.map_or(EXITED_ROWS, |top| top.max(EXITED_ROWS));
+    let attrib_target = target.clone();
     let mut attrib = Attributor::with_exited_rows(set.counters.len(), target, exited_rows);
     attrib.start(started);
 
-    let period = cli
-        .interval_ms
-        .map_or(DEFAULT_REFRESH, Duration::from_millis);
     let mut recorder = match &recording {
         Some(path) => {
             let machine = Machine::read(&SysRoot::host())?;
@@ -204,7 +208,6 @@ pub async fn run(
         }
         None => None,
     };
-    let mut session = Session::new(started, period, cli.duration)?;
     if let Some(child) = child {
         session.watch(child);
     }
@@ -212,6 +215,9 @@ pub async fn run(
     // Cgroups removed by the previous snapshot: their last charges are in by now.
     let mut removed_before: Vec<u64> = Vec::new();
     let mut status = None;
+    let mut all_ended = false;
+    // The full-screen view's status line says it every frame (its losses); other outputs once.
+    let mut told_not_counted = false;
     loop {
         let stop = tokio::select! {
             wake = session.wake() => match wake {
@@ -219,6 +225,9 @@ pub async fn run(
                     let snapshot = collector.snapshot()?;
                     names.learn_removed(&snapshot.removed_cgroups);
                     let window = attrib.window(&snapshot);
+                    if !told_not_counted && live.is_none() {
+                        told_not_counted = tell_not_counted(&set, &window);
+                    }
                     if let Some(recorder) = recorder.as_mut() {
                         recorder.window(&window, &mut names)?;
                     }
@@ -248,6 +257,7 @@ pub async fn run(
             },
             () = ends_with.all_ended() => {
                 log::info!("every watched process has exited");
+                all_ended = true;
                 true
             }
             key = next_key(&mut live) => {
@@ -269,6 +279,23 @@ pub async fn run(
         }
     }
 
+    // Processes that ended: their threads' last switches, so they are reported exited.
+    let ended: Vec<u32> = match (&attrib_target, status.is_some(), all_ended) {
+        (Target::Command(pid), true, _) => vec![*pid],
+        (Target::Pids(pids), _, true) => pids.clone(),
+        _ => Vec::new(),
+    };
+    if !ended.is_empty() {
+        let left = collector
+            .await_final_switches(&ended, Duration::from_millis(500))
+            .await?;
+        if left > 0 {
+            log::warn!(
+                "{left} threads of the ended processes had not switched out for the last time \
+                 after 500 ms: reported live"
+            );
+        }
+    }
     if live.take().is_some() {
         // The view is closed (the terminal restored): the totals follow on the normal screen.
         renderer.header()?;
@@ -298,6 +325,26 @@ pub async fn run(
         log::warn!("the kernel side lost data: see the losses line");
     }
     Ok(status.map_or(ExitCode::SUCCESS, exit_code))
+}
+
+/// Says once, on standard error, that some counters of `window` were not counted for some
+/// threads; whether it did.
+fn tell_not_counted(set: &CounterSet, window: &crate::attrib::Window) -> bool {
+    let slots = window.not_counted();
+    if slots.is_empty() {
+        return false;
+    }
+    let names: Vec<&str> = slots
+        .iter()
+        .filter_map(|&i| set.counters.get(i).map(|c| c.name.as_str()))
+        .collect();
+    eprintln!(
+        "topdown-bpf: {} not counted for some threads (enabled, never running: another \
+         program holds the PMU's counters, or the kernel multiplexed them out): shown as \
+         <not counted> (JSON null), never as 0; said once",
+        names.join(", ")
+    );
+    true
 }
 
 /// The next key of the live view; never, without one.
@@ -392,7 +439,11 @@ pub(crate) fn counter_set(
         None => (CounterSet::for_machine(&sys)?, None),
         Some(level) => {
             let parts = topdown_models_here(&machine, level, per_core)?;
-            let slots = machine.core_pmus[0].slots.unwrap_or(8);
+            // The PMU's `caps/slots`, else the core's known width (an emulated PMU gives none).
+            let slots = machine.core_pmus[0]
+                .slots
+                .or_else(|| default_slots(&machine.cpu))
+                .unwrap_or(8);
             if let [(model, pmu)] = parts.as_slice() {
                 let set = if nodes.is_empty() {
                     topdown_set(&sys, pmu, model, level)?
@@ -428,6 +479,19 @@ pub(crate) fn counter_set(
         }
     };
     add_events(&sys, &machine, &mut set, topdown.as_ref(), events)?;
+    if machine.forced {
+        set.reason = format!(
+            "{}; CPU forced to {} (--cpuid / TOPDOWN_CPUID) on PMU {}",
+            set.reason,
+            machine.cpu,
+            machine
+                .core_pmus
+                .iter()
+                .map(|p| p.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     Ok((set, topdown))
 }
 

@@ -449,8 +449,24 @@ def refs(tree, metrics, out):
             refs(child, metrics, out)
 
 
+def top_level_terms(expr):
+    """The terms of `expr`'s outermost sum (`a * 100 + b * 100` -> `a * 100`, `b * 100`)."""
+    terms, depth, start = [], 0, 0
+    for i, c in enumerate(expr):
+        depth += (c == "(") - (c == ")")
+        if depth == 0 and c in "+-" and i > 0 and expr[:i].strip() and expr[:i].rstrip()[-1] not in "*/(+-":
+            terms.append(expr[start:i])
+            start = i + 1
+    return terms + [expr[start:]]
+
+
 def is_percent(expr):
-    return re.match(r"^\(?\s*100 \*", expr) is not None
+    """Whether a metric is written in percent: `100 * (...)`, or (Arm's V3/N3 overrides of
+    the sbsa fractions) a sum whose every term ends in `* 100`."""
+    if re.match(r"^\(?\s*100 \*", expr):
+        return True
+    return LOWERCASE_EVENTS and all(re.search(r"\*\s*100\s*$", t.strip())
+                                    for t in top_level_terms(expr))
 
 
 # Every Level 3 node of every model, with its Level 2 parent (the same in every model).

@@ -13,6 +13,7 @@ use anyhow::{Context as _, Result, bail};
 const BPF_LINKER_VERSION: &str = "0.13.0";
 const CARGO_FUZZ_VERSION: &str = "0.13.2";
 const LLVM_PACKAGES: [&str; 3] = ["llvm-22-dev", "libpolly-22-dev", "libzstd-dev"];
+const CROSS_PACKAGES: [&str; 2] = ["gcc-aarch64-linux-gnu", "libc6-dev-arm64-cross"];
 const BENCH_PACKAGES: [&str; 3] = ["linux-perf", "bpftrace", "bpftool"];
 
 /// Whether we run as root.
@@ -123,6 +124,30 @@ pub fn offer_perf_6_12(root: &Path, dir: &Path) -> Option<PathBuf> {
         }
     }
     perf.exists().then(|| dir.to_path_buf())
+}
+
+/// Makes sure an aarch64 build can run: Debian's cross gcc and arm64 C library, and the
+/// pinned nightly's `rust-src` (for `-Z build-std`; `rust-toolchain.toml` lists it, this
+/// repairs a toolchain installed without it).
+pub fn ensure_cross_tools() -> Result<()> {
+    ensure_debian_packages(&CROSS_PACKAGES)?;
+    let sysroot = Command::new("rustc")
+        .args(["--print", "sysroot"])
+        .output()
+        .context("running rustc --print sysroot")?;
+    let sysroot = PathBuf::from(String::from_utf8_lossy(&sysroot.stdout).trim());
+    if sysroot.join("lib/rustlib/src/rust/library").is_dir() {
+        return Ok(());
+    }
+    eprintln!("xtask: installing the toolchain's rust-src (for -Z build-std)");
+    let status = Command::new("rustup")
+        .args(["component", "add", "rust-src"])
+        .status()
+        .context("running rustup component add rust-src")?;
+    if !status.success() {
+        bail!("installing rust-src failed: run `rustup component add rust-src` in the project");
+    }
+    Ok(())
 }
 
 /// Makes sure cargo-fuzz (which builds and runs the fuzz targets) is installed.

@@ -7,7 +7,9 @@
 //! - `bench [collector|c2c-report]`: the benchmarks (see BENCHMARKS.md).
 //! - `fuzz [TARGET] [--seconds N]`: the fuzz targets in `fuzz/` (cargo-fuzz, libFuzzer).
 
+mod build;
 mod deps;
+mod guest;
 
 use std::{
     env,
@@ -18,6 +20,7 @@ use std::{
 };
 
 use anyhow::{Context as _, Result, bail};
+use build::Arch;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -29,8 +32,23 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Task {
-    /// Build the BPF object (target/bpfel-unknown-none/release/topdown-ebpf).
-    BuildEbpf,
+    /// Build the BPF object (target/bpfel-unknown-none/release/topdown-ebpf; for aarch64
+    /// target/ebpf-aarch64/bpfel-unknown-none/release/topdown-ebpf).
+    BuildEbpf {
+        /// The architecture the object will run on.
+        #[arg(long, value_enum, default_value_t = Arch::X86_64)]
+        arch: Arch,
+    },
+    /// Build topdown-bpf with its BPF object embedded (for aarch64: a static binary in
+    /// target/aarch64-unknown-linux-gnu/{debug,release}/topdown-bpf).
+    Build {
+        /// The optimised build.
+        #[arg(long)]
+        release: bool,
+        /// The architecture to build for.
+        #[arg(long, value_enum, default_value_t = Arch::X86_64)]
+        arch: Arch,
+    },
     /// Build everything and run topdown-bpf with ARGS (through sudo when not root).
     Run {
         /// Build the optimised binary.
@@ -40,11 +58,20 @@ enum Task {
         #[arg(last = true)]
         args: Vec<OsString>,
     },
-    /// Build everything and run the whole test suite (root-only tests skip loudly otherwise).
+    /// Build everything and run the whole test suite (root-only tests skip loudly otherwise):
+    /// the host's tests, the fuzz targets, and the emulated arm64 PMU suite.
     Test {
         /// Extra arguments for `cargo test`.
         #[arg(last = true)]
         args: Vec<OsString>,
+    },
+    /// Only the emulated arm64 PMU suite: build for aarch64, boot the guests, run their tests.
+    TestGuest {
+        /// Boot only this guest (`exact` or `pmu`).
+        #[arg(long)]
+        suite: Option<String>,
+        /// Run only the tests whose names contain FILTER.
+        filter: Option<String>,
     },
     /// Run a benchmark (writes a Markdown table to stdout; see BENCHMARKS.md).
     Bench {
@@ -105,16 +132,29 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<()> {
     let root = workspace_root();
     match cli.command {
-        Task::BuildEbpf => build_ebpf(&root).map(|_| ()),
+        Task::BuildEbpf { arch } => build::ebpf(&root, arch).map(|_| ()),
+        Task::Build { release, arch } => {
+            let binary = build::user(&root, release, arch)?;
+            println!("xtask: built {}", binary.display());
+            Ok(())
+        }
+        Task::TestGuest { suite, filter } => {
+            let (passed, failed) = guest::run_suite(&root, suite.as_deref(), filter.as_deref())?;
+            println!("\ntests: {passed} passed, {failed} failed");
+            if failed > 0 {
+                bail!("the emulated arm64 suite failed (its output is above)");
+            }
+            Ok(())
+        }
         Task::Run { release, args } => {
-            let binary = build_user(&root, release)?;
+            let binary = build::user(&root, release, Arch::X86_64)?;
             exec_privileged(&binary, &args)
         }
         Task::Test { args } => {
-            build_user(&root, false)?;
+            build::user(&root, false, Arch::X86_64)?;
             deps::offer_test_tools();
             let perf612 = deps::offer_perf_6_12(&root, &root.join("target/perf612"));
-            let object = ebpf_object(&root);
+            let object = Arch::X86_64.ebpf_object(&root);
             let mut test = cargo();
             if let Some(dir) = perf612 {
                 test.env("TOPDOWN_PERF612_DIR", dir);
@@ -144,6 +184,14 @@ fn run(cli: Cli) -> Result<()> {
                 .and_then(|s| s.parse().ok())
                 .unwrap_or(TEST_FUZZ_SECONDS);
             let results = fuzz(&root, &FUZZ_TARGETS, seconds)?;
+            // The emulated arm64 PMU: its tests' verdicts count with the host's; a guest that
+            // could not be booted or did not finish is one failure.
+            let guest = guest::run_suite(&root, None, None).unwrap_or_else(|error| {
+                eprintln!("xtask: the emulated arm64 suite failed: {error:#}");
+                (0, 1)
+            });
+            passed += guest.0;
+            failed += guest.1;
             for (target, outcome) in &results {
                 let ok = *outcome == FuzzOutcome::NothingFound;
                 println!(
@@ -161,6 +209,9 @@ fn run(cli: Cli) -> Result<()> {
             println!("\ntests: {passed} passed, {failed} failed");
             check(status, "cargo test")?;
             fuzz_verdict(&results)?;
+            if guest.1 > 0 {
+                bail!("the emulated arm64 suite failed (its output is above)");
+            }
             Ok(())
         }
         Task::Fuzz { target, seconds } => {
@@ -187,7 +238,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Task::Screenshots => screenshots(&root),
         Task::Bench { which, runs } => {
-            let binary = build_user(&root, true)?;
+            let binary = build::user(&root, true, Arch::X86_64)?;
             deps::ensure_bench_tools()?;
             let script = match which {
                 Bench::Collector => "xtask/bench/collector-cost.sh",
@@ -207,7 +258,7 @@ fn run(cli: Cli) -> Result<()> {
 /// Records the test workload for eight seconds and draws docs/view.png (the full-screen view,
 /// as a tree) and docs/plot.png (%CPU per thread) from the recording.
 fn screenshots(root: &Path) -> Result<()> {
-    let binary = build_user(root, true)?;
+    let binary = build::user(root, true, Arch::X86_64)?;
     deps::ensure_debian_packages(&["fonts-dejavu-core"])?;
     let built = cargo()
         .current_dir(root)
@@ -374,64 +425,9 @@ fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// A cargo command (the one running this xtask).
 fn cargo() -> Command {
     Command::new(env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-}
-
-fn ebpf_object(root: &Path) -> PathBuf {
-    root.join("target/bpfel-unknown-none/release/topdown-ebpf")
-}
-
-/// Builds the BPF object with bpf-linker and BTF, and returns its path.
-fn build_ebpf(root: &Path) -> Result<PathBuf> {
-    deps::ensure_bpf_linker()?;
-    let flags = [
-        "--cfg=bpf_target_arch=\"x86_64\"",
-        "-Cdebuginfo=2",
-        "-Clink-arg=--btf",
-    ]
-    .join("\x1f");
-    let status = cargo()
-        .current_dir(root)
-        .args([
-            "build",
-            "--package",
-            "topdown-ebpf",
-            "--bins",
-            "--release",
-            "--target",
-            "bpfel-unknown-none",
-            "-Z",
-            "build-std=core",
-        ])
-        .env("CARGO_ENCODED_RUSTFLAGS", flags)
-        .env_remove("RUSTFLAGS")
-        .env("PATH", deps::path_with_cargo_bin())
-        .status()
-        .context("running cargo build for the BPF object")?;
-    check(status, "building the BPF object")?;
-    Ok(ebpf_object(root))
-}
-
-/// Builds the BPF object and the `topdown-bpf` binary that embeds it; returns the binary.
-fn build_user(root: &Path, release: bool) -> Result<PathBuf> {
-    let object = build_ebpf(root)?;
-    let mut build = cargo();
-    build
-        .current_dir(root)
-        .args(["build", "--package", "topdown-user", "--bins"])
-        .env("TOPDOWN_EBPF_OBJ", &object);
-    if release {
-        build.arg("--release");
-    }
-    check(
-        build.status().context("running cargo build")?,
-        "building topdown-bpf",
-    )?;
-    Ok(root
-        .join("target")
-        .join(if release { "release" } else { "debug" })
-        .join("topdown-bpf"))
 }
 
 fn exec_privileged(binary: &Path, args: &[OsString]) -> Result<()> {
@@ -468,6 +464,7 @@ fn count_before(result: &str, label: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// An error naming `what` when `status` is a failure.
 fn check(status: std::process::ExitStatus, what: &str) -> Result<()> {
     if status.success() {
         Ok(())

@@ -43,6 +43,26 @@ pub struct Window {
 }
 
 impl Window {
+    /// The counters (slots of the set) that some thread's row has as not counted: enabled
+    /// while it ran, never running (another PMU user held the counters, or the kernel never
+    /// scheduled the event while that thread ran).
+    pub fn not_counted(&self) -> Vec<usize> {
+        let mut slots: Vec<usize> = self
+            .threads
+            .iter()
+            .flat_map(|t| {
+                t.counters
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, v)| v.not_counted())
+                    .map(|(i, _)| i)
+            })
+            .collect();
+        slots.sort_unstable();
+        slots.dedup();
+        slots
+    }
+
     /// Consecutive `windows` as one: each thread (by tid, pid and name) and cgroup summed, idle
     /// summed per CPU, the kernel-side counts of the last. Rows keep their first window's order;
     /// a thread keeps its latest cgroup. `None` for no windows.

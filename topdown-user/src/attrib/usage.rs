@@ -16,12 +16,22 @@ pub struct CounterValue {
 }
 
 impl CounterValue {
-    /// The count scaled to the whole enabled time, as perf scales multiplexed counters.
-    pub fn scaled(&self) -> f64 {
-        if self.running_ns == 0 || self.running_ns >= self.enabled_ns {
-            return self.raw as f64;
+    /// The count scaled to the whole enabled time, as perf scales multiplexed counters; `None`
+    /// when the counter was enabled and never running (perf's `<not counted>`: another user
+    /// held the PMU, or its group could not be scheduled): no count, never a 0.
+    pub fn scaled(&self) -> Option<f64> {
+        if self.not_counted() {
+            return None;
         }
-        self.raw as f64 * self.enabled_ns as f64 / self.running_ns as f64
+        if self.running_ns >= self.enabled_ns {
+            return Some(self.raw as f64);
+        }
+        Some(self.raw as f64 * self.enabled_ns as f64 / self.running_ns as f64)
+    }
+
+    /// Whether the counter was enabled and never running.
+    pub fn not_counted(&self) -> bool {
+        self.enabled_ns > 0 && self.running_ns == 0
     }
 
     /// Fraction of the enabled time the counter was running (1.0 when never enabled).
@@ -225,9 +235,17 @@ mod tests {
             enabled_ns: 1_000,
             running_ns: 250,
         };
-        assert!((value.scaled() - 400.0).abs() < 1e-9);
+        assert!((value.scaled().unwrap() - 400.0).abs() < 1e-9);
         assert!((value.running_fraction() - 0.25).abs() < 1e-9);
         let never = CounterValue::default();
         assert!((never.running_fraction() - 1.0).abs() < 1e-9);
+        assert_eq!(never.scaled(), Some(0.0), "never enabled: nothing to count");
+        // Enabled, never running: not counted, never 0.
+        let crowded_out = CounterValue {
+            raw: 0,
+            enabled_ns: 1_000,
+            running_ns: 0,
+        };
+        assert_eq!(crowded_out.scaled(), None);
     }
 }

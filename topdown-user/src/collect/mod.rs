@@ -59,6 +59,8 @@ pub struct Collector {
     nr: usize,
     /// Charging only followed processes (idle is not measured then).
     narrow: bool,
+    /// Whether followed processes are forgotten once freed (attached at the first follow).
+    forgetting: bool,
     /// Held open for as long as the kernel programs read them.
     _counters: OpenCounters,
 }
@@ -131,7 +133,7 @@ impl Collector {
         let btf = Btf::from_sys_fs().context(
             "reading kernel BTF from /sys/kernel/btf/vmlinux (needs CONFIG_DEBUG_INFO_BTF=y)",
         )?;
-        for name in PROGRAMS {
+        for name in PROGRAMS.into_iter().chain([FORGET_PROGRAM]) {
             let program: &mut BtfTracePoint = program(&mut bpf, name)?.try_into()?;
             program
                 .load(name, &btf)
@@ -191,14 +193,29 @@ impl Collector {
             removed_cgroups,
             nr,
             narrow: options.narrow,
+            forgetting: false,
             _counters: counters,
         })
+    }
+
+    /// Attaches the program that forgets followed processes once freed, the first time
+    /// something is followed.
+    fn forget_freed_processes(&mut self) -> Result<()> {
+        if !self.forgetting {
+            let program: &mut BtfTracePoint = program(&mut self.bpf, FORGET_PROGRAM)?.try_into()?;
+            program
+                .attach()
+                .with_context(|| format!("attaching to tp_btf/{FORGET_PROGRAM}"))?;
+            self.forgetting = true;
+        }
+        Ok(())
     }
 
     /// Follows process `pid`: every process it forks from now on is followed too, and their
     /// threads carry `ThreadHeader::FLAG_FOLLOWED`. On a narrowed collector, only followed
     /// processes are charged.
     pub fn follow(&mut self, pid: u32) -> Result<()> {
+        self.forget_freed_processes()?;
         let mut followed: HashMap<_, u32, u8> = HashMap::try_from(map(&mut self.bpf, "FOLLOWED")?)?;
         followed
             .insert(&pid, &1, 0)
@@ -208,6 +225,7 @@ impl Collector {
     /// Runs `spawn` (which starts a process from this thread) with this thread's forks followed:
     /// the process is followed from its first instruction, and none of our own threads is.
     pub fn spawn_followed<T>(&mut self, spawn: impl FnOnce() -> T) -> Result<T> {
+        self.forget_freed_processes()?;
         // SAFETY: gettid has no preconditions.
         let tid = unsafe { libc::gettid() } as u32;
         let mut spawner: Array<_, u32> = Array::try_from(map(&mut self.bpf, "SPAWNER")?)?;
@@ -260,6 +278,28 @@ impl Collector {
         })
     }
 
+    /// Waits until every thread of the processes `ended` (which have exited: reaped, or their
+    /// pidfd readable) has switched out for the last time, so its final record is in the next
+    /// snapshot; at most `limit`. A process is reported exited once its last thread has passed
+    /// `exit_notify()`, just before that thread's final switch (`do_task_dead()`): the parent
+    /// may run in between, and on one CPU it does. Returns how many threads had still not
+    /// switched out at the limit (they stay live in the report, their counts complete but for
+    /// that last slice).
+    pub async fn await_final_switches(&self, ended: &[u32], limit: Duration) -> Result<usize> {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let left = self
+                .values_of::<u32, ThreadTotals>("THREADS")?
+                .iter()
+                .filter(|totals| ended.contains(&totals.header.tgid))
+                .count();
+            if left == 0 || tokio::time::Instant::now() >= deadline {
+                return Ok(left);
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
     /// Ids and paths of the cgroups removed since the previous call.
     fn removed_cgroups(&mut self) -> Vec<(u64, String)> {
         let mut removed = Vec::new();
@@ -310,6 +350,10 @@ const PROGRAMS: [&str; 5] = [
     "sched_process_exec",
     "cgroup_rmdir",
 ];
+
+/// The program that forgets followed processes once they are freed: loaded with the others,
+/// attached only when something is followed (it runs at every task's free).
+const FORGET_PROGRAM: &str = "sched_process_free";
 
 /// The CPUs online now, as the kernel lists them.
 pub fn online_cpus() -> Result<Vec<u32>> {

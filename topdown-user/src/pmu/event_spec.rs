@@ -142,16 +142,35 @@ impl<'a> EventResolver<'a> {
                 merged.push((key, value));
             }
         }
+        // perf's built-in terms `config=`, `config1=`, `config2=` set the attr's words as
+        // given, whatever the PMU's format files (Arm's have no `config`).
+        let mut raw = [0u64; 3];
+        merged.retain(|(key, value)| {
+            let word = match key.as_str() {
+                "config" => 0,
+                "config1" => 1,
+                "config2" => 2,
+                _ => return true,
+            };
+            raw[word] |= super::sysfs::parse_number(value).unwrap_or(u64::MAX);
+            false
+        });
+        if raw.contains(&u64::MAX) {
+            bail!("event `{spec}`: a config term's value is not a number");
+        }
         let joined: Vec<String> = merged.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let config = pmu
             .encode(&joined.join(","))
             .with_context(|| format!("event `{spec}`"))?;
         let mut attr = EventAttr {
             pmu_type: pmu.pmu_type,
-            config: config.config,
-            config1: config.config1,
+            config: config.config | raw[0],
+            config1: config.config1 | raw[1],
             ..EventAttr::default()
         };
+        if raw[2] != 0 {
+            bail!("event `{spec}`: config2 is not supported");
+        }
         apply_privilege(spec, modifiers, &mut attr)?;
         Ok(attr)
     }
@@ -358,6 +377,20 @@ mod tests {
         let named = r.resolve("UOPS_ISSUED.ANY:k").unwrap().attr;
         assert_eq!(named.config, 0x0e | 0x01 << 8);
         assert!(named.exclude_user && !named.exclude_kernel);
+    }
+
+    /// perf's built-in `config=` term sets the config as given, on a PMU whose format files
+    /// do not name it (Arm's have only `event`).
+    #[test]
+    fn config_terms_need_no_format_file() {
+        let sys = SysRoot::fixture("neoverse-v3");
+        let r = EventResolver::new(&sys, Some("armv8_pmuv3_0"), None).unwrap();
+        let by_config = r.resolve("armv8_pmuv3_0/config=0x11/").unwrap();
+        let by_event = r.resolve("armv8_pmuv3_0/event=0x11/").unwrap();
+        assert_eq!(by_config.attr, by_event.attr);
+        assert_eq!((by_config.attr.pmu_type, by_config.attr.config), (8, 0x11));
+        let bad = r.resolve("armv8_pmuv3_0/config=x/").unwrap_err();
+        assert!(format!("{bad:#}").contains("not a number"), "{bad:#}");
     }
 
     #[test]

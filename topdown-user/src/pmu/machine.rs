@@ -2,7 +2,7 @@
 //! and the core PMUs with the CPUs each covers (hybrid parts have `cpu_core` and `cpu_atom`).
 //! Everything is read below one root, so tests describe whole machines as fixture trees.
 
-use std::{fmt, fs, str::FromStr};
+use std::{fmt, fs, str::FromStr, sync::OnceLock};
 
 use anyhow::{Context as _, Result, bail};
 
@@ -55,9 +55,18 @@ impl FromStr for CpuId {
     type Err = anyhow::Error;
 
     /// Parses mapfile style `GenuineIntel-6-8F[-stepping]` (family decimal, model and stepping
-    /// hex) or `arm-0x41-0xd40`.
+    /// hex), `arm-0x41-0xd40`, or an Arm MIDR as perf's arm64 mapfile and `PERF_CPUID` write
+    /// it (`0x00000000410fd400`).
     fn from_str(text: &str) -> Result<Self> {
-        let parts: Vec<&str> = text.trim().split('-').collect();
+        let text = text.trim();
+        if let Some(midr) = text.strip_prefix("0x")
+            && !midr.contains('-')
+        {
+            let midr = u64::from_str_radix(midr, 16)
+                .with_context(|| format!("`{text}` is not a MIDR (hex)"))?;
+            return Ok(Self::from_midr(midr));
+        }
+        let parts: Vec<&str> = text.split('-').collect();
         let hex = |s: &str| u32::from_str_radix(s.trim_start_matches("0x"), 16);
         match parts.as_slice() {
             ["arm", implementer, part] => Ok(Self::Arm {
@@ -74,7 +83,8 @@ impl FromStr for CpuId {
             }),
             _ => bail!(
                 "`{text}` is not a CPU id: use VENDOR-FAMILY-MODEL as in perfmon's mapfile, \
-                 e.g. GenuineIntel-6-8F or AuthenticAMD-25-11, or arm-0x41-0xd40"
+                 e.g. GenuineIntel-6-8F or AuthenticAMD-25-11, arm-0x41-0xd40 or an Arm MIDR \
+                 (0x00000000410fd400)"
             ),
         }
     }
@@ -94,38 +104,70 @@ pub struct CorePmu {
 /// The machine as far as TopDown cares.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Machine {
-    /// CPU identity.
+    /// CPU identity: the CPU's own, or the one forced with `--cpuid` / `TOPDOWN_CPUID`.
     pub cpu: CpuId,
+    /// Whether `cpu` was forced rather than read from the CPU.
+    pub forced: bool,
     /// Whether SMT siblings are active (`/sys/devices/system/cpu/smt/active`).
     pub smt_active: bool,
     /// Core PMUs, by name.
     pub core_pmus: Vec<CorePmu>,
 }
 
-/// Names of the PMUs that count core pipeline events.
-const CORE_PMU_NAMES: [&str; 4] = ["cpu", "cpu_core", "cpu_atom", "armv8_pmuv3_0"];
+/// The CPU identity `--cpuid` / `TOPDOWN_CPUID` forces on this host, set once at start.
+static FORCED_CPU: OnceLock<CpuId> = OnceLock::new();
+
+/// Makes every later read of this host's machine take `cpu` as its CPU (perf's `PERF_CPUID`):
+/// its model's counter sets then open on the core PMU the host has. Once per process.
+pub fn force_cpu(cpu: CpuId) {
+    let _ = FORCED_CPU.set(cpu);
+}
+
+/// The CPU `--cpuid ID` names: an Arm core's name (`neoverse-n2`) or any [`CpuId`] form.
+pub fn parse_forced_cpu(id: &str) -> Result<CpuId> {
+    if let Some(cpu) = super::topdown_model::arm_cpu_named(id) {
+        return Ok(cpu);
+    }
+    id.parse().with_context(|| {
+        format!(
+            "--cpuid {id}: not a CPU id; use a core name ({}) or a perf CPU id",
+            super::topdown_model::arm_cpu_names()
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })
+}
 
 impl Machine {
-    /// Reads the machine below `sys`.
+    /// Reads the machine below `sys` (the host's with the CPU forced by [`force_cpu`], if it
+    /// was).
     pub fn read(sys: &SysRoot) -> Result<Self> {
+        Self::read_as(sys, FORCED_CPU.get().filter(|_| sys.is_host()).cloned())
+    }
+
+    /// Reads the machine below `sys`, taking `forced` as its CPU when given.
+    pub fn read_as(sys: &SysRoot, forced: Option<CpuId>) -> Result<Self> {
         let cpuinfo = fs::read_to_string(sys.path("proc/cpuinfo")).unwrap_or_default();
         let midr = fs::read_to_string(
             sys.path("sys/devices/system/cpu/cpu0/regs/identification/midr_el1"),
         )
         .ok();
-        let cpu = cpu_id(&cpuinfo, midr.as_deref());
+        let is_forced = forced.is_some();
+        let cpu = forced.unwrap_or_else(|| cpu_id(&cpuinfo, midr.as_deref()));
         let smt_active = fs::read_to_string(sys.path("sys/devices/system/cpu/smt/active"))
             .is_ok_and(|s| s.trim() == "1");
         let mut core_pmus = Vec::new();
         for name in sys.pmu_names()? {
-            if !CORE_PMU_NAMES.contains(&name.as_str()) && !name.starts_with("armv8_") {
-                continue;
-            }
             let dir = sys.path(&format!("sys/bus/event_source/devices/{name}"));
-            let cpus = fs::read_to_string(dir.join("cpus"))
-                .ok()
-                .map(|list| parse_cpu_list(&list))
-                .transpose()?;
+            // A core PMU by what it is, as perf's `is_pmu_core` finds it: x86's `cpu`, or any
+            // PMU with a `cpus` file (hybrid x86 `cpu_core`/`cpu_atom`; every Arm CPU PMU,
+            // whatever the firmware named it: `armv8_pmuv3`, `armv8_pmuv3_0` under ACPI,
+            // `armv8_neoverse_n1` ...). Uncore PMUs have a `cpumask` instead.
+            let cpus = match fs::read_to_string(dir.join("cpus")) {
+                Ok(list) => Some(parse_cpu_list(&list)?),
+                Err(_) if name == "cpu" => None,
+                Err(_) => continue,
+            };
             // Arm prints it as 0x%08x.
             let slots = fs::read_to_string(dir.join("caps/slots"))
                 .ok()
@@ -134,10 +176,15 @@ impl Machine {
                     s.strip_prefix("0x")
                         .map_or_else(|| s.parse().ok(), |hex| u32::from_str_radix(hex, 16).ok())
                 });
-            core_pmus.push(CorePmu { name, cpus, slots });
+            core_pmus.push(CorePmu {
+                name,
+                cpus,
+                slots: slots.filter(|&n| n > 0),
+            });
         }
         Ok(Self {
             cpu,
+            forced: is_forced,
             smt_active,
             core_pmus,
         })
@@ -172,13 +219,17 @@ fn cpu_id(cpuinfo: &str, midr: Option<&str>) -> CpuId {
             stepping: field("stepping").and_then(|s| s.parse().ok()),
         };
     }
-    let midr = midr.and_then(|m| u64::from_str_radix(m.trim().trim_start_matches("0x"), 16).ok());
-    match midr {
-        Some(midr) => CpuId::Arm {
+    midr.and_then(|m| u64::from_str_radix(m.trim().trim_start_matches("0x"), 16).ok())
+        .map_or(CpuId::Unknown, CpuId::from_midr)
+}
+
+impl CpuId {
+    /// The implementer and part number of an Arm `MIDR_EL1` value.
+    pub fn from_midr(midr: u64) -> Self {
+        Self::Arm {
             implementer: ((midr >> 24) & 0xff) as u32,
             part: ((midr >> 4) & 0xfff) as u32,
-        },
-        None => CpuId::Unknown,
+        }
     }
 }
 

@@ -19,6 +19,11 @@ impl SysRoot {
         Self(PathBuf::from("/"))
     }
 
+    /// Whether this is the running system's root.
+    pub fn is_host(&self) -> bool {
+        self.0 == Path::new("/")
+    }
+
     /// A fixture tree laid out like `/`.
     pub fn at(root: impl Into<PathBuf>) -> Self {
         Self(root.into())
@@ -183,7 +188,7 @@ fn is_file_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
 }
 
-fn parse_number(text: &str) -> Result<u64> {
+pub(crate) fn parse_number(text: &str) -> Result<u64> {
     let text = text.trim();
     let parsed = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
         Some(hex) => u64::from_str_radix(hex, 16),

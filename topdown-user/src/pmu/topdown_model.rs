@@ -95,15 +95,105 @@ const INTEL: &[(&[u32], &str, Intel)] = &[
     (&[0x96, 0x9C], "elkhartlake", Intel::Plain("tremont")),
 ];
 
-/// Arm Neoverse cores by MIDR part number (implementer 0x41), after Linux's
-/// `arch/arm64/include/asm/cputype.h` (the stored perf mapfile lists V1, N2 and V2 only).
-const NEOVERSE: &[(u32, &str)] = &[
-    (0xd40, "neoverse_v1"),
-    (0xd49, "neoverse_n2"),
-    (0xd4f, "neoverse_n2"),
-    (0xd84, "neoverse_v3"),
-    (0xd8e, "neoverse_n3"),
+/// What an Arm core runs.
+#[derive(Clone, Copy, Debug)]
+enum Arm {
+    /// A model, and the core's pipeline width: `#slots` when the PMU does not give
+    /// `caps/slots` (PMUv3.4's PMMIR_EL1; emulated PMUs have none).
+    Model(&'static str, u32),
+    /// A core perf knows with no slot-based TopDown.
+    NoTopdown(&'static str),
+}
+
+/// Arm cores: implementer and part number of `MIDR_EL1`, the name `--cpuid` takes, perf's
+/// pmu-events directory for them (`arch/arm64/mapfile.csv`, the newer copy in
+/// ../shared/data: a test checks both), and what they run. Perf files MIDR part 0xd83 (which
+/// Linux's `cputype.h` calls Neoverse V3AE) under `neoverse-v3`; the kernel calls 0xd84 Neoverse
+/// V3, which perf's map does not list yet: both run the V3 model (V3AE is V3's core).
+const ARM: &[(u32, u32, &str, &str, Arm)] = &[
+    (
+        0x41,
+        0xd0c,
+        "neoverse-n1",
+        "arm/neoverse-n1",
+        Arm::NoTopdown(
+            "Neoverse N1 has no slot-based TopDown (no STALL_SLOT events; perf's neoverse-n1 \
+             metrics are stall-cycle ratios): run without --td-level, or count \
+             -e stall_frontend,stall_backend",
+        ),
+    ),
+    (
+        0x41,
+        0xd40,
+        "neoverse-v1",
+        "arm/neoverse-v1",
+        Arm::Model("neoverse_v1", 8),
+    ),
+    (
+        0x41,
+        0xd49,
+        "neoverse-n2",
+        "arm/neoverse-n2-v2",
+        Arm::Model("neoverse_n2", 5),
+    ),
+    (
+        0x41,
+        0xd4f,
+        "neoverse-v2",
+        "arm/neoverse-n2-v2",
+        Arm::Model("neoverse_n2", 8),
+    ),
+    (
+        0x41,
+        0xd83,
+        "neoverse-v3ae",
+        "arm/neoverse-v3",
+        Arm::Model("neoverse_v3", 10),
+    ),
+    (
+        0x41,
+        0xd84,
+        "neoverse-v3",
+        "",
+        Arm::Model("neoverse_v3", 10),
+    ),
+    (
+        0x41,
+        0xd8e,
+        "neoverse-n3",
+        "arm/neoverse-n3",
+        Arm::Model("neoverse_n3", 5),
+    ),
 ];
+
+/// The Arm core called `name` (`neoverse-n2`) as a CPU id, for `--cpuid`.
+pub fn arm_cpu_named(name: &str) -> Option<CpuId> {
+    ARM.iter()
+        .find(|(_, _, n, _, _)| n.eq_ignore_ascii_case(name.trim()))
+        .map(|&(implementer, part, ..)| CpuId::Arm { implementer, part })
+}
+
+/// The names `--cpuid` takes for Arm cores.
+pub fn arm_cpu_names() -> impl Iterator<Item = &'static str> {
+    ARM.iter().map(|(_, _, name, _, _)| *name)
+}
+
+/// The pipeline width of `cpu` when its PMU does not say (`caps/slots`).
+pub fn default_slots(cpu: &CpuId) -> Option<u32> {
+    match arm_core(cpu)? {
+        Arm::Model(_, slots) => Some(slots),
+        Arm::NoTopdown(_) => None,
+    }
+}
+
+fn arm_core(cpu: &CpuId) -> Option<Arm> {
+    let CpuId::Arm { implementer, part } = cpu else {
+        return None;
+    };
+    ARM.iter()
+        .find(|(i, p, ..)| i == implementer && p == part)
+        .map(|(.., run)| *run)
+}
 
 /// Why a core type has no TopDown model, when it has none.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -173,12 +263,14 @@ pub fn select(cpu: &CpuId, pmu: &str, smt_active: bool) -> Selection {
                 "{cpu}: AMD TopDown (pipeline utilization) needs Zen 4 or later"
             )),
         },
-        CpuId::Arm {
-            implementer: 0x41,
-            part,
-        } => match NEOVERSE.iter().find(|(p, _)| p == part) {
-            Some((_, name)) => Selection::Model(name),
-            None => Selection::Unsupported(format!("{cpu}: no TopDown model for this Arm core")),
+        CpuId::Arm { .. } => match arm_core(cpu) {
+            Some(Arm::Model(name, _)) => Selection::Model(name),
+            Some(Arm::NoTopdown(why)) => Selection::Unsupported(why.to_owned()),
+            None => Selection::Unsupported(format!(
+                "{cpu}: no TopDown model for this Arm core (Neoverse V1, N2, V2, V3 and N3 have \
+                 one: --cpuid NAME forces one of {})",
+                arm_cpu_names().collect::<Vec<_>>().join(", ")
+            )),
         },
         other => Selection::Unsupported(format!("{other}: no TopDown model for this CPU")),
     }
@@ -315,10 +407,70 @@ mod tests {
             select(&arm(0xd8e), "armv8_pmuv3_0", false),
             Selection::Model("neoverse_n3")
         );
+        assert_eq!(
+            select(&arm(0xd4f), "armv8_pmuv3", false),
+            Selection::Model("neoverse_n2")
+        );
+        assert_eq!(
+            select(&arm(0xd83), "armv8_pmuv3_0", false),
+            Selection::Model("neoverse_v3")
+        );
+        // Neoverse N1 (QEMU's `-cpu neoverse-n1` too) says why in one line.
+        let Selection::Unsupported(n1) = select(&arm(0xd0c), "armv8_pmuv3", false) else {
+            panic!("N1 has no TopDown model")
+        };
+        assert!(n1.contains("Neoverse N1") && !n1.contains('\n'), "{n1}");
         assert!(matches!(
-            select(&arm(0xd0c), "armv8_pmuv3_0", false),
+            select(&arm(0xd0b), "armv8_pmuv3_0", false),
             Selection::Unsupported(_)
         ));
+        // Widths when the PMU does not give caps/slots: N2 5, V2 8, V1 8, V3 10, N3 5.
+        let widths: Vec<Option<u32>> = [0xd49, 0xd4f, 0xd40, 0xd84, 0xd8e, 0xd0c]
+            .map(|p| default_slots(&arm(p)))
+            .into();
+        assert_eq!(widths, [Some(5), Some(8), Some(8), Some(10), Some(5), None]);
+        assert_eq!(arm_cpu_named("Neoverse-N2"), Some(arm(0xd49)));
+        assert_eq!(arm_cpu_named("neoverse-x9"), None);
+    }
+
+    /// The Arm table agrees with perf's arm64 mapfile (the newer copy, with V3 and N3): each
+    /// core with a directory is listed there under that MIDR, and every Neoverse row there is
+    /// in the table.
+    #[test]
+    fn arm_parts_agree_with_perfs_arm64_mapfile() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../shared/data/linux-pmu-events/arm64/mapfile-newer.csv"
+        );
+        let Ok(mapfile) = std::fs::read_to_string(path) else {
+            panic!("{path} missing: ../shared must sit beside the repository");
+        };
+        let rows: Vec<(CpuId, &str)> = mapfile
+            .lines()
+            .filter(|l| l.starts_with("0x"))
+            .filter_map(|l| {
+                let mut fields = l.split(',');
+                let midr: CpuId = fields.next()?.parse().ok()?;
+                Some((midr, fields.nth(1)?))
+            })
+            .collect();
+        for (implementer, part, name, dir, _) in ARM {
+            let cpu = CpuId::Arm {
+                implementer: *implementer,
+                part: *part,
+            };
+            let listed = rows.iter().find(|(c, _)| *c == cpu).map(|(_, d)| *d);
+            if dir.is_empty() {
+                assert_eq!(listed, None, "{name} is not in perf's map yet");
+            } else {
+                assert_eq!(listed, Some(*dir), "{name}");
+            }
+        }
+        for (cpu, dir) in &rows {
+            if dir.contains("neoverse") {
+                assert!(arm_core(cpu).is_some(), "{cpu} ({dir}) is in the table");
+            }
+        }
     }
 
     /// The model tables agree with perf's mapfile: every model number we map reaches, through

@@ -22,7 +22,7 @@ pub struct CoreRow {
     /// TopDown from its counters, with a TopDown set (the first core type's model).
     pub topdown: Option<TopDown>,
     /// Each counter of the set, scaled to its enabled time.
-    pub counters: Vec<f64>,
+    pub counters: Vec<Option<f64>>,
 }
 
 /// The rows of `cores`, TopDown computed where `view` asks for it.
@@ -77,7 +77,7 @@ pub fn block(
             let bottleneck = td.and_then(|td| td.bottleneck).and_then(Node::named);
             cells.push(bottleneck.map_or("-", |n| n.short()).to_owned());
         }
-        cells.extend(row.counters.iter().map(|c| format!("{c:.0}")));
+        cells.extend(row.counters.iter().map(|c| super::count_cell(*c)));
         table.add_row(cells);
     }
     for (i, column) in table.column_iter_mut().enumerate() {

@@ -67,7 +67,7 @@ pub fn lines(
                 row.switches.to_string(),
             ]);
             for value in row.counters.iter().take(set.counters.len()) {
-                fields.push(format!("{:.0}", value.scaled()));
+                fields.push(super::count_cell(value.scaled()));
                 fields.push(format!("{:.2}", value.running_fraction() * 100.0));
             }
             for (part, _, node) in &nodes {

@@ -17,8 +17,9 @@ use crate::{
 /// One counter of a row: `{value, raw, unit, enabled_ns, running_ns}`.
 #[derive(Serialize)]
 pub struct CounterDoc {
-    /// The count scaled to the enabled time (`raw * enabled / running`), as perf scales.
-    value: f64,
+    /// The count scaled to the enabled time (`raw * enabled / running`), as perf scales;
+    /// `null` when the counter was enabled and never running (perf's `<not counted>`).
+    value: Option<f64>,
     /// The count as read.
     raw: u64,
     /// `ns` or `events`.

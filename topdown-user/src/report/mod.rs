@@ -14,6 +14,14 @@ use std::io::{BufWriter, Write};
 use anyhow::{Context as _, Result};
 
 use self::rows::{RowOptions, rows};
+
+/// What tables and CSV show for a counter that was enabled and never running, as perf does.
+pub const NOT_COUNTED: &str = "<not counted>";
+
+/// A scaled count as tables show it: whole, or [`NOT_COUNTED`].
+pub fn count_cell(count: Option<f64>) -> String {
+    count.map_or_else(|| NOT_COUNTED.to_owned(), |c| format!("{c:.0}"))
+}
 use crate::{
     attrib::{Window, named::Named},
     pmu::counter_set::CounterSet,

@@ -203,7 +203,11 @@ fn compare(a: &Row, b: &Row, key: &SortKey, counter: Option<usize>) -> Ordering 
         SortKey::Comm => a.who.name().cmp(b.who.name()),
         SortKey::Counter(name) => {
             let value = |r: &Row| match counter {
-                Some(i) => r.counters.get(i).map_or(0.0, CounterValue::scaled),
+                Some(i) => r
+                    .counters
+                    .get(i)
+                    .and_then(CounterValue::scaled)
+                    .unwrap_or(f64::NEG_INFINITY),
                 None => r
                     .topdown
                     .iter()

@@ -4,7 +4,10 @@ use std::fmt::Write as _;
 
 use comfy_table::{CellAlignment, Table, presets::NOTHING};
 
-use super::rows::{Row, RowOptions, Who};
+use super::{
+    count_cell,
+    rows::{Row, RowOptions, Who},
+};
 use crate::tma::view::TopdownView;
 use crate::{
     attrib::Window,
@@ -93,10 +96,11 @@ pub fn block(
         if show_counters {
             for value in row.counters.iter().skip(1) {
                 let fraction = value.running_fraction();
-                cells.push(if fraction < 1.0 {
-                    format!("{:.0} ({:.0}%)", value.scaled(), fraction * 100.0)
+                let count = count_cell(value.scaled());
+                cells.push(if fraction < 1.0 && !value.not_counted() {
+                    format!("{count} ({:.0}%)", fraction * 100.0)
                 } else {
-                    format!("{:.0}", value.scaled())
+                    count
                 });
             }
         }

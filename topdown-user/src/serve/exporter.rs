@@ -298,13 +298,15 @@ impl Exporter {
         for (counter, value) in self.set.counters.iter().zip(&usage.counters).skip(1) {
             let mut event = labels.clone();
             event.push(("event".into(), counter.name.clone()));
+            // A counter that did not run adds nothing: the series stays where it was.
+            let scaled = value.scaled().unwrap_or(0.0);
             match counter.unit {
-                CounterUnit::Events => self.events.get_or_create(&event).inc_by(value.scaled()),
-                CounterUnit::Cycles => self.cycles.get_or_create(&event).inc_by(value.scaled()),
+                CounterUnit::Events => self.events.get_or_create(&event).inc_by(scaled),
+                CounterUnit::Cycles => self.cycles.get_or_create(&event).inc_by(scaled),
                 CounterUnit::Nanoseconds => self
                     .event_seconds
                     .get_or_create(&event)
-                    .inc_by(value.scaled() / 1e9),
+                    .inc_by(scaled / 1e9),
             };
             if !entry.event_labels.contains(&event) {
                 entry.event_labels.push(event);

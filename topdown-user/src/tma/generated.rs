@@ -511,8 +511,8 @@ pub const NEOVERSE_N2_UNMEASURABLE: &[&str] = &[];
 /// Arm Neoverse V3 (STALL_SLOT based, slots from caps/slots, Level 1).
 pub fn neoverse_v3(x: &dyn Inputs) -> Evaluation {
     let m_backend_bound = (x.event("stall_slot_backend") / (x.literal("#slots") * x.event("cpu_cycles")));
-    let m_bad_speculation = ((((1.0 - (x.event("stall_slot") / (10.0 * x.event("cpu_cycles")))) * (1.0 - (x.event("op_retired") / x.event("op_spec")))) * 100.0) + ((x.event("stall_frontend_flush") / x.event("cpu_cycles")) * 100.0));
-    let m_frontend_bound = (((x.event("stall_slot_frontend") / (10.0 * x.event("cpu_cycles"))) - (x.event("stall_frontend_flush") / x.event("cpu_cycles"))) * 100.0);
+    let m_bad_speculation = ((((1.0 - (x.event("stall_slot") / (10.0 * x.event("cpu_cycles")))) * (1.0 - (x.event("op_retired") / x.event("op_spec")))) * 100.0) + ((x.event("stall_frontend_flush") / x.event("cpu_cycles")) * 100.0)) / 100.0;
+    let m_frontend_bound = (((x.event("stall_slot_frontend") / (10.0 * x.event("cpu_cycles"))) - (x.event("stall_frontend_flush") / x.event("cpu_cycles"))) * 100.0) / 100.0;
     let m_retiring = ((x.event("op_retired") / x.event("op_spec")) * (1.0 - (x.event("stall_slot") / (x.literal("#slots") * x.event("cpu_cycles")))));
     Evaluation {
         values: vec![("tma_backend_bound", m_backend_bound), ("tma_bad_speculation", m_bad_speculation), ("tma_frontend_bound", m_frontend_bound), ("tma_retiring", m_retiring)],
@@ -536,8 +536,8 @@ pub const NEOVERSE_V3_UNMEASURABLE: &[&str] = &[];
 /// Arm Neoverse N3 (STALL_SLOT based, slots from caps/slots, Level 1).
 pub fn neoverse_n3(x: &dyn Inputs) -> Evaluation {
     let m_backend_bound = (x.event("stall_slot_backend") / (x.literal("#slots") * x.event("cpu_cycles")));
-    let m_bad_speculation = ((((1.0 - (x.event("stall_slot") / (5.0 * x.event("cpu_cycles")))) * (1.0 - (x.event("op_retired") / x.event("op_spec")))) * 100.0) + ((x.event("stall_frontend_flush") / x.event("cpu_cycles")) * 100.0));
-    let m_frontend_bound = (((x.event("stall_slot_frontend") / (5.0 * x.event("cpu_cycles"))) - (x.event("stall_frontend_flush") / x.event("cpu_cycles"))) * 100.0);
+    let m_bad_speculation = ((((1.0 - (x.event("stall_slot") / (5.0 * x.event("cpu_cycles")))) * (1.0 - (x.event("op_retired") / x.event("op_spec")))) * 100.0) + ((x.event("stall_frontend_flush") / x.event("cpu_cycles")) * 100.0)) / 100.0;
+    let m_frontend_bound = (((x.event("stall_slot_frontend") / (5.0 * x.event("cpu_cycles"))) - (x.event("stall_frontend_flush") / x.event("cpu_cycles"))) * 100.0) / 100.0;
     let m_retiring = ((x.event("op_retired") / x.event("op_spec")) * (1.0 - (x.event("stall_slot") / (x.literal("#slots") * x.event("cpu_cycles")))));
     Evaluation {
         values: vec![("tma_backend_bound", m_backend_bound), ("tma_bad_speculation", m_bad_speculation), ("tma_frontend_bound", m_frontend_bound), ("tma_retiring", m_retiring)],

@@ -73,8 +73,7 @@ impl TopdownView {
                 // computed from a 0.
                 let counts = set.names().zip(counters).filter_map(|(name, value)| {
                     let name = name.strip_prefix(part.prefix.as_str())?;
-                    (value.enabled_ns == 0 || value.running_ns > 0)
-                        .then(|| (name.to_owned(), value.scaled()))
+                    Some((name.to_owned(), value.scaled()?))
                 });
                 let inputs = NamedCounts::new(counts, self.slots, self.smt_on);
                 let mut td = part.model.evaluate(&inputs, self.level);

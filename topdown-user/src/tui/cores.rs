@@ -96,7 +96,11 @@ pub fn draw(frame: &mut Frame<'_>, state: &mut CoresState, data: &CoresScreenful
             if topdown {
                 cells.push(Cell::from(level1_bar(td)));
             }
-            cells.extend(row.counters.iter().map(|c| right(format!("{c:.0}"))));
+            cells.extend(
+                row.counters
+                    .iter()
+                    .map(|c| right(crate::report::count_cell(*c))),
+            );
             Row::new(cells)
         });
     let widths: Vec<Constraint> = header
@@ -164,7 +168,7 @@ mod tests {
                 core: format!("S0-C{i}"),
                 cpus: format!("{i},{}", i + 30),
                 topdown: None,
-                counters: vec![1e9 + f64::from(i)],
+                counters: vec![Some(1e9 + f64::from(i))],
             })
             .collect();
         let mut state = CoresState::default();

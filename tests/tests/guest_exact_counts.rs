@@ -1,0 +1,110 @@
+//! Exact per-thread hardware counts on a real kernel PMU driver: Linux's `armv8_pmuv3` under
+//! QEMU's emulated Arm PMUv3 with one CPU and `-icount shift=0`, where INST_RETIRED counts user
+//! instructions exactly. Runs only in the guest `cargo xtask test` boots (xtask/src/guest.rs);
+//! on other machines this file holds no test.
+#![cfg(target_arch = "aarch64")]
+
+use std::{collections::HashMap, process::Command};
+
+use serde_json::Value;
+use topdown_tests::{assert_known_instructions, privileged, topdown_bpf_binary};
+
+/// The loop lengths the threads run: a calibration thread (0) and several others, up to 1e8.
+const LOOPS: [u64; 7] = [0, 1, 1_000, 1_000_000, 10_000_000, 50_000_000, 100_000_000];
+
+/// The known-instructions program beside the tool.
+fn known_instructions() -> std::path::PathBuf {
+    topdown_bpf_binary().with_file_name("known_instructions")
+}
+
+/// Runs the tool with `events` over the known-instructions program (its threads started
+/// together, so that they interleave on the one CPU): the tool's final JSON document, and the
+/// program's `tid -> n`.
+fn run(events: &[&str]) -> (Value, HashMap<u64, u64>) {
+    let report = std::env::temp_dir().join("exact.json");
+    let mut command = Command::new(topdown_bpf_binary());
+    command.args(["--per-thread", "--json", "-o"]).arg(&report);
+    for event in events {
+        command.args(["-e", event]);
+    }
+    let output = command
+        .arg("--")
+        .arg(known_instructions())
+        .args(LOOPS.map(|n| n.to_string()))
+        .output()
+        .expect("running topdown-bpf");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "topdown-bpf failed: {stderr}");
+    eprintln!("{stderr}");
+    let loops = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| {
+            let v: Value = serde_json::from_str(line).expect("a JSON line per thread");
+            (v["tid"].as_u64().unwrap(), v["n"].as_u64().unwrap())
+        })
+        .collect();
+    let text = std::fs::read_to_string(&report).expect("the report");
+    let document = serde_json::from_str(text.lines().last().expect("a final document"))
+        .expect("a JSON document");
+    (document, loops)
+}
+
+#[test]
+fn each_thread_is_charged_exactly_the_user_instructions_it_retired() {
+    if !privileged("exact per-thread counts") {
+        return;
+    }
+    // perf's spellings of one event: the PMU's sysfs alias and the raw event number.
+    let events = ["armv8_pmuv3/inst_retired/u", "r08:u"];
+    for round in 0..2 {
+        let (document, loops) = run(&events);
+        assert_eq!(loops.len(), LOOPS.len(), "every thread reported its tid");
+        assert_eq!(
+            document["lost_anything"], false,
+            "{}",
+            document["kernel_stats"]
+        );
+        let threads: HashMap<u64, &Value> = document["threads"]
+            .as_array()
+            .expect("threads")
+            .iter()
+            .map(|t| (t["tid"].as_u64().unwrap(), t))
+            .collect();
+        let count = |tid: u64, event: &str| -> u64 {
+            let thread = threads
+                .get(&tid)
+                .unwrap_or_else(|| panic!("thread {tid} not in the report"));
+            let counter = &thread["counters"][event];
+            // One CPU, three events (two hardware counters and the clock): never multiplexed.
+            assert_eq!(
+                counter["enabled_ns"], counter["running_ns"],
+                "{event} of {tid} ran all the time it was enabled"
+            );
+            counter["raw"].as_u64().expect("a raw count")
+        };
+        let calibration = loops
+            .iter()
+            .find(|(_, n)| **n == 0)
+            .map(|(tid, _)| *tid)
+            .unwrap();
+        for event in events {
+            let baseline = count(calibration, event);
+            eprintln!("round {round} {event}: a thread with no loop retired {baseline}");
+            assert!(baseline > 0 && baseline < 100_000, "{event}: {baseline}");
+            for (&tid, &n) in &loops {
+                assert_known_instructions(
+                    &format!("round {round}, thread {tid} (n = {n}), {event}"),
+                    count(tid, event),
+                    baseline,
+                    n,
+                );
+            }
+        }
+        for (&tid, &n) in &loops {
+            assert_eq!(
+                threads[&tid]["exited"], true,
+                "thread {tid} (n = {n}) ended before the report: it is reported exited"
+            );
+        }
+    }
+}

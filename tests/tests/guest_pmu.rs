@@ -1,0 +1,456 @@
+//! Hardware counters on a real kernel PMU driver: Linux's `armv8_pmuv3` under QEMU's emulated
+//! Arm PMUv3 (two CPUs, the virtual clock in real time: CPU_CYCLES counts about 1e9 per
+//! second; every event but cycles and instructions reads 0). Runs only in the guest `cargo
+//! xtask test` boots (xtask/src/guest.rs); on other machines this file holds no test.
+#![cfg(target_arch = "aarch64")]
+
+use std::{
+    collections::HashMap,
+    os::fd::{FromRawFd as _, OwnedFd},
+    process::{Command, Output},
+    thread,
+    time::{Duration, Instant},
+};
+
+use serde_json::Value;
+use topdown_tests::{
+    assert_cycles_track_time, metric_expr::Env, metric_expr::parse, pmu_events, privileged,
+    topdown_bpf_binary,
+};
+
+/// The emulated machine's CPU PMU (QEMU's `virt` board describes it in its device tree).
+const PMU: &str = "armv8_pmuv3";
+/// CPU_CYCLES.
+const CPU_CYCLES: u64 = 0x11;
+
+fn pmu_type() -> u32 {
+    std::fs::read_to_string(format!("/sys/bus/event_source/devices/{PMU}/type"))
+        .expect("the guest has the armv8_pmuv3 PMU")
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Opens CPU_CYCLES with `pinned` on `cpu` for `pid` (-1: every task), counting at once.
+fn open_cycles(pid: i32, cpu: i32, pinned: bool) -> OwnedFd {
+    let mut attr = perf_event_open_sys::bindings::perf_event_attr {
+        type_: pmu_type(),
+        size: std::mem::size_of::<perf_event_open_sys::bindings::perf_event_attr>() as u32,
+        config: CPU_CYCLES,
+        ..Default::default()
+    };
+    attr.set_pinned(u64::from(pinned));
+    // SAFETY: a valid attr; the fd returned is owned below.
+    let fd = unsafe { perf_event_open_sys::perf_event_open(&mut attr, pid, cpu, -1, 0) };
+    assert!(
+        fd >= 0,
+        "perf_event_open: {}",
+        std::io::Error::last_os_error()
+    );
+    // SAFETY: a new fd nobody else owns.
+    unsafe { OwnedFd::from_raw_fd(fd) }
+}
+
+fn read_count(fd: &OwnedFd) -> u64 {
+    let mut count = 0u64;
+    // SAFETY: reads one u64 (read_format 0) into a u64.
+    let n = unsafe {
+        libc::read(
+            std::os::fd::AsRawFd::as_raw_fd(fd),
+            (&raw mut count).cast(),
+            8,
+        )
+    };
+    assert_eq!(n, 8, "reading a counter");
+    count
+}
+
+fn thread_cputime_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The PMU's cycles per nanosecond of on-CPU time, measured without the tool: a counter on
+/// this thread alone against the thread's own CPU clock over 300 ms of spinning.
+fn cycles_per_ns() -> f64 {
+    let fd = open_cycles(0, -1, false);
+    let (c0, t0) = (read_count(&fd), thread_cputime_ns());
+    let start = Instant::now();
+    let mut x = 0u64;
+    while start.elapsed() < Duration::from_millis(300) {
+        x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+    }
+    let (c1, t1) = (read_count(&fd), thread_cputime_ns());
+    let rate = (c1 - c0) as f64 / (t1 - t0) as f64;
+    eprintln!("PMU rate: {rate} cycles per on-CPU ns");
+    assert!(rate > 0.1 && rate < 10.0, "CPU_CYCLES counts: {rate}/ns");
+    rate
+}
+
+fn workload() -> std::path::PathBuf {
+    topdown_bpf_binary().with_file_name("workload")
+}
+
+/// Runs the tool with `args` over the test workload (`--run-ms run_ms`), its report in a
+/// file: the tool's output and every JSON document of the report.
+fn run_tool(args: &[&str], run_ms: u32) -> (Output, Vec<Value>) {
+    let report = std::env::temp_dir().join("guest-report.json");
+    let output = Command::new(topdown_bpf_binary())
+        .args(args)
+        .args(["--json", "-o"])
+        .arg(&report)
+        .arg("--")
+        .arg(workload())
+        .args(["--run-ms", &run_ms.to_string(), "--churn", "6", "--no-wait"])
+        .output()
+        .expect("running topdown-bpf");
+    assert!(
+        output.status.success(),
+        "topdown-bpf {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let documents = std::fs::read_to_string(&report)
+        .expect("the report")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .collect();
+    (output, documents)
+}
+
+/// The threads of a document, by tid.
+fn threads(document: &Value) -> HashMap<u64, &Value> {
+    document["threads"]
+        .as_array()
+        .expect("threads")
+        .iter()
+        .map(|t| (t["tid"].as_u64().unwrap(), t))
+        .collect()
+}
+
+#[test]
+fn cycles_per_thread_follow_each_threads_on_cpu_time() {
+    if !privileged("cycles per thread") {
+        return;
+    }
+    let rate = cycles_per_ns();
+    let event = format!("{PMU}/cpu_cycles/");
+    let (_, documents) = run_tool(&["--per-thread", "-e", &event], 2000);
+    let last = documents.last().unwrap();
+    let mut checked = 0;
+    for thread in threads(last).values() {
+        let counter = &thread["counters"][event.as_str()];
+        assert_eq!(
+            counter["enabled_ns"], counter["running_ns"],
+            "one hardware event on a 7-counter PMU is never multiplexed"
+        );
+        let on_cpu = thread["on_cpu_ns"].as_u64().unwrap();
+        let cycles = counter["value"].as_f64().expect("counted");
+        assert_cycles_track_time(
+            &format!("thread {} ({})", thread["tid"], thread["comm"]),
+            cycles,
+            rate,
+            on_cpu,
+            thread["switches"].as_u64().unwrap(),
+        );
+        checked += 1;
+    }
+    assert!(
+        checked >= 4,
+        "the workload's threads were reported: {checked}"
+    );
+}
+
+/// Ten spellings of CPU_CYCLES (all modes), more events than the PMU's seven counters.
+const TEN_CYCLES: [&str; 10] = [
+    "armv8_pmuv3/cpu_cycles/",
+    "armv8_pmuv3/event=0x11/",
+    "armv8_pmuv3/event=0x011/",
+    "armv8_pmuv3/event=17/",
+    "armv8_pmuv3/config=0x11/",
+    "r11",
+    "r011",
+    "r0011",
+    "cycles",
+    "cpu-cycles",
+];
+
+#[test]
+fn more_cycle_events_than_counters_are_multiplexed_and_scaled_per_thread() {
+    if !privileged("multiplexing") {
+        return;
+    }
+    let rate = cycles_per_ns();
+    let mut args = vec!["--per-thread"];
+    for event in TEN_CYCLES {
+        args.extend(["-e", event]);
+    }
+    let (_, documents) = run_tool(&args, 3000);
+    let last = documents.last().unwrap();
+    let mut multiplexed = 0;
+    for thread in threads(last).values() {
+        let on_cpu = thread["on_cpu_ns"].as_u64().unwrap();
+        for event in TEN_CYCLES {
+            let counter = &thread["counters"][event];
+            let (enabled, running) = (
+                counter["enabled_ns"].as_u64().unwrap(),
+                counter["running_ns"].as_u64().unwrap(),
+            );
+            let Some(cycles) = counter["value"].as_f64() else {
+                // A short thread may have run only while this event was multiplexed out.
+                assert_eq!(running, 0, "null only when it never ran");
+                assert!(on_cpu < 50_000_000, "{event}: a busy thread was counted");
+                continue;
+            };
+            if running < enabled {
+                multiplexed += 1;
+            }
+            // Scaled by the thread's own enabled / running times: a clock counted at a fixed
+            // rate scales back to the rate times the enabled time, the thread's slices.
+            assert_cycles_track_time(
+                &format!("{event} of {} ({})", thread["tid"], thread["comm"]),
+                cycles,
+                rate,
+                on_cpu,
+                thread["switches"].as_u64().unwrap(),
+            );
+        }
+    }
+    assert!(
+        multiplexed > 10,
+        "ten events on seven counters were multiplexed"
+    );
+}
+
+/// The interval documents written to `report` so far.
+fn documents_in(report: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(report)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+#[test]
+fn counters_another_pmu_user_holds_are_not_counted_then_resume() {
+    if !privileged("another PMU user") {
+        return;
+    }
+    // A TopDown set (Neoverse N2's, forced: six events) so that its nodes show what becomes
+    // of ratios over counters that did not run.
+    let event = "cpu_cycles";
+    let report = std::env::temp_dir().join("hog-report.json");
+    let _ = std::fs::remove_file(&report);
+    let tool = Command::new(topdown_bpf_binary())
+        .args(["--per-thread", "-I", "250", "--json", "--td-level", "1"])
+        .args(["--cpuid", "neoverse-n2", "-o"])
+        .arg(&report)
+        .arg("--")
+        .arg(workload())
+        .args(["--run-ms", "6000", "--churn", "0", "--no-wait"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("running topdown-bpf");
+    // Counting first (four windows), then every counter of every CPU held by pinned CPU-wide
+    // events (7 per CPU: 6 general and the cycle counter) for two seconds, then released.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while documents_in(&report).len() < 4 {
+        assert!(Instant::now() < deadline, "the tool wrote no intervals");
+        thread::sleep(Duration::from_millis(50));
+    }
+    let cpus = thread::available_parallelism().unwrap().get() as i32;
+    let held: Vec<OwnedFd> = (0..cpus)
+        .flat_map(|cpu| (0..7).map(move |_| open_cycles(-1, cpu, true)))
+        .collect();
+    thread::sleep(Duration::from_secs(2));
+    let counted: Vec<u64> = held.iter().map(read_count).collect();
+    drop(held);
+    let output = tool.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(counted.iter().all(|&c| c > 0), "the pinned events counted");
+    let documents = documents_in(&report);
+    let (mut before, mut not_counted, mut after) = (0, 0, 0);
+    for document in documents.iter().filter(|d| d["final"] == false) {
+        let busy = threads(document)
+            .into_values()
+            .find(|t| t["comm"] == "busy");
+        let Some(busy) = busy else { continue };
+        let counter = &busy["counters"][event];
+        let nodes: usize = busy["topdown"]
+            .as_array()
+            .expect("TopDown per thread")
+            .iter()
+            .map(|part| part["nodes"].as_object().map_or(0, |n| n.len()))
+            .sum();
+        let (running, enabled) = (
+            counter["running_ns"].as_u64().unwrap(),
+            counter["enabled_ns"].as_u64().unwrap(),
+        );
+        match counter["value"].as_f64() {
+            None => {
+                assert_eq!(running, 0, "not counted means it never ran");
+                assert!(enabled > 0);
+                assert_eq!(nodes, 0, "no ratio of counters that did not run: {busy}");
+                not_counted += 1;
+            }
+            Some(value) => {
+                assert!(running > 0 && value > 0.0, "counted: {counter}");
+                assert!(nodes > 0, "TopDown from what was counted: {busy}");
+                if not_counted == 0 {
+                    before += 1;
+                } else {
+                    after += 1;
+                }
+            }
+        }
+    }
+    eprintln!("windows: {before} counted, {not_counted} not counted, {after} counted again");
+    assert!(
+        before > 0 && not_counted >= 4 && after > 0,
+        "counted, not (two seconds of 250 ms windows), counted again"
+    );
+    let told: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("not counted"))
+        .collect();
+    assert_eq!(told.len(), 1, "told once: {stderr}");
+    let last = documents.last().unwrap();
+    assert_eq!(last["final"], true, "a final report");
+    assert!(
+        last["kernel_stats"]["counter_not_running"]
+            .as_u64()
+            .unwrap()
+            > 0,
+        "the kernel side counted the slices it could not count"
+    );
+}
+
+/// Neoverse models with slot-based TopDown, forced on this PMU, and their widths.
+const ARM_MODELS: [(&str, &str, &[&str], f64); 3] = [
+    (
+        "neoverse-n2",
+        "neoverse_n2",
+        &["arm64/sbsa.json", "arm64/arm/neoverse-n2-v2/metrics.json"],
+        5.0,
+    ),
+    (
+        "neoverse-v1",
+        "neoverse_v1",
+        &["arm64/sbsa.json", "arm64/arm/neoverse-v1/metrics.json"],
+        8.0,
+    ),
+    (
+        "neoverse-v3",
+        "neoverse_v3",
+        &["arm64/sbsa.json", "arm64/arm/neoverse-v3/metrics.json"],
+        10.0,
+    ),
+];
+
+#[test]
+fn arm_topdown_sets_open_on_this_pmu_and_compute_the_datas_formulas() {
+    if !privileged("Arm TopDown sets") {
+        return;
+    }
+    // The emulated CPU is a Neoverse N1: no slot-based TopDown, said in one line.
+    let n1 = Command::new(topdown_bpf_binary())
+        .args(["--td-level", "1", "--duration", "1"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&n1.stderr);
+    assert!(!n1.status.success());
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("Neoverse N1"), "{stderr}");
+
+    for (cpuid, model, files, slots) in ARM_MODELS {
+        let (output, documents) =
+            run_tool(&["--per-thread", "--td-level", "1", "--cpuid", cpuid], 1500);
+        let last = documents.last().unwrap();
+        let set = &last["counter_set"];
+        let reason = set["reason"].as_str().unwrap();
+        assert!(
+            reason.contains(model) && reason.contains("forced") && reason.contains(PMU),
+            "the first line says the model was forced: {reason}"
+        );
+        drop(output);
+        let (exprs, _) = pmu_events::formulas(files, None);
+        let literals = HashMap::from([("#slots".to_owned(), slots)]);
+        let mut checked = 0;
+        for thread in threads(last).values() {
+            let counters = &thread["counters"];
+            // Every event of the model opened, and ran (it fits: at most 7 events on 7
+            // counters), read at every switch: enabled as long as the thread ran.
+            let counts: HashMap<String, f64> = counters
+                .as_object()
+                .unwrap()
+                .iter()
+                .filter(|(name, _)| *name != "cpu-clock")
+                .map(|(name, c)| {
+                    assert_eq!(c["enabled_ns"], c["running_ns"], "{model} {name}: fits");
+                    (name.to_lowercase(), c["value"].as_f64().expect("counted"))
+                })
+                .collect();
+            let lookup = |name: &str| {
+                *counts
+                    .get(&name.to_lowercase())
+                    .unwrap_or_else(|| panic!("{model}: {name} not opened"))
+            };
+            let env = Env {
+                metrics: &exprs,
+                events: &lookup,
+                literals: &literals,
+            };
+            let parts = thread["topdown"].as_array().expect("TopDown per thread");
+            assert_eq!(parts.len(), 1);
+            let nodes = parts[0]["nodes"].as_object().unwrap();
+            for node in [
+                "frontend_bound",
+                "backend_bound",
+                "retiring",
+                "bad_speculation",
+            ] {
+                let expr = &exprs[node];
+                let mut expected = env.eval(&parse(expr));
+                if pmu_events::is_percent(expr) {
+                    expected /= 100.0;
+                }
+                let shown = nodes.get(&format!("tma_{node}")).and_then(Value::as_f64);
+                match shown {
+                    Some(value) => assert!(
+                        (value - expected).abs() <= 1e-9 * expected.abs().max(1.0),
+                        "{model} {node}: {value} shown, the data's formula gives {expected}"
+                    ),
+                    // Not computed: the formula has no value on these counts (0 / 0).
+                    None => assert!(!expected.is_finite(), "{model} {node}: {expected}"),
+                }
+                checked += 1;
+            }
+        }
+        assert!(checked >= 16, "{model}: {checked} nodes checked");
+    }
+}
+
+#[test]
+fn c2c_says_in_one_line_that_there_is_no_memory_sampling_pmu() {
+    if !privileged("c2c without SPE") {
+        return;
+    }
+    let output = Command::new(topdown_bpf_binary())
+        .args(["c2c", "--duration", "1"])
+        .output()
+        .expect("running topdown-bpf c2c");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "c2c cannot run here: {stderr}");
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "one line: {stderr}");
+    assert!(
+        lines[0].contains("memory") && lines[0].contains("SPE"),
+        "says why: {stderr}"
+    );
+}
