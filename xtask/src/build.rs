@@ -109,9 +109,11 @@ pub fn cargo_for(root: &Path, arch: Arch, subcommand: &str) -> Result<Command> {
                 "CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER",
                 "aarch64-linux-gnu-gcc",
             )
+            // Static glibc warns at every link that name lookups (getaddrinfo, getpwuid_r)
+            // would need its shared libraries: said once in the README, not at every link.
             .env(
                 "CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUSTFLAGS",
-                "-C target-feature=+crt-static",
+                "-C target-feature=+crt-static -A linker-messages",
             )
             .env("CC_aarch64_unknown_linux_gnu", "aarch64-linux-gnu-gcc")
             .env("AR_aarch64_unknown_linux_gnu", "aarch64-linux-gnu-ar");

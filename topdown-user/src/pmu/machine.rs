@@ -317,6 +317,52 @@ mod tests {
         assert_eq!(cpu_id("", None), CpuId::Unknown);
     }
 
+    /// The CPU PMU by what it is: whatever the firmware named it, the PMU with a `cpus` file;
+    /// uncore PMUs (`cpumask`) and software ones are not; a forced CPU id replaces the MIDR's.
+    #[test]
+    fn arm_cpu_pmus_are_found_by_their_cpus_file_under_any_name() {
+        let root = tempfile::tempdir().unwrap();
+        let pmu = |name: &str, ty: u32, file: Option<(&str, &str)>| {
+            let dir = root.path().join("sys/bus/event_source/devices").join(name);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("type"), format!("{ty}\n")).unwrap();
+            if let Some((file, text)) = file {
+                std::fs::write(dir.join(file), text).unwrap();
+            }
+        };
+        pmu("armv8_neoverse_n1", 10, Some(("cpus", "0-63\n")));
+        pmu("arm_cmn_0", 11, Some(("cpumask", "0\n")));
+        pmu("software", 1, None);
+        let midr = root
+            .path()
+            .join("sys/devices/system/cpu/cpu0/regs/identification");
+        std::fs::create_dir_all(&midr).unwrap();
+        std::fs::write(midr.join("midr_el1"), "0x00000000413fd0c1\n").unwrap();
+        let sys = SysRoot::at(root.path());
+        let machine = Machine::read(&sys).unwrap();
+        let names: Vec<&str> = machine.core_pmus.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["armv8_neoverse_n1"]);
+        assert_eq!(machine.core_pmus[0].cpus.as_ref().unwrap().len(), 64);
+        assert_eq!(
+            machine.cpu,
+            CpuId::Arm {
+                implementer: 0x41,
+                part: 0xd0c
+            }
+        );
+        assert!(!machine.forced);
+        let n2 = parse_forced_cpu("neoverse-n2").unwrap();
+        let forced = Machine::read_as(&sys, Some(n2.clone())).unwrap();
+        assert_eq!((forced.cpu, forced.forced), (n2, true));
+        assert_eq!(forced.core_pmus, machine.core_pmus, "on the PMU it finds");
+        assert_eq!(
+            parse_forced_cpu("0x00000000410fd490").unwrap(),
+            parse_forced_cpu("arm-0x41-0xd49").unwrap()
+        );
+        let error = parse_forced_cpu("pentium").unwrap_err();
+        assert!(format!("{error:#}").contains("neoverse-n2"), "{error:#}");
+    }
+
     #[test]
     fn cpu_lists() {
         assert_eq!(
