@@ -119,6 +119,17 @@ impl Workload {
     }
 }
 
+/// This thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`: the scheduler's runtime of the thread).
+pub fn thread_cputime_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// First field of `/proc/<pid>/task/<tid>/schedstat`: the thread's on-CPU nanoseconds as the
 /// scheduler counts them (`sum_exec_runtime`).
 pub fn schedstat_ns(pid: u32, tid: u32) -> u64 {

@@ -15,7 +15,7 @@ use std::{
 use serde_json::Value;
 use topdown_tests::{
     assert_cycles_track_time, metric_expr::Env, metric_expr::parse, pmu_events, privileged,
-    topdown_bpf_binary,
+    thread_cputime_ns, topdown_bpf_binary,
 };
 
 /// The emulated machine's CPU PMU (QEMU's `virt` board describes it in its device tree).
@@ -63,16 +63,6 @@ fn read_count(fd: &OwnedFd) -> u64 {
     };
     assert_eq!(n, 8, "reading a counter");
     count
-}
-
-fn thread_cputime_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// The PMU's cycles per nanosecond of on-CPU time, measured without the tool: a counter on

@@ -18,17 +18,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use topdown_tests::flag_value;
-
-fn thread_cputime_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+use topdown_tests::{flag_value, thread_cputime_ns};
 
 fn gettid() -> u32 {
     // SAFETY: gettid has no preconditions.
