@@ -95,9 +95,11 @@ pub fn run_suite(root: &Path, only: Option<&str>, filter: Option<&str>) -> Resul
     Ok((passed, failed))
 }
 
-/// What goes into a guest: its path there, and the file on this host.
+/// The aarch64 builds that go into a guest.
 struct Files {
+    /// `topdown-bpf` (debug).
     tool: PathBuf,
+    /// The test programs of [`PROGRAMS`].
     programs: Vec<PathBuf>,
     /// Test binaries by target name.
     tests: BTreeMap<String, PathBuf>,
