@@ -14,8 +14,8 @@ use std::{
 
 use serde_json::Value;
 use topdown_tests::{
-    assert_cycles_track_time, metric_expr::Env, metric_expr::parse, pmu_events, privileged,
-    thread_cputime_ns, topdown_bpf_binary,
+    ClockRun, assert_cycles_track_time, metric_expr::Env, metric_expr::parse, pmu_events,
+    privileged, stolen_ns, thread_cputime_ns, topdown_bpf_binary,
 };
 
 /// The emulated machine's CPU PMU (QEMU's `virt` board describes it in its device tree).
@@ -86,6 +86,22 @@ fn workload() -> std::path::PathBuf {
     topdown_bpf_binary().with_file_name("workload")
 }
 
+/// As [`run_tool`], with what [`assert_cycles_track_time`] needs of the run: the time stolen
+/// over it, and the switches the kernel did not report (the final document's count).
+fn run_tool_measured(args: &[&str], run_ms: u32) -> ((Output, Vec<Value>), ClockRun) {
+    let stolen_before = stolen_ns();
+    let (output, documents) = run_tool(args, run_ms);
+    let unreported = documents.last().expect("a final document")["kernel_stats"]
+        ["switches_the_kernel_did_not_report"]
+        .as_u64()
+        .expect("the count");
+    let run = ClockRun {
+        stolen: stolen_ns() - stolen_before,
+        unreported,
+    };
+    ((output, documents), run)
+}
+
 /// Runs the tool with `args` over the test workload (`--run-ms run_ms`), its report in a
 /// file: the tool's output and every JSON document of the report.
 fn run_tool(args: &[&str], run_ms: u32) -> (Output, Vec<Value>) {
@@ -129,7 +145,7 @@ fn cycles_per_thread_follow_each_threads_on_cpu_time() {
     }
     let rate = cycles_per_ns();
     let event = format!("{PMU}/cpu_cycles/");
-    let (_, documents) = run_tool(&["--per-thread", "-e", &event], 2000);
+    let ((_, documents), run) = run_tool_measured(&["--per-thread", "-e", &event], 2000);
     let last = documents.last().unwrap();
     let mut checked = 0;
     for thread in threads(last).values() {
@@ -146,6 +162,8 @@ fn cycles_per_thread_follow_each_threads_on_cpu_time() {
             rate,
             on_cpu,
             thread["switches"].as_u64().unwrap(),
+            1.0,
+            &run,
         );
         checked += 1;
     }
@@ -179,7 +197,7 @@ fn more_cycle_events_than_counters_are_multiplexed_and_scaled_per_thread() {
     for event in TEN_CYCLES {
         args.extend(["-e", event]);
     }
-    let (_, documents) = run_tool(&args, 3000);
+    let ((_, documents), run) = run_tool_measured(&args, 3000);
     let last = documents.last().unwrap();
     let mut multiplexed = 0;
     for thread in threads(last).values() {
@@ -207,6 +225,8 @@ fn more_cycle_events_than_counters_are_multiplexed_and_scaled_per_thread() {
                 rate,
                 on_cpu,
                 thread["switches"].as_u64().unwrap(),
+                running as f64 / enabled as f64,
+                &run,
             );
         }
     }

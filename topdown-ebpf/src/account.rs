@@ -8,7 +8,7 @@
 //! Cgroups are charged in userspace from the threads' records; losses are only counted.
 
 use aya_ebpf::{
-    bindings::BPF_NOEXIST,
+    bindings::{BPF_NOEXIST, BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
     helpers::{
         bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid,
         bpf_get_smp_processor_id,
@@ -55,7 +55,15 @@ static SCRATCH: PerCpuArray<ThreadTotals> = PerCpuArray::with_max_entries(1, 0);
 /// Records about threads, each a [`ThreadHeader`] and the set's slots: final totals of threads
 /// that died, and totals of threads as they left a cgroup.
 #[map]
-static THREAD_RECORDS: RingBuf = RingBuf::with_byte_size(4 * 1024 * 1024, 0);
+static THREAD_RECORDS: RingBuf = RingBuf::with_byte_size(RECORDS_BYTES, 0);
+
+/// The record ring's size.
+const RECORDS_BYTES: u32 = 4 * 1024 * 1024;
+
+/// Records are sent without waking the reader, which drains the ring on its own timer (every
+/// 20 ms: a wakeup per record cost a thread's exit more than the rest of its accounting);
+/// past this much waiting data the reader is woken at once, long before the ring fills.
+const RECORDS_WAKE_AT: u64 = RECORDS_BYTES as u64 / 4;
 
 /// Where a charge's run time ends and the CPU's next charge starts, on the scheduler's clock
 /// (`se.exec_start` values, see [`crate::task::Task::exec_start`]), and the current task's
@@ -252,7 +260,7 @@ pub fn charge_current(state: &mut CpuState, end: SliceEnd, task: Task, clocks: C
         read_counters(&mut prev, cpu, Some(&mut state.idle));
         return;
     }
-    let Some(totals) = totals_of(state, tid, task.tgid(), now) else {
+    let Some((totals, in_map)) = totals_of(state, tid, task.tgid(), now, end) else {
         return;
     };
     // SAFETY: this thread's slot (no other CPU runs it now) or this CPU's scratch slot.
@@ -296,8 +304,9 @@ pub fn charge_current(state: &mut CpuState, end: SliceEnd, task: Task, clocks: C
     if end == SliceEnd::Exit {
         totals.header.flags |= ThreadHeader::FLAG_EXITED;
         send(state, totals);
-        // Absent when the map was full: the loss is already counted.
-        let _ = THREADS.remove(&tid);
+        if in_map {
+            let _ = THREADS.remove(&tid);
+        }
     }
 }
 
@@ -325,17 +334,31 @@ fn send(state: &mut CpuState, totals: &ThreadTotals) {
     // SAFETY: `len` bytes from the start of a ThreadTotals, which has at least that many.
     let bytes =
         unsafe { core::slice::from_raw_parts((totals as *const ThreadTotals).cast::<u8>(), len) };
-    if THREAD_RECORDS.output(bytes, 0).is_err() {
+    let waiting = THREAD_RECORDS.query(u64::from(BPF_RB_AVAIL_DATA));
+    let flags = if waiting >= RECORDS_WAKE_AT {
+        BPF_RB_FORCE_WAKEUP
+    } else {
+        BPF_RB_NO_WAKEUP
+    };
+    if THREAD_RECORDS.output(bytes, u64::from(flags)).is_err() {
         count_in(state, Stat::RecordRingFull);
     }
 }
 
-/// The totals `tid` is charged to: its `THREADS` slot (created on first sight, with its
-/// cgroup), or a scratch slot when the map is full (the loss is counted).
+/// The totals `tid` is charged to, and whether they are in `THREADS`: its slot there (created
+/// on first sight, with its cgroup), or this CPU's scratch slot: for a thread whose first
+/// charge is its last (it lived one slice: no slot is made only to be deleted), or when the
+/// map is full (the loss is counted).
 #[inline(always)]
-fn totals_of(state: &mut CpuState, tid: u32, tgid: u32, now: u64) -> Option<*mut ThreadTotals> {
+fn totals_of(
+    state: &mut CpuState,
+    tid: u32,
+    tgid: u32,
+    now: u64,
+    end: SliceEnd,
+) -> Option<(*mut ThreadTotals, bool)> {
     if let Some(totals) = THREADS.get_ptr_mut(&tid) {
-        return Some(totals);
+        return Some((totals, true));
     }
     let scratch = SCRATCH.get_ptr_mut(0)?;
     // SAFETY: per-CPU scratch slot, not shared with another program run.
@@ -349,12 +372,19 @@ fn totals_of(state: &mut CpuState, tid: u32, tgid: u32, now: u64) -> Option<*mut
             (*scratch).header.flags = ThreadHeader::FLAG_FOLLOWED;
         }
     }
+    if end == SliceEnd::Exit {
+        return Some((scratch, false));
+    }
     // SAFETY: as above.
     match THREADS.insert(&tid, unsafe { &*scratch }, u64::from(BPF_NOEXIST)) {
-        Ok(()) => THREADS.get_ptr_mut(&tid).or(Some(scratch)),
+        Ok(()) => Some(
+            THREADS
+                .get_ptr_mut(&tid)
+                .map_or((scratch, false), |totals| (totals, true)),
+        ),
         Err(_) => {
             count_in(state, Stat::ThreadMapFull);
-            Some(scratch)
+            Some((scratch, false))
         }
     }
 }

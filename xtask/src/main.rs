@@ -75,8 +75,9 @@ enum Task {
     },
     /// Run a benchmark (writes a Markdown table to stdout; see BENCHMARKS.md).
     Bench {
-        /// Which: the collector's cost at context switches (needs root), or `c2c report` on a
-        /// generated perf.data of a million samples against `perf c2c report`.
+        /// Which: the collector's cost at context switches (needs root), `c2c report` on a
+        /// generated perf.data of a million samples against `perf c2c report`, or thread churn
+        /// alone, under topdown-bpf and under perf stat (needs root).
         #[arg(value_enum, default_value_t = Bench::Collector)]
         which: Bench,
         /// Repetitions per configuration.
@@ -117,6 +118,8 @@ enum Bench {
     Collector,
     /// `xtask/bench/c2c-report.sh`.
     C2cReport,
+    /// `xtask/bench/churn.sh`: thread churn alone, under topdown-bpf and under perf stat.
+    Churn,
 }
 
 fn main() -> ExitCode {
@@ -243,6 +246,7 @@ fn run(cli: Cli) -> Result<()> {
             let script = match which {
                 Bench::Collector => "xtask/bench/collector-cost.sh",
                 Bench::C2cReport => "xtask/bench/c2c-report.sh",
+                Bench::Churn => "xtask/bench/churn.sh",
             };
             let status = Command::new("bash")
                 .arg(root.join(script))
