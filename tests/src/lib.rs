@@ -243,7 +243,8 @@ pub const EMULATED_SWITCH_LAG_NS: u64 = 150_000;
 /// between the scheduler's clock update and the counter read, or between a wakeup and its
 /// switch, is time in that window for the guest, which sees no steal (QEMU's virtual clock
 /// runs on). A host time slice is a few ms; seen: 3.2 ms more than the per-charge lag on one
-/// thread of 19 charges, once in six runs.
+/// thread of 19 charges, and 4.9 ms between two reads of one program run, once each in seven
+/// runs.
 pub const EMULATED_HOST_STALL_NS: u64 = 10_000_000;
 
 /// The per-charge lag of this machine: [`SWITCH_LAG_NS`], or [`EMULATED_SWITCH_LAG_NS`].
@@ -270,15 +271,15 @@ pub const READ_GAP_NS: u64 = 1_000;
 pub const EMULATED_READ_GAP_NS: u64 = 10_000;
 
 /// Asserts that two copies of a clock counter read at the same `charges` charges (`a` and
-/// `b`) agree up to [`READ_GAP_NS`] per charge ([`EMULATED_READ_GAP_NS`] in the emulated
-/// guest): whatever the attribution, both are charged the same slices.
+/// `b`) agree up to [`READ_GAP_NS`] per charge: whatever the attribution, both are charged the
+/// same slices. In the emulated guest, [`EMULATED_READ_GAP_NS`] per charge, and the host
+/// preempting the vCPU between two reads once ([`EMULATED_HOST_STALL_NS`]; seen: 4.9 ms once).
 pub fn assert_read_together(what: &str, a: u64, b: u64, charges: u64) {
-    let tolerance = charges
-        * if emulated() {
-            EMULATED_READ_GAP_NS
-        } else {
-            READ_GAP_NS
-        };
+    let tolerance = if emulated() {
+        charges * EMULATED_READ_GAP_NS + EMULATED_HOST_STALL_NS
+    } else {
+        charges * READ_GAP_NS
+    };
     assert!(
         a.abs_diff(b) <= tolerance,
         "{what}: {a} vs {b}, more than {tolerance} ns apart over {charges} charges"
