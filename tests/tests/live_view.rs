@@ -217,14 +217,18 @@ fn have_tmux(test: &str) -> bool {
 /// Waits for the shell line `EXIT=<status>` the command in the pane writes to `status`.
 fn exit_status(status: &std::path::Path) -> String {
     let start = Instant::now();
-    while !status.exists() {
+    // The shell creates the file, then writes the line: read it once the line is whole.
+    loop {
+        let text = fs::read_to_string(status).unwrap_or_default();
+        if text.ends_with('\n') {
+            return text.trim().to_owned();
+        }
         assert!(
             start.elapsed() < Duration::from_secs(60),
             "q did not end the view"
         );
         thread::sleep(Duration::from_millis(100));
     }
-    fs::read_to_string(status).unwrap().trim().to_owned()
 }
 
 #[test]
