@@ -142,22 +142,24 @@ impl<'a> EventResolver<'a> {
                 merged.push((key, value));
             }
         }
-        // perf's built-in terms `config=`, `config1=`, `config2=` set the attr's words as
-        // given, whatever the PMU's format files (Arm's have no `config`).
-        let mut raw = [0u64; 3];
-        merged.retain(|(key, value)| {
+        // perf's built-in terms `config=` and `config1=` set the attr's words as given,
+        // whatever the PMU's format files (Arm's have no `config`).
+        let mut raw = [0u64; 2];
+        let mut rest = Vec::with_capacity(merged.len());
+        for (key, value) in merged {
             let word = match key.as_str() {
                 "config" => 0,
                 "config1" => 1,
-                "config2" => 2,
-                _ => return true,
+                "config2" => bail!("event `{spec}`: config2 is not supported"),
+                _ => {
+                    rest.push((key, value));
+                    continue;
+                }
             };
-            raw[word] |= super::sysfs::parse_number(value).unwrap_or(u64::MAX);
-            false
-        });
-        if raw.contains(&u64::MAX) {
-            bail!("event `{spec}`: a config term's value is not a number");
+            raw[word] |= super::sysfs::parse_number(&value)
+                .with_context(|| format!("event `{spec}`: `{key}={value}`"))?;
         }
+        let merged = rest;
         let joined: Vec<String> = merged.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let config = pmu
             .encode(&joined.join(","))
@@ -168,9 +170,6 @@ impl<'a> EventResolver<'a> {
             config1: config.config1 | raw[1],
             ..EventAttr::default()
         };
-        if raw[2] != 0 {
-            bail!("event `{spec}`: config2 is not supported");
-        }
         apply_privilege(spec, modifiers, &mut attr)?;
         Ok(attr)
     }
