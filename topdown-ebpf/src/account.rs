@@ -9,10 +9,7 @@
 
 use aya_ebpf::{
     bindings::{BPF_NOEXIST, BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
-    helpers::{
-        bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid,
-        bpf_get_smp_processor_id,
-    },
+    helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid, bpf_get_smp_processor_id},
     macros::map,
     maps::{HashMap, PerCpuArray, PerfEventArray, RingBuf},
 };
@@ -296,10 +293,8 @@ pub fn charge_current(state: &mut CpuState, end: SliceEnd, task: Task, clocks: C
     }
     // The name is refreshed on ticks, the first switch and the last one, and at exec (see
     // `on_exec`), not on every switch.
-    if (end != SliceEnd::Switch || totals.header.switches == 1)
-        && let Ok(comm) = bpf_get_current_comm()
-    {
-        totals.header.comm = comm;
+    if end != SliceEnd::Switch || totals.header.switches == 1 {
+        totals.header.comm = task.comm();
     }
     if end == SliceEnd::Exit {
         totals.header.flags |= ThreadHeader::FLAG_EXITED;
@@ -314,11 +309,9 @@ pub fn charge_current(state: &mut CpuState, end: SliceEnd, task: Task, clocks: C
 #[inline(always)]
 pub fn on_exec() {
     let tid = bpf_get_current_pid_tgid() as u32;
-    if let Some(totals) = THREADS.get_ptr_mut(&tid)
-        && let Ok(comm) = bpf_get_current_comm()
-    {
+    if let Some(totals) = THREADS.get_ptr_mut(&tid) {
         // SAFETY: the current thread's own slot; it is running here, so no charge races.
-        unsafe { (*totals).header.comm = comm };
+        unsafe { (*totals).header.comm = Task::current().comm() };
     }
 }
 
@@ -363,7 +356,11 @@ fn totals_of(
     let scratch = SCRATCH.get_ptr_mut(0)?;
     // SAFETY: per-CPU scratch slot, not shared with another program run.
     unsafe {
-        *scratch = ThreadTotals::new(tid, tgid);
+        // Only the set's slots: zeroing all `MAX_COUNTERS` cost a short thread's one switch
+        // more than the rest of its accounting (records and snapshots carry only the set's).
+        (*scratch).header = ThreadTotals::new(tid, tgid).header;
+        (*scratch).runtime_ns = 0;
+        zero_set_slots(&mut (*scratch).charged);
         (*scratch).header.born_ns = now;
         // The count first: a move completing after it is seen at the next charge.
         (*scratch).cgroup_moves = cgroup_moves::moves();
@@ -386,6 +383,19 @@ fn totals_of(
             count_in(state, Stat::ThreadMapFull);
             Some((scratch, false))
         }
+    }
+}
+
+/// Zeroes the slots of the set (see [`SET_SLOTS`]); the rest are never read.
+#[inline(always)]
+fn zero_set_slots(readings: &mut Readings) {
+    // SAFETY: a read-only global the loader sets before loading.
+    let slots = unsafe { core::ptr::read_volatile(&SET_SLOTS) } as usize;
+    for (i, slot) in readings.slots.iter_mut().enumerate() {
+        if i >= slots {
+            break;
+        }
+        *slot = Reading::ZERO;
     }
 }
 

@@ -59,8 +59,9 @@ pub struct Collector {
     nr: usize,
     /// Charging only followed processes (idle is not measured then).
     narrow: bool,
-    /// Whether followed processes are forgotten once freed (attached at the first follow).
-    forgetting: bool,
+    /// Whether anything was followed: followed processes are then forgotten once freed, and
+    /// the kernel programs look processes up in `FOLLOWED`.
+    following: bool,
     /// Held open for as long as the kernel programs read them.
     _counters: OpenCounters,
 }
@@ -92,6 +93,7 @@ impl Collector {
             offset("task_struct", "se")? + offset("sched_entity", "exec_start")?;
         let task_sum_exec_runtime_offset =
             offset("task_struct", "se")? + offset("sched_entity", "sum_exec_runtime")?;
+        let task_comm_offset = offset("task_struct", "comm")?;
         let cgroup_kn_offset = offset("cgroup", "kn")?;
         let kernfs_node_id_offset = offset("kernfs_node", "id")?;
         let cgroup_root_offset = offset("cgroup", "root")?;
@@ -109,6 +111,7 @@ impl Collector {
                 &task_sum_exec_runtime_offset,
                 true,
             )
+            .override_global("TASK_COMM_OFFSET", &task_comm_offset, true)
             .override_global("CGROUP_KN_OFFSET", &cgroup_kn_offset, true)
             .override_global("KERNFS_NODE_ID_OFFSET", &kernfs_node_id_offset, true)
             .override_global("CGROUP_ROOT_OFFSET", &cgroup_root_offset, true)
@@ -193,20 +196,25 @@ impl Collector {
             removed_cgroups,
             nr,
             narrow: options.narrow,
-            forgetting: false,
+            following: false,
             _counters: counters,
         })
     }
 
-    /// Attaches the program that forgets followed processes once freed, the first time
-    /// something is followed.
-    fn forget_freed_processes(&mut self) -> Result<()> {
-        if !self.forgetting {
+    /// The first time something is followed: attaches the program that forgets followed
+    /// processes once freed, and tells the kernel programs to look processes up in `FOLLOWED`
+    /// (they skip it until then).
+    fn start_following(&mut self) -> Result<()> {
+        if !self.following {
             let program: &mut BtfTracePoint = program(&mut self.bpf, FORGET_PROGRAM)?.try_into()?;
             program
                 .attach()
                 .with_context(|| format!("attaching to tp_btf/{FORGET_PROGRAM}"))?;
-            self.forgetting = true;
+            let mut following: Array<_, u32> = Array::try_from(map(&mut self.bpf, "FOLLOWING")?)?;
+            following
+                .set(0, &1, 0)
+                .context("turning following on in the kernel")?;
+            self.following = true;
         }
         Ok(())
     }
@@ -215,7 +223,7 @@ impl Collector {
     /// threads carry `ThreadHeader::FLAG_FOLLOWED`. On a narrowed collector, only followed
     /// processes are charged.
     pub fn follow(&mut self, pid: u32) -> Result<()> {
-        self.forget_freed_processes()?;
+        self.start_following()?;
         let mut followed: HashMap<_, u32, u8> = HashMap::try_from(map(&mut self.bpf, "FOLLOWED")?)?;
         followed
             .insert(&pid, &1, 0)
@@ -225,7 +233,7 @@ impl Collector {
     /// Runs `spawn` (which starts a process from this thread) with this thread's forks followed:
     /// the process is followed from its first instruction, and none of our own threads is.
     pub fn spawn_followed<T>(&mut self, spawn: impl FnOnce() -> T) -> Result<T> {
-        self.forget_freed_processes()?;
+        self.start_following()?;
         // SAFETY: gettid has no preconditions.
         let tid = unsafe { libc::gettid() } as u32;
         let mut spawner: Array<_, u32> = Array::try_from(map(&mut self.bpf, "SPAWNER")?)?;
