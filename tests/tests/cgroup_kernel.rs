@@ -11,10 +11,11 @@ use std::{
 };
 
 use serde_json::Value;
+use topdown_common::stats::Stat;
 use topdown_tests::{
-    assert_books,
+    assert_books, assert_clock_counter,
     cgroup_tree::{TestTree, unified_mount},
-    topdown_bpf_binary,
+    stolen_ns, topdown_bpf_binary,
 };
 use topdown_user::{
     attrib::{
@@ -24,7 +25,10 @@ use topdown_user::{
         target::Target,
     },
     collect::{Collector, CollectorOptions},
-    pmu::{counter_set::CounterSet, sysfs::SysRoot},
+    pmu::{
+        counter_set::{Counter, CounterSet, EventAttr, Unit},
+        sysfs::SysRoot,
+    },
 };
 
 /// The workload binary, busy for `run_ms`, started inside `leaf`: the child joins the cgroup
@@ -32,6 +36,18 @@ use topdown_user::{
 /// up to one tick of it to whichever charge comes next).
 fn spawn_in(tree: &TestTree, leaf: &str, run_ms: u32) -> Child {
     let run_ms = run_ms.to_string();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_workload"));
+    command.args(["--run-ms", &run_ms, "--churn", "2", "--no-wait"]);
+    spawn_command_in(tree, leaf, command, None)
+}
+
+/// `command` started inside `leaf` (as [`spawn_in`]), on CPU `cpu` alone when given.
+fn spawn_command_in(
+    tree: &TestTree,
+    leaf: &str,
+    mut command: Command,
+    cpu: Option<usize>,
+) -> Child {
     let procs = std::ffi::CString::new(
         tree.dir(leaf)
             .join("cgroup.procs")
@@ -39,10 +55,7 @@ fn spawn_in(tree: &TestTree, leaf: &str, run_ms: u32) -> Child {
             .into_encoded_bytes(),
     )
     .unwrap();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_workload"));
-    command
-        .args(["--run-ms", &run_ms, "--churn", "2", "--no-wait"])
-        .stdout(Stdio::null());
+    command.stdout(Stdio::null());
     // SAFETY: between fork and exec the child only calls open, write and close, which are
     // async-signal-safe, on memory prepared before the fork.
     unsafe {
@@ -55,6 +68,13 @@ fn spawn_in(tree: &TestTree, leaf: &str, run_ms: u32) -> Child {
             libc::close(fd);
             if written != 1 {
                 return Err(std::io::Error::last_os_error());
+            }
+            if let Some(cpu) = cpu {
+                let mut mask: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(cpu, &mut mask);
+                if libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &mask) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
             }
             Ok(())
         });
@@ -192,6 +212,93 @@ fn each_cgroup_is_charged_what_its_cpu_stat_says() {
         );
     }
     drop(tree);
+}
+
+/// Reading counters only at cgroup switches (`CollectorOptions::cgroup_only`, what `serve` and
+/// `--per-cgroup` use): two cgroups' workloads share one CPU, so its switches go both between
+/// two threads of one cgroup (no read: the deltas wait for the next read; `q` starts and
+/// joins threads as fast as it can, thousands of such switches) and from one cgroup to the
+/// other. A `cpu-clock` counter stands in for a hardware one: each cgroup's count must
+/// match the on-CPU time charged to it (the scheduler's runtime), as a thread's does when every
+/// switch reads; a delta charged to the wrong cgroup at a skipped read moves time from one to
+/// the other, far past the bound.
+#[test]
+fn cgroup_only_reads_charge_each_cgroup_its_own_counts() {
+    let Some(mount) = unified_mount("cgroup_only_reads_charge_each_cgroup_its_own_counts") else {
+        return;
+    };
+    let leaves = ["p", "q"];
+    let tree = TestTree::new(&mount, "reads", &leaves);
+    let clock = |name: &str| Counter {
+        name: name.to_owned(),
+        unit: Unit::Nanoseconds,
+        attr: EventAttr {
+            pmu_type: 1,
+            config: 0,
+            ..EventAttr::default()
+        },
+        cpus: None,
+    };
+    let set = CounterSet {
+        name: "clock-stand-in",
+        reason: "a software clock standing in for a hardware counter".into(),
+        counters: vec![clock("cpu-clock"), clock("cpu-clock#1")],
+    };
+    let stolen_before = stolen_ns();
+    let options = CollectorOptions {
+        cgroup_only: true,
+        ..CollectorOptions::default()
+    };
+    let mut collector = Collector::start(&set, &options).expect("collector");
+    let mut workload = Command::new(env!("CARGO_BIN_EXE_workload"));
+    workload.args(["--run-ms", "1500", "--churn", "2", "--no-wait"]);
+    let mut churn = Command::new(env!("CARGO_BIN_EXE_churn"));
+    churn.args(["--seconds", "1.5", "--creators", "1"]);
+    let children = vec![
+        spawn_command_in(&tree, "p", workload, Some(0)),
+        spawn_command_in(&tree, "q", churn, Some(0)),
+    ];
+    for mut child in children {
+        assert!(child.wait().expect("waiting for a workload").success());
+    }
+    let snapshot = collector.snapshot().expect("snapshot");
+    let mut attrib = Attributor::new(set.counters.len(), Target::All);
+    attrib.window(&snapshot);
+    let totals = attrib.run_totals(&snapshot);
+    assert!(!totals.stats.lost_anything(), "{:?}", totals.stats);
+    let stolen = stolen_ns() - stolen_before;
+
+    let switches = totals.stats.get(Stat::Switches);
+    let ticks = totals.stats.get(Stat::Ticks);
+    let reads = totals.stats.get(Stat::CounterReads);
+    eprintln!("{reads} counter set reads for {switches} switches and {ticks} ticks");
+    // q alone switches thousands of times between its own threads.
+    assert!(
+        reads * 2 < switches,
+        "switches within a cgroup read no counter: {reads} reads, {switches} switches"
+    );
+    for leaf in leaves {
+        let id = tree.id(leaf);
+        let charged = totals
+            .cgroups
+            .iter()
+            .find(|c| c.id == id)
+            .unwrap_or_else(|| panic!("cgroup {leaf} was charged"));
+        let on_cpu = charged.on_cpu_ns();
+        assert!(on_cpu > 300_000_000, "{leaf} ran on its CPU: {on_cpu} ns");
+        assert_books(leaf, on_cpu, tree.usage_ns(leaf));
+        // Each read may move the per-charge lag, at most one per switch or tick of any
+        // thread. q's switches make its own bound loose; p's is tight, and a delta charged to
+        // the wrong one of the two moves time between them.
+        assert_clock_counter(
+            &format!("{leaf}'s cpu-clock counter"),
+            charged.counters[1].raw,
+            on_cpu,
+            stolen,
+            charged.switches + ticks + 2,
+            totals.stats.get(Stat::SwitchesUnreported),
+        );
+    }
 }
 
 /// The command line a user types: `--per-cgroup -G`, `--rollup` and `--per-container` on a

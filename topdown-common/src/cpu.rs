@@ -24,6 +24,15 @@ pub struct CpuState {
     /// is counted ([`crate::stats::Stat::SwitchesUnreported`]) and the current thread is
     /// looked up.
     pub current: u32,
+    /// When only cgroups are reported: the cgroup (its `struct cgroup` address; 0 for the idle
+    /// task, [`CpuState::NO_GROUP`] before the first switch) whose threads ran on this CPU
+    /// since its counters were last read. A switch to a thread of the same cgroup leaves the
+    /// counters unread: the deltas go to the next thread charged with a read, which is in the
+    /// same cgroup, so every cgroup's sums stay exact.
+    pub group: u64,
+    /// The kernel's count of cgroup moves (see the kernel's `cgroup_moves`) when `group` was
+    /// set: a move since forces a read.
+    pub group_moves: u64,
     /// Loss and activity counters, indexed by [`crate::stats::Stat`].
     pub stats: [u64; NR_STATS as usize],
     /// Counter readings at the previous charge.
@@ -36,12 +45,17 @@ impl CpuState {
     /// Set in [`CpuState::current`] when that thread is watched (tids stay below 2^22).
     pub const WATCHED: u32 = 1 << 31;
 
+    /// [`CpuState::group`] before the CPU's first switch: no cgroup's counts are pending.
+    pub const NO_GROUP: u64 = u64::MAX;
+
     /// A CPU that reads the slots in `slots`, not measuring yet.
     pub const fn new(slots: u32) -> Self {
         Self {
             last_ns: 0,
             slots,
             current: 0,
+            group: Self::NO_GROUP,
+            group_moves: 0,
             stats: [0; NR_STATS as usize],
             prev: Readings::ZERO,
             idle: Readings::ZERO,

@@ -27,10 +27,15 @@ pub enum Stat {
     /// VMs, PID 1's tokio workers). The thread's time stays exact (its own runtime), but the
     /// counter deltas since the CPU's previous charge include the unreported thread's share.
     SwitchesUnreported = 8,
+    /// Times a CPU read its set's counters (not a loss; a set of on-CPU time alone reads
+    /// none): every charge reads them, except a switch between two threads of one cgroup when
+    /// only cgroups are reported. Counters read = this times the set's counters beyond the
+    /// clock.
+    CounterReads = 9,
 }
 
 /// Number of [`Stat`] slots.
-pub const NR_STATS: u32 = 9;
+pub const NR_STATS: u32 = 10;
 
 impl Stat {
     /// Every stat, in index order.
@@ -44,6 +49,7 @@ impl Stat {
         Self::FollowMapFull,
         Self::CgroupNameRingFull,
         Self::SwitchesUnreported,
+        Self::CounterReads,
     ];
 
     /// Whether a non-zero value of this stat means lost or uncharged data.
@@ -71,6 +77,7 @@ impl Stat {
             Self::FollowMapFull => "follow map full",
             Self::CgroupNameRingFull => "cgroup name ring full",
             Self::SwitchesUnreported => "switches the kernel did not report",
+            Self::CounterReads => "counter set reads",
         }
     }
 }

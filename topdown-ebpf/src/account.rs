@@ -2,8 +2,9 @@
 //!
 //! The cost of this path is the product's price tag, so per charge: one lookup of this CPU's
 //! state (readings, slot mask, idle, stats in one value), one lookup of the thread, one
-//! `bpf_perf_event_read_value` per counter of the set beyond on-CPU time, and nothing written
-//! that another CPU writes too. On-CPU time is the scheduler's own clock, read from the task
+//! `bpf_perf_event_read_value` per counter of the set beyond on-CPU time (none at a switch
+//! within one cgroup when only cgroups are reported, see [`reads_at_switch`]), and nothing
+//! written that another CPU writes too. On-CPU time is the scheduler's own clock, read from the task
 //! (no clock or counter read); the cgroup id is read only after a move (see `cgroup_moves`).
 //! Cgroups are charged in userspace from the threads' records; losses are only counted.
 
@@ -32,6 +33,12 @@ static SET_SLOTS: u32 = 1;
 /// two other threads then cost one lookup. Set by the loader.
 #[unsafe(no_mangle)]
 static NARROW: u32 = 0;
+
+/// Non-zero when only cgroups are reported (`serve`, `--per-cgroup` and `--per-container`
+/// without a view of threads): a switch between two threads of one cgroup reads no counter.
+/// Set by the loader.
+#[unsafe(no_mangle)]
+static CGROUP_ONLY: u32 = 0;
 
 /// Each CPU's state; set per CPU by the loader before the programs attach.
 #[map]
@@ -184,12 +191,37 @@ fn watched(state: &mut CpuState, task: Task) -> bool {
 
 /// At a switch on a collector that is not narrowed: counts a switch the kernel did not report
 /// when `prev_tid` is not the thread this CPU last switched to, and remembers `next_tid`.
+/// Tells whether the switch to `prev` was reported.
 #[inline(always)]
-pub fn note_switch(state: &mut CpuState, prev_tid: u32, next_tid: u32) {
-    if state.current != prev_tid {
+pub fn note_switch(state: &mut CpuState, prev_tid: u32, next_tid: u32) -> bool {
+    let reported = state.current == prev_tid;
+    if !reported {
         count_unreported(state);
     }
     state.current = next_tid;
+    reported
+}
+
+/// Whether a switch to `next` reads the counters: always, unless only cgroups are reported
+/// and `next` is in the cgroup whose threads ran since the last read (`state.group`), no
+/// thread changed cgroup since, and the switch to `prev` was `reported` (else another thread
+/// ran unseen). Remembers `next`'s cgroup (0 for the idle task, whose counts are kept apart).
+#[inline(always)]
+pub fn reads_at_switch(state: &mut CpuState, next: Task, reported: bool) -> bool {
+    // SAFETY: a read-only global the loader sets before loading.
+    if unsafe { core::ptr::read_volatile(&CGROUP_ONLY) } == 0 {
+        return true;
+    }
+    let group = if next.tid() == 0 {
+        0
+    } else {
+        next.cgroup_address()
+    };
+    let moves = cgroup_moves::moves();
+    let same = reported && group == state.group && moves == state.group_moves;
+    state.group = group;
+    state.group_moves = moves;
+    !same
 }
 
 /// Counts a switch the kernel did not report, once the CPU is measuring (before its first
@@ -210,9 +242,10 @@ pub fn current_watched(state: &mut CpuState, task: Task) -> bool {
 /// Charges this CPU's run time (on the scheduler's clock, see [`Clocks`]) and counter deltas
 /// since its previous charge to `task`, the thread on this CPU (or to the CPU's idle totals).
 /// A CPU's first charge only starts its measurement: the loader cannot read the scheduler's
-/// clock, so nothing before it is charged.
+/// clock, so nothing before it is charged. Without `read`, the counters' deltas stay pending
+/// for the CPU's next charge (see [`reads_at_switch`]).
 #[inline(always)]
-pub fn charge_current(state: &mut CpuState, end: SliceEnd, task: Task, clocks: Clocks) {
+pub fn charge_current(state: &mut CpuState, end: SliceEnd, task: Task, clocks: Clocks, read: bool) {
     // SAFETY: a helper without arguments.
     let cpu = unsafe { bpf_get_smp_processor_id() };
     if state.last_ns == 0 {
@@ -249,12 +282,14 @@ pub fn charge_current(state: &mut CpuState, end: SliceEnd, task: Task, clocks: C
     }
     if tid == 0 {
         charge_clock(&mut state.idle, slice);
-        let mut prev = Prev {
-            slots: state.slots,
-            readings: &mut state.prev,
-            stats: &mut state.stats,
-        };
-        read_counters(&mut prev, cpu, Some(&mut state.idle));
+        if read {
+            let mut prev = Prev {
+                slots: state.slots,
+                readings: &mut state.prev,
+                stats: &mut state.stats,
+            };
+            read_counters(&mut prev, cpu, Some(&mut state.idle));
+        }
         return;
     }
     let Some((totals, in_map)) = totals_of(state, tid, task.tgid(), now, end) else {
@@ -286,7 +321,9 @@ pub fn charge_current(state: &mut CpuState, end: SliceEnd, task: Task, clocks: C
     };
     totals.runtime_ns = clocks.runtime;
     charge_clock(&mut totals.charged, ran);
-    read_counters(&mut Prev::of(state), cpu, Some(&mut totals.charged));
+    if read {
+        read_counters(&mut Prev::of(state), cpu, Some(&mut totals.charged));
+    }
     totals.header.last_cpu = cpu;
     if end != SliceEnd::Tick {
         totals.header.switches += 1;
@@ -436,6 +473,7 @@ fn read_counters(prev: &mut Prev<'_>, cpu: u32, mut charged: Option<&mut Reading
     if slots >> 1 == 0 {
         return;
     }
+    prev.stats[Stat::CounterReads as usize] += 1;
     let base = cpu * MAX_COUNTERS as u32;
     for i in 1..MAX_COUNTERS {
         if slots >> i == 0 {

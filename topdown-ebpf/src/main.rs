@@ -41,13 +41,15 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
     let Some(state) = account::cpu_state() else {
         return 0;
     };
-    if account::narrowed() {
+    let read = if account::narrowed() {
         if !account::switch_watched(state, prev, next, next_start) {
             return 0;
         }
+        true
     } else {
-        account::note_switch(state, prev.tid(), next.tid());
-    }
+        let reported = account::note_switch(state, prev.tid(), next.tid());
+        account::reads_at_switch(state, next, reported)
+    };
     let clocks = account::Clocks {
         runtime: prev.sum_exec_runtime(),
         // Where the scheduler has just ended prev's runtime.
@@ -60,7 +62,7 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
     } else {
         account::SliceEnd::Switch
     };
-    account::charge_current(state, end, prev, clocks);
+    account::charge_current(state, end, prev, clocks, read);
     0
 }
 
@@ -111,7 +113,7 @@ pub fn tick(_ctx: PerfEventContext) -> i32 {
         // The scheduler's latest update of the running task: the rest of its slice is charged
         // at its switch.
         let clocks = account::Clocks::at(current.exec_start(), current.sum_exec_runtime());
-        account::charge_current(state, account::SliceEnd::Tick, current, clocks);
+        account::charge_current(state, account::SliceEnd::Tick, current, clocks, true);
     }
     0
 }

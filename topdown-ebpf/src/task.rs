@@ -22,6 +22,16 @@ static TASK_SUM_EXEC_RUNTIME_OFFSET: u32 = 0;
 #[unsafe(no_mangle)]
 static TASK_COMM_OFFSET: u32 = 0;
 
+/// Byte offset of `cgroups` (its `struct css_set *`) in `struct task_struct`. Set by the
+/// loader.
+#[unsafe(no_mangle)]
+static TASK_CGROUPS_OFFSET: u32 = 0;
+
+/// Byte offset of `dfl_cgrp` (the unified hierarchy's `struct cgroup *`) in `struct css_set`.
+/// Set by the loader.
+#[unsafe(no_mangle)]
+static CSS_SET_DFL_CGRP_OFFSET: u32 = 0;
+
 /// A `struct task_struct *` the verifier knows as one (a typed pointer).
 #[derive(Clone, Copy)]
 pub struct Task(*const u8);
@@ -97,6 +107,28 @@ impl Task {
         comm[..8].copy_from_slice(&low.to_ne_bytes());
         comm[8..].copy_from_slice(&high.to_ne_bytes());
         comm
+    }
+
+    /// The address of the task's cgroup in the unified hierarchy (`cgroups->dfl_cgrp`, what
+    /// `bpf_get_current_cgroup_id` starts from): two dependent loads, for any task, and enough
+    /// to tell whether two tasks share a cgroup. 0 when unreadable. Read under the RCU read
+    /// lock the scheduler holds; a task being moved may show either cgroup.
+    #[inline(always)]
+    pub fn cgroup_address(self) -> u64 {
+        // SAFETY: read-only globals the loader sets before loading.
+        let (cgroups, dfl_cgrp) = unsafe {
+            (
+                core::ptr::read_volatile(&TASK_CGROUPS_OFFSET) as usize,
+                core::ptr::read_volatile(&CSS_SET_DFL_CGRP_OFFSET) as usize,
+            )
+        };
+        // SAFETY: as in `exec_start`; the loaded `css_set` pointer is typed by BTF too, so the
+        // second load is checked and fault-safe the same way.
+        unsafe {
+            let css_set =
+                core::ptr::read_volatile(self.0.wrapping_add(cgroups).cast::<*const u8>());
+            core::ptr::read_volatile(css_set.wrapping_add(dfl_cgrp).cast::<u64>())
+        }
     }
 
     #[inline(always)]

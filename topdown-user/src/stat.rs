@@ -111,11 +111,15 @@ pub async fn run(
     // A narrowed target charges only the processes it names (and their children); the
     // cgroup views need every thread.
     let narrow = group.is_none() && (target != Target::All || !cli.command.is_empty());
+    // Rows of cgroups only: no thread's own counts are shown (the full-screen view can switch
+    // to threads, a recording keeps them), so counters are read only at cgroup switches.
+    let cgroup_only = group.is_some() && format != Format::Refresh && recording.is_none();
     let mut collector = Collector::start(
         &set,
         &CollectorOptions {
             max_threads: cli.max_threads,
             narrow,
+            cgroup_only,
             ..CollectorOptions::default()
         },
     )?;

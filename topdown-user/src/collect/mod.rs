@@ -38,6 +38,10 @@ pub struct CollectorOptions {
     /// Charge only the threads of followed processes ([`Collector::follow`]): a switch between
     /// two other threads then costs one lookup. Idle time is not measured then.
     pub narrow: bool,
+    /// Only cgroups are reported: a switch between two threads of one cgroup reads no counter
+    /// (the deltas go to the next thread of that cgroup charged with a read, so cgroup sums
+    /// stay exact while the threads' own counter values do not).
+    pub cgroup_only: bool,
 }
 
 impl Default for CollectorOptions {
@@ -46,6 +50,7 @@ impl Default for CollectorOptions {
             max_threads: 16384,
             tick: Duration::from_millis(10),
             narrow: false,
+            cgroup_only: false,
         }
     }
 }
@@ -94,6 +99,8 @@ impl Collector {
         let task_sum_exec_runtime_offset =
             offset("task_struct", "se")? + offset("sched_entity", "sum_exec_runtime")?;
         let task_comm_offset = offset("task_struct", "comm")?;
+        let task_cgroups_offset = offset("task_struct", "cgroups")?;
+        let css_set_dfl_cgrp_offset = offset("css_set", "dfl_cgrp")?;
         let cgroup_kn_offset = offset("cgroup", "kn")?;
         let kernfs_node_id_offset = offset("kernfs_node", "id")?;
         let cgroup_root_offset = offset("cgroup", "root")?;
@@ -101,9 +108,13 @@ impl Collector {
 
         let set_slots = set.counters.len() as u32;
         let narrow = u32::from(options.narrow);
+        let cgroup_only = u32::from(options.cgroup_only);
         let mut bpf = EbpfLoader::new()
             .override_global("SET_SLOTS", &set_slots, true)
             .override_global("NARROW", &narrow, true)
+            .override_global("CGROUP_ONLY", &cgroup_only, true)
+            .override_global("TASK_CGROUPS_OFFSET", &task_cgroups_offset, true)
+            .override_global("CSS_SET_DFL_CGRP_OFFSET", &css_set_dfl_cgrp_offset, true)
             .override_global("TASK_TGID_OFFSET", &task_tgid_offset, true)
             .override_global("TASK_EXEC_START_OFFSET", &task_exec_start_offset, true)
             .override_global(

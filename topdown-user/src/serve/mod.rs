@@ -61,6 +61,8 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
         &set,
         &CollectorOptions {
             max_threads: args.max_threads,
+            // Metrics are per cgroup: counters are read only at cgroup switches.
+            cgroup_only: true,
             ..CollectorOptions::default()
         },
     )?;
