@@ -272,10 +272,13 @@ fn cgroup_only_reads_charge_each_cgroup_its_own_counts() {
     let ticks = totals.stats.get(Stat::Ticks);
     let reads = totals.stats.get(Stat::CounterReads);
     eprintln!("{reads} counter set reads for {switches} switches and {ticks} ticks");
-    // q alone switches thousands of times between its own threads.
+    // Every charge reads when all are read (a switch or a tick, plus each CPU's first); q's
+    // creator and its threads switch between themselves thousands of times a second here (a
+    // few thousand in the 1.5 s of the emulated guest), and those switches read nothing.
     assert!(
-        reads * 2 < switches,
-        "switches within a cgroup read no counter: {reads} reads, {switches} switches"
+        reads + 100 <= switches + ticks,
+        "switches within a cgroup read no counter: {reads} reads, {switches} switches, \
+         {ticks} ticks"
     );
     for leaf in leaves {
         let id = tree.id(leaf);

@@ -104,3 +104,53 @@ fn charged_time_matches_schedstat_and_exited_threads_match_their_own_clock() {
     );
     workload.finish();
 }
+
+/// A thread whose first switch out is its exit, after ticks charged it while it ran (so it has
+/// a map slot): the switch program must find its slot (it skips the lookup only for a thread
+/// that started after the CPU's latest tick), charge it whole and free the slot. The thread
+/// runs `SCHED_FIFO` on one CPU (`ticked_exit`), so nothing preempts it before its exit; its
+/// one switch out is checked, so a run in which it was preempted cannot pass unnoticed.
+#[test]
+fn a_thread_ticked_through_its_only_slice_is_charged_whole_at_exit() {
+    if !privileged("a_thread_ticked_through_its_only_slice_is_charged_whole_at_exit") {
+        return;
+    }
+    let set = CounterSet::for_machine(&SysRoot::host()).expect("counter set");
+    let mut collector = Collector::start(&set, &CollectorOptions::default()).expect("collector");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_ticked_exit"))
+        .args(["--cpu", "0", "--spin-ms", "80"])
+        .output()
+        .expect("running ticked_exit");
+    assert!(
+        output.status.success(),
+        "ticked_exit: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let line: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("ticked_exit's JSON line");
+    let tid = line["tid"].as_u64().unwrap() as u32;
+    let cputime = line["cputime_ns"].as_u64().unwrap();
+    // Its exit came before the process's: the main thread, woken by it on the same CPU at
+    // the same SCHED_FIFO priority, ran only after its last switch.
+
+    let snapshot = collector.snapshot().expect("snapshot");
+    let mut attrib = Attributor::new(set.counters.len(), Target::All);
+    attrib.window(&snapshot);
+    assert!(!snapshot.stats.lost_anything(), "{:?}", snapshot.stats);
+    let rows: Vec<ThreadUsage> = attrib
+        .run_totals(&snapshot)
+        .threads
+        .into_iter()
+        .filter(|t| t.tid == tid)
+        .collect();
+    assert_eq!(rows.len(), 1, "one row for the thread: {rows:?}");
+    let thread = &rows[0];
+    assert!(thread.exited, "its slot was found and freed: {thread:?}");
+    assert_eq!(
+        thread.switches, 1,
+        "its only switch out was its exit (SCHED_FIFO on CPU 0): {thread:?}"
+    );
+    // Ticks every 10 ms charged it while it ran; its exit adds the rest.
+    assert!(cputime > 50_000_000, "it spun: {cputime} ns");
+    assert_books("the ticked thread", thread.on_cpu_ns(), cputime);
+}

@@ -33,6 +33,10 @@ pub struct CpuState {
     /// The kernel's count of cgroup moves (see the kernel's `cgroup_moves`) when `group` was
     /// set: a move since forces a read.
     pub group_moves: u64,
+    /// Scheduler clock of this CPU's latest tick charge (0 before the first): a thread that
+    /// started running after it and never switched out was not ticked, so it has no map slot
+    /// to look up at its exit.
+    pub tick_ns: u64,
     /// Loss and activity counters, indexed by [`crate::stats::Stat`].
     pub stats: [u64; NR_STATS as usize],
     /// Counter readings at the previous charge.
@@ -56,6 +60,7 @@ impl CpuState {
             current: 0,
             group: Self::NO_GROUP,
             group_moves: 0,
+            tick_ns: 0,
             stats: [0; NR_STATS as usize],
             prev: Readings::ZERO,
             idle: Readings::ZERO,

@@ -32,6 +32,13 @@ static TASK_CGROUPS_OFFSET: u32 = 0;
 #[unsafe(no_mangle)]
 static CSS_SET_DFL_CGRP_OFFSET: u32 = 0;
 
+/// Byte offsets of `nvcsw` and `nivcsw` (its voluntary and involuntary switches out) in
+/// `struct task_struct`. Set by the loader.
+#[unsafe(no_mangle)]
+static TASK_NVCSW_OFFSET: u32 = 0;
+#[unsafe(no_mangle)]
+static TASK_NIVCSW_OFFSET: u32 = 0;
+
 /// A `struct task_struct *` the verifier knows as one (a typed pointer).
 #[derive(Clone, Copy)]
 pub struct Task(*const u8);
@@ -107,6 +114,26 @@ impl Task {
         comm[..8].copy_from_slice(&low.to_ne_bytes());
         comm[8..].copy_from_slice(&high.to_ne_bytes());
         comm
+    }
+
+    /// How many times the task was switched out (`nvcsw + nivcsw`): at `sched_switch`, `prev`'s
+    /// count includes this switch (`__schedule` bumps it before the tracepoint), so 1 means
+    /// it never switched out before.
+    #[inline(always)]
+    pub fn switches_out(self) -> u64 {
+        // SAFETY: read-only globals the loader sets before loading.
+        let (voluntary, involuntary) = unsafe {
+            (
+                core::ptr::read_volatile(&TASK_NVCSW_OFFSET) as usize,
+                core::ptr::read_volatile(&TASK_NIVCSW_OFFSET) as usize,
+            )
+        };
+        // SAFETY: as in `exec_start`.
+        unsafe {
+            core::ptr::read_volatile(self.0.wrapping_add(voluntary).cast::<u64>()).wrapping_add(
+                core::ptr::read_volatile(self.0.wrapping_add(involuntary).cast::<u64>()),
+            )
+        }
     }
 
     /// The address of the task's cgroup in the unified hierarchy (`cgroups->dfl_cgrp`, what

@@ -10,8 +10,9 @@
 #  2. Per counter read: topdown-bpf with N = 1, 5 and 9 software counters read at every switch.
 #  3. Per-set estimates: counters and lookups of each TopDown set (examples/switch_reads.rs)
 #     times the costs of table 2.
-#  4. Churn: two threads starting and joining threads as fast as they can for 10 s, alone and
-#     under topdown-bpf -I 1000 --json -- CMD: exits/s, records lost, peak RSS.
+#  4. Churn (churn.py): two threads starting and joining threads as fast as they can for 5 s,
+#     alone, under each way of running topdown-bpf and under perf stat: exits/s, ratios, the
+#     collector's CPU per exited thread, records lost, sched_switch ns/run during churn.
 set -euo pipefail
 topdown=$1
 runs=${2:-7}
@@ -149,29 +150,7 @@ for line in sys.stdin:
         print(line.rstrip() + f" {base + per * int(cells[2]):.0f} |")' "${per_n[0]}" "$per_read"
 
 echo "## 4. Churn" >&2
-alone=$("$churn" --seconds 10 --creators 2)
-report=$(mktemp)
-under=$(python3 - "$topdown" "$churn" "$report" <<'EOF'
-import json, resource, subprocess, sys
-topdown, churn, report = sys.argv[1:4]
-out = subprocess.run([topdown, "--per-thread", "-I", "1000", "--json", "-o", report, "--",
-                      churn, "--seconds", "10", "--creators", "2"],
-                     stdout=subprocess.PIPE, check=True, text=True).stdout
-done = json.loads(out.strip().splitlines()[-1])
-docs = [json.loads(l) for l in open(report)]
-stats = docs[-1]["kernel_stats"]
-lost = stats["thread_record_ring_full"] + stats["thread_map_full"]
-rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024
-print(done["exits_per_s"], lost, rss)
-EOF
-)
-rm -f "$report"
-read -r under_rate under_lost under_rss <<< "$under"
-alone_rate=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['exits_per_s'])" "$alone")
 echo
-echo "| churn (2 creators, 10 s) | exits/s | records lost | topdown-bpf peak RSS MB |"
-echo "|---|---:|---:|---:|"
-echo "| alone | $alone_rate | - | - |"
-echo "| under topdown-bpf -I 1000 --json -- CMD | $under_rate | $under_lost | $under_rss |"
+python3 "$root/xtask/bench/churn.py" "$topdown" "$churn" "$runs"
 echo
 echo "machine: $(nproc) vCPU, $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); runs: $runs x perf bench sched pipe -l $loops pinned to CPU 0, collectors on CPU 1; date: $(date -u +%F)"

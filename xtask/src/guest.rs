@@ -73,7 +73,13 @@ const BUSYBOX_APPLETS: [&str; 9] = [
 ];
 
 /// The test programs the guests run (`tests/src/bin`), besides the tool.
-const PROGRAMS: [&str; 4] = ["guest_init", "known_instructions", "workload", "churn"];
+const PROGRAMS: [&str; 5] = [
+    "guest_init",
+    "known_instructions",
+    "workload",
+    "churn",
+    "ticked_exit",
+];
 
 /// Builds everything for aarch64, boots each suite's guest and returns the tests passed and
 /// failed over all of them (a guest that did not finish counts one failure). `only` boots

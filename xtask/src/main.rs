@@ -4,7 +4,7 @@
 //! - `build-ebpf`: builds the BPF object (installing bpf-linker and its LLVM when missing).
 //! - `run -- ARGS`: builds everything and runs `topdown-bpf ARGS` (through sudo when not root).
 //! - `test`: builds everything and runs the whole test suite.
-//! - `bench [collector|c2c-report]`: the benchmarks (see BENCHMARKS.md).
+//! - `bench [collector|c2c-report|churn|cgroup-reads]`: the benchmarks (see BENCHMARKS.md).
 //! - `fuzz [TARGET] [--seconds N]`: the fuzz targets in `fuzz/` (cargo-fuzz, libFuzzer).
 
 mod build;
@@ -76,8 +76,9 @@ enum Task {
     /// Run a benchmark (writes a Markdown table to stdout; see BENCHMARKS.md).
     Bench {
         /// Which: the collector's cost at context switches (needs root), `c2c report` on a
-        /// generated perf.data of a million samples against `perf c2c report`, or thread churn
-        /// alone, under topdown-bpf and under perf stat (needs root).
+        /// generated perf.data of a million samples against `perf c2c report`, thread churn
+        /// alone, under topdown-bpf and under perf stat (needs root), or counter reads per
+        /// switch for two containers (needs root and cgroup2).
         #[arg(value_enum, default_value_t = Bench::Collector)]
         which: Bench,
         /// Repetitions per configuration.
@@ -120,6 +121,9 @@ enum Bench {
     C2cReport,
     /// `xtask/bench/churn.sh`: thread churn alone, under topdown-bpf and under perf stat.
     Churn,
+    /// `xtask/bench/cgroup-reads.sh`: counter reads per switch for two containers, every
+    /// switch against cgroup switches only.
+    CgroupReads,
 }
 
 fn main() -> ExitCode {
@@ -247,6 +251,7 @@ fn run(cli: Cli) -> Result<()> {
                 Bench::Collector => "xtask/bench/collector-cost.sh",
                 Bench::C2cReport => "xtask/bench/c2c-report.sh",
                 Bench::Churn => "xtask/bench/churn.sh",
+                Bench::CgroupReads => "xtask/bench/cgroup-reads.sh",
             };
             let status = Command::new("bash")
                 .arg(root.join(script))

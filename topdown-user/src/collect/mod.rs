@@ -99,6 +99,8 @@ impl Collector {
         let task_sum_exec_runtime_offset =
             offset("task_struct", "se")? + offset("sched_entity", "sum_exec_runtime")?;
         let task_comm_offset = offset("task_struct", "comm")?;
+        let task_nvcsw_offset = offset("task_struct", "nvcsw")?;
+        let task_nivcsw_offset = offset("task_struct", "nivcsw")?;
         let task_cgroups_offset = offset("task_struct", "cgroups")?;
         let css_set_dfl_cgrp_offset = offset("css_set", "dfl_cgrp")?;
         let cgroup_kn_offset = offset("cgroup", "kn")?;
@@ -123,6 +125,8 @@ impl Collector {
                 true,
             )
             .override_global("TASK_COMM_OFFSET", &task_comm_offset, true)
+            .override_global("TASK_NVCSW_OFFSET", &task_nvcsw_offset, true)
+            .override_global("TASK_NIVCSW_OFFSET", &task_nivcsw_offset, true)
             .override_global("CGROUP_KN_OFFSET", &cgroup_kn_offset, true)
             .override_global("KERNFS_NODE_ID_OFFSET", &kernfs_node_id_offset, true)
             .override_global("CGROUP_ROOT_OFFSET", &cgroup_root_offset, true)

@@ -31,7 +31,10 @@ pub struct CounterDoc {
 }
 
 /// `{counter name: CounterDoc}` for one row of a set.
-pub fn counters_json(set: &CounterSet, values: &[CounterValue]) -> BTreeMap<String, CounterDoc> {
+pub fn counters_json<'a>(
+    set: &'a CounterSet,
+    values: &[CounterValue],
+) -> BTreeMap<&'a str, CounterDoc> {
     set.counters
         .iter()
         .zip(values)
@@ -43,7 +46,7 @@ pub fn counters_json(set: &CounterSet, values: &[CounterValue]) -> BTreeMap<Stri
                 enabled_ns: value.enabled_ns,
                 running_ns: value.running_ns,
             };
-            (counter.name.clone(), doc)
+            (counter.name.as_str(), doc)
         })
         .collect()
 }
@@ -117,7 +120,7 @@ struct ValuesDoc<'a> {
     on_cpu_ns: u64,
     cpu_percent: f64,
     switches: u64,
-    counters: BTreeMap<String, CounterDoc>,
+    counters: BTreeMap<&'a str, CounterDoc>,
     run_percent: f64,
     /// One entry per core type it ran on; null without TopDown.
     topdown: Option<Vec<TopdownDoc<'a>>>,
