@@ -14,7 +14,8 @@ CPU per exited thread: machine-wide from /proc/PID/stat around the churn (10 ms 
 Records lost: the final document's `thread_record_ring_full` + `thread_map_full`. Then, in a
 round of its own with kernel.bpf_stats_enabled=1 (it adds two clock reads to every program
 run, so that round's exits/s are not compared), the sched_switch program's mean ns per run
-during churn, machine-wide. Writes Markdown tables to stdout.
+during churn, machine-wide. A first churn run, unmeasured, warms the machine up. Writes
+Markdown tables to stdout.
 """
 
 import json
@@ -114,6 +115,8 @@ def main():
     ratios = {name: [] for name, _ in MODES}
     cpu_per_exit = {name: [] for name, _ in MODES}
     lost = {name: 0 for name, _ in MODES}
+    # A first run is slower than the rest here (page cache, thread stacks): not measured.
+    alone()
     with tempfile.TemporaryDirectory() as tmp:
         report = os.path.join(tmp, "report.json")
         print("| round | " + " | ".join(name for name, _ in MODES) + " |")

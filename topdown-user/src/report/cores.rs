@@ -99,10 +99,11 @@ pub fn document(
     length_s: f64,
     is_final: bool,
 ) -> String {
+    let order = super::json::name_order(set);
     let cores: Vec<Value> = cores
         .iter()
         .map(|core| {
-            let counters = super::json::counters_json(set, &core.counters);
+            let counters = super::json::CountersDoc::new(set, &core.counters, &order);
             let td = view.and_then(|v| v.of(set, &core.counters).into_iter().next().flatten());
             json!({
                 "core": core.core.to_string(),

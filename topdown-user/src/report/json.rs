@@ -30,25 +30,56 @@ pub struct CounterDoc {
     running_ns: u64,
 }
 
-/// `{counter name: CounterDoc}` for one row of a set.
-pub fn counters_json<'a>(
+/// `{counter name: CounterDoc}` for one row of a set, keys in name order; written straight to
+/// the serializer (a row's map used to allocate every name, for every row of every window).
+pub struct CountersDoc<'a> {
     set: &'a CounterSet,
-    values: &[CounterValue],
-) -> BTreeMap<&'a str, CounterDoc> {
-    set.counters
+    values: &'a [CounterValue],
+    order: &'a [usize],
+}
+
+impl<'a> CountersDoc<'a> {
+    /// `values` (one per counter of `set`) under the names of `set`, in `order` (see
+    /// [`name_order`]).
+    pub fn new(set: &'a CounterSet, values: &'a [CounterValue], order: &'a [usize]) -> Self {
+        Self { set, values, order }
+    }
+}
+
+impl Serialize for CountersDoc<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let entries = self
+            .order
+            .iter()
+            .filter_map(|&i| Some((self.set.counters.get(i)?, self.values.get(i)?)));
+        let mut map = serializer.serialize_map(None)?;
+        for (counter, value) in entries {
+            map.serialize_entry(
+                counter.name.as_str(),
+                &CounterDoc {
+                    value: value.scaled(),
+                    raw: value.raw,
+                    unit: counter.unit.label(),
+                    enabled_ns: value.enabled_ns,
+                    running_ns: value.running_ns,
+                },
+            )?;
+        }
+        map.end()
+    }
+}
+
+/// The indices of `set`'s counters in name order, one per name (the last counter of a name,
+/// as a map of names keeps it).
+pub fn name_order(set: &CounterSet) -> Vec<usize> {
+    let by_name: BTreeMap<&str, usize> = set
+        .counters
         .iter()
-        .zip(values)
-        .map(|(counter, value)| {
-            let doc = CounterDoc {
-                value: value.scaled(),
-                raw: value.raw,
-                unit: counter.unit.label(),
-                enabled_ns: value.enabled_ns,
-                running_ns: value.running_ns,
-            };
-            (counter.name.as_str(), doc)
-        })
-        .collect()
+        .enumerate()
+        .map(|(i, c)| (c.name.as_str(), i))
+        .collect();
+    by_name.into_values().collect()
 }
 
 /// The head of a window's document, before its rows (`topdown-bpf/threads/v1` or
@@ -120,7 +151,7 @@ struct ValuesDoc<'a> {
     on_cpu_ns: u64,
     cpu_percent: f64,
     switches: u64,
-    counters: BTreeMap<&'a str, CounterDoc>,
+    counters: CountersDoc<'a>,
     run_percent: f64,
     /// One entry per core type it ran on; null without TopDown.
     topdown: Option<Vec<TopdownDoc<'a>>>,
@@ -233,11 +264,12 @@ pub fn write_document(
     let head = serde_json::to_string(&head)?;
     let head = head.strip_suffix('}').unwrap_or(&head);
     write!(out, "{head},\"{list}\":[")?;
+    let order = name_order(set);
     for (i, row) in rows.iter().enumerate() {
         if i > 0 {
             out.write_all(b",")?;
         }
-        write_entry(&mut *out, row, set, view)?;
+        write_entry(&mut *out, row, set, &order, view)?;
     }
     out.write_all(b"]}\n")?;
     Ok(())
@@ -248,13 +280,14 @@ fn write_entry(
     out: &mut dyn Write,
     row: &Row,
     set: &CounterSet,
+    order: &[usize],
     view: Option<&TopdownView>,
 ) -> Result<()> {
     let values = ValuesDoc {
         on_cpu_ns: row.on_cpu_ns,
         cpu_percent: row.cpu_percent,
         switches: row.switches,
-        counters: counters_json(set, &row.counters),
+        counters: CountersDoc::new(set, &row.counters, order),
         run_percent: row.run_fraction * 100.0,
         topdown: topdown(row, view),
     };
@@ -294,4 +327,53 @@ fn write_entry(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pmu::counter_set::{Counter, EventAttr, Unit};
+
+    fn counter(name: &str) -> Counter {
+        Counter {
+            name: name.to_owned(),
+            unit: Unit::Events,
+            attr: EventAttr::default(),
+            cpus: None,
+        }
+    }
+
+    #[test]
+    fn counters_are_written_once_per_name_in_name_order() {
+        let set = CounterSet {
+            name: "test",
+            reason: String::new(),
+            counters: ["cpu-clock", "z-last", "a-first", "z-last"]
+                .into_iter()
+                .map(counter)
+                .collect(),
+        };
+        let values: Vec<CounterValue> = (0..4u64)
+            .map(|i| CounterValue {
+                raw: i,
+                enabled_ns: 10,
+                running_ns: 10,
+            })
+            .collect();
+        let order = name_order(&set);
+        let text = serde_json::to_string(&CountersDoc::new(&set, &values, &order)).unwrap();
+        let names: Vec<&str> = text
+            .match_indices("\":{")
+            .map(|(end, _)| &text[text[..end].rfind('"').unwrap() + 1..end])
+            .collect();
+        assert_eq!(names, ["a-first", "cpu-clock", "z-last"]);
+        let doc: Value = serde_json::from_str(&text).unwrap();
+        // The last counter of a name, as a map of names keeps it.
+        assert_eq!(doc["z-last"]["raw"], 3);
+        assert_eq!(doc["a-first"]["raw"], 2);
+        // Fewer values than counters: only the counters with a value.
+        let short = serde_json::to_string(&CountersDoc::new(&set, &values[..2], &order)).unwrap();
+        let short: Value = serde_json::from_str(&short).unwrap();
+        assert_eq!(short.as_object().unwrap().len(), 1, "{short}");
+    }
 }
