@@ -15,9 +15,8 @@ use topdown_user::{
         machine::Machine,
         sysfs::SysRoot,
         topdown_model::{Selection, select},
-        topdown_set::topdown_set,
     },
-    tma::Model,
+    tma::{Model, plan::topdown_set},
 };
 
 /// (fixture, core PMU, what the row is called).

@@ -13,12 +13,12 @@ use crate::{
         machine::{CpuId, Machine},
         sysfs::SysRoot,
         topdown_model::{Selection, select},
-        topdown_set::level_groups,
     },
     report::topdown,
     tma::{
         Model,
         inputs::NamedCounts,
+        plan::level_groups,
         spelling::{formula_name, perf_event_list, perf_event_names},
     },
 };

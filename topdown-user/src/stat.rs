@@ -31,7 +31,6 @@ use crate::{
         machine::Machine,
         sysfs::SysRoot,
         topdown_model::{Selection, default_slots, select},
-        topdown_set::{HybridPart, drilldown_set, hybrid_topdown_set, topdown_set},
     },
     preflight,
     process_exit::ProcessExits,
@@ -43,6 +42,7 @@ use crate::{
     session::{Session, Wake},
     tma::{
         Model,
+        plan::{HybridPart, drilldown_set, hybrid_topdown_set, topdown_set},
         view::{TopdownPart, TopdownView},
     },
     tui::{

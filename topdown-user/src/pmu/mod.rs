@@ -8,5 +8,4 @@ pub mod machine;
 pub mod memory_events;
 pub mod sysfs;
 pub mod topdown_model;
-pub mod topdown_set;
 pub mod topology;

@@ -11,6 +11,7 @@
 pub mod generated;
 pub mod inputs;
 pub mod node;
+pub mod plan;
 pub mod spelling;
 pub mod view;
 
@@ -371,6 +372,25 @@ mod tests {
         }
         fn literal(&self, _name: &str) -> f64 {
             0.0
+        }
+    }
+
+    /// What `pmu` names, `tma` has: every model its CPU tables select is built, and every
+    /// model has its CPU's event table.
+    #[test]
+    fn every_model_the_cpu_tables_select_is_built_with_its_event_table() {
+        let mut named = 0;
+        for name in crate::pmu::topdown_model::model_names() {
+            assert!(Model::named(name).is_ok(), "{name}");
+            named += 1;
+        }
+        assert!(named > 20, "the tables name {named} models");
+        for model in Model::all() {
+            assert!(
+                crate::pmu::event_table::EventTable::for_model(model.name).is_some(),
+                "{}",
+                model.name
+            );
         }
     }
 

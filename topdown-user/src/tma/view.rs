@@ -126,7 +126,7 @@ impl TopdownView {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pmu::{sysfs::SysRoot, topdown_set::topdown_set};
+    use crate::{pmu::sysfs::SysRoot, tma::plan::topdown_set};
 
     /// Ice Lake Level 2 on its fixture: the general-counter events are two groups the kernel
     /// multiplexes (8 counters, 15 events), slots and its metrics are pinned, fixed counters

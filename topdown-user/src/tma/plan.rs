@@ -1,4 +1,5 @@
-//! TopDown counter sets: a model's events for one level, encoded for this machine's core PMU.
+//! TopDown's plan: which counters a model needs at a level, as a counter set encoded for this
+//! machine's core PMU (TopDown reads `pmu`'s counter sets; `pmu` knows nothing of TopDown).
 //!
 //! PERF_METRICS events (`topdown-*`) go in one group led by `slots`, pinned, as the kernel
 //! requires; every other event is its own group, so the kernel may multiplex it and its
@@ -8,14 +9,14 @@
 use anyhow::{Context as _, Result, bail};
 use topdown_common::MAX_COUNTERS;
 
-use super::{
+use super::Model;
+use crate::pmu::{
     counter_set::{Counter, CounterSet},
     event_spec::EventResolver,
     event_table::EventTable,
     groups::{self, GroupPlan, Place},
     sysfs::SysRoot,
 };
-use crate::tma::Model;
 
 /// The PERF_METRICS members in the order perf opens them.
 const METRICS_ORDER: [&str; 8] = [

@@ -1,0 +1,216 @@
+//! The layers of `topdown-user`, kept: each room (a top-level module of `src/`) may use only the
+//! rooms below it in [`ORDER`], so data flows one way (kernel -> collect -> attribute -> model ->
+//! render -> commands). The test reads every `crate::` path in the code (comments left out) and
+//! fails on an import that runs up the order. docs/architecture.md says what each room holds.
+//!
+//! [`DEBTS`] lists the upward imports that existed when this test was written (issue 22 moves
+//! them out); the test also fails when one of them is gone, so the list only shrinks.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    fs,
+    path::Path,
+};
+
+/// The rooms, lowest first.
+const ORDER: &[&str] = &[
+    // The host: privileges and limits, signal handling, process exits.
+    "preflight",
+    "session",
+    "process_exit",
+    // What the machine can count: PMUs, events, counter sets.
+    "pmu",
+    // The kernel half's userspace side: loading, counters, snapshots, records.
+    "collect",
+    // Who used what: threads, cgroups, containers, per window.
+    "attrib",
+    // perf stat's CSV, read for `analyze`.
+    "import",
+    // TopDown: the model, its formulas and the counters it needs.
+    "tma",
+    // The recording file format.
+    "recording",
+    // Cache-to-cache sharing: perf.data, aggregation, symbols (and, for now, its commands).
+    "c2c",
+    // Renderers: tables, JSON, CSV; pictures; the full-screen view.
+    "report",
+    "picture",
+    "tui",
+    // The region API (RDPMC inside a program).
+    "region",
+    // The command line, then the commands that run it.
+    "cli",
+    "drilldown",
+    "per_core",
+    "analyze",
+    "serve",
+    "stat",
+];
+
+/// Upward imports that exist today, (room, the room above it that it uses): commands living in
+/// lower rooms, and one command borrowing from another (issue 22).
+const DEBTS: &[(&str, &str)] = &[
+    ("c2c", "cli"),
+    ("c2c", "tui"),
+    ("recording", "cli"),
+    ("recording", "picture"),
+    ("recording", "report"),
+    ("recording", "tui"),
+    ("region", "cli"),
+    ("serve", "stat"),
+];
+
+/// Every Rust file under `dir`.
+fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in fs::read_dir(dir).expect("reading src") {
+        let path = entry.expect("a directory entry").path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// `text` without `//` comments (doc comments name other rooms in links).
+fn without_comments(text: &str) -> String {
+    text.lines()
+        .map(|line| line.find("//").map_or(line, |at| &line[..at]))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The first path segment of each item of a `crate::` path: `a` in `crate::a::b`, `a` and `b`
+/// in `crate::{a::x, b::{y, z}}`.
+fn rooms_named(after: &str) -> Vec<String> {
+    let ident = |s: &str| -> String {
+        s.trim_start()
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let Some(group) = after.strip_prefix('{') else {
+        return vec![ident(after)];
+    };
+    let mut names = Vec::new();
+    let (mut depth, mut start) = (0usize, 0usize);
+    for (i, c) in group.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => {
+                names.push(ident(&group[start..i]));
+                break;
+            }
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                names.push(ident(&group[start..i]));
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    names.retain(|name| !name.is_empty());
+    names
+}
+
+/// (room, room it uses) -> the files that do, for every `crate::` path in `src`.
+fn imports(src: &Path) -> BTreeMap<(String, String), BTreeSet<String>> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    let mut found: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
+    for file in files {
+        let relative = file
+            .strip_prefix(src)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let room = relative
+            .split('/')
+            .next()
+            .unwrap()
+            .trim_end_matches(".rs")
+            .to_owned();
+        // The binary's root is a crate of its own (it uses `topdown_user::`); lib.rs declares.
+        if room == "main" || room == "lib" {
+            continue;
+        }
+        let code = without_comments(&fs::read_to_string(&file).unwrap());
+        for (at, _) in code.match_indices("crate::") {
+            let before = code[..at].chars().next_back();
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+                continue;
+            }
+            for used in rooms_named(&code[at + "crate::".len()..]) {
+                if !used.is_empty() && used != room && used != "self" {
+                    found
+                        .entry((room.clone(), used))
+                        .or_default()
+                        .insert(relative.clone());
+                }
+            }
+        }
+    }
+    found
+}
+
+fn rank(room: &str) -> usize {
+    ORDER
+        .iter()
+        .position(|r| *r == room)
+        .unwrap_or_else(|| panic!("room `{room}` is not in ORDER: give it its place"))
+}
+
+#[test]
+fn rooms_use_only_the_rooms_below_them() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let found = imports(&src);
+    assert!(
+        found.contains_key(&("tui".into(), "report".into())),
+        "the reader sees imports: {found:?}"
+    );
+    let mut upward = Vec::new();
+    let mut debts_seen = BTreeSet::new();
+    for ((room, used), files) in &found {
+        if rank(used) < rank(room) {
+            continue;
+        }
+        if DEBTS.contains(&(room.as_str(), used.as_str())) {
+            debts_seen.insert((room.as_str(), used.as_str()));
+        } else {
+            upward.push(format!("{room} -> {used} ({files:?})"));
+        }
+    }
+    assert!(
+        upward.is_empty(),
+        "imports up the layers (ORDER, lowest first: {ORDER:?}):\n{}",
+        upward.join("\n")
+    );
+    let paid: Vec<_> = DEBTS.iter().filter(|d| !debts_seen.contains(d)).collect();
+    assert!(
+        paid.is_empty(),
+        "no longer imported: take these out of DEBTS: {paid:?}"
+    );
+    // Every room has its place.
+    for entry in fs::read_dir(&src).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        let room = name.trim_end_matches(".rs");
+        if room != "main" && room != "lib" {
+            rank(room);
+        }
+    }
+}
+
+#[test]
+fn the_reader_finds_rooms_in_nested_groups() {
+    assert_eq!(rooms_named("pmu::sysfs::SysRoot;"), ["pmu"]);
+    assert_eq!(
+        rooms_named(
+            "{\n    attrib::{Window, groups::GroupBy},\n    cli::ReportArgs,\n    tui::{self, state::{Key}},\n};"
+        ),
+        ["attrib", "cli", "tui"]
+    );
+    assert_eq!(
+        without_comments("use a; // crate::tui\n//! [`crate::stat`]\nx"),
+        "use a; \n\nx"
+    );
+}
