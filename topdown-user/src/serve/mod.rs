@@ -24,7 +24,7 @@ use crate::{
     },
     preflight,
     session::{Session, Wake},
-    stat::counter_set,
+    tma::choice::counter_set,
 };
 
 /// How often dead threads' and removed cgroups' records (and c2c samples) are moved out of the

@@ -4,8 +4,11 @@
 //! `xtask/gen/tma_formulas.py` from `../shared/data`; a test regenerates them and another
 //! checks them against an independent interpreter of the same JSON. [`node`] holds the tree
 //! (names, levels, parents, default thresholds); [`evaluate`] turns counts into node values, marks
-//! nodes over their thresholds and picks the bottleneck.
+//! nodes over their thresholds and picks the bottleneck. [`plan`] says which counters a model
+//! needs, [`choice`] which set a run counts on this machine; [`view`] computes TopDown over a
+//! set's values.
 
+pub mod choice;
 /// The formulas and model table, written by `xtask/gen/tma_formulas.py`: never edited by hand.
 #[rustfmt::skip]
 pub mod generated;
