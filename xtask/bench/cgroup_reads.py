@@ -28,6 +28,8 @@ import sys
 import tempfile
 import time
 
+from bpf_stats import switch_program
+
 TOPDOWN, ROUNDS, TABLE = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 SECONDS = 5
 
@@ -99,15 +101,6 @@ MODES = [
     ("msr/tsc/, --per-thread", ["--per-thread", "-e", "msr/tsc/"]),
     ("msr/tsc/, --per-cgroup", ["--per-cgroup", "-e", "msr/tsc/"]),
 ]
-
-
-def switch_program():
-    out = subprocess.run(["bpftool", "prog", "show", "-j"], stdout=subprocess.PIPE, check=True,
-                         text=True).stdout
-    for prog in json.loads(out):
-        if prog.get("name") == "sched_switch":
-            return prog.get("run_time_ns", 0), prog.get("run_cnt", 0)
-    return 0, 0
 
 
 def measure(workload, args, report):

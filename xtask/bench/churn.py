@@ -26,6 +26,8 @@ import sys
 import tempfile
 import time
 
+from bpf_stats import switch_program
+
 TOPDOWN, CHURN, ROUNDS = sys.argv[1], sys.argv[2], int(sys.argv[3])
 CHURN_CMD = [CHURN, "--seconds", "5", "--creators", "2"]
 TICK = os.sysconf("SC_CLK_TCK")
@@ -91,15 +93,6 @@ def perf_stat():
     return done, cpu, None
 
 
-def sched_switch_stats():
-    out = subprocess.run(["bpftool", "prog", "show", "-j"], stdout=subprocess.PIPE, check=True,
-                         text=True).stdout
-    for prog in json.loads(out):
-        if prog.get("name") == "sched_switch":
-            return prog.get("run_time_ns", 0), prog.get("run_cnt", 0)
-    return 0, 0
-
-
 MODES = [
     ("alone", lambda r: alone()),
     ("topdown-bpf machine-wide", machine_wide),
@@ -159,9 +152,9 @@ def main():
             tool = subprocess.Popen([TOPDOWN, "--duration", "11", "-o", "/dev/null"],
                                     stderr=subprocess.DEVNULL)
             time.sleep(3)
-            ns0, runs0 = sched_switch_stats()
+            ns0, runs0 = switch_program()
             subprocess.run(CHURN_CMD, stdout=subprocess.DEVNULL, check=True)
-            ns1, runs1 = sched_switch_stats()
+            ns1, runs1 = switch_program()
             tool.wait()
         finally:
             subprocess.run(["sysctl", "-qw", "kernel.bpf_stats_enabled=0"], check=True)
