@@ -14,6 +14,7 @@ pub mod attrib;
 pub mod c2c;
 pub mod cli;
 pub mod collect;
+pub mod commands;
 pub mod drilldown;
 pub mod import;
 pub mod per_core;

@@ -6,9 +6,10 @@ use clap::Parser as _;
 use topdown_user::{
     analyze, c2c,
     cli::{Cli, Command},
+    commands::{decode, report},
     pmu::machine,
-    recording::{plot, report},
-    region, serve, stat,
+    recording::plot,
+    serve, stat,
 };
 
 fn main() -> ExitCode {
@@ -27,7 +28,7 @@ fn main() -> ExitCode {
         Some(Command::Analyze(args)) => return finish(analyze::run(args, cli.verbose > 0)),
         Some(Command::C2c(args)) => return finish(c2c::command::run(args)),
         Some(Command::Plot(args)) => return finish(plot::run(args)),
-        Some(Command::Decode(args)) => return finish(region::command::run(args)),
+        Some(Command::Decode(args)) => return finish(decode::run(args)),
         Some(Command::Serve(_) | Command::Record(_) | Command::Report(_)) | None => {}
     }
     let runtime = match tokio::runtime::Builder::new_current_thread()

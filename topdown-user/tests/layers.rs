@@ -40,6 +40,7 @@ const ORDER: &[&str] = &[
     "region",
     // The command line, then the commands that run it.
     "cli",
+    "commands",
     "drilldown",
     "per_core",
     "analyze",
@@ -48,15 +49,13 @@ const ORDER: &[&str] = &[
 ];
 
 /// Upward imports that exist today, (room, the room above it that it uses): commands living in
-/// lower rooms (issue 22).
+/// lower rooms: `c2c`'s commands and `plot` (issue 22).
 const DEBTS: &[(&str, &str)] = &[
     ("c2c", "cli"),
     ("c2c", "tui"),
     ("recording", "cli"),
     ("recording", "picture"),
     ("recording", "report"),
-    ("recording", "tui"),
-    ("region", "cli"),
 ];
 
 /// Every Rust file under `dir`.

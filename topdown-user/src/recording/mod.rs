@@ -1,11 +1,10 @@
 //! Recordings: a live run kept in a file (`topdown-bpf record`), to be looked at later with
-//! `topdown-bpf report` (every view of the live run, the same numbers) and `topdown-bpf plot`
-//! (timelines). The format is zstd-compressed JSON lines, versioned ([`format`]).
+//! `topdown-bpf report` (every view of the live run, the same numbers: `commands::report`) and
+//! `topdown-bpf plot` (timelines). The format is zstd-compressed JSON lines, versioned ([`format`]).
 
 pub mod format;
 pub mod plot;
 pub mod reader;
-pub mod report;
 pub mod writer;
 
 use std::time::{SystemTime, UNIX_EPOCH};

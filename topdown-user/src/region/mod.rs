@@ -35,7 +35,6 @@
 //! without a virtual PMU) get a one-line error naming why.
 
 pub mod c_api;
-pub mod command;
 pub mod decode;
 pub mod mapped;
 

@@ -3,8 +3,11 @@
 
 use anyhow::{Result, bail};
 
-use super::decode::{self, Fractions, Reading};
-use crate::{cli::DecodeArgs, tma::node::Node};
+use crate::{
+    cli::DecodeArgs,
+    region::decode::{self, Fractions, Reading},
+    tma::node::Node,
+};
 
 /// Runs `decode`.
 pub fn run(args: &DecodeArgs) -> Result<()> {

@@ -9,7 +9,6 @@ use anyhow::{Context as _, Result, bail};
 use ratatui::{Terminal, backend::TestBackend};
 use tokio::signal::unix::{SignalKind, signal};
 
-use super::reader::Recording;
 use crate::{
     attrib::{
         Window,
@@ -17,6 +16,7 @@ use crate::{
         named,
     },
     cli::ReportArgs,
+    recording::reader::Recording,
     report::{
         Format, Renderer, open_output,
         rows::{RowOptions, SortKey},
