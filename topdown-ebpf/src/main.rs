@@ -1,8 +1,9 @@
 //! The kernel half of topdown-bpf: programs and maps only, no policy.
 //!
 //! `sched_switch` charges this CPU's clock and counter deltas since the previous charge to the
-//! outgoing thread; `tick` does the same for the running thread from a per-CPU timer, so long
-//! slices show up while they run. A thread's last switch (`prev_state` has `TASK_DEAD`) sends
+//! outgoing thread (when only cgroups are reported, counters are read only where the cgroup
+//! changes); `tick` does the same for the running thread from a per-CPU timer, so long slices
+//! show up while they run. A thread's last switch (`prev_state` has `TASK_DEAD`) sends
 //! its final totals to userspace and frees its slot; a thread charged in a new cgroup sends its
 //! totals as it left the old one, so userspace charges each cgroup exactly. `sched_process_fork`
 //! follows a command's descendants, `sched_process_exec` renames a thread at exec, and
