@@ -1,8 +1,8 @@
 //! The init of the emulated arm64 guest that `cargo xtask test` boots (see xtask/src/guest.rs):
 //! PID 1 in an initramfs holding the aarch64 tool, its test programs and test binaries.
 //!
-//! It mounts what the tests need (proc, sysfs, devtmpfs, cgroup2, bpffs, tracefs, debugfs, a
-//! tmpfs on /tmp), runs each command of the suite the kernel command line names
+//! It mounts what the tests need (proc, sysfs, devtmpfs, cgroup2, bpffs, tracefs, debugfs; /tmp
+//! is the initramfs's own), runs each command of the suite the kernel command line names
 //! (`topdown.suite=NAME` runs the lines of `/suites/NAME`, one command each), prints each
 //! command's output between `@@guest begin CMD` and `@@guest end CMD rc=N` lines, then
 //! `@@guest done`, and powers the machine off. The host reads the serial console: a test
@@ -71,12 +71,24 @@ fn power_off() -> ! {
     std::process::exit(1)
 }
 
+/// A world-writable, sticky /tmp on the initramfs.
+fn make_tmp() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let made = std::fs::create_dir_all("/tmp")
+        .and_then(|()| std::fs::set_permissions("/tmp", std::fs::Permissions::from_mode(0o1777)));
+    if let Err(error) = made {
+        eprintln!("guest init: making /tmp: {error}");
+    }
+}
+
 fn main() -> ExitCode {
     mount("devtmpfs", "/dev", "devtmpfs");
     open_console();
     mount("proc", "/proc", "proc");
     mount("sysfs", "/sys", "sysfs");
-    mount("tmpfs", "/tmp", "tmpfs");
+    // /tmp stays on the initramfs (already in memory, writable): a tmpfs mounted over it would
+    // hide the programs packed at their build paths when the repository sits under /tmp.
+    make_tmp();
     mount("cgroup2", "/sys/fs/cgroup", "cgroup2");
     mount("bpf", "/sys/fs/bpf", "bpf");
     mount("tracefs", "/sys/kernel/tracing", "tracefs");
