@@ -108,8 +108,11 @@ fn charged_time_matches_schedstat_and_exited_threads_match_their_own_clock() {
 /// A thread whose first switch out is its exit, after ticks charged it while it ran (so it has
 /// a map slot): the switch program must find its slot (it skips the lookup only for a thread
 /// that started after the CPU's latest tick), charge it whole and free the slot. The thread
-/// runs `SCHED_FIFO` on one CPU (`ticked_exit`), so nothing preempts it before its exit; its
-/// one switch out is checked, so a run in which it was preempted cannot pass unnoticed.
+/// runs `SCHED_FIFO` on one CPU (`ticked_exit`), so no ordinary task preempts it; the kernel's
+/// stopper class still can (the soft-lockup watchdog queues work on every CPU every 4 s with
+/// the default `watchdog_thresh`, ~2 % of an 80 ms run), and then its first switch out is not
+/// its exit. So each run is checked whole (one exited row, charged its own clock), and the
+/// case this test is about must have happened in at least one of up to five runs.
 #[test]
 fn a_thread_ticked_through_its_only_slice_is_charged_whole_at_exit() {
     if !privileged("a_thread_ticked_through_its_only_slice_is_charged_whole_at_exit") {
@@ -117,40 +120,47 @@ fn a_thread_ticked_through_its_only_slice_is_charged_whole_at_exit() {
     }
     let set = CounterSet::for_machine(&SysRoot::host()).expect("counter set");
     let mut collector = Collector::start(&set, &CollectorOptions::default()).expect("collector");
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_ticked_exit"))
-        .args(["--cpu", "0", "--spin-ms", "80"])
-        .output()
-        .expect("running ticked_exit");
-    assert!(
-        output.status.success(),
-        "ticked_exit: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let line: serde_json::Value =
-        serde_json::from_slice(&output.stdout).expect("ticked_exit's JSON line");
-    let tid = line["tid"].as_u64().unwrap() as u32;
-    let cputime = line["cputime_ns"].as_u64().unwrap();
-    // Its exit came before the process's: the main thread, woken by it on the same CPU at
-    // the same SCHED_FIFO priority, ran only after its last switch.
-
-    let snapshot = collector.snapshot().expect("snapshot");
     let mut attrib = Attributor::new(set.counters.len(), Target::All);
-    attrib.window(&snapshot);
-    assert!(!snapshot.stats.lost_anything(), "{:?}", snapshot.stats);
-    let rows: Vec<ThreadUsage> = attrib
-        .run_totals(&snapshot)
-        .threads
-        .into_iter()
-        .filter(|t| t.tid == tid)
-        .collect();
-    assert_eq!(rows.len(), 1, "one row for the thread: {rows:?}");
-    let thread = &rows[0];
-    assert!(thread.exited, "its slot was found and freed: {thread:?}");
-    assert_eq!(
-        thread.switches, 1,
-        "its only switch out was its exit (SCHED_FIFO on CPU 0): {thread:?}"
+    let mut switches_seen = Vec::new();
+    for _ in 0..5 {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_ticked_exit"))
+            .args(["--cpu", "0", "--spin-ms", "80"])
+            .output()
+            .expect("running ticked_exit");
+        assert!(
+            output.status.success(),
+            "ticked_exit: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let line: serde_json::Value =
+            serde_json::from_slice(&output.stdout).expect("ticked_exit's JSON line");
+        let tid = line["tid"].as_u64().unwrap() as u32;
+        let cputime = line["cputime_ns"].as_u64().unwrap();
+        // Its exit came before the process's: the main thread, woken by it on the same CPU at
+        // the same SCHED_FIFO priority, ran only after its last switch.
+
+        let snapshot = collector.snapshot().expect("snapshot");
+        attrib.window(&snapshot);
+        assert!(!snapshot.stats.lost_anything(), "{:?}", snapshot.stats);
+        let rows: Vec<ThreadUsage> = attrib
+            .run_totals(&snapshot)
+            .threads
+            .into_iter()
+            .filter(|t| t.tid == tid)
+            .collect();
+        assert_eq!(rows.len(), 1, "one row for the thread: {rows:?}");
+        let thread = &rows[0];
+        assert!(thread.exited, "its slot was found and freed: {thread:?}");
+        // Ticks every 10 ms charged it while it ran; its exit adds the rest.
+        assert!(cputime > 50_000_000, "it spun: {cputime} ns");
+        assert_books("the ticked thread", thread.on_cpu_ns(), cputime);
+        switches_seen.push(thread.switches);
+        if thread.switches == 1 {
+            return;
+        }
+    }
+    panic!(
+        "in no run was the thread's exit its only switch out (switches per run: \
+         {switches_seen:?}): SCHED_FIFO on CPU 0 should keep it running"
     );
-    // Ticks every 10 ms charged it while it ran; its exit adds the rest.
-    assert!(cputime > 50_000_000, "it spun: {cputime} ns");
-    assert_books("the ticked thread", thread.on_cpu_ns(), cputime);
 }

@@ -4,8 +4,9 @@
 //! state (readings, slot mask, idle, stats in one value), one lookup of the thread, one
 //! `bpf_perf_event_read_value` per counter of the set beyond on-CPU time (none at a switch
 //! within one cgroup when only cgroups are reported, see [`reads_at_switch`]), and nothing
-//! written that another CPU writes too. On-CPU time is the scheduler's own clock, read from the task
-//! (no clock or counter read); the cgroup id is read only after a move (see `cgroup_moves`).
+//! written that another CPU writes too. On-CPU time is the scheduler's own clock, read from the
+//! task (no clock or counter read); the cgroup id is read only after a move (see
+//! `cgroup_moves`).
 //! Cgroups are charged in userspace from the threads' records; losses are only counted.
 
 use aya_ebpf::{
@@ -202,17 +203,17 @@ pub fn note_switch(state: &mut CpuState, prev_tid: u32, next_tid: u32) -> bool {
     reported
 }
 
-/// Whether a switch to `next` reads the counters: always, unless only cgroups are reported
+/// Whether a switch to `next` (thread `next_tid`) reads the counters: always, unless only cgroups are reported
 /// and `next` is in the cgroup whose threads ran since the last read (`state.group`), no
 /// thread changed cgroup since, and the switch to `prev` was `reported` (else another thread
 /// ran unseen). Remembers `next`'s cgroup (0 for the idle task, whose counts are kept apart).
 #[inline(always)]
-pub fn reads_at_switch(state: &mut CpuState, next: Task, reported: bool) -> bool {
+pub fn reads_at_switch(state: &mut CpuState, next: Task, next_tid: u32, reported: bool) -> bool {
     // SAFETY: a read-only global the loader sets before loading.
     if unsafe { core::ptr::read_volatile(&CGROUP_ONLY) } == 0 {
         return true;
     }
-    let group = if next.tid() == 0 {
+    let group = if next_tid == 0 {
         0
     } else {
         next.cgroup_address()

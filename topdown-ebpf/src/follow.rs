@@ -23,7 +23,8 @@ static SPAWNER: Array<u32> = Array::with_max_entries(1, 0);
 
 /// Non-zero once the loader follows anything (set before its first `FOLLOWED` or `SPAWNER`
 /// entry): until then, a thread's first charge and every fork skip the `FOLLOWED` lookup (an
-/// array read the verifier inlines, where the hash lookup cost a short thread ~25 ns).
+/// array read the verifier inlines instead of a hash lookup: ~5 ns per switch run during
+/// thread churn, BENCHMARKS.md).
 #[map]
 static FOLLOWING: Array<u32> = Array::with_max_entries(1, 0);
 

@@ -48,8 +48,9 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
         }
         true
     } else {
-        let reported = account::note_switch(state, prev.tid(), next.tid());
-        account::reads_at_switch(state, next, reported)
+        let next_tid = next.tid();
+        let reported = account::note_switch(state, prev.tid(), next_tid);
+        account::reads_at_switch(state, next, next_tid, reported)
     };
     let clocks = account::Clocks {
         runtime: prev.sum_exec_runtime(),

@@ -79,21 +79,14 @@ impl Task {
     /// while a task runs, it is the time of the scheduler's latest update (its tick).
     #[inline(always)]
     pub fn exec_start(self) -> u64 {
-        // SAFETY: a read-only global the loader sets before loading.
-        let offset = unsafe { core::ptr::read_volatile(&TASK_EXEC_START_OFFSET) } as usize;
-        // SAFETY: a typed task pointer plus a member offset from BTF: the verifier checks the
-        // access and makes it a fault-safe load (0 on a fault).
-        unsafe { core::ptr::read_volatile(self.0.wrapping_add(offset).cast::<u64>()) }
+        self.u64_at(offset(&TASK_EXEC_START_OFFSET))
     }
 
     /// `se.sum_exec_runtime`: the task's runtime (ns) as the scheduler booked it (what
     /// `schedstat`, `cpu.stat` and `getrusage` add up), as of its latest update.
     #[inline(always)]
     pub fn sum_exec_runtime(self) -> u64 {
-        // SAFETY: a read-only global the loader sets before loading.
-        let offset = unsafe { core::ptr::read_volatile(&TASK_SUM_EXEC_RUNTIME_OFFSET) } as usize;
-        // SAFETY: as in `exec_start`.
-        unsafe { core::ptr::read_volatile(self.0.wrapping_add(offset).cast::<u64>()) }
+        self.u64_at(offset(&TASK_SUM_EXEC_RUNTIME_OFFSET))
     }
 
     /// `comm`, the task's name: two loads, where `bpf_get_current_comm` is a helper call that
@@ -103,13 +96,9 @@ impl Task {
     /// at the first NUL either way.
     #[inline(always)]
     pub fn comm(self) -> [u8; COMM_LEN] {
-        // SAFETY: a read-only global the loader sets before loading.
-        let offset = unsafe { core::ptr::read_volatile(&TASK_COMM_OFFSET) } as usize;
-        let at = |i: usize| {
-            // SAFETY: as in `exec_start`: `comm` is a char array, read as two 8-byte halves.
-            unsafe { core::ptr::read_volatile(self.0.wrapping_add(offset + i).cast::<u64>()) }
-        };
-        let (low, high) = (at(0), at(8));
+        // `comm` is a char array, read as two 8-byte halves.
+        let at = offset(&TASK_COMM_OFFSET);
+        let (low, high) = (self.u64_at(at), self.u64_at(at + 8));
         let mut comm = [0; COMM_LEN];
         comm[..8].copy_from_slice(&low.to_ne_bytes());
         comm[8..].copy_from_slice(&high.to_ne_bytes());
@@ -121,19 +110,8 @@ impl Task {
     /// it never switched out before.
     #[inline(always)]
     pub fn switches_out(self) -> u64 {
-        // SAFETY: read-only globals the loader sets before loading.
-        let (voluntary, involuntary) = unsafe {
-            (
-                core::ptr::read_volatile(&TASK_NVCSW_OFFSET) as usize,
-                core::ptr::read_volatile(&TASK_NIVCSW_OFFSET) as usize,
-            )
-        };
-        // SAFETY: as in `exec_start`.
-        unsafe {
-            core::ptr::read_volatile(self.0.wrapping_add(voluntary).cast::<u64>()).wrapping_add(
-                core::ptr::read_volatile(self.0.wrapping_add(involuntary).cast::<u64>()),
-            )
-        }
+        self.u64_at(offset(&TASK_NVCSW_OFFSET))
+            .wrapping_add(self.u64_at(offset(&TASK_NIVCSW_OFFSET)))
     }
 
     /// The address of the task's cgroup in the unified hierarchy (`cgroups->dfl_cgrp`, what
@@ -142,31 +120,40 @@ impl Task {
     /// lock the scheduler holds; a task being moved may show either cgroup.
     #[inline(always)]
     pub fn cgroup_address(self) -> u64 {
-        // SAFETY: read-only globals the loader sets before loading.
-        let (cgroups, dfl_cgrp) = unsafe {
-            (
-                core::ptr::read_volatile(&TASK_CGROUPS_OFFSET) as usize,
-                core::ptr::read_volatile(&CSS_SET_DFL_CGRP_OFFSET) as usize,
-            )
-        };
-        // SAFETY: as in `exec_start`; the loaded `css_set` pointer is typed by BTF too, so the
-        // second load is checked and fault-safe the same way.
+        let css_set = self.u64_at(offset(&TASK_CGROUPS_OFFSET)) as *const u8;
+        // SAFETY: as in `u64_at`: the loaded `css_set` pointer is typed by BTF too, so this
+        // load is checked and fault-safe the same way.
         unsafe {
-            let css_set =
-                core::ptr::read_volatile(self.0.wrapping_add(cgroups).cast::<*const u8>());
-            core::ptr::read_volatile(css_set.wrapping_add(dfl_cgrp).cast::<u64>())
+            core::ptr::read_volatile(
+                css_set
+                    .wrapping_add(offset(&CSS_SET_DFL_CGRP_OFFSET))
+                    .cast::<u64>(),
+            )
         }
     }
 
     #[inline(always)]
     fn u32_at(self, offset: usize) -> u32 {
-        // SAFETY: as in `exec_start`.
+        // SAFETY: as in `u64_at`.
         unsafe { core::ptr::read_volatile(self.0.wrapping_add(offset).cast::<u32>()) }
+    }
+
+    #[inline(always)]
+    fn u64_at(self, offset: usize) -> u64 {
+        // SAFETY: a typed task pointer plus a member offset from BTF: the verifier checks the
+        // access and makes it a fault-safe load (0 on a fault).
+        unsafe { core::ptr::read_volatile(self.0.wrapping_add(offset).cast::<u64>()) }
     }
 }
 
 #[inline(always)]
 fn tgid_offset() -> usize {
+    offset(&TASK_TGID_OFFSET)
+}
+
+/// A member offset the loader set (a read-only global).
+#[inline(always)]
+fn offset(global: &'static u32) -> usize {
     // SAFETY: a read-only global the loader sets before loading.
-    unsafe { core::ptr::read_volatile(&TASK_TGID_OFFSET) as usize }
+    unsafe { core::ptr::read_volatile(global) as usize }
 }
