@@ -7,8 +7,10 @@
 use std::io::Write as _;
 
 use libfuzzer_sys::fuzz_target;
-use topdown_user::c2c::{
-    aggregate, data_names, display::ReportOptions, line_table, sharing, stats_report,
+use topdown_user::{
+    c2c::{aggregate, options::ReportOptions, rank, sharing},
+    report::c2c::{line_table, stats},
+    symbols::data_names,
 };
 
 fuzz_target!(|data: &[u8]| {
@@ -19,12 +21,14 @@ fuzz_target!(|data: &[u8]| {
         ..ReportOptions::default()
     };
     if let Ok((recording, data)) = aggregate::read_file(file.path(), options) {
-        let _ = stats_report::render(&data, &recording.events, options);
+        let _ = stats::render(&data, &recording.events, options);
         let mut names = data_names::DataNames::new(&recording);
-        let fixes: Vec<_> = line_table::displayed(&data, options)
-            .into_iter()
+        let ranking = rank::rank(&data, options);
+        let fixes: Vec<_> = ranking
+            .lines
+            .iter()
             .map(|line| sharing::fix(&data, line, &mut names, options.line_size()))
             .collect();
-        let _ = line_table::render(&data, options, &fixes);
+        let _ = line_table::render(&data, &ranking, options, &fixes);
     }
 });

@@ -506,9 +506,9 @@ fn recordings_written_back_read_the_same_in_perf_and_here() {
     for name in FIXTURES {
         let dir = tempfile::tempdir().unwrap();
         let original = perf_data_of(&fixtures().join(format!("{name}.json")), dir.path());
-        let recording = topdown_user::c2c::perf_data::read_all(&original).unwrap();
+        let recording = topdown_user::perf_file::reader::read_all(&original).unwrap();
         let rewritten = dir.path().join("rewritten.data");
-        topdown_user::c2c::perf_writer::write(&rewritten, &recording, None).unwrap();
+        topdown_user::perf_file::writer::write(&rewritten, &recording, None).unwrap();
         assert_eq!(
             ours(&rewritten, dir.path(), &["--stdio"]),
             ours(&original, dir.path(), &["--stdio"]),

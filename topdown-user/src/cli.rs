@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{ArgAction, Args, Parser, Subcommand};
 
-use crate::c2c::display::Display;
+use crate::c2c::options::C2cDisplay;
 
 /// Counters and TopDown per thread, charged in the kernel at every context switch.
 ///
@@ -415,8 +415,8 @@ pub struct C2cViewArgs {
     pub stdio: bool,
 
     /// Rank lines by total, local or remote HITMs, or by peer-cache loads (`perf c2c report -d`).
-    #[arg(short = 'd', long, value_enum, default_value_t = Display::Tot)]
-    pub display: Display,
+    #[arg(short = 'd', long, value_enum, default_value_t = C2cDisplay::Tot)]
+    pub display: C2cDisplay,
 
     /// Show every cache line, not only those with at least 0.1 % of the ranked count.
     #[arg(long)]

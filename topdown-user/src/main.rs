@@ -4,9 +4,9 @@ use std::process::ExitCode;
 
 use clap::Parser as _;
 use topdown_user::{
-    analyze, c2c,
+    analyze,
     cli::{Cli, Command},
-    commands::{decode, report},
+    commands::{c2c, decode, report},
     pmu::machine,
     recording::plot,
     serve, stat,
@@ -26,7 +26,7 @@ fn main() -> ExitCode {
     }
     match &cli.command {
         Some(Command::Analyze(args)) => return finish(analyze::run(args, cli.verbose > 0)),
-        Some(Command::C2c(args)) => return finish(c2c::command::run(args)),
+        Some(Command::C2c(args)) => return finish(c2c::run(args)),
         Some(Command::Plot(args)) => return finish(plot::run(args)),
         Some(Command::Decode(args)) => return finish(decode::run(args)),
         Some(Command::Serve(_) | Command::Record(_) | Command::Report(_)) | None => {}

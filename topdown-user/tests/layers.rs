@@ -20,6 +20,8 @@ const ORDER: &[&str] = &[
     "process_exit",
     // What the machine can count: PMUs, events, counter sets.
     "pmu",
+    // perf.data: typed contents, reader, writer; the same contents from the live host.
+    "perf_file",
     // The kernel half's userspace side: loading, counters, snapshots, records.
     "collect",
     // Who used what: threads, cgroups, containers, per window.
@@ -30,7 +32,9 @@ const ORDER: &[&str] = &[
     "tma",
     // The recording file format.
     "recording",
-    // Cache-to-cache sharing: perf.data, aggregation, symbols (and, for now, its commands).
+    // Names of code and data addresses: symbols, DWARF variables, operand types.
+    "symbols",
+    // Cache-to-cache sharing, the model: aggregation, ranking, Pareto rows, sharing analysis.
     "c2c",
     // Renderers: tables, JSON, CSV; pictures; the full-screen view.
     "report",
@@ -49,10 +53,8 @@ const ORDER: &[&str] = &[
 ];
 
 /// Upward imports that exist today, (room, the room above it that it uses): commands living in
-/// lower rooms: `c2c`'s commands and `plot` (issue 22).
+/// lower rooms: `plot` (issue 22).
 const DEBTS: &[(&str, &str)] = &[
-    ("c2c", "cli"),
-    ("c2c", "tui"),
     ("recording", "cli"),
     ("recording", "picture"),
     ("recording", "report"),

@@ -22,12 +22,15 @@ use rustc_hash::FxHashMap;
 use topdown_common::c2c::C2cStats;
 
 use super::{
-    display::{Coalesce, Field, ReportOptions},
     lines::{
         Access, C2cData, ClassCount, Cycles, Entry, EntryKey, FirstSample, Line, LineKey, NO_NODE,
     },
-    perf_data::{self, MemSample, MemoryTopology, Recording, SampleSink},
+    options::{Coalesce, Field, ReportOptions},
     sharing,
+};
+use crate::perf_file::{
+    contents::{MemSample, MemoryTopology, PerfData, SampleSink},
+    reader,
 };
 
 /// At most how many entries and lines an accumulator's tables are sized for at the start.
@@ -212,7 +215,7 @@ impl Resolver {
     }
 
     /// `sample`, its addresses looked up in `recording`'s mappings, keyed as perf keys it.
-    fn resolve(&mut self, recording: &Recording, sample: &MemSample) -> Resolved {
+    fn resolve(&mut self, recording: &PerfData, sample: &MemSample) -> Resolved {
         let line_size = self.line_size;
         let maps = recording.mappings.get(&sample.pid);
         let data_map = maps.and_then(|maps| maps.find(sample.addr));
@@ -291,7 +294,7 @@ fn entry_hash(id: &EntryId) -> u64 {
 impl Accumulator {
     /// For `line_size`-byte lines of the samples of `recording`, with its NUMA and memory
     /// topology.
-    fn new(recording: &Recording, line_size: u64, sharing: bool) -> Self {
+    fn new(recording: &PerfData, line_size: u64, sharing: bool) -> Self {
         let mut node_of_cpu = Vec::new();
         for (node, cpus) in recording.numa_cpus.iter().enumerate() {
             for &cpu in cpus {
@@ -472,7 +475,7 @@ impl C2cBuilder {
     /// For lines of `options.line_size()` bytes (64, or 128 for `--double-cl`) and entries
     /// told apart as `options.coalesce` says (with each thread's stores and contended loads per
     /// word when `options.sharing`), with the NUMA and memory topology of `recording`.
-    pub fn new(recording: &Recording, options: ReportOptions) -> Self {
+    pub fn new(recording: &PerfData, options: ReportOptions) -> Self {
         Self {
             resolver: Resolver::new(options.line_size(), options.coalesce),
             accumulator: Accumulator::new(recording, options.line_size(), options.sharing),
@@ -492,7 +495,7 @@ impl C2cBuilder {
 
 impl SampleSink for C2cBuilder {
     /// Classifies `sample`, its addresses looked up in `recording`'s mappings.
-    fn add(&mut self, recording: &Recording, sample: &MemSample) {
+    fn add(&mut self, recording: &PerfData, sample: &MemSample) {
         let resolved = self.resolver.resolve(recording, sample);
         self.accumulator.add(&resolved);
     }
@@ -504,7 +507,7 @@ const BATCH: usize = 512;
 /// What the reading thread tells the counting thread.
 enum Message {
     /// Start (again) from nothing, for the samples of this recording (its header).
-    Start(Box<Recording>),
+    Start(Box<PerfData>),
     /// The next resolved samples, in order.
     Batch(Vec<Resolved>),
 }
@@ -531,7 +534,7 @@ impl Batcher {
 }
 
 impl SampleSink for Batcher {
-    fn add(&mut self, recording: &Recording, sample: &MemSample) {
+    fn add(&mut self, recording: &PerfData, sample: &MemSample) {
         self.batch.push(self.resolver.resolve(recording, sample));
         if self.batch.len() == BATCH {
             self.flush();
@@ -541,10 +544,10 @@ impl SampleSink for Batcher {
 
 /// Reads the perf.data at `path` and classifies its samples (see [`C2cBuilder::new`]), on two
 /// threads when the machine lets us: one reads and resolves, the other counts.
-pub fn read_file(path: &Path, options: ReportOptions) -> Result<(Recording, C2cData)> {
+pub fn read_file(path: &Path, options: ReportOptions) -> Result<(PerfData, C2cData)> {
     if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
         let (recording, builder) =
-            perf_data::read(path, |recording| C2cBuilder::new(recording, options))?;
+            reader::read(path, |recording| C2cBuilder::new(recording, options))?;
         return Ok((recording, builder.finish()));
     }
     read_file_on_two_threads(path, options)
@@ -552,14 +555,14 @@ pub fn read_file(path: &Path, options: ReportOptions) -> Result<(Recording, C2cD
 
 /// [`read_file`] on two threads: this one counts what the other reads and resolves, in
 /// batches (sent in order, handed back to be filled again).
-fn read_file_on_two_threads(path: &Path, options: ReportOptions) -> Result<(Recording, C2cData)> {
+fn read_file_on_two_threads(path: &Path, options: ReportOptions) -> Result<(PerfData, C2cData)> {
     let (line_size, coalesce, sharing) = (options.line_size(), options.coalesce, options.sharing);
     let (to_counter, from_reader) = mpsc::sync_channel(8);
     let (to_reader, spent) = mpsc::channel();
     std::thread::scope(|scope| {
-        let reader = scope.spawn(move || -> Result<Recording> {
+        let reader = scope.spawn(move || -> Result<PerfData> {
             let spent = Rc::new(spent);
-            let (recording, mut sender) = perf_data::read(path, |recording| {
+            let (recording, mut sender) = reader::read(path, |recording| {
                 // A new sink means a new start (a file out of time order is read again).
                 let _ = to_counter.send(Message::Start(Box::new(recording.clone())));
                 Batcher {
@@ -612,10 +615,10 @@ mod tests {
 
     /// Two processes with code, private anonymous and shared file memory, four CPUs on two
     /// nodes, memory on both; samples of every kind, in time order or not.
-    fn recording(in_order: bool) -> Recording {
+    fn recording(in_order: bool) -> PerfData {
         use topdown_common::data_src::{lvl, op, snoop};
 
-        use crate::c2c::{maps::Mapping, perf_data::MemoryTopology};
+        use crate::perf_file::maps::Mapping;
         let map = |start: u64, len: u64, path: &str, dev_ino, shared| Mapping {
             start,
             end: start + len,
@@ -625,14 +628,14 @@ mod tests {
             prot: if path.starts_with("/bin") { 5 } else { 3 },
             path: path.into(),
         };
-        let mut recording = Recording {
+        let mut recording = PerfData {
             events: vec!["cpu/mem-loads,ldlat=30/P".into()],
             numa_cpus: vec![vec![0, 1], vec![2, 3]],
             memory: Some(MemoryTopology {
                 block_size: 0x1000_0000,
                 nodes: vec![(0, vec![0b01]), (1, vec![0b10])],
             }),
-            ..Recording::default()
+            ..PerfData::default()
         };
         for pid in [100, 200] {
             let maps = [
@@ -649,7 +652,7 @@ mod tests {
             data_src(op::STORE, lvl::HIT | lvl::L1, 0),
             0,
         ];
-        let mut next = crate::c2c::test_random(0x2545_f491_4f6c_dd1d_u64);
+        let mut next = crate::perf_file::test_random(0x2545_f491_4f6c_dd1d_u64);
         for i in 0..3000 {
             let pid = if next(2) == 0 { 100 } else { 200 };
             let addr = match next(8) {
@@ -677,7 +680,7 @@ mod tests {
     }
 
     /// Every sample of `recording`, classified on this thread.
-    fn one_thread(recording: &Recording, options: ReportOptions) -> C2cData {
+    fn one_thread(recording: &PerfData, options: ReportOptions) -> C2cData {
         let mut builder = C2cBuilder::new(recording, options);
         for sample in &recording.samples {
             builder.add(recording, sample);
@@ -690,7 +693,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         for in_order in [true, false] {
             let path = dir.path().join(format!("{in_order}.data"));
-            crate::c2c::perf_writer::write(&path, &recording(in_order), None).unwrap();
+            crate::perf_file::writer::write(&path, &recording(in_order), None).unwrap();
             for (coalesce, sharing) in [("iaddr", false), ("pid,tid,dso", true)] {
                 let options = ReportOptions {
                     coalesce: Coalesce::parse(coalesce).unwrap(),
@@ -698,7 +701,7 @@ mod tests {
                     ..ReportOptions::default()
                 };
                 let (_, two) = read_file_on_two_threads(&path, options).unwrap();
-                let read = perf_data::read_all(&path).unwrap();
+                let read = reader::read_all(&path).unwrap();
                 let one = one_thread(&read, options);
                 assert_eq!(two.total, one.total);
                 assert_eq!(two.lines, one.lines);

@@ -3,8 +3,7 @@
 //! the view only lays them out.
 
 use super::{
-    display::{Display, ReportOptions},
-    lines::C2cData,
+    options::{C2cDisplay, ReportOptions},
     pareto::ParetoLine,
 };
 
@@ -62,16 +61,12 @@ pub struct EntryView {
     pub records: u64,
 }
 
-/// The browser's lines: every line of `lines` (the table's, from [`super::pareto::lines`]).
-pub fn lines(data: &C2cData, lines: &[ParetoLine<'_>], options: ReportOptions) -> Vec<LineView> {
+/// The browser's lines: every line of `lines` (the table's, from [`super::pareto::lines`]),
+/// with shares of `total` (the ranking's).
+pub fn lines(lines: &[ParetoLine<'_>], total: u64, options: ReportOptions) -> Vec<LineView> {
     let display = options.display;
-    let total: u64 = data
-        .lines
-        .iter()
-        .map(|(_, l)| display.line_metric(&l.contended))
-        .sum();
     let contended = |s: &topdown_common::c2c::C2cStats| {
-        if display == Display::Peer {
+        if display == C2cDisplay::Peer {
             [s.tot_peer, s.lcl_peer, s.rmt_peer]
         } else {
             [s.tot_hitm, s.lcl_hitm, s.rmt_hitm]

@@ -7,7 +7,7 @@
 use smallvec::SmallVec;
 use topdown_common::c2c::C2cStats;
 
-use super::perf_data::MemSample;
+use crate::perf_file::contents::MemSample;
 
 /// A cache line as perf tells lines apart.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -68,30 +68,8 @@ impl PhysSeen {
         if self.nodes.is_empty() {
             return "N/A".into();
         }
-        ranges(self.nodes.iter().map(u64::from))
+        crate::pmu::machine::cpu_list(self.nodes.iter().map(u64::from))
     }
-}
-
-/// Ascending numbers as a kernel bitmap list: `0,2-3,5`.
-pub fn ranges(numbers: impl IntoIterator<Item = u64>) -> String {
-    let mut spans: Vec<(u64, u64)> = Vec::new();
-    for n in numbers {
-        match spans.last_mut() {
-            Some((_, end)) if *end + 1 == n => *end = n,
-            _ => spans.push((n, n)),
-        }
-    }
-    spans
-        .iter()
-        .map(|&(a, b)| {
-            if a == b {
-                a.to_string()
-            } else {
-                format!("{a}-{b}")
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(",")
 }
 
 /// The load classes perf keeps a mean latency for (`compute_stats`), each sample in its most

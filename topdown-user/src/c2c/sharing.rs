@@ -19,10 +19,8 @@
 //! load latency (a memory-bound program; less otherwise): Cheetah's model without its per-thread
 //! critical-path refinement.
 
-use super::{
-    data_names::{DataName, DataNames, NameSource},
-    lines::{Access, C2cData, Cycles, Line},
-};
+use super::lines::{Access, C2cData, Cycles, Line};
+use crate::symbols::data_names::{DataName, DataNames};
 
 /// Bytes compared as one location.
 pub const WORD: u64 = 8;
@@ -270,50 +268,6 @@ fn accessed_by(word: &WordView, threads: &dyn Fn(&[u32]) -> String) -> String {
         (false, true) => format!("stored by {}", threads(&word.stored_by)),
         _ => format!("loaded by {}", threads(&word.loaded_by)),
     }
-}
-
-/// The "Shared Cache Line Fixes" section (`--sharing`, after perf's tables): per shown line,
-/// its label, each word with stores or contended loads (what it is, who stored and loaded it),
-/// and the fix suggested. `addresses` are the shown lines' addresses, in the table's order.
-pub fn render(addresses: &[u64], fixes: &[LineFix]) -> String {
-    let mut out = String::from(
-        "\n=================================================\n            Shared Cache Line \
-         Fixes\n=================================================\n#\n",
-    );
-    for (index, (address, fix)) in addresses.iter().zip(fixes).enumerate() {
-        out.push_str(&format!(
-            "  {index:>5}  {:>18}  {}\n",
-            format!("{address:#x}"),
-            fix.sharing.sharing.name()
-        ));
-        for word in &fix.words {
-            let name = word.name.as_ref().map_or_else(
-                || {
-                    "(heap, stack or anonymous memory, and no DWARF variable of the code holds \
-                     the pointer)"
-                        .into()
-                },
-                |n| match &n.source {
-                    NameSource::Dwarf => n.name.clone(),
-                    NameSource::Symbols => format!("{} (no DWARF: symbol only)", n.name),
-                    NameSource::OperandType { pointer, function } => {
-                        format!("{} (through {pointer} in {function})", n.name)
-                    }
-                },
-            );
-            let tids = |t: &[u32]| t.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
-            out.push_str(&format!(
-                "         {:>6}  {name}  stored by [{}]  contended loads by [{}]\n",
-                format!("{:#x}", word.offset),
-                tids(&word.stored_by),
-                tids(&word.loaded_by)
-            ));
-        }
-        if let Some(advice) = &fix.fix {
-            out.push_str(&format!("         fix: {advice}\n"));
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -17,19 +17,10 @@ use perf_event_open_sys::{bindings, ioctls};
 use topdown_common::c2c::{C2cRecord, C2cStats, counter};
 
 use super::{btf::KernelBtf, object};
-use crate::pmu::memory_events::{self, MemoryEvent, Rate};
-
-/// What every sample carries, as `perf c2c record` asks (`-d --phys-data --sample-cpu -W`).
-pub const SAMPLE_TYPE: u32 = bindings::PERF_SAMPLE_IP
-    | bindings::PERF_SAMPLE_TID
-    | bindings::PERF_SAMPLE_TIME
-    | bindings::PERF_SAMPLE_ADDR
-    | bindings::PERF_SAMPLE_ID
-    | bindings::PERF_SAMPLE_CPU
-    | bindings::PERF_SAMPLE_PERIOD
-    | bindings::PERF_SAMPLE_WEIGHT
-    | bindings::PERF_SAMPLE_DATA_SRC
-    | bindings::PERF_SAMPLE_PHYS_ADDR;
+use crate::{
+    perf_file::contents::SAMPLE_TYPE,
+    pmu::memory_events::{self, MemoryEvent, Rate},
+};
 
 /// Opens one sampling event on `cpu` (every process), disabled, in `leader`'s group if any.
 fn open_sampling(event: &MemoryEvent, cpu: u32, leader: Option<RawFd>) -> Result<OwnedFd> {

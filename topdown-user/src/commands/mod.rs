@@ -2,5 +2,7 @@
 //! others together (issue 22 moves every driver here; `stat`, `serve`, `analyze`, `per_core`,
 //! `drilldown`, `c2c`'s commands and `plot` are still in their own rooms).
 
+pub mod c2c;
+pub mod c2c_live;
 pub mod decode;
 pub mod report;

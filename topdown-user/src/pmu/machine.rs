@@ -233,6 +233,28 @@ impl CpuId {
     }
 }
 
+/// Ascending numbers as a kernel bitmap list (`0,2-3,5`): the inverse of [`parse_cpu_list`].
+pub fn cpu_list(numbers: impl IntoIterator<Item = u64>) -> String {
+    let mut spans: Vec<(u64, u64)> = Vec::new();
+    for n in numbers {
+        match spans.last_mut() {
+            Some((_, end)) if *end + 1 == n => *end = n,
+            _ => spans.push((n, n)),
+        }
+    }
+    spans
+        .iter()
+        .map(|&(a, b)| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}-{b}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// Parses a kernel CPU list such as `0-3,8,10-11`.
 pub fn parse_cpu_list(list: &str) -> Result<Vec<u32>> {
     let cpu = |text: &str| -> Result<u32> {

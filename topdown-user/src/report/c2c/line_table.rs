@@ -4,10 +4,12 @@
 
 use std::fmt::Write as _;
 
-use super::{
-    display::{Display, ReportOptions, fill_line},
-    lines::{C2cData, Line},
-    sharing::{self, LineFix},
+use super::fill_line;
+use crate::c2c::{
+    lines::C2cData,
+    options::{C2cDisplay, ReportOptions},
+    rank::Ranking,
+    sharing::LineFix,
 };
 
 const HEADER: &str = "\
@@ -21,36 +23,6 @@ const HEADER: &str = "\
 #
 ";
 
-/// The lines the table shows, in its order (its indexes): those with at least 0.1 % of the
-/// display's count (all with `--show-all`), most first (or, with `--by-gain`, the most worth
-/// fixing first).
-pub fn displayed(data: &C2cData, options: ReportOptions) -> Vec<&Line> {
-    let metric = |l: &Line| options.display.line_metric(&l.contended);
-    let total: u64 = data.lines.iter().map(|(_, l)| metric(l)).sum();
-    let mut lines: Vec<_> = data
-        .lines
-        .iter()
-        .filter(|(_, l)| {
-            options.show_all || (total > 0 && metric(l) as f64 / total as f64 >= 0.001)
-        })
-        .collect();
-    lines.sort_by(|(ka, a), (kb, b)| {
-        metric(b)
-            .cmp(&metric(a))
-            .then(ka.perf_order().cmp(&kb.perf_order()))
-    });
-    if options.by_gain {
-        // Stable: lines of equal gain keep perf's order.
-        let mut by_gain: Vec<(f64, &Line)> = lines
-            .into_iter()
-            .map(|(_, line)| (sharing::gain(data, line).estimate, line))
-            .collect();
-        by_gain.sort_by(|a, b| b.0.total_cmp(&a.0));
-        return by_gain.into_iter().map(|(_, line)| line).collect();
-    }
-    lines.into_iter().map(|(_, line)| line).collect()
-}
-
 /// The header for `display`: its ranked column, and the HITM or peer columns.
 fn header(options: ReportOptions) -> String {
     let display = options.display;
@@ -60,12 +32,12 @@ fn header(options: ReportOptions) -> String {
         "Cacheline"
     };
     let (rank, group) = match display {
-        Display::Tot => ("      Tot", "Hitm"),
-        Display::Lcl => ("      Lcl", "Hitm"),
-        Display::Rmt => ("      Rmt", "Hitm"),
-        Display::Peer => ("     Peer", "Peer"),
+        C2cDisplay::Tot => ("      Tot", "Hitm"),
+        C2cDisplay::Lcl => ("      Lcl", "Hitm"),
+        C2cDisplay::Rmt => ("      Rmt", "Hitm"),
+        C2cDisplay::Peer => ("     Peer", "Peer"),
     };
-    let low = if display == Display::Peer {
+    let low = if display == C2cDisplay::Peer {
         "    Snoop    Total    Local   Remote"
     } else {
         "     Hitm    Total  LclHitm  RmtHitm"
@@ -101,17 +73,17 @@ fn header(options: ReportOptions) -> String {
         .collect()
 }
 
-/// The table, for the lines with a share of all HITMs of at least 0.1 %; with `--sharing`,
-/// each line's label and gain from `fixes` (one per shown line, in the table's order).
-pub fn render(data: &C2cData, options: ReportOptions, fixes: &[LineFix]) -> String {
+/// The table of the ranked lines; with `--sharing`, each line's label and gain from `fixes`
+/// (one per shown line, in the table's order).
+pub fn render(
+    data: &C2cData,
+    ranking: &Ranking<'_>,
+    options: ReportOptions,
+    fixes: &[LineFix],
+) -> String {
     let display = options.display;
     // Shares are of all samples' count (perf's `percent_costly_snoop`).
-    let total: u64 = data
-        .lines
-        .iter()
-        .map(|(_, l)| display.line_metric(&l.contended))
-        .sum();
-    let lines = displayed(data, options);
+    let (lines, total) = (&ranking.lines, ranking.total);
     let mut out = header(options);
     for (index, line) in lines.iter().enumerate() {
         let stats = data.line_stats(line);
@@ -124,7 +96,7 @@ pub fn render(data: &C2cData, options: ReportOptions, fixes: &[LineFix]) -> Stri
             display.metric(s) as f64 * 100.0 / total as f64
         };
         let hitm = format!("{share:.2}%");
-        let (all, local, remote) = if display == Display::Peer {
+        let (all, local, remote) = if display == C2cDisplay::Peer {
             (s.tot_peer, s.lcl_peer, s.rmt_peer)
         } else {
             (s.tot_hitm, s.lcl_hitm, s.rmt_hitm)

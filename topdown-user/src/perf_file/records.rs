@@ -8,8 +8,8 @@ use anyhow::{Result, bail};
 use linux_perf_data::linux_perf_event_reader::SampleFormat;
 
 use super::{
+    contents::{MemSample, PerfData},
     maps::Mapping,
-    perf_data::{MemSample, Recording},
 };
 use crate::pmu::machine::parse_cpu_list;
 
@@ -405,8 +405,8 @@ pub const PROGRESS_BYTES: usize = 16 << 20;
 pub fn walk(
     bytes: &[u8],
     formats: &Formats,
-    recording: &mut Recording,
-    mut on_sample: impl FnMut(&Recording, &MemSample) -> ControlFlow<()>,
+    recording: &mut PerfData,
+    mut on_sample: impl FnMut(&PerfData, &MemSample) -> ControlFlow<()>,
     mut read_up_to: impl FnMut(usize),
 ) -> Result<ControlFlow<()>> {
     let (Some(offset), Some(size)) = (word(bytes, 40), word(bytes, 48)) else {

@@ -1,18 +1,19 @@
 //! `c2c report --json`: the numbers of perf's four tables in one JSON document
 //! (`topdown-bpf/c2c/v2`), counters named as perf names them (`lcl_hitm`, `st_l1hit`, ...), and
-//! each line's sharing label and gain estimate ([`super::sharing`]). v2 over v1: addresses are
+//! each line's sharing label and gain estimate ([`crate::c2c::sharing`]). v2 over v1: addresses are
 //! hex strings, symbols have no `[.] ` prefix (their kind in `symbol_kind`).
 
 use serde_json::{Map, Value, json};
 use topdown_common::c2c::C2cStats;
 
-use super::{
-    code::Code,
-    data_names::NameSource,
-    display::ReportOptions,
-    lines::{C2cData, Cycles},
-    pareto::{ParetoLine, nodes_touched},
-    sharing,
+use crate::{
+    c2c::{
+        lines::{C2cData, Cycles},
+        options::ReportOptions,
+        pareto::{ParetoLine, nodes_touched},
+        sharing,
+    },
+    symbols::{code::Code, data_names::NameSource},
 };
 
 /// Every counter, by perf's name.
@@ -25,11 +26,13 @@ fn stats(s: &C2cStats) -> Value {
     )
 }
 
-/// The document of `data` and its Pareto `lines` (see [`super::pareto::lines`]), from a recording of
-/// `events` on NUMA nodes with `cpu_nodes`.
+/// The document of `data` and its Pareto `lines` (see [`crate::c2c::pareto::lines`]), whose
+/// shares are of `total` (the ranking's), from a recording of `events` on NUMA nodes with
+/// `cpu_nodes`.
 pub fn render(
     data: &C2cData,
     lines: &[ParetoLine<'_>],
+    total: u64,
     fixes: &[sharing::LineFix],
     events: &[String],
     cpu_nodes: &[Vec<u32>],
@@ -37,11 +40,6 @@ pub fn render(
 ) -> String {
     let display = options.display;
     let (shared_lines, shared) = data.shared();
-    let total: u64 = data
-        .lines
-        .iter()
-        .map(|(_, l)| display.line_metric(&l.contended))
-        .sum();
     let lines: Vec<Value> = lines
         .iter()
         .enumerate()

@@ -15,19 +15,21 @@ use anyhow::{Context as _, Result};
 use tokio::{process::Command, time::interval};
 use topdown_common::c2c::C2cRecord;
 
-use super::{
-    aggregate::C2cBuilder,
-    browse::{self, LineView},
-    display::ReportOptions,
-    host,
-    lines::C2cData,
-    pareto,
-    perf_data::{MemSample, Recording, SampleSink as _},
-};
 use crate::{
     attrib::cgroups::CgroupNames,
+    c2c::{
+        aggregate::C2cBuilder,
+        browse::{self, LineView},
+        lines::C2cData,
+        options::ReportOptions,
+        pareto, rank,
+    },
     cli::{C2cLiveArgs, StoreFilter},
     collect::c2c::{C2cCollector, C2cCounts},
+    perf_file::{
+        contents::{MemSample, PerfData, SampleSink as _},
+        host,
+    },
     pmu::{
         memory_events::{self, Rate},
         sysfs::SysRoot,
@@ -63,12 +65,13 @@ struct LiveScreen {
 impl LiveScreen {
     fn of(
         data: &C2cData,
-        recording: &Recording,
+        recording: &PerfData,
         options: ReportOptions,
         counts: &C2cCounts,
         elapsed: Duration,
     ) -> Self {
-        let pareto = pareto::lines_top(data, recording, options, HOTTEST);
+        let ranking = rank::rank(data, options);
+        let pareto = pareto::lines_top(data, &ranking, recording, options, HOTTEST);
         Self {
             title: format!(
                 "topdown-bpf c2c: recording {:.0} s, the {HOTTEST} hottest lines so far (q stops \
@@ -79,7 +82,7 @@ impl LiveScreen {
                 "{} samples classified, {} forwarded; losses: ring buffer full {}, unreadable {}",
                 counts.stats.nr_entries, counts.forwarded, counts.ring_full, counts.read_errors
             ),
-            lines: browse::lines(data, &pareto, options),
+            lines: browse::lines(&pareto, ranking.total, options),
         }
     }
 
@@ -105,7 +108,7 @@ async fn next_key(browser: &mut Option<C2cBrowser>) -> Key {
 /// of every sample.
 pub struct LiveRecording {
     /// The mappings and topology needed to name the samples, and the samples when kept.
-    pub recording: Recording,
+    pub recording: PerfData,
     /// The forwarded samples, classified and grouped as the report options say.
     pub data: C2cData,
     /// Every sample, classified in the kernel, and the losses.
@@ -216,7 +219,7 @@ pub fn record(
 
 /// Forwarded samples aggregated so far, and the mappings of their processes.
 struct Gathered {
-    recording: Recording,
+    recording: PerfData,
     builder: C2cBuilder,
     keep_samples: bool,
     only: HashSet<u32>,
@@ -229,10 +232,10 @@ impl Gathered {
     /// For the processes `pids` (all when empty), on the machine whose devices are at `devices`.
     fn new(pids: &[u32], devices: &Path, options: ReportOptions, keep_samples: bool) -> Self {
         // The topology first: the aggregation counts samples per NUMA node from the start.
-        let recording = Recording {
+        let recording = PerfData {
             numa_cpus: host::numa_cpus(devices),
             memory: host::memory_topology(devices),
-            ..Recording::default()
+            ..PerfData::default()
         };
         Self {
             builder: C2cBuilder::new(&recording, options),
@@ -283,7 +286,7 @@ impl Gathered {
         }
     }
 
-    fn finish(mut self, events: Vec<String>) -> (Recording, C2cData) {
+    fn finish(mut self, events: Vec<String>) -> (PerfData, C2cData) {
         let mut names = CgroupNames::host();
         for id in self.cgroups {
             self.recording.cgroups.insert(id, names.name(id));

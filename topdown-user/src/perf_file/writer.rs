@@ -1,4 +1,4 @@
-//! Writes a [`Recording`] as a perf.data file that `topdown-bpf c2c report -i` and `perf c2c
+//! Writes a [`PerfData`] as a perf.data file that `topdown-bpf c2c report -i` and `perf c2c
 //! report -i` both read (`c2c record -o`): one attribute per event, COMM, MMAP2 and CGROUP
 //! records, the memory samples, and the feature sections c2c needs (event names, CPU count,
 //! NUMA and memory-block topology). The kernel's counts of every sample, forwarded or not, go in
@@ -12,13 +12,9 @@ use perf_event_open_sys::bindings;
 use topdown_common::c2c::C2cStats;
 
 use super::{
-    perf_data::Recording,
+    contents::{PerfData, SAMPLE_TYPE, TOTALS_FEATURE},
     records::kind::{self, MISC_COMM_EXEC, MISC_KERNEL, MISC_MMAP_DATA, MISC_USER},
 };
-use crate::collect::c2c::SAMPLE_TYPE;
-
-/// The feature bit of our totals section: the last of perf's 256, far past any perf uses.
-pub const TOTALS_FEATURE: u32 = 255;
 /// The one event id every sample carries (the first event's).
 const FIRST_ID: u64 = 1;
 
@@ -98,7 +94,7 @@ fn attr(sample_type: u64) -> Vec<u8> {
 }
 
 /// Writes `recording` to `path`, with `totals` (every sample the kernel classified) when given.
-pub fn write(path: &Path, recording: &Recording, totals: Option<&C2cStats>) -> Result<()> {
+pub fn write(path: &Path, recording: &PerfData, totals: Option<&C2cStats>) -> Result<()> {
     let has_cgroups = recording.samples.iter().any(|s| s.cgroup != 0);
     let mut sample_type = u64::from(SAMPLE_TYPE);
     if has_cgroups {
@@ -239,7 +235,7 @@ pub fn write(path: &Path, recording: &Recording, totals: Option<&C2cStats>) -> R
     let mut b = Bytes::default();
     b.u32(numa.len() as u32);
     for (node, cpus) in numa.iter().enumerate() {
-        let list = super::lines::ranges(cpus.iter().map(|&c| u64::from(c)));
+        let list = crate::pmu::machine::cpu_list(cpus.iter().map(|&c| u64::from(c)));
         b.u32(node as u32).u64(0).u64(0).perf_string(&list);
     }
     features.push((FEAT_NUMA_TOPOLOGY, b));

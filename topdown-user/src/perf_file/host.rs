@@ -4,7 +4,7 @@
 
 use std::{fs, path::Path};
 
-use super::{maps::Mapping, perf_data::MemoryTopology};
+use super::{contents::MemoryTopology, maps::Mapping};
 use crate::pmu::machine::parse_cpu_list;
 
 /// The mappings of process `pid`, empty if it is gone.

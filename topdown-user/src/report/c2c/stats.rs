@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use topdown_common::c2c::C2cStats;
 
-use super::{display::ReportOptions, lines::C2cData};
+use crate::c2c::{lines::C2cData, options::ReportOptions};
 
 const RULE: &str = "=================================================";
 

@@ -9,7 +9,7 @@ use super::lines::Contended;
 
 /// What lines are ranked by (`perf c2c report -d`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
-pub enum Display {
+pub enum C2cDisplay {
     /// Total HITMs (perf's default on x86).
     #[default]
     Tot,
@@ -21,7 +21,7 @@ pub enum Display {
     Peer,
 }
 
-impl Display {
+impl C2cDisplay {
     /// The count lines are ranked by.
     pub const fn metric(self, s: &C2cStats) -> u64 {
         match self {
@@ -141,7 +141,7 @@ impl Coalesce {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReportOptions {
     /// What lines are ranked by.
-    pub display: Display,
+    pub display: C2cDisplay,
     /// Every line, not only those with at least 0.1 % of the ranked count.
     pub show_all: bool,
     /// The Pareto table's last column (`-N`): 0 the nodes of the CPUs, 1 with their CPU counts
@@ -168,17 +168,4 @@ impl ReportOptions {
     pub const fn line_size(&self) -> u64 {
         if self.double_cl { 128 } else { 64 }
     }
-}
-
-/// perf's `fill_line`: `text` centred in dashes, `len` wide.
-pub fn fill_line(text: &str, len: usize) -> String {
-    let start = (len / 2).saturating_sub(text.len() / 2);
-    let mut out = "-".repeat(start.saturating_sub(1));
-    out.push(' ');
-    out.push_str(text);
-    out.push(' ');
-    while out.len() < len {
-        out.push('-');
-    }
-    out
 }

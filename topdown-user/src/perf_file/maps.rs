@@ -145,7 +145,7 @@ mod tests {
     /// overlapping mappings.
     #[test]
     fn lookups_agree_with_the_latest_mapping_that_holds_the_address() {
-        let mut next = crate::c2c::test_random(0x9e37_79b9_7f4a_7c15_u64);
+        let mut next = crate::perf_file::test_random(0x9e37_79b9_7f4a_7c15_u64);
         for _ in 0..50 {
             let list: Vec<Mapping> = (0..next(40))
                 .map(|i| {

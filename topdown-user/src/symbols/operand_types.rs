@@ -16,7 +16,7 @@
 use gimli::{AttributeValue, Register, Unit, UnitOffset};
 use iced_x86::{Decoder, DecoderOptions, OpKind};
 
-use super::data_names::{Layout, Reader, field, type_layout};
+use super::dwarf::{Layout, Reader, field, type_layout};
 
 /// How deep scopes and types are followed.
 const MAX_DEPTH: usize = 16;

@@ -6,22 +6,23 @@ use std::io::IsTerminal as _;
 use anyhow::{Context as _, Result};
 use tokio::signal::unix::{SignalKind, signal};
 
-use super::{
-    aggregate, browse, by_group,
-    data_names::DataNames,
-    display::{Coalesce, ReportOptions},
-    json_report, line_table,
-    lines::C2cData,
-    live, pareto,
-    perf_data::Recording,
-    perf_writer,
-    sharing::{self, LineFix},
-    stats_report,
-};
+use super::c2c_live as live;
 use crate::{
     attrib::groups::GroupBy,
+    c2c::{
+        aggregate, browse, groups,
+        lines::C2cData,
+        options::{Coalesce, ReportOptions},
+        pareto, rank,
+        sharing::{self, LineFix},
+    },
     cli::{C2cArgs, C2cCommand, C2cViewArgs},
+    perf_file::{contents::PerfData, writer},
     pmu::sysfs::SysRoot,
+    report::c2c::{
+        by_group, json, line_table, pareto as pareto_table, sharing as fixes_table, stats,
+    },
+    symbols::data_names::DataNames,
     tui::{
         c2c::{C2cBrowser, C2cScreenful},
         state::Action,
@@ -50,7 +51,7 @@ pub fn run(args: &C2cArgs) -> Result<()> {
             let options = ReportOptions::default();
             let live = live::record(&SysRoot::host(), &record.live, true, options, true)?;
             summarize(&live, record.live.threshold);
-            perf_writer::write(&record.output, &live.recording, Some(&live.counts.stats))?;
+            writer::write(&record.output, &live.recording, Some(&live.counts.stats))?;
             eprintln!(
                 "topdown-bpf: wrote {} samples to {}: read it with `topdown-bpf c2c report -i {}`",
                 live.recording.samples.len(),
@@ -110,13 +111,14 @@ fn report_options(view: &C2cViewArgs) -> Result<ReportOptions> {
 /// file `source` opens the browser on a terminal.
 fn report(
     source: Option<&str>,
-    recording: &Recording,
+    recording: &PerfData,
     data: &C2cData,
     view: &C2cViewArgs,
     options: ReportOptions,
 ) -> Result<()> {
-    // Named once (code addresses symbolized here), then formatted.
-    let lines = pareto::lines(data, recording, options);
+    // Ranked and named once (code addresses symbolized here), then formatted.
+    let ranking = rank::rank(data, options);
+    let lines = pareto::lines(data, &ranking, recording, options);
     let by = if view.per_container {
         Some(GroupBy::Container)
     } else {
@@ -133,7 +135,7 @@ fn report(
         return browse(
             &title,
             &status_line(data),
-            &browse::lines(data, &lines, options),
+            &browse::lines(&lines, ranking.total, options),
         );
     }
     // Labels, names of the data and fixes for the shown lines, when asked.
@@ -147,9 +149,10 @@ fn report(
         Vec::new()
     };
     if view.json {
-        let text = json_report::render(
+        let text = json::render(
             data,
             &lines,
+            ranking.total,
             &fixes,
             &recording.events,
             &recording.numa_cpus,
@@ -159,19 +162,22 @@ fn report(
         return Ok(());
     }
     // Checked before anything is printed: one line when the recording cannot do it.
-    let groups = by
-        .map(|by| by_group::render(data, &recording.cgroups, by, options))
+    let grouped = by
+        .map(|by| groups::group(&ranking.lines, &recording.cgroups, by))
         .transpose()?;
-    print!("{}", stats_report::render(data, &recording.events, options));
+    print!("{}", stats::render(data, &recording.events, options));
     if !view.stats {
-        print!("\n{}", line_table::render(data, options, &fixes));
-        print!("{}", pareto::render(&lines, &recording.numa_cpus, options));
+        print!("\n{}", line_table::render(data, &ranking, options, &fixes));
+        print!(
+            "{}",
+            pareto_table::render(&lines, &recording.numa_cpus, options)
+        );
         if options.sharing {
             let addresses: Vec<u64> = lines.iter().map(|p| p.line.address).collect();
-            print!("{}", sharing::render(&addresses, &fixes));
+            print!("{}", fixes_table::render(&addresses, &fixes));
         }
-        if let Some(groups) = groups {
-            print!("\n{groups}");
+        if let Some(grouped) = grouped {
+            print!("\n{}", by_group::render(&grouped));
         }
     }
     Ok(())

@@ -6,7 +6,7 @@ use std::{collections::HashMap, path::Path};
 
 use blazesym::symbolize::{Input, Symbolized, Symbolizer, source::Elf, source::Source};
 
-use super::perf_data::Recording;
+use crate::perf_file::contents::PerfData;
 
 /// perf's `SRCLINE_UNKNOWN`.
 const SRCLINE_UNKNOWN: &str = "??:0";
@@ -26,7 +26,7 @@ pub struct Code {
 
 /// Resolves code addresses of one recording, each object opened once.
 pub struct CodeNames<'a> {
-    recording: &'a Recording,
+    recording: &'a PerfData,
     symbolizer: Symbolizer,
     cache: HashMap<(u32, u64, bool), Code>,
     /// Whether each object path may be opened as an object (see [`symbolizable`]): the
@@ -37,7 +37,7 @@ pub struct CodeNames<'a> {
 impl<'a> CodeNames<'a> {
     /// Names for `recording`'s samples; object paths are read as the recording names them
     /// (relative ones from the current directory, as perf does).
-    pub fn new(recording: &'a Recording) -> Self {
+    pub fn new(recording: &'a PerfData) -> Self {
         Self {
             recording,
             symbolizer: Symbolizer::new(),
