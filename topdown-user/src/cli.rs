@@ -1,4 +1,4 @@
-//! Command-line definitions (clap). Dispatch lives in `main.rs`, the work in [`crate::stat`] and the other command modules.
+//! Command-line definitions (clap). Dispatch lives in `main.rs`, the work in `crate::commands`.
 
 use std::path::PathBuf;
 

@@ -9,15 +9,13 @@
 //! The second entry point, [`region`], measures TopDown of a region of code from inside a program
 //! (RDPMC of the `slots` and PERF_METRICS counters, as Linux's `topdown.txt` describes).
 
-pub mod analyze;
 pub mod attrib;
 pub mod c2c;
 pub mod cli;
 pub mod collect;
 pub mod commands;
-pub mod drilldown;
 pub mod import;
-pub mod per_core;
+pub mod model;
 pub mod perf_file;
 pub mod picture;
 pub mod pmu;
@@ -28,7 +26,6 @@ pub mod region;
 pub mod report;
 pub mod serve;
 pub mod session;
-pub mod stat;
 pub mod symbols;
 pub mod tma;
 pub mod tui;

@@ -4,12 +4,9 @@ use std::process::ExitCode;
 
 use clap::Parser as _;
 use topdown_user::{
-    analyze,
     cli::{Cli, Command},
-    commands::{c2c, decode, report},
+    commands::{analyze, c2c, decode, plot, report, serve, stat},
     pmu::machine,
-    recording::plot,
-    serve, stat,
 };
 
 fn main() -> ExitCode {

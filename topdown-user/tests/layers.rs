@@ -2,9 +2,6 @@
 //! rooms below it in [`ORDER`], so data flows one way (kernel -> collect -> attribute -> model ->
 //! render -> commands). The test reads every `crate::` path in the code (comments left out) and
 //! fails on an import that runs up the order. docs/architecture.md says what each room holds.
-//!
-//! [`DEBTS`] lists the upward imports that existed when this test was written (issue 22 moves
-//! them out); the test also fails when one of them is gone, so the list only shrinks.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -32,32 +29,22 @@ const ORDER: &[&str] = &[
     "tma",
     // The recording file format.
     "recording",
+    // The model step: rows named and summed with TopDown, per-core rows, timelines.
+    "model",
     // Names of code and data addresses: symbols, DWARF variables, operand types.
     "symbols",
     // Cache-to-cache sharing, the model: aggregation, ranking, Pareto rows, sharing analysis.
     "c2c",
-    // Renderers: tables, JSON, CSV; pictures; the full-screen view.
+    // Renderers: tables, JSON, CSV (c2c's too); pictures; the full-screen view; metrics.
     "report",
     "picture",
     "tui",
+    "serve",
     // The region API (RDPMC inside a program).
     "region",
-    // The command line, then the commands that run it.
+    // The command line, then the commands that run it: the only room that takes `cli` types.
     "cli",
     "commands",
-    "drilldown",
-    "per_core",
-    "analyze",
-    "serve",
-    "stat",
-];
-
-/// Upward imports that exist today, (room, the room above it that it uses): commands living in
-/// lower rooms: `plot` (issue 22).
-const DEBTS: &[(&str, &str)] = &[
-    ("recording", "cli"),
-    ("recording", "picture"),
-    ("recording", "report"),
 ];
 
 /// Every Rust file under `dir`.
@@ -168,27 +155,15 @@ fn rooms_use_only_the_rooms_below_them() {
         found.contains_key(&("tui".into(), "report".into())),
         "the reader sees imports: {found:?}"
     );
-    let mut upward = Vec::new();
-    let mut debts_seen = BTreeSet::new();
-    for ((room, used), files) in &found {
-        if rank(used) < rank(room) {
-            continue;
-        }
-        if DEBTS.contains(&(room.as_str(), used.as_str())) {
-            debts_seen.insert((room.as_str(), used.as_str()));
-        } else {
-            upward.push(format!("{room} -> {used} ({files:?})"));
-        }
-    }
+    let upward: Vec<String> = found
+        .iter()
+        .filter(|((room, used), _)| rank(used) > rank(room))
+        .map(|((room, used), files)| format!("{room} -> {used} ({files:?})"))
+        .collect();
     assert!(
         upward.is_empty(),
         "imports up the layers (ORDER, lowest first: {ORDER:?}):\n{}",
         upward.join("\n")
-    );
-    let paid: Vec<_> = DEBTS.iter().filter(|d| !debts_seen.contains(d)).collect();
-    assert!(
-        paid.is_empty(),
-        "no longer imported: take these out of DEBTS: {paid:?}"
     );
     // Every room has its place.
     for entry in fs::read_dir(&src).unwrap() {

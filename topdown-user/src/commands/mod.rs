@@ -1,8 +1,14 @@
 //! The subcommands' drivers: the only room that takes the command line's types and wires the
-//! others together (issue 22 moves every driver here; `stat`, `serve`, `analyze`, `per_core`,
-//! `drilldown`, `c2c`'s commands and `plot` are still in their own rooms).
+//! others together: live counting (`stat`, with `per_core` and `drilldown`), `serve`, `record`'s
+//! and `report`'s recordings, `plot`, `analyze`, `c2c` (report, record, live) and `decode`.
 
+pub mod analyze;
 pub mod c2c;
 pub mod c2c_live;
 pub mod decode;
+pub mod drilldown;
+pub mod per_core;
+pub mod plot;
 pub mod report;
+pub mod serve;
+pub mod stat;

@@ -16,11 +16,9 @@ use crate::{
         named,
     },
     cli::ReportArgs,
+    model::rows::{RowOptions, SortKey},
     recording::reader::Recording,
-    report::{
-        Format, Renderer, open_output,
-        rows::{RowOptions, SortKey},
-    },
+    report::{Format, Renderer, open_output},
     tui::{
         self, LiveView, ViewModel,
         state::{Action, Key, Timeline, ViewState},

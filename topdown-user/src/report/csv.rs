@@ -1,6 +1,6 @@
 //! Separated values (`--csv`, `-x SEP`), one line per thread (or group) per window.
 
-use super::rows::{Row, RowOptions, Who};
+use crate::model::rows::{Row, RowOptions, Who};
 use crate::{attrib::Window, pmu::counter_set::CounterSet, tma::node::Node};
 
 /// Every part's node columns as (part index, column name, node); empty without TopDown.

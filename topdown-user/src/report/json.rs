@@ -7,7 +7,7 @@ use serde::Serialize;
 use serde_json::Value;
 use topdown_common::stats::Stat;
 
-use super::rows::{Row, Who};
+use crate::model::rows::{Row, Who};
 use crate::tma::view::TopdownView;
 use crate::{
     attrib::{Window, containers::Owner, groups::GroupBy, usage::CounterValue},

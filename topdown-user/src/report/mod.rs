@@ -5,16 +5,14 @@ pub mod c2c;
 pub mod cores;
 mod csv;
 mod json;
-pub mod rows;
 pub(crate) mod table;
 pub mod topdown;
-pub mod tree;
 
 use std::io::{BufWriter, Write};
 
 use anyhow::{Context as _, Result};
 
-use self::rows::{RowOptions, rows};
+use crate::model::rows::{RowOptions, rows};
 
 /// What tables and CSV show for a counter that was enabled and never running, as perf does.
 pub const NOT_COUNTED: &str = "<not counted>";
@@ -152,10 +150,8 @@ mod tests {
 
     use crate::attrib::{cgroups::CgroupNames, named::name};
 
-    use super::{
-        rows::{RowOptions, SortKey},
-        *,
-    };
+    use super::*;
+    use crate::model::rows::SortKey;
     use crate::{
         attrib::usage::{CounterValue, ThreadUsage},
         collect::Stats,
@@ -233,7 +229,11 @@ mod tests {
     }
 
     /// The JSON document of `rows` of `window`, as the live `--json` writes it.
-    fn json_doc(window: &Window, rows: &[rows::Row], set: &CounterSet) -> serde_json::Value {
+    fn json_doc(
+        window: &Window,
+        rows: &[crate::model::rows::Row],
+        set: &CounterSet,
+    ) -> serde_json::Value {
         let mut out = Vec::new();
         json::write_document(
             &mut out,

@@ -4,13 +4,11 @@ use std::fmt::Write as _;
 
 use comfy_table::{CellAlignment, Table, presets::NOTHING};
 
-use super::{
-    count_cell,
-    rows::{Row, RowOptions, Who},
-};
+use super::count_cell;
 use crate::tma::view::TopdownView;
 use crate::{
     attrib::Window,
+    model::rows::{Row, RowOptions, Who},
     pmu::counter_set::{CounterSet, Unit},
     tma::node::Node,
 };

@@ -1,6 +1,6 @@
 //! The per-core view full-screen (`--per-core` on a terminal): one row per physical core, its
 //! CPUs, TopDown nodes and bar where a TopDown set runs, and its counters, redrawn in place.
-//! Rows arrive computed ([`crate::report::cores::rows`]); this lays them out.
+//! Rows arrive computed ([`crate::model::cores::rows`]); this lays them out.
 
 use ratatui::{
     Frame,
@@ -15,7 +15,7 @@ use super::{
     draw::level1_bar,
     state::{Action, Key},
 };
-use crate::{report::cores::CoreRow, tma::node::Node};
+use crate::{model::cores::CoreRow, tma::node::Node};
 
 /// Scroll position and page.
 #[derive(Clone, Debug, Default)]

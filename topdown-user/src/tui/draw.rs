@@ -17,11 +17,9 @@ use super::{
 };
 use crate::{
     attrib::{Window, groups::GroupBy},
+    model::rows::{Row, RowOptions, SortKey, TreeMark, Who},
     pmu::counter_set::CounterSet,
-    report::{
-        rows::{Row, RowOptions, SortKey, TreeMark, Who},
-        table::{bottlenecks, losses_line, node_cell, node_columns},
-    },
+    report::table::{bottlenecks, losses_line, node_cell, node_columns},
     tma::TopDown,
 };
 
@@ -561,8 +559,8 @@ mod tests {
     use crate::{
         attrib::usage::CounterValue,
         collect::Stats,
+        model::rows::ThreadKey,
         pmu::counter_set::{Counter, EventAttr, Unit},
-        report::rows::ThreadKey,
         tui::state::{Key, View},
     };
 
@@ -730,7 +728,7 @@ mod tests {
 
     #[test]
     fn t_shows_threads_under_their_process() {
-        let rows = crate::report::tree::arrange(
+        let rows = crate::model::tree::arrange(
             vec![
                 thread(11, "worker", "/", 500),
                 thread(100, "main", "/", 100),

@@ -5,7 +5,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use crate::report::rows::Row;
+use crate::model::rows::Row;
 
 /// Windows kept per row (five minutes at the default second).
 pub const KEEP: usize = 300;
@@ -93,7 +93,7 @@ mod tests {
     use super::*;
     use crate::{
         attrib::usage::CounterValue,
-        report::rows::{ThreadKey, Who},
+        model::rows::{ThreadKey, Who},
     };
 
     fn row(tid: u32, exited: bool) -> Row {

@@ -23,11 +23,11 @@ use self::{
 };
 use crate::{
     attrib::{Window, cgroups::CgroupNames, groups::GroupOptions, named},
-    pmu::counter_set::CounterSet,
-    report::{
+    model::{
         rows::{RowOptions, rows},
         tree,
     },
+    pmu::counter_set::CounterSet,
 };
 
 /// The terminal taken over (alternate screen, raw mode) and its keys, read on a thread of their

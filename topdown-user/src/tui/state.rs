@@ -3,7 +3,7 @@
 
 use crate::{
     attrib::groups::GroupBy,
-    report::rows::{Row, SortKey},
+    model::rows::{Row, SortKey},
 };
 
 /// A key the view reacts to (the terminal's key events, reduced to what matters here).

@@ -2,6 +2,8 @@
 //! fonts; and a terminal screen (ratatui's buffer) as SVG, for screenshots made by the tool
 //! itself (`report --screenshot`).
 
+pub mod timelines;
+
 use std::{fmt::Write as _, path::Path};
 
 use anyhow::{Context as _, Result, bail};

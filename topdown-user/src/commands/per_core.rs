@@ -12,8 +12,9 @@ use anyhow::{Context as _, Result};
 use crate::{
     attrib::cores::CoreAggregator,
     collect::{self, perf_open::OpenCounters},
+    model::cores::{self as core_rows, CoreRow},
     pmu::{counter_set::CounterSet, sysfs::SysRoot, topology},
-    report::cores::{self, CoreRow},
+    report::cores,
     session::{Session, Wake},
     tma::view::TopdownView,
     tui::{
@@ -54,7 +55,7 @@ pub async fn run(
     let mut session = Session::new(started, period, duration)?;
     let mut last = started;
     let mut screen = full_screen.then(CoresView::open).transpose()?;
-    let nodes = cores::node_columns(view);
+    let nodes = core_rows::node_columns(view);
     let names: Vec<String> = set.names().map(str::to_owned).collect();
     let draw = |open: &mut CoresView, title: &str, rows: &[CoreRow]| {
         open.draw(&CoresScreenful {
@@ -96,7 +97,7 @@ pub async fn run(
         }
         let usage = aggregator.window(&counters.read()?);
         if let Some(open) = screen.as_mut() {
-            shown = cores::rows(&usage, set, view);
+            shown = core_rows::rows(&usage, set, view);
             title = format!(
                 "topdown-bpf  {}  {:.1} s  {} cores  (per core, counters summed over each core's CPUs)",
                 set.name,

@@ -206,7 +206,7 @@ mod tests {
             groups::{Group, GroupBy},
             usage::CgroupUsage,
         },
-        report::rows::SortKey,
+        model::rows::SortKey,
     };
 
     fn values(ms: u64) -> (u64, f64, Vec<CounterValue>) {

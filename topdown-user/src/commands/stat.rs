@@ -12,6 +12,7 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 use tokio::process::Command;
 
+use super::{drilldown, per_core};
 use crate::{
     attrib::{
         Attributor, EXITED_ROWS,
@@ -22,15 +23,12 @@ use crate::{
     },
     cli::{CgroupArgs, StatArgs},
     collect::{Collector, CollectorOptions},
-    drilldown, per_core,
+    model::rows::{RowOptions, SortKey},
     pmu::{counter_set::CounterSet, machine::Machine, sysfs::SysRoot},
     preflight,
     process_exit::ProcessExits,
     recording::{self, writer::Recorder},
-    report::{
-        Format, Renderer, open_output,
-        rows::{RowOptions, SortKey},
-    },
+    report::{Format, Renderer, open_output},
     session::{Session, Wake},
     tma::{
         choice::{counter_set, topdown_models_here},

@@ -1,0 +1,32 @@
+//! `topdown-bpf plot`: a recording's timelines as a picture.
+
+use anyhow::Result;
+
+use crate::{
+    attrib::groups::{GroupBy, GroupOptions},
+    cli::PlotArgs,
+    model::timelines::timelines,
+    picture::{self, timelines::svg},
+    recording::reader::Recording,
+};
+
+/// Draws the recording `args` names.
+pub fn run(args: &PlotArgs) -> Result<()> {
+    // The format first: a bad name is said before the recording is read.
+    picture::is_png(&args.output)?;
+    let mut recording = Recording::read(&args.input)?;
+    let by = if args.per_container {
+        Some(GroupBy::Container)
+    } else if args.per_cgroup {
+        Some(GroupBy::Cgroup)
+    } else {
+        None
+    };
+    let grouping = by.map(|by| GroupOptions {
+        by,
+        rollup: false,
+        keep: Vec::new(),
+    });
+    let data = timelines(&mut recording, grouping.as_ref(), &args.metric, args.top)?;
+    picture::write(&svg(&data)?, &args.output)
+}

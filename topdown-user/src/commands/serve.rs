@@ -1,0 +1,140 @@
+//! `topdown-bpf serve`: per-cgroup counters and TopDown for a fleet's monitoring, scraped by
+//! Prometheus from an HTTP endpoint (loopback by default).
+
+use std::{
+    net::SocketAddr,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, Result, bail};
+use tokio::{net::TcpListener, sync::watch, time::interval};
+
+use crate::{
+    attrib::{Attributor, cgroups::CgroupNames, target::Target},
+    cli::ServeArgs,
+    collect::{Collector, CollectorOptions, c2c::C2cCollector},
+    pmu::{
+        memory_events::{self, Rate},
+        sysfs::SysRoot,
+    },
+    preflight,
+    serve::{
+        exporter::{Exporter, Limits},
+        http,
+    },
+    session::{Session, Wake},
+    tma::choice::counter_set,
+};
+
+/// How often dead threads' and removed cgroups' records (and c2c samples) are moved out of the
+/// ring buffers.
+const DRAIN: Duration = Duration::from_millis(100);
+/// Ring buffer for forwarded c2c samples.
+const C2C_RING_BYTES: u32 = 16 << 20;
+
+/// Collects per cgroup and serves the metrics until Ctrl-C, SIGTERM or `--duration`.
+pub async fn run(args: &ServeArgs) -> Result<()> {
+    let address: SocketAddr = args.listen.parse().with_context(|| {
+        format!(
+            "--listen {}: give an address and port, e.g. 127.0.0.1:9464",
+            args.listen
+        )
+    })?;
+    if !address.ip().is_loopback() {
+        log::warn!("serving metrics on {address}, beyond this machine: firewall it");
+    }
+    let (set, view) = counter_set(args.td_level, &args.nodes, false, &args.events)?;
+    let mut names = CgroupNames::host();
+    if names.mount().is_none() {
+        bail!(
+            "serve exports per-cgroup metrics, which need the unified cgroup2 hierarchy, and \
+             this host has only cgroup v1: boot with systemd.unified_cgroup_hierarchy=1 (or \
+             mount cgroup2)"
+        );
+    }
+    preflight::check()?;
+    let listener = TcpListener::bind(address)
+        .await
+        .with_context(|| format!("cannot listen on {address} (in use? try another --listen)"))?;
+    let mut collector = Collector::start(
+        &set,
+        &CollectorOptions {
+            max_threads: args.max_threads,
+            // Metrics are per cgroup: counters are read only at cgroup switches.
+            cgroup_only: true,
+            ..CollectorOptions::default()
+        },
+    )?;
+    let mut c2c = if args.c2c {
+        let events = memory_events::choose(
+            &SysRoot::host(),
+            args.c2c_event.as_deref(),
+            args.threshold,
+            Rate::Frequency(4000),
+        )?;
+        Some(C2cCollector::start(
+            &events,
+            args.threshold,
+            C2C_RING_BYTES,
+            false,
+        )?)
+    } else {
+        None
+    };
+    let started = Instant::now();
+    let mut attrib = Attributor::new(set.counters.len(), Target::NoThreads);
+    attrib.start(started);
+    let mut exporter = Exporter::new(
+        &set,
+        view,
+        Limits {
+            grace: Duration::from_secs_f64(args.grace),
+            max_cgroups: args.max_series,
+        },
+    );
+    let (latest, scrapes) = watch::channel(Arc::new(exporter.encode()));
+    eprintln!(
+        "topdown-bpf: counter set `{}`: {}; metrics on http://{address}/metrics",
+        set.name, set.reason
+    );
+    let mut server = tokio::spawn(http::serve(
+        listener,
+        scrapes,
+        args.max_connections,
+        exporter.connections_refused(),
+    ));
+
+    let mut session = Session::new(
+        started,
+        Duration::from_millis(args.interval_ms),
+        args.duration,
+    )?;
+    let mut drain = interval(DRAIN);
+    let result = loop {
+        tokio::select! {
+            wake = session.wake() => {
+                let Wake::Tick = wake else {
+                    break Ok(());
+                };
+                let snapshot = collector.snapshot()?;
+                for (id, path) in &snapshot.removed_cgroups {
+                    names.learn(*id, path.clone());
+                }
+                let window = attrib.window(&snapshot);
+                let gone = exporter.update(&window, &mut names, Instant::now());
+                attrib.forget_cgroups(&gone);
+                latest.send_replace(Arc::new(exporter.encode()));
+            }
+            _ = drain.tick(), if c2c.is_some() => {
+                if let Some(c2c) = c2c.as_mut() {
+                    let records = c2c.drain();
+                    exporter.update_c2c(&records, &c2c.counts()?, &mut names);
+                }
+            }
+            finished = &mut server => break finished.context("the metrics server stopped").and_then(|r| r),
+        }
+    };
+    server.abort();
+    result
+}

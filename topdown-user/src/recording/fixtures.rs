@@ -1,0 +1,163 @@
+//! Recordings for tests: windows, a counter set, cgroup names, files written by the recorder, and
+//! a TopDown recording with known Level 1.
+
+use std::time::Duration;
+
+use topdown_common::stats::Stat;
+
+use super::{header, reader::Recording, writer::Recorder};
+use crate::{
+    attrib::{
+        Window,
+        cgroups::CgroupNames,
+        usage::{CgroupUsage, CounterValue, ThreadUsage},
+    },
+    collect::Stats,
+    pmu::counter_set::CounterSet,
+    tma::Model,
+};
+
+/// A counter value of `raw` (enabled a ns longer, running half).
+pub fn value(raw: u64) -> CounterValue {
+    CounterValue {
+        raw,
+        enabled_ns: raw + 1,
+        running_ns: raw / 2,
+    }
+}
+
+/// Thread `tid` of process 100 in cgroup `cgroup_id`, `ns` on CPU (thread 2 exited).
+pub fn thread(tid: u32, comm: &str, cgroup_id: u64, ns: u64) -> ThreadUsage {
+    ThreadUsage {
+        tid,
+        pid: 100,
+        comm: comm.into(),
+        cgroup_id,
+        switches: tid.into(),
+        counters: vec![value(ns), value(ns * 3)],
+        exited: tid == 2,
+        folded: 0,
+    }
+}
+
+/// Window `i`: alpha busy `i` us, beta 5 ns, cgroup 7.
+pub fn window(i: u64) -> Window {
+    let mut stats = Stats::default();
+    stats.set(Stat::Switches, 10 * i);
+    stats.set(Stat::RecordRingFull, i);
+    Window {
+        start: Duration::from_millis(100 * i),
+        length: Duration::from_millis(100),
+        threads: vec![thread(1, "alpha", 7, 1000 * i), thread(2, "beta", 8, 5)],
+        idle: vec![value(9), value(11)],
+        cgroups: vec![CgroupUsage {
+            id: 7,
+            switches: 3,
+            counters: vec![value(1000 * i), value(3000 * i)],
+        }],
+        stats,
+    }
+}
+
+/// cpu-clock and msr/tsc.
+pub fn set() -> CounterSet {
+    let mut set = CounterSet::software("test".into());
+    let mut second = set.counters[0].clone();
+    second.name = "msr/tsc/".into();
+    second.unit = crate::pmu::counter_set::Unit::Events;
+    second.attr.pmu_type = 11;
+    set.counters.push(second);
+    set
+}
+
+/// Cgroups 7 `/a/b`, 8 `/c`, 5 `/a`.
+pub fn names() -> CgroupNames {
+    let mut names = CgroupNames::at(None);
+    names.learn(7, "/a/b".into());
+    names.learn(8, "/c".into());
+    names.learn(5, "/a".into());
+    names
+}
+
+/// Writes `windows` and, when `totals`, the totals; the file's bytes.
+pub fn recorded(
+    windows: &[Window],
+    totals: Option<&Window>,
+) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.rec");
+    let view =
+        crate::tma::view::TopdownView::single(Model::named("sapphirerapids").unwrap(), 2, 8, false);
+    let head = header(&set(), Some(&view), 100, "GenuineIntel-6-8F".into(), 2);
+    let mut recorder = Recorder::create(&path, head).unwrap();
+    let mut names = names();
+    for w in windows {
+        recorder.window(w, &mut names).unwrap();
+    }
+    if let Some(totals) = totals {
+        assert_eq!(
+            recorder.finish(totals, &mut names).unwrap(),
+            windows.len() as u64
+        );
+    }
+    (dir, path)
+}
+
+/// A recording of the TopDown set with known Level 1: alpha 10 % frontend, 5 % bad
+/// speculation, 60 % backend, 25 % retiring in every window; beta half as busy.
+pub fn topdown_recording() -> Recording {
+    let counters = [
+        "cpu-clock",
+        "TOPDOWN.SLOTS",
+        "topdown-retiring",
+        "topdown-bad-spec",
+        "topdown-fe-bound",
+        "topdown-be-bound",
+        "INT_MISC.UOP_DROPPING",
+    ];
+    let mut set = CounterSet::on_cpu_clock("topdown", "test".into());
+    for name in &counters[1..] {
+        let mut counter = set.counters[0].clone();
+        counter.name = (*name).into();
+        set.counters.push(counter);
+    }
+    let view =
+        crate::tma::view::TopdownView::single(Model::named("sapphirerapids").unwrap(), 1, 8, false);
+    let counts = |ns: u64| {
+        [ns, 4000, 1000, 200, 400, 2400, 0]
+            .iter()
+            .map(|&raw| CounterValue {
+                raw: if raw == ns { ns } else { raw * ns / 1000 },
+                enabled_ns: ns,
+                running_ns: ns,
+            })
+            .collect::<Vec<_>>()
+    };
+    let windows = (0..5u64)
+        .map(|i| {
+            let mut w = window(i);
+            w.threads = vec![
+                ThreadUsage {
+                    counters: counts(50_000_000),
+                    ..thread(1, "alpha", 7, 0)
+                },
+                ThreadUsage {
+                    counters: counts(25_000_000),
+                    exited: false,
+                    ..thread(2, "beta", 8, 0)
+                },
+            ];
+            w.cgroups.clear();
+            w
+        })
+        .collect();
+    Recording {
+        header: header(&set, Some(&view), 100, String::new(), 2),
+        set,
+        topdown: Some(view),
+        windows,
+        totals: None,
+        names: names(),
+        cut_short: None,
+    }
+}
