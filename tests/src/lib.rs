@@ -130,6 +130,18 @@ pub fn thread_cputime_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// This process's CPU time (`CLOCK_PROCESS_CPUTIME_ID`): its live threads' `sum_exec_runtime`
+/// and its dead threads', as `__exit_signal` booked them.
+pub fn process_cputime_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// First field of `/proc/<pid>/task/<tid>/schedstat`: the thread's on-CPU nanoseconds as the
 /// scheduler counts them (`sum_exec_runtime`).
 pub fn schedstat_ns(pid: u32, tid: u32) -> u64 {

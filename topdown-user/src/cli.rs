@@ -447,7 +447,7 @@ pub struct C2cViewArgs {
 
     /// Two more columns in the Shared Data Cache Line Table: each line's sharing (`false`: the
     /// threads share only the line; `true`: the data moves between them; `mixed`) and the
-    /// estimated gain of fixing it (README: "True or false sharing"). perf's layout otherwise.
+    /// estimated gain of fixing it (docs/c2c.md: "True or false sharing"). perf's layout otherwise.
     #[arg(long)]
     pub sharing: bool,
 

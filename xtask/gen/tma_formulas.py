@@ -596,7 +596,7 @@ def main():
     print("// Do not edit: change the generator and run it again (see its doc string).")
     print("#![allow(clippy::all, clippy::pedantic, unused_parens)]")
     print()
-    print("use super::inputs::{Evaluation, Inputs, d_ratio, max, min, truth};")
+    print("use super::{Model, inputs::{Evaluation, Inputs, d_ratio, max, min, truth}};")
     print()
     for model in MODELS:
         print(model_code(*model))
@@ -616,18 +616,13 @@ def main():
         print(f"    ({json.dumps(node)}, {json.dumps(parent)}),")
     print("];")
     print()
-    print("/// One generated model: name, description, evaluator, events (all levels), Level 1")
-    print("/// events, Level 1 and 2 events, Level 3 nodes left out (their parents: [`LEVEL3`]).")
-    print("pub type ModelRow = (&'static str, &'static str, fn(&dyn Inputs) -> Evaluation,")
-    print("    &'static [&'static str], &'static [&'static str], &'static [&'static str],")
-    print("    &'static [&'static str]);")
-    print()
-    print("/// Every generated model.")
-    print("pub const MODELS: &[ModelRow] = &[")
+    print("/// Every generated model (Level 3 nodes left out name their parents in [`LEVEL3`]).")
+    print("pub const MODELS: &[Model] = &[")
     for name, doc, *_ in MODELS:
         u = name.upper()
-        print(f"    ({json.dumps(name)}, {json.dumps(doc)}, {name}, {u}_EVENTS, {u}_L1_EVENTS, "
-              f"{u}_L2_EVENTS, {u}_UNMEASURABLE),")
+        print(f"    Model {{ name: {json.dumps(name)}, description: {json.dumps(doc)}, evaluate: {name}, "
+              f"events: {u}_EVENTS, level1_events: {u}_L1_EVENTS, level2_events: {u}_L2_EVENTS, "
+              f"unmeasurable: {u}_UNMEASURABLE }},")
     print("];")
 
 

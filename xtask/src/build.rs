@@ -35,7 +35,7 @@ impl Arch {
         }
     }
 
-    /// Where its BPF object lands: the x86_64 one where it always has (the README names it),
+    /// Where its BPF object lands: the x86_64 one where it always has (docs/development.md names it),
     /// the aarch64 one under its own target directory, so neither build undoes the other.
     pub fn ebpf_object(self, root: &Path) -> PathBuf {
         self.ebpf_target_dir(root)
@@ -110,7 +110,7 @@ pub fn cargo_for(root: &Path, arch: Arch, subcommand: &str) -> Result<Command> {
                 "aarch64-linux-gnu-gcc",
             )
             // Static glibc warns at every link that name lookups (getaddrinfo, getpwuid_r)
-            // would need its shared libraries: said once in the README, not at every link.
+            // would need its shared libraries: said once in docs/arm64.md, not at every link.
             .env(
                 "CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUSTFLAGS",
                 "-C target-feature=+crt-static -A linker-messages",

@@ -85,7 +85,7 @@ enum Task {
         #[arg(long, default_value_t = 7)]
         runs: usize,
     },
-    /// Make the README's pictures with the tool itself (needs root): record the test workload,
+    /// Make the README's and docs' pictures with the tool itself (needs root): record the test workload,
     /// then `report --screenshot` (the full-screen view) and `plot` into docs/.
     Screenshots,
     /// Run the fuzz targets (all, or one) for N seconds each, with a 2 GB memory limit; new

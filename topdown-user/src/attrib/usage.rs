@@ -2,7 +2,7 @@
 
 use topdown_common::reading::Reading;
 
-use crate::collect::ThreadRecord;
+use crate::{collect::ThreadRecord, pmu::counter_set::CounterSet};
 
 /// One counter over a window: its count and how long it was enabled and running.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -82,9 +82,9 @@ impl ThreadUsage {
         }
     }
 
-    /// On-CPU nanoseconds (counter 0 of every set).
+    /// On-CPU nanoseconds (the on-CPU slot of every set).
     pub fn on_cpu_ns(&self) -> u64 {
-        self.counters.first().map_or(0, |c| c.raw)
+        on_cpu_ns(&self.counters)
     }
 
     /// Whether nothing at all was charged in the window.
@@ -149,9 +149,9 @@ impl CgroupUsage {
         add_counters(&mut self.counters, &delta);
     }
 
-    /// On-CPU nanoseconds (counter 0 of every set).
+    /// On-CPU nanoseconds (the on-CPU slot of every set).
     pub fn on_cpu_ns(&self) -> u64 {
-        self.counters.first().map_or(0, |c| c.raw)
+        on_cpu_ns(&self.counters)
     }
 
     /// Whether nothing was charged.
@@ -164,6 +164,17 @@ impl CgroupUsage {
         self.switches += other.switches;
         add_counters(&mut self.counters, &other.counters);
     }
+}
+
+/// On-CPU nanoseconds of a row of counter values (its [`CounterSet::ON_CPU`] slot; 0 without
+/// one).
+pub fn on_cpu_ns(values: &[CounterValue]) -> u64 {
+    values.get(CounterSet::ON_CPU).map_or(0, |c| c.raw)
+}
+
+/// The values after the on-CPU clock, in the order of [`CounterSet::further`].
+pub fn further(values: &[CounterValue]) -> &[CounterValue] {
+    values.get(CounterSet::ON_CPU + 1..).unwrap_or_default()
 }
 
 /// Adds `theirs` to `mine`, counter by counter (`mine` grows to `theirs`' length).

@@ -255,7 +255,7 @@ impl Resolver {
 /// Lines and entries are found through hash tables of their indexes only (4 bytes a slot):
 /// their keys are compared where they are stored, in [`C2cData::lines`] and
 /// [`C2cData::entries`]. A recording of a busy host has about as many entries as samples, so
-/// every byte per entry counts (README: "c2c at scale").
+/// every byte per entry counts (BENCHMARKS.md: "c2c report on a million distinct samples").
 #[derive(Clone)]
 struct Accumulator {
     line_size: u64,

@@ -41,7 +41,7 @@ pub struct Widths {
 }
 
 /// One row: its entry and the names of its code.
-pub struct Row<'a> {
+pub struct ParetoRow<'a> {
     /// Offset of its data in the line.
     pub offset: u64,
     /// Its code address.
@@ -67,7 +67,7 @@ pub struct ParetoLine<'a> {
     /// Its samples' classification.
     pub stats: C2cStats,
     /// Its rows, in perf's order.
-    pub rows: Vec<Row<'a>>,
+    pub rows: Vec<ParetoRow<'a>>,
     /// Its columns' widths.
     pub widths: Widths,
 }
@@ -124,7 +124,7 @@ fn rows<'a>(
     offset_node: usize,
     nodes: usize,
     options: ReportOptions,
-) -> (Vec<Row<'a>>, Widths) {
+) -> (Vec<ParetoRow<'a>>, Widths) {
     let display = options.display;
     let mut widths = Widths {
         offset_node,
@@ -153,7 +153,7 @@ fn rows<'a>(
         widths.srcline = widths.srcline.max(code.srcline.len());
         let stats = data.entry_stats(entry, None);
         if stats.store > 0 || display.metric(&stats) > 0 {
-            rows.push(Row {
+            rows.push(ParetoRow {
                 offset: key.offset,
                 iaddr: first.ip,
                 entry,

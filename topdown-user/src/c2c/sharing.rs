@@ -1,7 +1,7 @@
 //! What perf c2c leaves to the reader, per cache line: whether its contended loads are false
 //! sharing (the threads share only the line) or true sharing (the data itself moves between
 //! them), as LASER (HPCA 2016) labels lines from HITM records; and what fixing it is worth, from
-//! the sampled latencies, as Cheetah (CGO 2016) predicts it. README: "True or false sharing".
+//! the sampled latencies, as Cheetah (CGO 2016) predicts it. docs/c2c.md: "True or false sharing".
 //!
 //! Labels. A contended load (a HITM, or a load served by a peer cache) of thread T at a word of
 //! the line is *true* sharing when another thread stored to that word, *false* when no other
@@ -9,7 +9,7 @@
 //! by 8-byte word: memory-sampling PMUs record the exact data address of the sampled
 //! instruction, but not its access size, so a 4-byte field at offset 4 written by an 8-byte store
 //! at offset 0 must still match; a word is the widest ordinary access. Data wider than a word (a
-//! 16-byte atomic, AVX stores) can then look falsely shared when it is not: said in the README.
+//! 16-byte atomic, AVX stores) can then look falsely shared when it is not: said in docs/c2c.md.
 //! A line is `false` when all its contended loads are false, `true` when all are true, `mixed`
 //! otherwise, and `none` without contended loads (a line shown with `--show-all`).
 //!

@@ -5,7 +5,7 @@ pub mod btf;
 pub mod c2c;
 mod object;
 pub mod perf_open;
-mod records;
+mod record_stream;
 mod snapshot;
 
 use std::{collections::HashMap as StdHashMap, hash::Hash, time::Duration};
@@ -25,7 +25,7 @@ use topdown_common::{
     thread::ThreadTotals,
 };
 
-use self::{perf_open::OpenCounters, records::RecordStream};
+use self::{perf_open::OpenCounters, record_stream::RecordStream};
 use crate::pmu::counter_set::CounterSet;
 
 /// How the collector runs.

@@ -10,7 +10,7 @@ use crate::{
         Window,
         groups::{GroupBy, GroupOptions},
         named::Named,
-        usage::CounterValue,
+        usage::{self, CounterValue},
     },
     pmu::counter_set::CounterSet,
     tma::{TopDown, node::Node, view::TopdownView},
@@ -147,7 +147,7 @@ pub fn rows(
                  switches,
                  counters,
              }| {
-                let on_cpu_ns = counters.first().map_or(0, |c| c.raw);
+                let on_cpu_ns = usage::on_cpu_ns(&counters);
                 Row {
                     who,
                     on_cpu_ns,
@@ -157,9 +157,8 @@ pub fn rows(
                         .topdown
                         .as_ref()
                         .map_or_else(Vec::new, |view| view.of(set, &counters)),
-                    run_fraction: counters
+                    run_fraction: usage::further(&counters)
                         .iter()
-                        .skip(1)
                         .map(CounterValue::running_fraction)
                         .fold(1.0, f64::min),
                     counters,

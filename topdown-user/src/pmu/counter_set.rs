@@ -82,6 +82,11 @@ impl CounterSet {
     /// Index of the on-CPU clock.
     pub const ON_CPU: usize = 0;
 
+    /// The counters after the on-CPU clock (the columns a report shows after on-CPU time).
+    pub fn further(&self) -> &[Counter] {
+        self.counters.get(Self::ON_CPU + 1..).unwrap_or_default()
+    }
+
     /// A set holding only the on-CPU clock, which every set starts with.
     pub fn on_cpu_clock(name: &'static str, reason: String) -> Self {
         Self {

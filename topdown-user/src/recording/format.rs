@@ -1,5 +1,5 @@
 //! The recording format, version 1: zstd-compressed JSON lines, one typed object per line
-//! (`"type"`: `header`, `cgroups`, `window`, `totals`). README: "Recordings".
+//! (`"type"`: `header`, `cgroups`, `window`, `totals`). docs/recordings.md.
 //!
 //! These types are the schema: the live run's usage is converted to them when written and
 //! back when read, so the tool's internal types can change without changing the files.

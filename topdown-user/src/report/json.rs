@@ -1,4 +1,4 @@
-//! One JSON document per window (schema in the README, `topdown-bpf/threads/v1`).
+//! One JSON document per window (schema in docs/live.md, `topdown-bpf/threads/v1`).
 
 use std::{collections::BTreeMap, io::Write};
 
@@ -83,7 +83,7 @@ pub fn name_order(set: &CounterSet) -> Vec<usize> {
 }
 
 /// The head of a window's document, before its rows (`topdown-bpf/threads/v1` or
-/// `topdown-bpf/groups/v1`; README: "JSON").
+/// `topdown-bpf/groups/v1`; docs/live.md: "JSON schema").
 #[derive(Serialize)]
 struct Head<'a> {
     schema: &'static str,

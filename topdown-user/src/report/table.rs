@@ -7,7 +7,7 @@ use comfy_table::{CellAlignment, Table, presets::NOTHING};
 use super::count_cell;
 use crate::tma::view::TopdownView;
 use crate::{
-    attrib::Window,
+    attrib::{Window, usage},
     model::rows::{Row, RowOptions, Who},
     pmu::counter_set::{CounterSet, Unit},
     tma::node::Node,
@@ -69,7 +69,7 @@ pub fn block(
     }
     let show_counters = options.topdown.is_none() || options.verbose;
     if show_counters {
-        header.extend(set.counters.iter().skip(1).map(|c| match c.unit {
+        header.extend(set.further().iter().map(|c| match c.unit {
             Unit::Events => c.name.clone(),
             unit => format!("{} ({})", c.name, unit.label()),
         }));
@@ -92,7 +92,7 @@ pub fn block(
             cells.push(format!("{:.0}", row.run_fraction * 100.0));
         }
         if show_counters {
-            for value in row.counters.iter().skip(1) {
+            for value in usage::further(&row.counters) {
                 let fraction = value.running_fraction();
                 let count = count_cell(value.scaled());
                 cells.push(if fraction < 1.0 && !value.not_counted() {

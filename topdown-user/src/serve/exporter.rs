@@ -20,7 +20,12 @@ use topdown_common::{
 };
 
 use crate::{
-    attrib::{Window, cgroups::CgroupNames, containers::Owner, usage::CgroupUsage},
+    attrib::{
+        Window,
+        cgroups::CgroupNames,
+        containers::Owner,
+        usage::{CgroupUsage, further},
+    },
     collect::c2c::C2cCounts,
     pmu::counter_set::{CounterSet, Unit as CounterUnit},
     tma::view::TopdownView,
@@ -295,7 +300,7 @@ impl Exporter {
             .get_or_create(&labels)
             .inc_by(usage.on_cpu_ns() as f64 / 1e9);
         self.switches.get_or_create(&labels).inc_by(usage.switches);
-        for (counter, value) in self.set.counters.iter().zip(&usage.counters).skip(1) {
+        for (counter, value) in self.set.further().iter().zip(further(&usage.counters)) {
             let mut event = labels.clone();
             event.push(("event".into(), counter.name.clone()));
             // A counter that did not run adds nothing: the series stays where it was.

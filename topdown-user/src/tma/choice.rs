@@ -54,7 +54,11 @@ pub fn counter_set(
                     .iter()
                     .map(|(model, pmu)| {
                         let cpus = machine.core_pmu(pmu).and_then(|p| p.cpus.clone());
-                        (pmu.as_str(), cpus, *model)
+                        HybridPart {
+                            pmu: pmu.as_str(),
+                            cpus,
+                            model: *model,
+                        }
                     })
                     .collect();
                 let set = hybrid_topdown_set(&sys, &with_cpus, level, nodes)?;

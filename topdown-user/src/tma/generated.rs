@@ -2,7 +2,7 @@
 // Do not edit: change the generator and run it again (see its doc string).
 #![allow(clippy::all, clippy::pedantic, unused_parens)]
 
-use super::inputs::{Evaluation, Inputs, d_ratio, max, min, truth};
+use super::{Model, inputs::{Evaluation, Inputs, d_ratio, max, min, truth}};
 
 /// Intel Ice Lake / Tiger Lake (PERF_METRICS L1, generic-counter L2).
 pub fn icelake(x: &dyn Inputs) -> Evaluation {
@@ -1641,45 +1641,39 @@ pub const LEVEL3: &[(&str, &str)] = &[
     ("tma_store_bound", "tma_memory_bound"),
 ];
 
-/// One generated model: name, description, evaluator, events (all levels), Level 1
-/// events, Level 1 and 2 events, Level 3 nodes left out (their parents: [`LEVEL3`]).
-pub type ModelRow = (&'static str, &'static str, fn(&dyn Inputs) -> Evaluation,
-    &'static [&'static str], &'static [&'static str], &'static [&'static str],
-    &'static [&'static str]);
-
-/// Every generated model.
-pub const MODELS: &[ModelRow] = &[
-    ("icelake", "Intel Ice Lake / Tiger Lake (PERF_METRICS L1, generic-counter L2)", icelake, ICELAKE_EVENTS, ICELAKE_L1_EVENTS, ICELAKE_L2_EVENTS, ICELAKE_UNMEASURABLE),
-    ("sapphirerapids", "Intel Sapphire Rapids and later (PERF_METRICS L1 and L2)", sapphirerapids, SAPPHIRERAPIDS_EVENTS, SAPPHIRERAPIDS_L1_EVENTS, SAPPHIRERAPIDS_L2_EVENTS, SAPPHIRERAPIDS_UNMEASURABLE),
-    ("alderlake_core", "Intel Alder Lake P-core, cpu_core (PERF_METRICS L1 and L2)", alderlake_core, ALDERLAKE_CORE_EVENTS, ALDERLAKE_CORE_L1_EVENTS, ALDERLAKE_CORE_L2_EVENTS, ALDERLAKE_CORE_UNMEASURABLE),
-    ("alderlake_atom", "Intel Alder Lake E-core, cpu_atom (Gracemont, width 5)", alderlake_atom, ALDERLAKE_ATOM_EVENTS, ALDERLAKE_ATOM_L1_EVENTS, ALDERLAKE_ATOM_L2_EVENTS, ALDERLAKE_ATOM_UNMEASURABLE),
-    ("skylake", "Intel Skylake-class, SMT off (generic counters, width 4)", skylake, SKYLAKE_EVENTS, SKYLAKE_L1_EVENTS, SKYLAKE_L2_EVENTS, SKYLAKE_UNMEASURABLE),
-    ("skylake_smt", "Intel Skylake-class, SMT on: per-core inputs (per-core mode only)", skylake_smt, SKYLAKE_SMT_EVENTS, SKYLAKE_SMT_L1_EVENTS, SKYLAKE_SMT_L2_EVENTS, SKYLAKE_SMT_UNMEASURABLE),
-    ("zen4", "AMD Zen 4 (pipeline utilization, width 6)", zen4, ZEN4_EVENTS, ZEN4_L1_EVENTS, ZEN4_L2_EVENTS, ZEN4_UNMEASURABLE),
-    ("zen5", "AMD Zen 5 (pipeline utilization, width 8)", zen5, ZEN5_EVENTS, ZEN5_L1_EVENTS, ZEN5_L2_EVENTS, ZEN5_UNMEASURABLE),
-    ("goldmont", "Intel Goldmont / Goldmont Plus (width 3, Level 1)", goldmont, GOLDMONT_EVENTS, GOLDMONT_L1_EVENTS, GOLDMONT_L2_EVENTS, GOLDMONT_UNMEASURABLE),
-    ("tremont", "Intel Tremont (width 4)", tremont, TREMONT_EVENTS, TREMONT_L1_EVENTS, TREMONT_L2_EVENTS, TREMONT_UNMEASURABLE),
-    ("neoverse_v1", "Arm Neoverse V1 (STALL_SLOT based, 8 slots)", neoverse_v1, NEOVERSE_V1_EVENTS, NEOVERSE_V1_L1_EVENTS, NEOVERSE_V1_L2_EVENTS, NEOVERSE_V1_UNMEASURABLE),
-    ("neoverse_n2", "Arm Neoverse N2 / V2 (STALL_SLOT based, slots from caps/slots)", neoverse_n2, NEOVERSE_N2_EVENTS, NEOVERSE_N2_L1_EVENTS, NEOVERSE_N2_L2_EVENTS, NEOVERSE_N2_UNMEASURABLE),
-    ("neoverse_v3", "Arm Neoverse V3 (STALL_SLOT based, slots from caps/slots, Level 1)", neoverse_v3, NEOVERSE_V3_EVENTS, NEOVERSE_V3_L1_EVENTS, NEOVERSE_V3_L2_EVENTS, NEOVERSE_V3_UNMEASURABLE),
-    ("neoverse_n3", "Arm Neoverse N3 (STALL_SLOT based, slots from caps/slots, Level 1)", neoverse_n3, NEOVERSE_N3_EVENTS, NEOVERSE_N3_L1_EVENTS, NEOVERSE_N3_L2_EVENTS, NEOVERSE_N3_UNMEASURABLE),
-    ("icelakex", "Intel Ice Lake-SP (PERF_METRICS L1, generic-counter L2)", icelakex, ICELAKEX_EVENTS, ICELAKEX_L1_EVENTS, ICELAKEX_L2_EVENTS, ICELAKEX_UNMEASURABLE),
-    ("tigerlake", "Intel Tiger Lake (PERF_METRICS L1, generic-counter L2)", tigerlake, TIGERLAKE_EVENTS, TIGERLAKE_L1_EVENTS, TIGERLAKE_L2_EVENTS, TIGERLAKE_UNMEASURABLE),
-    ("rocketlake", "Intel Rocket Lake (PERF_METRICS L1, generic-counter L2)", rocketlake, ROCKETLAKE_EVENTS, ROCKETLAKE_L1_EVENTS, ROCKETLAKE_L2_EVENTS, ROCKETLAKE_UNMEASURABLE),
-    ("emeraldrapids", "Intel Emerald Rapids (PERF_METRICS L1 and L2)", emeraldrapids, EMERALDRAPIDS_EVENTS, EMERALDRAPIDS_L1_EVENTS, EMERALDRAPIDS_L2_EVENTS, EMERALDRAPIDS_UNMEASURABLE),
-    ("graniterapids", "Intel Granite Rapids (PERF_METRICS L1 and L2)", graniterapids, GRANITERAPIDS_EVENTS, GRANITERAPIDS_L1_EVENTS, GRANITERAPIDS_L2_EVENTS, GRANITERAPIDS_UNMEASURABLE),
-    ("meteorlake_core", "Intel Meteor Lake P-core, cpu_core (Redwood Cove; PERF_METRICS)", meteorlake_core, METEORLAKE_CORE_EVENTS, METEORLAKE_CORE_L1_EVENTS, METEORLAKE_CORE_L2_EVENTS, METEORLAKE_CORE_UNMEASURABLE),
-    ("lunarlake_core", "Intel Lunar Lake P-core, cpu_core (Lion Cove; PERF_METRICS)", lunarlake_core, LUNARLAKE_CORE_EVENTS, LUNARLAKE_CORE_L1_EVENTS, LUNARLAKE_CORE_L2_EVENTS, LUNARLAKE_CORE_UNMEASURABLE),
-    ("arrowlake_core", "Intel Arrow Lake P-core, cpu_core (Lion Cove; PERF_METRICS)", arrowlake_core, ARROWLAKE_CORE_EVENTS, ARROWLAKE_CORE_L1_EVENTS, ARROWLAKE_CORE_L2_EVENTS, ARROWLAKE_CORE_UNMEASURABLE),
-    ("skylakex", "Intel Skylake-SP (generic counters, width 4, SMT from #smt_on)", skylakex, SKYLAKEX_EVENTS, SKYLAKEX_L1_EVENTS, SKYLAKEX_L2_EVENTS, SKYLAKEX_UNMEASURABLE),
-    ("cascadelakex", "Intel Cascade Lake (generic counters, width 4, SMT from #smt_on)", cascadelakex, CASCADELAKEX_EVENTS, CASCADELAKEX_L1_EVENTS, CASCADELAKEX_L2_EVENTS, CASCADELAKEX_UNMEASURABLE),
-    ("haswell", "Intel Haswell (generic counters, width 4, SMT from #smt_on)", haswell, HASWELL_EVENTS, HASWELL_L1_EVENTS, HASWELL_L2_EVENTS, HASWELL_UNMEASURABLE),
-    ("haswellx", "Intel Haswell-EP (generic counters, width 4, SMT from #smt_on)", haswellx, HASWELLX_EVENTS, HASWELLX_L1_EVENTS, HASWELLX_L2_EVENTS, HASWELLX_UNMEASURABLE),
-    ("broadwell", "Intel Broadwell (generic counters, width 4, SMT from #smt_on)", broadwell, BROADWELL_EVENTS, BROADWELL_L1_EVENTS, BROADWELL_L2_EVENTS, BROADWELL_UNMEASURABLE),
-    ("broadwellx", "Intel Broadwell-EP (generic counters, width 4, SMT from #smt_on)", broadwellx, BROADWELLX_EVENTS, BROADWELLX_L1_EVENTS, BROADWELLX_L2_EVENTS, BROADWELLX_UNMEASURABLE),
-    ("sierraforest", "Intel Sierra Forest (Crestmont E-cores, width 6)", sierraforest, SIERRAFOREST_EVENTS, SIERRAFOREST_L1_EVENTS, SIERRAFOREST_L2_EVENTS, SIERRAFOREST_UNMEASURABLE),
-    ("grandridge", "Intel Grand Ridge (Crestmont E-cores, width 6)", grandridge, GRANDRIDGE_EVENTS, GRANDRIDGE_L1_EVENTS, GRANDRIDGE_L2_EVENTS, GRANDRIDGE_UNMEASURABLE),
-    ("crestmont", "Intel Crestmont E-core, cpu_atom (Meteor Lake; width 6)", crestmont, CRESTMONT_EVENTS, CRESTMONT_L1_EVENTS, CRESTMONT_L2_EVENTS, CRESTMONT_UNMEASURABLE),
-    ("lunarlake_atom", "Intel Lunar Lake E-core, cpu_atom (Skymont; width 8)", lunarlake_atom, LUNARLAKE_ATOM_EVENTS, LUNARLAKE_ATOM_L1_EVENTS, LUNARLAKE_ATOM_L2_EVENTS, LUNARLAKE_ATOM_UNMEASURABLE),
-    ("arrowlake_atom", "Intel Arrow Lake E-core, cpu_atom (Skymont; width 8)", arrowlake_atom, ARROWLAKE_ATOM_EVENTS, ARROWLAKE_ATOM_L1_EVENTS, ARROWLAKE_ATOM_L2_EVENTS, ARROWLAKE_ATOM_UNMEASURABLE),
+/// Every generated model (Level 3 nodes left out name their parents in [`LEVEL3`]).
+pub const MODELS: &[Model] = &[
+    Model { name: "icelake", description: "Intel Ice Lake / Tiger Lake (PERF_METRICS L1, generic-counter L2)", evaluate: icelake, events: ICELAKE_EVENTS, level1_events: ICELAKE_L1_EVENTS, level2_events: ICELAKE_L2_EVENTS, unmeasurable: ICELAKE_UNMEASURABLE },
+    Model { name: "sapphirerapids", description: "Intel Sapphire Rapids and later (PERF_METRICS L1 and L2)", evaluate: sapphirerapids, events: SAPPHIRERAPIDS_EVENTS, level1_events: SAPPHIRERAPIDS_L1_EVENTS, level2_events: SAPPHIRERAPIDS_L2_EVENTS, unmeasurable: SAPPHIRERAPIDS_UNMEASURABLE },
+    Model { name: "alderlake_core", description: "Intel Alder Lake P-core, cpu_core (PERF_METRICS L1 and L2)", evaluate: alderlake_core, events: ALDERLAKE_CORE_EVENTS, level1_events: ALDERLAKE_CORE_L1_EVENTS, level2_events: ALDERLAKE_CORE_L2_EVENTS, unmeasurable: ALDERLAKE_CORE_UNMEASURABLE },
+    Model { name: "alderlake_atom", description: "Intel Alder Lake E-core, cpu_atom (Gracemont, width 5)", evaluate: alderlake_atom, events: ALDERLAKE_ATOM_EVENTS, level1_events: ALDERLAKE_ATOM_L1_EVENTS, level2_events: ALDERLAKE_ATOM_L2_EVENTS, unmeasurable: ALDERLAKE_ATOM_UNMEASURABLE },
+    Model { name: "skylake", description: "Intel Skylake-class, SMT off (generic counters, width 4)", evaluate: skylake, events: SKYLAKE_EVENTS, level1_events: SKYLAKE_L1_EVENTS, level2_events: SKYLAKE_L2_EVENTS, unmeasurable: SKYLAKE_UNMEASURABLE },
+    Model { name: "skylake_smt", description: "Intel Skylake-class, SMT on: per-core inputs (per-core mode only)", evaluate: skylake_smt, events: SKYLAKE_SMT_EVENTS, level1_events: SKYLAKE_SMT_L1_EVENTS, level2_events: SKYLAKE_SMT_L2_EVENTS, unmeasurable: SKYLAKE_SMT_UNMEASURABLE },
+    Model { name: "zen4", description: "AMD Zen 4 (pipeline utilization, width 6)", evaluate: zen4, events: ZEN4_EVENTS, level1_events: ZEN4_L1_EVENTS, level2_events: ZEN4_L2_EVENTS, unmeasurable: ZEN4_UNMEASURABLE },
+    Model { name: "zen5", description: "AMD Zen 5 (pipeline utilization, width 8)", evaluate: zen5, events: ZEN5_EVENTS, level1_events: ZEN5_L1_EVENTS, level2_events: ZEN5_L2_EVENTS, unmeasurable: ZEN5_UNMEASURABLE },
+    Model { name: "goldmont", description: "Intel Goldmont / Goldmont Plus (width 3, Level 1)", evaluate: goldmont, events: GOLDMONT_EVENTS, level1_events: GOLDMONT_L1_EVENTS, level2_events: GOLDMONT_L2_EVENTS, unmeasurable: GOLDMONT_UNMEASURABLE },
+    Model { name: "tremont", description: "Intel Tremont (width 4)", evaluate: tremont, events: TREMONT_EVENTS, level1_events: TREMONT_L1_EVENTS, level2_events: TREMONT_L2_EVENTS, unmeasurable: TREMONT_UNMEASURABLE },
+    Model { name: "neoverse_v1", description: "Arm Neoverse V1 (STALL_SLOT based, 8 slots)", evaluate: neoverse_v1, events: NEOVERSE_V1_EVENTS, level1_events: NEOVERSE_V1_L1_EVENTS, level2_events: NEOVERSE_V1_L2_EVENTS, unmeasurable: NEOVERSE_V1_UNMEASURABLE },
+    Model { name: "neoverse_n2", description: "Arm Neoverse N2 / V2 (STALL_SLOT based, slots from caps/slots)", evaluate: neoverse_n2, events: NEOVERSE_N2_EVENTS, level1_events: NEOVERSE_N2_L1_EVENTS, level2_events: NEOVERSE_N2_L2_EVENTS, unmeasurable: NEOVERSE_N2_UNMEASURABLE },
+    Model { name: "neoverse_v3", description: "Arm Neoverse V3 (STALL_SLOT based, slots from caps/slots, Level 1)", evaluate: neoverse_v3, events: NEOVERSE_V3_EVENTS, level1_events: NEOVERSE_V3_L1_EVENTS, level2_events: NEOVERSE_V3_L2_EVENTS, unmeasurable: NEOVERSE_V3_UNMEASURABLE },
+    Model { name: "neoverse_n3", description: "Arm Neoverse N3 (STALL_SLOT based, slots from caps/slots, Level 1)", evaluate: neoverse_n3, events: NEOVERSE_N3_EVENTS, level1_events: NEOVERSE_N3_L1_EVENTS, level2_events: NEOVERSE_N3_L2_EVENTS, unmeasurable: NEOVERSE_N3_UNMEASURABLE },
+    Model { name: "icelakex", description: "Intel Ice Lake-SP (PERF_METRICS L1, generic-counter L2)", evaluate: icelakex, events: ICELAKEX_EVENTS, level1_events: ICELAKEX_L1_EVENTS, level2_events: ICELAKEX_L2_EVENTS, unmeasurable: ICELAKEX_UNMEASURABLE },
+    Model { name: "tigerlake", description: "Intel Tiger Lake (PERF_METRICS L1, generic-counter L2)", evaluate: tigerlake, events: TIGERLAKE_EVENTS, level1_events: TIGERLAKE_L1_EVENTS, level2_events: TIGERLAKE_L2_EVENTS, unmeasurable: TIGERLAKE_UNMEASURABLE },
+    Model { name: "rocketlake", description: "Intel Rocket Lake (PERF_METRICS L1, generic-counter L2)", evaluate: rocketlake, events: ROCKETLAKE_EVENTS, level1_events: ROCKETLAKE_L1_EVENTS, level2_events: ROCKETLAKE_L2_EVENTS, unmeasurable: ROCKETLAKE_UNMEASURABLE },
+    Model { name: "emeraldrapids", description: "Intel Emerald Rapids (PERF_METRICS L1 and L2)", evaluate: emeraldrapids, events: EMERALDRAPIDS_EVENTS, level1_events: EMERALDRAPIDS_L1_EVENTS, level2_events: EMERALDRAPIDS_L2_EVENTS, unmeasurable: EMERALDRAPIDS_UNMEASURABLE },
+    Model { name: "graniterapids", description: "Intel Granite Rapids (PERF_METRICS L1 and L2)", evaluate: graniterapids, events: GRANITERAPIDS_EVENTS, level1_events: GRANITERAPIDS_L1_EVENTS, level2_events: GRANITERAPIDS_L2_EVENTS, unmeasurable: GRANITERAPIDS_UNMEASURABLE },
+    Model { name: "meteorlake_core", description: "Intel Meteor Lake P-core, cpu_core (Redwood Cove; PERF_METRICS)", evaluate: meteorlake_core, events: METEORLAKE_CORE_EVENTS, level1_events: METEORLAKE_CORE_L1_EVENTS, level2_events: METEORLAKE_CORE_L2_EVENTS, unmeasurable: METEORLAKE_CORE_UNMEASURABLE },
+    Model { name: "lunarlake_core", description: "Intel Lunar Lake P-core, cpu_core (Lion Cove; PERF_METRICS)", evaluate: lunarlake_core, events: LUNARLAKE_CORE_EVENTS, level1_events: LUNARLAKE_CORE_L1_EVENTS, level2_events: LUNARLAKE_CORE_L2_EVENTS, unmeasurable: LUNARLAKE_CORE_UNMEASURABLE },
+    Model { name: "arrowlake_core", description: "Intel Arrow Lake P-core, cpu_core (Lion Cove; PERF_METRICS)", evaluate: arrowlake_core, events: ARROWLAKE_CORE_EVENTS, level1_events: ARROWLAKE_CORE_L1_EVENTS, level2_events: ARROWLAKE_CORE_L2_EVENTS, unmeasurable: ARROWLAKE_CORE_UNMEASURABLE },
+    Model { name: "skylakex", description: "Intel Skylake-SP (generic counters, width 4, SMT from #smt_on)", evaluate: skylakex, events: SKYLAKEX_EVENTS, level1_events: SKYLAKEX_L1_EVENTS, level2_events: SKYLAKEX_L2_EVENTS, unmeasurable: SKYLAKEX_UNMEASURABLE },
+    Model { name: "cascadelakex", description: "Intel Cascade Lake (generic counters, width 4, SMT from #smt_on)", evaluate: cascadelakex, events: CASCADELAKEX_EVENTS, level1_events: CASCADELAKEX_L1_EVENTS, level2_events: CASCADELAKEX_L2_EVENTS, unmeasurable: CASCADELAKEX_UNMEASURABLE },
+    Model { name: "haswell", description: "Intel Haswell (generic counters, width 4, SMT from #smt_on)", evaluate: haswell, events: HASWELL_EVENTS, level1_events: HASWELL_L1_EVENTS, level2_events: HASWELL_L2_EVENTS, unmeasurable: HASWELL_UNMEASURABLE },
+    Model { name: "haswellx", description: "Intel Haswell-EP (generic counters, width 4, SMT from #smt_on)", evaluate: haswellx, events: HASWELLX_EVENTS, level1_events: HASWELLX_L1_EVENTS, level2_events: HASWELLX_L2_EVENTS, unmeasurable: HASWELLX_UNMEASURABLE },
+    Model { name: "broadwell", description: "Intel Broadwell (generic counters, width 4, SMT from #smt_on)", evaluate: broadwell, events: BROADWELL_EVENTS, level1_events: BROADWELL_L1_EVENTS, level2_events: BROADWELL_L2_EVENTS, unmeasurable: BROADWELL_UNMEASURABLE },
+    Model { name: "broadwellx", description: "Intel Broadwell-EP (generic counters, width 4, SMT from #smt_on)", evaluate: broadwellx, events: BROADWELLX_EVENTS, level1_events: BROADWELLX_L1_EVENTS, level2_events: BROADWELLX_L2_EVENTS, unmeasurable: BROADWELLX_UNMEASURABLE },
+    Model { name: "sierraforest", description: "Intel Sierra Forest (Crestmont E-cores, width 6)", evaluate: sierraforest, events: SIERRAFOREST_EVENTS, level1_events: SIERRAFOREST_L1_EVENTS, level2_events: SIERRAFOREST_L2_EVENTS, unmeasurable: SIERRAFOREST_UNMEASURABLE },
+    Model { name: "grandridge", description: "Intel Grand Ridge (Crestmont E-cores, width 6)", evaluate: grandridge, events: GRANDRIDGE_EVENTS, level1_events: GRANDRIDGE_L1_EVENTS, level2_events: GRANDRIDGE_L2_EVENTS, unmeasurable: GRANDRIDGE_UNMEASURABLE },
+    Model { name: "crestmont", description: "Intel Crestmont E-core, cpu_atom (Meteor Lake; width 6)", evaluate: crestmont, events: CRESTMONT_EVENTS, level1_events: CRESTMONT_L1_EVENTS, level2_events: CRESTMONT_L2_EVENTS, unmeasurable: CRESTMONT_UNMEASURABLE },
+    Model { name: "lunarlake_atom", description: "Intel Lunar Lake E-core, cpu_atom (Skymont; width 8)", evaluate: lunarlake_atom, events: LUNARLAKE_ATOM_EVENTS, level1_events: LUNARLAKE_ATOM_L1_EVENTS, level2_events: LUNARLAKE_ATOM_L2_EVENTS, unmeasurable: LUNARLAKE_ATOM_UNMEASURABLE },
+    Model { name: "arrowlake_atom", description: "Intel Arrow Lake E-core, cpu_atom (Skymont; width 8)", evaluate: arrowlake_atom, events: ARROWLAKE_ATOM_EVENTS, level1_events: ARROWLAKE_ATOM_L1_EVENTS, level2_events: ARROWLAKE_ATOM_L2_EVENTS, unmeasurable: ARROWLAKE_ATOM_UNMEASURABLE },
 ];

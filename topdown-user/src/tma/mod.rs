@@ -62,19 +62,7 @@ impl Model {
 
     /// Every model.
     pub fn all() -> impl Iterator<Item = Self> {
-        generated::MODELS.iter().map(
-            |&(name, description, evaluate, events, level1_events, level2_events, unmeasurable)| {
-                Self {
-                    name,
-                    description,
-                    evaluate,
-                    events,
-                    level1_events,
-                    level2_events,
-                    unmeasurable,
-                }
-            },
-        )
+        generated::MODELS.iter().copied()
     }
 
     /// The events nodes down to `level` need.

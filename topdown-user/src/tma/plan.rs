@@ -50,8 +50,16 @@ pub fn drilldown_set(
     checked(build(sys, pmu_name, model, 3, &events)?, 3)
 }
 
-/// One core type of a hybrid CPU: its PMU, its CPUs, its model.
-pub type HybridPart<'a> = (&'a str, Option<Vec<u32>>, Model);
+/// One core type of a hybrid CPU.
+#[derive(Clone, Debug)]
+pub struct HybridPart<'a> {
+    /// Its core PMU (`cpu_core`, `cpu_atom`).
+    pub pmu: &'a str,
+    /// Its CPUs, as the PMU lists them (`None`: every CPU).
+    pub cpus: Option<Vec<u32>>,
+    /// Its TopDown model.
+    pub model: Model,
+}
 
 /// The set for a hybrid part: after the shared on-CPU clock, each core type's counters, named
 /// `{pmu}/{event}` and opened only on that type's CPUs (`parts`). With `nodes` (at Level 3),
@@ -66,7 +74,7 @@ pub fn hybrid_topdown_set(
     let mut set = CounterSet::on_cpu_clock("topdown", String::new());
     let mut reasons = Vec::new();
     let mut drilled = false;
-    for (pmu, cpus, model) in parts {
+    for HybridPart { pmu, cpus, model } in parts {
         let events = if nodes.is_empty() {
             model.events_for_level(level).to_vec()
         } else {
@@ -89,7 +97,7 @@ pub fn hybrid_topdown_set(
         }
         reasons.push(format!("{pmu}: model {}", model.name));
     }
-    if let (false, Some((_, _, model))) = (nodes.is_empty() || drilled, parts.first()) {
+    if let (false, Some(HybridPart { model, .. })) = (nodes.is_empty() || drilled, parts.first()) {
         // No core type has them: the first one's error says which nodes it has.
         model.drilldown_events(nodes)?;
     }
@@ -424,11 +432,11 @@ mod tests {
                 let Selection::Model(model) = select(&machine.cpu, pmu, true) else {
                     panic!("{pmu} has a model")
                 };
-                (
+                HybridPart {
                     pmu,
-                    machine.core_pmu(pmu).unwrap().cpus.clone(),
-                    Model::named(model).unwrap(),
-                )
+                    cpus: machine.core_pmu(pmu).unwrap().cpus.clone(),
+                    model: Model::named(model).unwrap(),
+                }
             })
             .collect();
         (sys, parts)
@@ -759,11 +767,11 @@ mod tests {
         assert!(v3.iter().all(|r| r.5.is_none() && !r.4), "{v3:?}");
     }
 
-    /// The README's CPU table says how many general-counter groups each model's levels are
-    /// opened as: it must say what the planner does.
+    /// The CPU table (docs/topdown.md) says how many general-counter groups each model's
+    /// levels are opened as: it must say what the planner does.
     #[test]
-    fn the_readme_lists_each_models_groups_per_level() {
-        let readme = include_str!("../../../README.md");
+    fn the_cpu_table_lists_each_models_groups_per_level() {
+        let readme = include_str!("../../../docs/topdown.md");
         let table: Vec<&str> = readme
             .lines()
             .skip_while(|l| !l.starts_with("| CPU | model |"))
@@ -793,7 +801,7 @@ mod tests {
                 } else {
                     "- (one group per event)".to_owned()
                 };
-                assert_eq!(cells[4], expected, "README row of {name}");
+                assert_eq!(cells[4], expected, "CPU table row of {name}");
                 seen += 1;
             }
         }

@@ -16,7 +16,7 @@ use crate::{
     c2c::{
         lines::Cycles,
         options::{C2cDisplay, Field, ReportOptions},
-        pareto::{ParetoLine, Row, Widths, nodes_touched},
+        pareto::{ParetoLine, ParetoRow, Widths, nodes_touched},
     },
     pmu::machine::cpu_list,
 };
@@ -219,7 +219,7 @@ fn header(columns: &[Column], widths: Widths, options: ReportOptions) -> String 
 /// One row of a line, as perf's `%.2F%%`, hex and `%6.0f` columns print it.
 fn row_text(
     columns: &[Column],
-    row: &Row<'_>,
+    row: &ParetoRow<'_>,
     line_stats: &C2cStats,
     widths: Widths,
     cpu_nodes: &[Vec<u32>],
@@ -292,7 +292,7 @@ fn row_text(
 /// perf's `node_entry`: for each NUMA node the entry's CPUs touch, its number (`-N` 0), with
 /// its CPU count and shares of the ranked count and the stores (1; 21 blanks for a node not
 /// touched), or with its CPU list (2).
-fn node_cell(row: &Row<'_>, cpu_nodes: &[Vec<u32>], options: ReportOptions) -> String {
+fn node_cell(row: &ParetoRow<'_>, cpu_nodes: &[Vec<u32>], options: ReportOptions) -> String {
     let share = |part: u64, all: u64| part as f64 * 100.0 / all as f64;
     let mut out = String::new();
     let mut first = true;
