@@ -96,8 +96,9 @@ pub async fn run(
             continue;
         }
         let usage = aggregator.window(&counters.read()?);
+        let rows = core_rows::rows(&usage, set, view);
         if let Some(open) = screen.as_mut() {
-            shown = core_rows::rows(&usage, set, view);
+            shown = rows;
             title = format!(
                 "topdown-bpf  {}  {:.1} s  {} cores  (per core, counters summed over each core's CPUs)",
                 set.name,
@@ -113,15 +114,15 @@ pub async fn run(
         let text = if json {
             cores::document(
                 &usage,
+                &rows,
                 set,
-                view,
                 start.as_secs_f64(),
                 length.as_secs_f64(),
                 false,
             )
         } else {
             let title = format!("# {:>10.3} s", (start + length).as_secs_f64());
-            cores::block(&usage, set, view, &title)
+            cores::block(&rows, set, view, &title)
         };
         out.write_all(text.as_bytes())
             .and_then(|()| out.flush())
@@ -133,12 +134,13 @@ pub async fn run(
     }
     aggregator.window(&counters.read()?);
     let totals = aggregator.totals();
+    let rows = core_rows::rows(&totals, set, view);
     let length = started.elapsed().as_secs_f64();
     let text = if json {
-        cores::document(&totals, set, view, 0.0, length, true)
+        cores::document(&totals, &rows, set, 0.0, length, true)
     } else {
         cores::block(
-            &totals,
+            &rows,
             set,
             view,
             &format!("\n# totals over {length:.3} s, per core"),

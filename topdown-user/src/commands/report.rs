@@ -13,10 +13,12 @@ use crate::{
     attrib::{
         Window,
         groups::{GroupBy, GroupOptions, normalize},
-        named,
     },
     cli::ReportArgs,
-    model::rows::{RowOptions, SortKey},
+    model::{
+        self,
+        rows::{RowOptions, SortKey},
+    },
     recording::reader::Recording,
     report::{Format, Renderer, open_output},
     tui::{
@@ -67,8 +69,13 @@ pub async fn run(args: &ReportArgs, verbose: bool) -> Result<()> {
     renderer.header()?;
     if format != Format::Refresh && args.interval_ms.is_some() {
         for window in &windows {
-            let named = named::name(window, &mut recording.names, group.as_ref());
-            renderer.window(window, named)?;
+            let rows = model::step(
+                window,
+                &mut recording.names,
+                &recording.set,
+                renderer.options(),
+            );
+            renderer.window(window, &rows)?;
         }
     }
     let Some(totals) = recording.totals() else {
@@ -77,8 +84,13 @@ pub async fn run(args: &ReportArgs, verbose: bool) -> Result<()> {
             args.input.display()
         );
     };
-    let named = named::name(&totals, &mut recording.names, group.as_ref());
-    renderer.summary(&totals, named)
+    let rows = model::step(
+        &totals,
+        &mut recording.names,
+        &recording.set,
+        renderer.options(),
+    );
+    renderer.summary(&totals, &rows)
 }
 
 /// The full-screen view over `windows`, from the last; returns when `q`, Ctrl-C or SIGTERM.
@@ -95,7 +107,7 @@ async fn browse(
     let (set, base, names) = (&recording.set, renderer.options(), &mut recording.names);
     let mut shown = view.model.state.view;
     view.model.replay(windows, set, base, grouping, names);
-    view.draw(set, base, grouping, names)?;
+    view.draw(set, base, grouping)?;
     loop {
         let key = tokio::select! {
             key = view.key() => key,
@@ -118,7 +130,7 @@ async fn browse(
             view.model
                 .replay(&windows[..=at], set, base, grouping, names);
         }
-        view.draw(set, base, grouping, names)?;
+        view.draw(set, base, grouping)?;
     }
     Ok(())
 }
@@ -163,15 +175,15 @@ fn screenshot(
     let (columns, rows) = args.size;
     let mut terminal =
         Terminal::new(TestBackend::new(columns, rows)).context("a terminal of that size")?;
-    let draw = |model: &mut ViewModel, terminal: &mut Terminal<TestBackend>, names: &mut _| {
+    let draw = |model: &mut ViewModel, terminal: &mut Terminal<TestBackend>| {
         terminal
-            .draw(|frame| model.frame(frame, set, base, grouping, names))
+            .draw(|frame| model.frame(frame, set, base, grouping))
             .map(drop)
             .context("drawing the view")
     };
     model.replay(windows, set, base, grouping, names);
     // A first frame sizes the page, as on a terminal, before keys scroll it.
-    draw(&mut model, &mut terminal, names)?;
+    draw(&mut model, &mut terminal)?;
     for key in args.keys.chars() {
         let key = if key == '\n' {
             Key::Enter
@@ -183,7 +195,7 @@ fn screenshot(
             let at = model.state.timeline.map_or(windows.len() - 1, |t| t.at);
             model.replay(&windows[..=at], set, base, grouping, names);
         }
-        draw(&mut model, &mut terminal, names)?;
+        draw(&mut model, &mut terminal)?;
     }
     crate::picture::write(
         &crate::picture::screen_svg(terminal.backend().buffer()),

@@ -18,12 +18,14 @@ use crate::{
         Attributor, EXITED_ROWS,
         cgroups::CgroupNames,
         groups::{GroupBy, GroupOptions, normalize},
-        named,
         target::Target,
     },
     cli::{CgroupArgs, StatArgs},
     collect::{Collector, CollectorOptions},
-    model::rows::{RowOptions, SortKey},
+    model::{
+        self,
+        rows::{RowOptions, SortKey},
+    },
     pmu::{counter_set::CounterSet, machine::Machine, sysfs::SysRoot},
     preflight,
     process_exit::ProcessExits,
@@ -229,11 +231,11 @@ pub async fn run(
                     let removed = snapshot.removed_cgroups.iter().map(|(id, _)| *id).collect();
                     attrib.retire_cgroups(std::mem::replace(&mut removed_before, removed));
                     if let Some(live) = live.as_mut() {
-                        live.model.update(window);
-                        live.draw(&set, renderer.options(), grouping.as_ref(), &mut names)?;
+                        live.model.update(window, &mut names, grouping.as_ref());
+                        live.draw(&set, renderer.options(), grouping.as_ref())?;
                     } else if draw_windows {
-                        let named = named::name(&window, &mut names, grouping.as_ref());
-                        renderer.window(&window, named)?;
+                        let rows = model::step(&window, &mut names, &set, renderer.options());
+                        renderer.window(&window, &rows)?;
                     }
                     false
                 }
@@ -259,7 +261,7 @@ pub async fn run(
                     // A command gets SIGINT and ends the session when it exits, as at Ctrl-C.
                     Action::Quit => !session.forward(libc::SIGINT),
                     Action::Redraw => {
-                        view.draw(&set, renderer.options(), grouping.as_ref(), &mut names)?;
+                        view.draw(&set, renderer.options(), grouping.as_ref())?;
                         false
                     }
                     // A live view has no timeline to move in.
@@ -301,8 +303,8 @@ pub async fn run(
         recorder.window(&window, &mut names)?;
     }
     if draw_windows && cli.interval_ms.is_some() {
-        let named = named::name(&window, &mut names, grouping.as_ref());
-        renderer.window(&window, named)?;
+        let rows = model::step(&window, &mut names, &set, renderer.options());
+        renderer.window(&window, &rows)?;
     }
     let totals = attrib.run_totals(&snapshot);
     if let (Some(recorder), Some(path)) = (recorder, &recording) {
@@ -312,8 +314,8 @@ pub async fn run(
             path.display()
         );
     }
-    let named = named::name(&totals, &mut names, grouping.as_ref());
-    renderer.summary(&totals, named)?;
+    let rows = model::step(&totals, &mut names, &set, renderer.options());
+    renderer.summary(&totals, &rows)?;
     if totals.stats.lost_anything() {
         log::warn!("the kernel side lost data: see the losses line");
     }

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use crate::{
     attrib::cores::CoreUsage,
-    model::cores::{node_columns, rows},
+    model::cores::{CoreRow, node_columns},
     pmu::counter_set::CounterSet,
     tma::{node::Node, view::TopdownView},
 };
@@ -15,7 +15,7 @@ use crate::{
 /// A title line and one row per core: its CPUs, TopDown nodes and bottleneck (with a TopDown
 /// set), and its counters.
 pub fn block(
-    cores: &[CoreUsage],
+    rows: &[CoreRow],
     set: &CounterSet,
     view: Option<&TopdownView>,
     title: &str,
@@ -30,8 +30,8 @@ pub fn block(
     }
     header.extend(set.names().map(str::to_owned));
     table.set_header(header);
-    for row in rows(cores, set, view) {
-        let mut cells = vec![row.core, row.cpus];
+    for row in rows {
+        let mut cells = vec![row.core.clone(), row.cpus.clone()];
         if view.is_some() {
             let td = row.topdown.as_ref();
             for node in &nodes {
@@ -54,11 +54,11 @@ pub fn block(
     out
 }
 
-/// One JSON document (`topdown-bpf/cores/v1`).
+/// One JSON document (`topdown-bpf/cores/v1`) of `cores` and their `rows` (same order).
 pub fn document(
     cores: &[CoreUsage],
+    rows: &[CoreRow],
     set: &CounterSet,
-    view: Option<&TopdownView>,
     start_s: f64,
     length_s: f64,
     is_final: bool,
@@ -66,15 +66,16 @@ pub fn document(
     let order = super::json::name_order(set);
     let cores: Vec<Value> = cores
         .iter()
-        .map(|core| {
+        .zip(rows)
+        .map(|(core, row)| {
             let counters = super::json::CountersDoc::new(set, &core.counters, &order);
-            let td = view.and_then(|v| v.of(set, &core.counters).into_iter().next().flatten());
+            let td = row.topdown.as_ref();
             json!({
                 "core": core.core.to_string(),
                 "cpus": core.cpus,
                 "counters": counters,
-                "topdown": td.as_ref().map(super::topdown::values_json),
-                "bottleneck": td.as_ref().and_then(|td| td.bottleneck),
+                "topdown": td.map(super::topdown::values_json),
+                "bottleneck": td.and_then(|td| td.bottleneck),
             })
         })
         .collect();

@@ -12,8 +12,6 @@ use std::io::{BufWriter, Write};
 
 use anyhow::{Context as _, Result};
 
-use crate::model::rows::{RowOptions, rows};
-
 /// What tables and CSV show for a counter that was enabled and never running, as perf does.
 pub const NOT_COUNTED: &str = "<not counted>";
 
@@ -22,7 +20,8 @@ pub fn count_cell(count: Option<f64>) -> String {
     count.map_or_else(|| NOT_COUNTED.to_owned(), |c| format!("{c:.0}"))
 }
 use crate::{
-    attrib::{Window, named::Named},
+    attrib::Window,
+    model::{WindowRows, rows::RowOptions},
     pmu::counter_set::CounterSet,
 };
 
@@ -76,7 +75,7 @@ impl Renderer {
         }
     }
 
-    /// How the rows are chosen (TopDown, grouping), for naming windows before they are drawn.
+    /// How the rows are chosen (TopDown, grouping): the model step computes them so.
     pub fn options(&self) -> &RowOptions {
         &self.rows
     }
@@ -89,34 +88,35 @@ impl Renderer {
         }
     }
 
-    /// Draws one interval, its usage `named` (see [`crate::attrib::named::name`]).
-    pub fn window(&mut self, window: &Window, named: Vec<Named>) -> Result<()> {
-        self.draw(window, named, false)
+    /// Draws one interval's rows (see [`crate::model::step`]).
+    pub fn window(&mut self, window: &Window, rows: &WindowRows) -> Result<()> {
+        self.draw(window, rows, false)
     }
 
-    /// Draws the totals of the whole run, `named`.
-    pub fn summary(&mut self, window: &Window, named: Vec<Named>) -> Result<()> {
-        self.draw(window, named, true)
+    /// Draws the totals of the whole run.
+    pub fn summary(&mut self, window: &Window, rows: &WindowRows) -> Result<()> {
+        self.draw(window, rows, true)
     }
 
-    fn draw(&mut self, window: &Window, named: Vec<Named>, is_final: bool) -> Result<()> {
-        let (rows, total) = rows(window, named, &self.set, &self.rows);
+    fn draw(&mut self, window: &Window, rows: &WindowRows, is_final: bool) -> Result<()> {
+        let WindowRows { rows, total } = rows;
+        let total = *total;
         let text = match &self.format {
             Format::Refresh if !is_final => {
                 format!(
                     "\x1b[H\x1b[2J{}\n{}",
                     table::set_line(&self.set),
-                    table::block(window, &rows, total, &self.set, &self.rows, false)
+                    table::block(window, rows, total, &self.set, &self.rows, false)
                 )
             }
             Format::Refresh | Format::Interval | Format::Summary => {
-                table::block(window, &rows, total, &self.set, &self.rows, is_final)
+                table::block(window, rows, total, &self.set, &self.rows, is_final)
             }
             Format::Json => {
                 json::write_document(
                     &mut self.out,
                     window,
-                    &rows,
+                    rows,
                     &self.set,
                     self.rows.topdown.as_ref(),
                     self.rows.group_by(),
@@ -130,7 +130,7 @@ impl Renderer {
                     self.csv_header_written = true;
                     text = csv::header(&self.set, &self.rows, *separator);
                 }
-                text + &csv::lines(window, &rows, &self.set, &self.rows, *separator, is_final)
+                text + &csv::lines(window, rows, &self.set, &self.rows, *separator, is_final)
             }
         };
         self.write(&text)
@@ -151,7 +151,7 @@ mod tests {
     use crate::attrib::{cgroups::CgroupNames, named::name};
 
     use super::*;
-    use crate::model::rows::SortKey;
+    use crate::model::rows::{SortKey, rows};
     use crate::{
         attrib::usage::{CounterValue, ThreadUsage},
         collect::Stats,

@@ -22,9 +22,14 @@ use self::{
     state::{Key, View, ViewState},
 };
 use crate::{
-    attrib::{Window, cgroups::CgroupNames, groups::GroupOptions, named},
+    attrib::{
+        Window,
+        cgroups::CgroupNames,
+        groups::GroupOptions,
+        named::{self, Named},
+    },
     model::{
-        rows::{RowOptions, rows},
+        rows::{Row, RowOptions, SortKey, rows},
         tree,
     },
     pmu::counter_set::CounterSet,
@@ -128,12 +133,50 @@ impl LiveView {
         set: &CounterSet,
         base: &RowOptions,
         grouping: Option<&GroupOptions>,
-        names: &mut CgroupNames,
     ) -> Result<()> {
         let model = &mut self.model;
         self.screen
-            .draw(|frame| model.frame(frame, set, base, grouping, names))
+            .draw(|frame| model.frame(frame, set, base, grouping))
     }
+}
+
+/// Every view of one window: its usage named per thread, per cgroup and per container, once,
+/// when the window arrives (the only place the view reads cgroup names; keys and draws never
+/// do).
+#[derive(Clone, Debug)]
+struct NamedWindow {
+    window: Window,
+    /// Indexed by [`view_index`].
+    views: [Vec<Named>; 3],
+}
+
+/// Where a view's named usage is kept in [`NamedWindow::views`].
+const fn view_index(view: View) -> usize {
+    match view {
+        View::Threads => 0,
+        View::Cgroups => 1,
+        View::Containers => 2,
+    }
+}
+
+impl NamedWindow {
+    /// `window`, named in every view (`grouping`: the command line's roll-up and subtrees).
+    fn of(window: Window, names: &mut CgroupNames, grouping: Option<&GroupOptions>) -> Self {
+        let views = [View::Threads, View::Cgroups, View::Containers].map(|view| {
+            let group = group_options(view, grouping);
+            named::name(&window, names, group.as_ref())
+        });
+        Self { window, views }
+    }
+}
+
+/// The rows of one view and sort of the latest window, computed once (TopDown per row), until
+/// the window, the view or the sort changes.
+struct Computed {
+    view: View,
+    sort: SortKey,
+    rows: Vec<Row>,
+    total: usize,
 }
 
 /// What the full-screen view shows, without a terminal: the state the keys change, the latest
@@ -141,8 +184,10 @@ impl LiveView {
 pub struct ViewModel {
     /// Sort, filter, scroll, pause, view.
     pub state: ViewState,
-    /// The latest window drawn (kept while paused, and for redraws on keys).
-    latest: Option<Window>,
+    /// The latest window drawn (kept while paused, and for redraws on keys), named.
+    latest: Option<NamedWindow>,
+    /// Its rows in the view and sort shown.
+    computed: Option<Computed>,
     /// The latest window is not in `history` yet.
     fresh: bool,
     /// Each row's recent values, in the view shown.
@@ -158,22 +203,31 @@ impl ViewModel {
         Self {
             state,
             latest: None,
+            computed: None,
             fresh: false,
             history: History::default(),
             history_view,
         }
     }
 
-    /// Takes the latest window, unless paused.
-    pub fn update(&mut self, window: Window) {
+    /// Takes the latest window, unless paused, and names it in every view (the collector's
+    /// tick: the only time cgroup names are looked up).
+    pub fn update(
+        &mut self,
+        window: Window,
+        names: &mut CgroupNames,
+        grouping: Option<&GroupOptions>,
+    ) {
         if !self.state.paused || self.latest.is_none() {
-            self.latest = Some(window);
+            self.latest = Some(NamedWindow::of(window, names, grouping));
+            self.computed = None;
             self.fresh = true;
         }
     }
 
     /// Shows the last of `windows` (a recording's, up to the position in time), its rows'
-    /// history made from the windows before it, in the view the state shows.
+    /// history made from the windows before it, in the view the state shows. A recording's
+    /// names come from the file: nothing is read from /sys.
     pub fn replay(
         &mut self,
         windows: &[Window],
@@ -195,50 +249,64 @@ impl ViewModel {
             );
             self.history.record(&all);
         }
-        self.latest = windows.last().cloned();
+        self.latest = windows
+            .last()
+            .map(|w| NamedWindow::of(w.clone(), names, grouping));
+        self.computed = None;
         self.fresh = false;
     }
 
     /// The rows' options in the state's view and sort, over the command line's `base`.
     fn options(&self, base: &RowOptions, grouping: Option<&GroupOptions>) -> RowOptions {
-        let group = self.state.view.group_by().map(|by| GroupOptions {
-            by,
-            rollup: grouping.is_some_and(|g| g.rollup),
-            keep: grouping.map(|g| g.keep.clone()).unwrap_or_default(),
-        });
         RowOptions {
             sort: self.state.sort_key().clone(),
             top: None,
-            group,
+            group: group_options(self.state.view, grouping),
             ..base.clone()
         }
     }
 
     /// Draws the latest window into `frame` as the state asks: `base` gives TopDown and the
-    /// cgroup options of the command line, the state the view, sort, filter and tree.
+    /// cgroup options of the command line, the state the view, sort, filter and tree. Rows are
+    /// computed once per window, view and sort; a draw only selects and lays them out.
     pub fn frame(
         &mut self,
         frame: &mut ratatui::Frame<'_>,
         set: &CounterSet,
         base: &RowOptions,
         grouping: Option<&GroupOptions>,
-        names: &mut CgroupNames,
     ) {
         let options = self.options(base, grouping);
-        let Some(window) = &self.latest else {
+        let Some(latest) = &self.latest else {
             return;
         };
-        let named = named::name(window, names, options.group.as_ref());
-        let (all, total) = rows(window, named, set, &options);
-        if self.history_view != self.state.view {
+        let (view, sort) = (self.state.view, self.state.sort_key().clone());
+        let stale = self
+            .computed
+            .as_ref()
+            .is_none_or(|c| c.view != view || c.sort != sort);
+        if stale {
+            let named = latest.views[view_index(view)].clone();
+            let (rows, total) = rows(&latest.window, named, set, &options);
+            self.computed = Some(Computed {
+                view,
+                sort,
+                rows,
+                total,
+            });
+        }
+        let Some(computed) = &self.computed else {
+            return;
+        };
+        if self.history_view != view {
             self.history.clear();
-            self.history_view = self.state.view;
+            self.history_view = view;
             self.fresh = true;
         }
         if std::mem::take(&mut self.fresh) {
-            self.history.record(&all);
+            self.history.record(&computed.rows);
         }
-        let mut shown = self.state.select(all);
+        let mut shown = self.state.select(computed.rows.clone());
         if self.state.shows_tree() {
             shown = tree::arrange(shown, set, &options, self.state.reverse);
         }
@@ -246,15 +314,24 @@ impl ViewModel {
             frame,
             &mut self.state,
             &Screenful {
-                window,
+                window: &latest.window,
                 rows: &shown,
-                total,
+                total: computed.total,
                 set,
                 options: &options,
                 history: &self.history,
             },
         );
     }
+}
+
+/// The grouping of `view`, with the command line's roll-up and subtrees.
+fn group_options(view: View, grouping: Option<&GroupOptions>) -> Option<GroupOptions> {
+    view.group_by().map(|by| GroupOptions {
+        by,
+        rollup: grouping.is_some_and(|g| g.rollup),
+        keep: grouping.map(|g| g.keep.clone()).unwrap_or_default(),
+    })
 }
 
 /// The view a session opens in: threads, or the grouping the command line asked for.
