@@ -66,14 +66,6 @@ impl CgroupNames {
             })
     }
 
-    /// Whether cgroup `id` still exists (its directory is there, with that inode number).
-    pub fn is_live(&self, id: u64) -> bool {
-        let (Some(mount), Some(path)) = (&self.mount, self.paths.get(&id)) else {
-            return false;
-        };
-        fs::metadata(mount.join(path.trim_start_matches('/'))).is_ok_and(|m| m.ino() == id)
-    }
-
     /// Lets the next unknown id trigger one more walk of the tree.
     pub const fn allow_rescan(&mut self) {
         self.rescanned = false;

@@ -7,6 +7,7 @@
 
 pub mod aggregate;
 pub mod browse;
+pub mod forwarded;
 pub mod groups;
 pub mod lines;
 pub mod options;

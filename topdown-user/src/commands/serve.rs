@@ -12,8 +12,10 @@ use tokio::{net::TcpListener, sync::watch, time::interval};
 
 use crate::{
     attrib::{Attributor, cgroups::CgroupNames, target::Target},
+    c2c::forwarded,
     cli::ServeArgs,
     collect::{Collector, CollectorOptions, c2c::C2cCollector},
+    model,
     pmu::{
         memory_events::{self, Rate},
         sysfs::SysRoot,
@@ -87,7 +89,7 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
     attrib.start(started);
     let mut exporter = Exporter::new(
         &set,
-        view,
+        view.clone(),
         Limits {
             grace: Duration::from_secs_f64(args.grace),
             max_cgroups: args.max_series,
@@ -122,14 +124,19 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
                     names.learn(*id, path.clone());
                 }
                 let window = attrib.window(&snapshot);
-                let gone = exporter.update(&window, &mut names, Instant::now());
+                let rows = model::cgroups::rows(&window, &mut names, &set, view.as_ref());
+                let removed: Vec<u64> =
+                    snapshot.removed_cgroups.iter().map(|(id, _)| *id).collect();
+                let gone = exporter.update(&rows, &window.stats, &removed, Instant::now());
                 attrib.forget_cgroups(&gone);
                 latest.send_replace(Arc::new(exporter.encode()));
             }
             _ = drain.tick(), if c2c.is_some() => {
                 if let Some(c2c) = c2c.as_mut() {
                     let records = c2c.drain();
-                    exporter.update_c2c(&records, &c2c.counts()?, &mut names);
+                    names.allow_rescan();
+                    let samples = forwarded::classify(&records, |id| names.name(id));
+                    exporter.update_c2c(&samples, &c2c.counts()?);
                 }
             }
             finished = &mut server => break finished.context("the metrics server stopped").and_then(|r| r),

@@ -2,6 +2,7 @@
 //! processes and tree parents summed, TopDown per row), from per-core counts, and from a
 //! recording's windows (timelines). Renderers (`report`, `tui`, `picture`) only format it.
 
+pub mod cgroups;
 pub mod cores;
 pub mod rows;
 pub mod timelines;

@@ -14,19 +14,13 @@ use prometheus_client::{
     metrics::{counter::Counter, family::Family, gauge::Gauge},
     registry::{Registry, Unit},
 };
-use topdown_common::{
-    c2c::{C2cRecord, C2cStats},
-    stats::Stat,
-};
+use topdown_common::stats::Stat;
 
 use crate::{
-    attrib::{
-        Window,
-        cgroups::CgroupNames,
-        containers::Owner,
-        usage::{CgroupUsage, further},
-    },
-    collect::c2c::C2cCounts,
+    attrib::containers::Owner,
+    c2c::forwarded::ForwardedSample,
+    collect::{Stats, c2c::C2cCounts},
+    model::cgroups::CgroupRow,
     pmu::counter_set::{CounterSet, Unit as CounterUnit},
     tma::view::TopdownView,
 };
@@ -197,28 +191,35 @@ impl Exporter {
         self
     }
 
-    /// Takes one window: `window.cgroups` are deltas since the previous window. Returns the
-    /// ids of removed cgroups whose series were dropped (their kernel totals can go too).
-    pub fn update(&mut self, window: &Window, names: &mut CgroupNames, now: Instant) -> Vec<u64> {
-        names.allow_rescan();
-        for usage in &window.cgroups {
-            if self.export(usage.id, names) {
-                self.charge(usage);
+    /// Takes one window's cgroups (the model's rows: deltas since the previous window), the
+    /// kernel side's counts so far, and the ids of cgroups removed since the previous window.
+    /// Returns the ids of removed cgroups whose series were dropped (their kernel totals can go
+    /// too).
+    pub fn update(
+        &mut self,
+        rows: &[CgroupRow],
+        stats: &Stats,
+        removed: &[u64],
+        now: Instant,
+    ) -> Vec<u64> {
+        for row in rows {
+            if self.export(row.id, &row.path) {
+                self.charge(row);
             }
         }
         for stat in Stat::ALL.into_iter().filter(|s| s.is_loss()) {
             let counter = self
                 .losses
                 .get_or_create_owned(&vec![("cause".into(), stat.name().replace(' ', "_"))]);
-            let total = window.stats.get(stat);
+            let total = stats.get(stat);
             counter.inc_by(total.saturating_sub(counter.get()));
         }
-        self.drop_removed(names, now)
+        self.drop_removed(removed, now)
     }
 
-    /// Makes sure cgroup `id` has series, unless it was dropped or the cap bites (counted
-    /// once per cgroup); whether it has them.
-    fn export(&mut self, id: u64, names: &mut CgroupNames) -> bool {
+    /// Makes sure cgroup `id` (at `path`) has series, unless it was dropped or the cap bites
+    /// (counted once per cgroup); whether it has them.
+    fn export(&mut self, id: u64, path: &str) -> bool {
         if self.dropped.contains(&id) {
             return false;
         }
@@ -232,7 +233,7 @@ impl Exporter {
             self.exported.insert(
                 id,
                 Exported {
-                    labels: labels_of(&names.name(id)),
+                    labels: labels_of(path),
                     event_labels: Vec::new(),
                     node_labels: Vec::new(),
                     c2c_labels: Vec::new(),
@@ -243,35 +244,18 @@ impl Exporter {
         true
     }
 
-    /// Takes the samples the c2c filter forwarded since the previous call, and its counts.
-    pub fn update_c2c(
-        &mut self,
-        records: &[C2cRecord],
-        counts: &C2cCounts,
-        names: &mut CgroupNames,
-    ) {
-        for record in records {
-            let mut one = C2cStats::default();
-            one.add_sample(record.data_src, record.addr, true);
-            let class = if one.lcl_hitm > 0 {
-                "lcl_hitm"
-            } else if one.rmt_hitm > 0 {
-                "rmt_hitm"
-            } else if one.tot_peer > 0 {
-                "peer"
-            } else if one.store > 0 {
-                "store"
-            } else {
-                continue;
-            };
-            if !self.export(record.cgroup_id, names) {
+    /// Takes the samples the c2c filter forwarded since the previous call (classified and
+    /// named: [`crate::c2c::forwarded::classify`]), and its counts.
+    pub fn update_c2c(&mut self, samples: &[ForwardedSample], counts: &C2cCounts) {
+        for sample in samples {
+            if !self.export(sample.cgroup_id, &sample.path) {
                 continue;
             }
-            let Some(entry) = self.exported.get_mut(&record.cgroup_id) else {
+            let Some(entry) = self.exported.get_mut(&sample.cgroup_id) else {
                 continue;
             };
             let mut labels = entry.labels.clone();
-            labels.push(("class".into(), class.into()));
+            labels.push(("class".into(), sample.class.name().into()));
             self.c2c.get_or_create(&labels).inc();
             if !entry.c2c_labels.contains(&labels) {
                 entry.c2c_labels.push(labels);
@@ -291,20 +275,20 @@ impl Exporter {
         }
     }
 
-    fn charge(&mut self, usage: &CgroupUsage) {
-        let Some(entry) = self.exported.get_mut(&usage.id) else {
+    fn charge(&mut self, row: &CgroupRow) {
+        let Some(entry) = self.exported.get_mut(&row.id) else {
             return;
         };
         let labels = entry.labels.clone();
         self.cpu
             .get_or_create(&labels)
-            .inc_by(usage.on_cpu_ns() as f64 / 1e9);
-        self.switches.get_or_create(&labels).inc_by(usage.switches);
-        for (counter, value) in self.set.further().iter().zip(further(&usage.counters)) {
+            .inc_by(row.on_cpu_ns as f64 / 1e9);
+        self.switches.get_or_create(&labels).inc_by(row.switches);
+        for (counter, value) in self.set.further().iter().zip(&row.counters) {
             let mut event = labels.clone();
             event.push(("event".into(), counter.name.clone()));
             // A counter that did not run adds nothing: the series stays where it was.
-            let scaled = value.scaled().unwrap_or(0.0);
+            let scaled = value.unwrap_or(0.0);
             match counter.unit {
                 CounterUnit::Events => self.events.get_or_create(&event).inc_by(scaled),
                 CounterUnit::Cycles => self.cycles.get_or_create(&event).inc_by(scaled),
@@ -318,7 +302,7 @@ impl Exporter {
             }
         }
         if let Some(view) = &self.view {
-            for (part, td) in view.parts.iter().zip(view.of(&self.set, &usage.counters)) {
+            for (part, td) in view.parts.iter().zip(&row.topdown) {
                 for node in td.iter().flat_map(|td| &td.nodes) {
                     let mut node_labels = labels.clone();
                     node_labels.push(("node".into(), node.node.name.to_owned()));
@@ -334,12 +318,12 @@ impl Exporter {
         }
     }
 
-    /// Marks cgroups that are gone, and drops the series of those gone for longer than the
-    /// grace period.
-    fn drop_removed(&mut self, names: &CgroupNames, now: Instant) -> Vec<u64> {
+    /// Marks the cgroups `removed` (the kernel's rmdir records), and drops the series of those
+    /// gone for longer than the grace period.
+    fn drop_removed(&mut self, removed: &[u64], now: Instant) -> Vec<u64> {
         let mut dropped = Vec::new();
         for (id, entry) in &mut self.exported {
-            if entry.removed_at.is_none() && !names.is_live(*id) {
+            if entry.removed_at.is_none() && removed.contains(id) {
                 entry.removed_at = Some(now);
             }
             if entry
@@ -428,11 +412,19 @@ mod tests {
     use std::{fs, os::unix::fs::MetadataExt as _};
 
     use super::*;
-    use topdown_common::data_src::{self, DataSrc};
+    use topdown_common::{
+        c2c::C2cRecord,
+        data_src::{self, DataSrc},
+    };
 
     use crate::{
-        attrib::usage::CounterValue,
-        collect::Stats,
+        attrib::{
+            Window,
+            cgroups::CgroupNames,
+            usage::{CgroupUsage, CounterValue},
+        },
+        c2c::forwarded::classify,
+        model,
         pmu::counter_set::{Counter, EventAttr},
     };
 
@@ -488,19 +480,26 @@ mod tests {
         };
         let mut exporter = Exporter::new(&set, None, limits);
         let t0 = Instant::now();
+        // The model step on each window, then the exporter.
+        let mut update = |exporter: &mut Exporter, window: Window, removed: &[u64], now| {
+            let rows = model::cgroups::rows(&window, &mut names, &set, None);
+            exporter.update(&rows, &window.stats, removed, now)
+        };
 
-        exporter.update(
-            &window(vec![usage(docker, 1_500_000_000, 7)]),
-            &mut names,
+        update(
+            &mut exporter,
+            window(vec![usage(docker, 1_500_000_000, 7)]),
+            &[],
             t0,
         );
-        exporter.update(
-            &window(vec![
+        update(
+            &mut exporter,
+            window(vec![
                 usage(docker, 500_000_000, 3),
                 usage(b, 1_000_000, 1),
                 usage(c, 1, 1),
             ]),
-            &mut names,
+            &[],
             t0,
         );
         let text = exporter.encode();
@@ -542,16 +541,21 @@ mod tests {
         assert_eq!(tsc.and_then(|l| l.split(' ').nth(1)), Some("1.0"), "{text}");
         assert!(!text.contains("tma_ratio{"), "no TopDown without a PMU");
 
-        fs::remove_dir(dir.path().join("b")).unwrap();
+        // The kernel's rmdir record names b.
         assert!(
-            exporter.update(&window(vec![]), &mut names, t0).is_empty(),
+            update(&mut exporter, window(vec![]), &[b], t0).is_empty(),
             "in grace"
         );
         assert!(
             exporter.encode().contains("cgroup=\"/b\""),
             "kept during the grace period"
         );
-        let dropped = exporter.update(&window(vec![]), &mut names, t0 + Duration::from_secs(11));
+        let dropped = update(
+            &mut exporter,
+            window(vec![]),
+            &[],
+            t0 + Duration::from_secs(11),
+        );
         assert_eq!(dropped, [b]);
         let text = exporter.encode();
         assert!(!text.contains("cgroup=\"/b\""), "{text}");
@@ -587,7 +591,10 @@ mod tests {
         };
         let mut counts = counts;
         counts.stats.nr_entries = 50;
-        exporter.update_c2c(&records, &counts, &mut names);
+        let mut names = CgroupNames::at(Some(dir.path().to_path_buf()));
+        let samples = classify(&records, |id| names.name(id));
+        assert_eq!(samples.len(), 3, "every HITM is in a class");
+        exporter.update_c2c(&samples, &counts);
         let text = exporter.encode();
         let c2c = |class: &str| {
             line(&text, &format!("topdown_cgroup_c2c_samples_total{{cgroup=\"/{scope}\",container=\"docker:0f0f0f0f0f0f\",runtime=\"docker\",class=\"{class}\"}}"))

@@ -171,12 +171,16 @@ impl NamedWindow {
 }
 
 /// The rows of one view and sort of the latest window, computed once (TopDown per row), until
-/// the window, the view or the sort changes.
+/// the window, the view or the sort changes; and the rows shown (filtered, in a tree with its
+/// parents summed), until the filter, the order or the tree changes too.
 struct Computed {
     view: View,
     sort: SortKey,
     rows: Vec<Row>,
     total: usize,
+    /// The filter, reversed, tree: what `shown` was selected with.
+    selection: Option<(String, bool, bool)>,
+    shown: Vec<Row>,
 }
 
 /// What the full-screen view shows, without a terminal: the state the keys change, the latest
@@ -268,7 +272,8 @@ impl ViewModel {
 
     /// Draws the latest window into `frame` as the state asks: `base` gives TopDown and the
     /// cgroup options of the command line, the state the view, sort, filter and tree. Rows are
-    /// computed once per window, view and sort; a draw only selects and lays them out.
+    /// computed once per window, view and sort, and selected once per filter, order and tree; a
+    /// draw (a key that scrolls, a resize) only lays them out.
     pub fn frame(
         &mut self,
         frame: &mut ratatui::Frame<'_>,
@@ -293,9 +298,11 @@ impl ViewModel {
                 sort,
                 rows,
                 total,
+                selection: None,
+                shown: Vec::new(),
             });
         }
-        let Some(computed) = &self.computed else {
+        let Some(computed) = &mut self.computed else {
             return;
         };
         if self.history_view != view {
@@ -306,16 +313,25 @@ impl ViewModel {
         if std::mem::take(&mut self.fresh) {
             self.history.record(&computed.rows);
         }
-        let mut shown = self.state.select(computed.rows.clone());
-        if self.state.shows_tree() {
-            shown = tree::arrange(shown, set, &options, self.state.reverse);
+        let selection = (
+            self.state.filter.clone(),
+            self.state.reverse,
+            self.state.shows_tree(),
+        );
+        if computed.selection.as_ref() != Some(&selection) {
+            let mut shown = self.state.select(computed.rows.clone());
+            if selection.2 {
+                shown = tree::arrange(shown, set, &options, selection.1);
+            }
+            computed.shown = shown;
+            computed.selection = Some(selection);
         }
         draw::draw(
             frame,
             &mut self.state,
             &Screenful {
                 window: &latest.window,
-                rows: &shown,
+                rows: &computed.shown,
                 total: computed.total,
                 set,
                 options: &options,

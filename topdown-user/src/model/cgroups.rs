@@ -1,0 +1,55 @@
+//! The fleet's model step (`serve`): each cgroup of a window with its path, usage and TopDown,
+//! computed on the collector's tick, so the exporter only turns them into series.
+
+use crate::{
+    attrib::{
+        Window,
+        cgroups::CgroupNames,
+        usage::{CounterValue, further},
+    },
+    pmu::counter_set::CounterSet,
+    tma::{TopDown, view::TopdownView},
+};
+
+/// One cgroup over one window.
+#[derive(Clone, Debug)]
+pub struct CgroupRow {
+    /// Its cgroup2 id.
+    pub id: u64,
+    /// Its path under the cgroup2 mount.
+    pub path: String,
+    /// On-CPU nanoseconds.
+    pub on_cpu_ns: u64,
+    /// Switches out of its threads.
+    pub switches: u64,
+    /// The counters after the on-CPU clock ([`CounterSet::further`]), scaled to their enabled
+    /// time; `None` for a counter that did not run.
+    pub counters: Vec<Option<f64>>,
+    /// TopDown per core type of the view (none without a TopDown set).
+    pub topdown: Vec<Option<TopDown>>,
+}
+
+/// `window`'s cgroups, named (the tick's /sys reads) and with TopDown where `view` asks.
+pub fn rows(
+    window: &Window,
+    names: &mut CgroupNames,
+    set: &CounterSet,
+    view: Option<&TopdownView>,
+) -> Vec<CgroupRow> {
+    names.allow_rescan();
+    window
+        .cgroups
+        .iter()
+        .map(|usage| CgroupRow {
+            id: usage.id,
+            path: names.name(usage.id),
+            on_cpu_ns: usage.on_cpu_ns(),
+            switches: usage.switches,
+            counters: further(&usage.counters)
+                .iter()
+                .map(CounterValue::scaled)
+                .collect(),
+            topdown: view.map_or_else(Vec::new, |v| v.of(set, &usage.counters)),
+        })
+        .collect()
+}
