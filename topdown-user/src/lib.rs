@@ -2,9 +2,12 @@
 //!
 //! Data flows one way: the kernel programs (`topdown-ebpf`) charge per-CPU counter deltas to
 //! threads; [`collect`] loads them, opens the counters and reads the maps into snapshots;
-//! [`attrib`] turns snapshots into per-thread usage for a window of time; [`report`] draws it.
-//! [`pmu`] says what the machine can count and which counter set runs; [`serve`] exports
-//! per-cgroup metrics for Prometheus.
+//! [`attrib`] turns snapshots into per-thread and per-cgroup usage for a window of time; [`tma`]
+//! is TopDown; [`model`] names a window's usage and computes its rows once; the renderers
+//! ([`report`], [`picture`], [`tui`], [`serve`]) only format them; [`commands`] runs each
+//! subcommand. [`pmu`] says what the machine can count. c2c reads [`perf_file`]s, names
+//! addresses through [`symbols`] and models cache lines in [`c2c`]. docs/architecture.md lists
+//! every room and what it may use (`tests/layers.rs` keeps that order).
 //!
 //! The second entry point, [`region`], measures TopDown of a region of code from inside a program
 //! (RDPMC of the `slots` and PERF_METRICS counters, as Linux's `topdown.txt` describes).

@@ -1,6 +1,6 @@
 //! Memory samples classified and grouped into [`C2cData`], one at a time in time order: the
-//! hot loop of `c2c report`. Two stages: a [`Resolver`] keys each sample as perf does (it needs
-//! the recording's mappings, which change as the file is read); an [`Accumulator`] classifies
+//! hot loop of `c2c report`. Two stages: a `Resolver` keys each sample as perf does (it needs
+//! the recording's mappings, which change as the file is read); an `Accumulator` classifies
 //! and counts it. Each distinct classification input (data_src, whether the sample has an
 //! address, whether it is mapped) is classified once; an entry counts its samples per class and
 //! NUMA node; the counts become perf's statistics per line once, at the end, and per entry only

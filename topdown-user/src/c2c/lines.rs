@@ -167,7 +167,7 @@ impl BitSet {
 }
 
 /// What tells entries of a line apart: the offset, and the fields entries are coalesced by
-/// (0 for the others). `dso` is an index into [`C2cData::objects`].
+/// (0 for the others). `dso` numbers the code object (as `-c dso` met them, the resolver's `objects`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct EntryKey {
     /// Offset of the data in the line.

@@ -55,8 +55,8 @@ pub struct MemSample {
 /// Everything c2c needs from a recording.
 #[derive(Clone, Debug, Default)]
 pub struct PerfData {
-    /// Memory samples, in time order: a live recording's; [`read`] hands a file's to a
-    /// [`SampleSink`] instead ([`read_all`] keeps them).
+    /// Memory samples, in time order: a live recording's; [`super::reader::read`] hands a
+    /// file's to a [`SampleSink`] instead ([`super::reader::read_all`] keeps them).
     pub samples: Vec<MemSample>,
     /// Mappings by process id.
     pub mappings: FxHashMap<u32, ProcessMaps>,

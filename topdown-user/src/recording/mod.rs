@@ -1,6 +1,6 @@
 //! Recordings: a live run kept in a file (`topdown-bpf record`), to be looked at later with
 //! `topdown-bpf report` (every view of the live run, the same numbers: `commands::report`) and
-//! `topdown-bpf plot` (timelines). The format is zstd-compressed JSON lines, versioned ([`format`]).
+//! `topdown-bpf plot` (timelines). The format is zstd-compressed JSON lines, versioned ([`mod@format`]).
 
 #[cfg(test)]
 pub(crate) mod fixtures;

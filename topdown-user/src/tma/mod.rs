@@ -3,7 +3,7 @@
 //! The formulas are Linux perf's pmu-events metrics, transpiled into [`generated`] by
 //! `xtask/gen/tma_formulas.py` from `../shared/data`; a test regenerates them and another
 //! checks them against an independent interpreter of the same JSON. [`node`] holds the tree
-//! (names, levels, parents, default thresholds); [`evaluate`] turns counts into node values, marks
+//! (names, levels, parents, default thresholds); [`Model::evaluate`] turns counts into node values, marks
 //! nodes over their thresholds and picks the bottleneck. [`plan`] says which counters a model
 //! needs, [`choice`] which set a run counts on this machine; [`view`] computes TopDown over a
 //! set's values.

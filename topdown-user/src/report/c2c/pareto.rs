@@ -21,7 +21,7 @@ use crate::{
     pmu::machine::cpu_list,
 };
 
-/// The Pareto section of `lines` (see [`lines`]), title included; `cpu_nodes` are the
+/// The Pareto section of `lines` (see [`crate::c2c::pareto::lines`]), title included; `cpu_nodes` are the
 /// recording's NUMA nodes' CPUs.
 pub fn render(lines: &[ParetoLine<'_>], cpu_nodes: &[Vec<u32>], options: ReportOptions) -> String {
     let display = options.display;
