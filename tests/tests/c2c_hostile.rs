@@ -12,10 +12,13 @@ use std::{
 
 use topdown_tests::topdown_bpf_binary;
 
-fn python(script: &Path, args: &[&Path]) {
+/// Runs `script` with `args` in `dir` (gen_perf_data.py writes the ELF objects a spec names
+/// relative to where it runs: never into the source tree).
+fn python(script: &Path, args: &[&Path], dir: &Path) {
     let status = Command::new("python3")
         .arg(script)
         .args(args)
+        .current_dir(dir)
         .status()
         .expect("python3");
     assert!(status.success(), "{} failed", script.display());
@@ -30,8 +33,13 @@ fn crafted_files_get_one_line_and_never_take_the_report_down() {
     python(
         &root.join("../../shared/tools/gen_perf_data.py"),
         &[&root.join("fixtures/c2c/branches.json"), &valid],
+        dir.path(),
     );
-    python(&root.join("tools/craft_perf_data.py"), &[&valid, &crafted]);
+    python(
+        &root.join("tools/craft_perf_data.py"),
+        &[&valid, &crafted],
+        dir.path(),
+    );
     let mut files: Vec<_> = std::fs::read_dir(&crafted)
         .unwrap()
         .map(|e| e.unwrap().path())
