@@ -134,7 +134,7 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
             _ = drain.tick(), if c2c.is_some() => {
                 if let Some(c2c) = c2c.as_mut() {
                     let records = c2c.drain();
-                    names.allow_rescan();
+                    // Unknown ids may walk the tree once per tick (the rows' naming), not per drain.
                     let samples = forwarded::classify(&records, |id| names.name(id));
                     exporter.update_c2c(&samples, &c2c.counts()?);
                 }

@@ -29,6 +29,7 @@ use crate::{
         named::{self, Named},
     },
     model::{
+        self,
         rows::{Row, RowOptions, SortKey, rows},
         tree,
     },
@@ -245,13 +246,8 @@ impl ViewModel {
         let options = self.options(base, grouping);
         let first = windows.len().saturating_sub(history::KEEP);
         for window in &windows[first..] {
-            let (all, _) = rows(
-                window,
-                named::name(window, names, options.group.as_ref()),
-                set,
-                &options,
-            );
-            self.history.record(&all);
+            self.history
+                .record(&model::step(window, names, set, &options).rows);
         }
         self.latest = windows
             .last()
