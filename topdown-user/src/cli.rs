@@ -60,7 +60,41 @@ pub enum Command {
     /// as Linux's topdown.txt shows): one reading gives the fractions since the last reset, two
     /// the region between them.
     Decode(DecodeArgs),
+    /// Man pages and shell completions, as `cargo xtask install` installs them.
+    Generate(GenerateArgs),
 }
+
+/// `topdown-bpf generate`.
+#[derive(Debug, Args)]
+#[command(after_help = GENERATE_HELP)]
+pub struct GenerateArgs {
+    /// What to write.
+    #[command(subcommand)]
+    pub what: Generate,
+}
+
+/// What `generate` writes.
+#[derive(Debug, Subcommand)]
+pub enum Generate {
+    /// A man page for the tool and one per subcommand (`topdown-bpf-report.1`, ...) in DIR.
+    Man {
+        /// The folder to write the pages into (made when missing).
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+    },
+    /// The completion script for SHELL, on standard output.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        #[arg(value_name = "SHELL")]
+        shell: clap_complete::Shell,
+    },
+}
+
+const GENERATE_HELP: &str = "\
+Examples:
+  topdown-bpf generate man /usr/local/share/man/man1
+  topdown-bpf generate completions bash > /usr/share/bash-completion/completions/topdown-bpf
+  cargo xtask install --prefix /usr/local     # the binary, its man pages and completions";
 
 /// `topdown-bpf decode`.
 #[derive(Debug, Args)]
@@ -195,6 +229,17 @@ pub struct ReportArgs {
     /// next sort column, `v` the next view).
     #[arg(long, value_name = "KEYS", default_value = "", requires = "screenshot")]
     pub keys: String,
+
+    /// Instead of a report, write a timeline in the Trace Event Format (JSON) that
+    /// ui.perfetto.dev and chrome://tracing open: a track per thread, counter tracks for %CPU,
+    /// switches and each TopDown node.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["json", "csv", "field_separator", "interval_ms", "stdio", "output", "screenshot", "top"])]
+    pub trace: Option<PathBuf>,
+
+    /// Instead of a report, write every window's rows (per thread and per cgroup, `kind`
+    /// tells them apart) as an Apache Parquet file for DuckDB, Spark or Trino.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["json", "csv", "field_separator", "interval_ms", "stdio", "output", "screenshot", "top", "trace"])]
+    pub parquet: Option<PathBuf>,
 
     /// Write the report to FILE instead of standard output.
     #[arg(short = 'o', long, value_name = "FILE")]

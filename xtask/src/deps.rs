@@ -100,9 +100,51 @@ pub fn offer_test_tools() {
     if let Err(error) = ensure_debian_packages(&["fonts-dejavu-core"]) {
         eprintln!("xtask: could not install fonts-dejavu-core ({error:#}); PNG plots need a font");
     }
+    if let Err(error) = ensure_debian_packages(&["man-db"]) {
+        eprintln!("xtask: could not install man-db ({error:#}); the man page test will fail");
+    }
+    if let Err(error) = ensure_python_package("duckdb", DUCKDB) {
+        eprintln!("xtask: could not install duckdb ({error:#}); the Parquet test will fail");
+    }
     if let Err(error) = ensure_debian_packages(&["prometheus"]) {
         eprintln!("xtask: could not install prometheus ({error:#}); the scrape test will say so");
     }
+}
+
+/// The DuckDB the Parquet test reads with (PyPI).
+const DUCKDB: &str = "duckdb==2.0.1";
+
+/// Installs `requirement` with pip when `python3` cannot import module `name` (PyPI; the
+/// system's pip may call itself externally managed, then pip is asked to install anyway).
+fn ensure_python_package(name: &str, requirement: &str) -> Result<()> {
+    let importable = || {
+        Command::new("python3")
+            .args(["-c", &format!("import {name}")])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if importable() {
+        return Ok(());
+    }
+    for extra in [None, Some("--break-system-packages")] {
+        let status = Command::new("python3")
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--root-user-action=ignore",
+            ])
+            .args(extra)
+            .arg(requirement)
+            .status()
+            .context("running pip")?;
+        if status.success() && importable() {
+            return Ok(());
+        }
+    }
+    bail!("pip install {requirement} failed")
 }
 
 /// Unpacks perf 6.12 (Debian bookworm-backports, for the `--double-cl` comparisons) into

@@ -6,10 +6,12 @@
 //! - `test`: builds everything and runs the whole test suite.
 //! - `bench [collector|c2c-report|churn|cgroup-reads]`: the benchmarks (see BENCHMARKS.md).
 //! - `fuzz [TARGET] [--seconds N]`: the fuzz targets in `fuzz/` (cargo-fuzz, libFuzzer).
+//! - `install [--prefix DIR]`: the binary, its man pages and shell completions.
 
 mod build;
 mod deps;
 mod guest;
+mod install;
 
 use std::{
     env,
@@ -96,6 +98,16 @@ enum Task {
         /// Seconds per target.
         #[arg(long, default_value_t = 60)]
         seconds: u64,
+    },
+    /// Build topdown-bpf and install it with its man pages (share/man/man1) and bash, zsh and
+    /// fish completions under PREFIX.
+    Install {
+        /// Where to install: PREFIX/bin, PREFIX/share/man/man1, PREFIX/share/...completions.
+        #[arg(long, value_name = "PREFIX", default_value = "/usr/local")]
+        prefix: PathBuf,
+        /// The unoptimised build (quicker to make).
+        #[arg(long)]
+        debug: bool,
     },
 }
 
@@ -245,6 +257,12 @@ fn run(cli: Cli) -> Result<()> {
             fuzz_verdict(&results)
         }
         Task::Screenshots => screenshots(&root),
+        Task::Install { prefix, debug } => {
+            for path in install::install(&root, &prefix, debug)? {
+                println!("xtask: installed {}", path.display());
+            }
+            Ok(())
+        }
         Task::Bench { which, runs } => {
             let binary = build::user(&root, true, Arch::X86_64)?;
             deps::ensure_bench_tools()?;

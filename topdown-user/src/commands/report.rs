@@ -16,11 +16,15 @@ use crate::{
     },
     cli::ReportArgs,
     model::{
-        self,
+        self, export,
         rows::{RowOptions, SortKey},
     },
     recording::reader::Recording,
-    report::{Format, Renderer, open_output},
+    report::{
+        Format, Renderer, open_output,
+        parquet::{ParquetWriter, RunMeta},
+        trace::{TraceMeta, TraceWriter},
+    },
     tui::{
         self, LiveView, ViewModel,
         state::{Action, Key, Timeline, ViewState},
@@ -40,6 +44,12 @@ pub async fn run(args: &ReportArgs, verbose: bool) -> Result<()> {
             args.input.display(),
             recording.windows.len()
         );
+    }
+    if let Some(path) = &args.trace {
+        return trace(&mut recording, path);
+    }
+    if let Some(path) = &args.parquet {
+        return parquet(&mut recording, path);
     }
     let group = grouping(args);
     let windows = merged(&recording, args.interval_ms)?;
@@ -91,6 +101,46 @@ pub async fn run(args: &ReportArgs, verbose: bool) -> Result<()> {
         renderer.options(),
     );
     renderer.summary(&totals, &rows)
+}
+
+/// Writes the recording's windows as a Trace Event timeline into `path`.
+fn trace(recording: &mut Recording, path: &std::path::Path) -> Result<()> {
+    let meta = TraceMeta {
+        host: recording.header.machine.hostname.clone(),
+        started_unix_ns: recording.header.started_unix_ns,
+        tool_version: recording.header.tool_version.clone(),
+        counter_set: recording.set.name.to_owned(),
+    };
+    let mut out = std::io::BufWriter::new(open_output(Some(path))?);
+    let (set, view, names) = (
+        &recording.set,
+        recording.topdown.as_ref(),
+        &mut recording.names,
+    );
+    let mut writer = TraceWriter::new(&mut out, &meta, set, view)?;
+    for window in &recording.windows {
+        writer.window(window, &export::rows(window, names, set, view))?;
+    }
+    writer.finish()
+}
+
+/// Writes the recording's windows as rows of a Parquet file into `path`.
+fn parquet(recording: &mut Recording, path: &std::path::Path) -> Result<()> {
+    let meta = RunMeta {
+        host: recording.header.machine.hostname.clone(),
+        started_unix_ns: recording.header.started_unix_ns,
+        tool_version: recording.header.tool_version.clone(),
+    };
+    let (set, view, names) = (
+        &recording.set,
+        recording.topdown.as_ref(),
+        &mut recording.names,
+    );
+    let mut writer = ParquetWriter::create(path, meta, set, view)?;
+    for window in &recording.windows {
+        writer.window(window, &export::rows(window, names, set, view))?;
+    }
+    writer.finish()
 }
 
 /// The full-screen view over `windows`, from the last; returns when `q`, Ctrl-C or SIGTERM.

@@ -4,6 +4,7 @@
 
 pub mod cgroups;
 pub mod cores;
+pub mod export;
 pub mod rows;
 pub mod timelines;
 pub mod tree;

@@ -5,8 +5,10 @@ pub mod c2c;
 pub mod cores;
 mod csv;
 mod json;
+pub mod parquet;
 pub(crate) mod table;
 pub mod topdown;
+pub mod trace;
 
 use std::io::{BufWriter, Write};
 

@@ -1,0 +1,364 @@
+//! A real recording exported for other tools: the Parquet file read back by DuckDB (its sums
+//! per thread and per cgroup are `report --json`'s totals, exactly; its top five threads are
+//! `report --top 5`'s), and the Trace Event timeline (every thread's slice and counter samples
+//! are the recording's windows as `report --json -I` prints them). Needs root and cgroup2;
+//! DuckDB is the `duckdb` Python package (`cargo xtask test` installs it).
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+};
+
+use serde_json::Value;
+use topdown_tests::{
+    cgroup_tree::{TestTree, unified_mount},
+    stdout_of, topdown_bpf_binary,
+};
+
+fn topdown() -> Command {
+    Command::new(topdown_bpf_binary())
+}
+
+fn report(file: &Path, args: &[&str]) -> String {
+    stdout_of(
+        &format!("report {}", args.join(" ")),
+        topdown().arg("report").arg("-i").arg(file).args(args),
+    )
+}
+
+fn documents(text: &str) -> Vec<Value> {
+    text.lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON document per line"))
+        .collect()
+}
+
+/// A two-second recording, 200 ms windows, of two workloads in two cgroups (threads that
+/// churn, exit, sleep and spin) beside whatever else the machine runs.
+fn recording(test: &str, name: &str, dir: &Path) -> Option<PathBuf> {
+    let mount = unified_mount(test)?;
+    let tree = TestTree::new(&mount, name, &["a", "b"]);
+    let mut children: Vec<_> = ["a", "b"]
+        .iter()
+        .map(|leaf| {
+            let child = Command::new(env!("CARGO_BIN_EXE_workload"))
+                .args(["--run-ms", "1500", "--churn", "6", "--no-wait"])
+                .stdout(Stdio::null())
+                .spawn()
+                .expect("starting the workload");
+            tree.enter(leaf, child.id());
+            child
+        })
+        .collect();
+    let file = dir.join("run.rec");
+    stdout_of(
+        "record",
+        topdown().arg("record").arg("-o").arg(&file).args([
+            "--duration",
+            "2",
+            "-I",
+            "200",
+            "--json",
+        ]),
+    );
+    for child in &mut children {
+        child.wait().unwrap();
+    }
+    Some(file)
+}
+
+/// What DuckDB reads from the Parquet file: sums per thread and per cgroup, the top five
+/// threads by on-CPU time, and the counters' column names from the file's metadata.
+const QUERIES: &str = r#"
+import duckdb, json, sys
+path = sys.argv[1]
+con = duckdb.connect()
+con.execute(f"create view t as select * from read_parquet('{path}')")
+meta = dict(con.execute(
+    f"select decode(key), decode(value) from parquet_kv_metadata('{path}')").fetchall())
+counters = json.loads(meta["topdown-bpf.counters"])
+sums = ", ".join(
+    f"sum({p}_value), sum({p}_enabled_ns), sum({p}_running_ns), count({p}_value)"
+    for p in counters)
+def rows(sql):
+    return [list(r) for r in con.execute(sql).fetchall()]
+out = {
+    "schema": meta["topdown-bpf.schema"],
+    "counters": counters,
+    "threads": rows(f"select tid, pid, comm, sum(on_cpu_ns), sum(switches), count(*), {sums} "
+                    "from t where kind = 'thread' group by tid, pid, comm"),
+    "cgroups": rows(f"select cgroup, sum(on_cpu_ns), sum(switches), {sums} "
+                    "from t where kind = 'cgroup' group by cgroup"),
+    "top5": rows("select tid, sum(on_cpu_ns) as s from t where kind = 'thread' "
+                 "group by tid, pid, comm order by s desc, tid limit 5"),
+    "nulls_in_required": rows("select count(*) from t where on_cpu_ns is null "
+                              "or switches is null or cgroup is null or time is null"),
+    "thread_fields_of_cgroups": rows("select count(*) from t where kind = 'cgroup' "
+                                     "and (tid is not null or comm is not null)"),
+}
+print(json.dumps(out))
+"#;
+
+fn duckdb(parquet: &Path) -> Value {
+    let output = Command::new("python3")
+        .args(["-c", QUERIES])
+        .arg(parquet)
+        .output()
+        .expect("running python3");
+    assert!(
+        output.status.success(),
+        "DuckDB could not read the file (the `duckdb` Python package; `cargo xtask test` \
+         installs it): {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("the query script's JSON")
+}
+
+fn u64_of(value: &Value) -> u64 {
+    value
+        .as_u64()
+        .or_else(|| value.as_f64().map(|f| f as u64))
+        .unwrap_or_else(|| panic!("a count: {value}"))
+}
+
+#[test]
+fn duckdb_reads_the_parquet_export_with_the_reports_sums() {
+    let test = "duckdb_reads_the_parquet_export";
+    let dir = tempfile::tempdir().unwrap();
+    let Some(file) = recording(test, test, dir.path()) else {
+        return;
+    };
+    let parquet = dir.path().join("run.parquet");
+    report(&file, &["--parquet", parquet.to_str().unwrap()]);
+    let db = duckdb(&parquet);
+    assert_eq!(db["schema"], "topdown-bpf/rows/v1");
+    assert_eq!(db["nulls_in_required"][0][0], 0);
+    assert_eq!(db["thread_fields_of_cgroups"][0][0], 0);
+    let counters: Vec<(String, String)> = db["counters"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(prefix, name)| (prefix.clone(), name.as_str().unwrap().to_owned()))
+        .collect();
+    assert!(!counters.is_empty(), "{db}");
+
+    // Per thread: the totals the live run printed (no folding in a run this small).
+    let totals = documents(&report(&file, &["--json"])).pop().unwrap();
+    let threads = totals["threads"].as_array().unwrap();
+    assert!(threads.len() > 8, "{totals}");
+    let by_thread: HashMap<(u64, u64, String), &Vec<Value>> = db["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let r = r.as_array().unwrap();
+            (
+                (
+                    u64_of(&r[0]),
+                    u64_of(&r[1]),
+                    r[2].as_str().unwrap().to_owned(),
+                ),
+                r,
+            )
+        })
+        .collect();
+    assert_eq!(
+        by_thread.len(),
+        threads.len(),
+        "one group per thread of the totals"
+    );
+    for thread in threads {
+        assert_eq!(thread["folded_threads"], 0, "{thread}");
+        let key = (
+            u64_of(&thread["tid"]),
+            u64_of(&thread["pid"]),
+            thread["comm"].as_str().unwrap().to_owned(),
+        );
+        let row = by_thread
+            .get(&key)
+            .unwrap_or_else(|| panic!("DuckDB has no rows of {key:?}"));
+        assert_eq!(
+            u64_of(&row[3]),
+            u64_of(&thread["on_cpu_ns"]),
+            "{key:?} on-CPU"
+        );
+        assert_eq!(
+            u64_of(&row[4]),
+            u64_of(&thread["switches"]),
+            "{key:?} switches"
+        );
+        for (i, (_, name)) in counters.iter().enumerate() {
+            let counter = &thread["counters"][name.as_str()];
+            let at = 6 + 4 * i;
+            // A counter that never ran is null in Parquet, 0 raw in JSON.
+            let value = if row[at + 3] == 0 {
+                0
+            } else {
+                u64_of(&row[at])
+            };
+            assert_eq!(value, u64_of(&counter["raw"]), "{key:?} {name}");
+            assert_eq!(
+                u64_of(&row[at + 1]),
+                u64_of(&counter["enabled_ns"]),
+                "{key:?} {name}"
+            );
+            assert_eq!(
+                u64_of(&row[at + 2]),
+                u64_of(&counter["running_ns"]),
+                "{key:?} {name}"
+            );
+        }
+    }
+
+    // Per cgroup, each for itself.
+    let groups = documents(&report(&file, &["--json", "--per-cgroup"]))
+        .pop()
+        .unwrap();
+    let groups = groups["groups"].as_array().unwrap();
+    let by_cgroup: BTreeMap<String, (u64, u64)> = db["cgroups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r[0].as_str().unwrap().to_owned(),
+                (u64_of(&r[1]), u64_of(&r[2])),
+            )
+        })
+        .collect();
+    let reported: BTreeMap<String, (u64, u64)> = groups
+        .iter()
+        .map(|g| {
+            (
+                g["cgroup"].as_str().unwrap().to_owned(),
+                (u64_of(&g["on_cpu_ns"]), u64_of(&g["switches"])),
+            )
+        })
+        .collect();
+    assert_eq!(by_cgroup, reported, "on-CPU ns and switches per cgroup");
+    let leaves = reported.keys().filter(|p| p.contains(test)).count();
+    assert!(leaves >= 2, "both workload cgroups are there: {reported:?}");
+
+    // The top five, as `report --top 5` ranks them.
+    let top = documents(&report(&file, &["--json", "--top", "5"]))
+        .pop()
+        .unwrap();
+    let top: Vec<(u64, u64)> = top["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (u64_of(&t["tid"]), u64_of(&t["on_cpu_ns"])))
+        .collect();
+    let queried: Vec<(u64, u64)> = db["top5"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (u64_of(&r[0]), u64_of(&r[1])))
+        .collect();
+    assert_eq!(queried, top);
+}
+
+#[test]
+fn the_trace_holds_every_windows_threads_with_the_recordings_values() {
+    let test = "the_trace_holds_every_windows_threads";
+    let dir = tempfile::tempdir().unwrap();
+    let Some(file) = recording(test, test, dir.path()) else {
+        return;
+    };
+    let path = dir.path().join("run.trace.json");
+    report(&file, &["--trace", path.to_str().unwrap()]);
+    let trace: Value = serde_json::from_slice(&std::fs::read(&path).unwrap())
+        .expect("the trace is one JSON document");
+    let events = trace["traceEvents"].as_array().expect("traceEvents");
+    assert_eq!(trace["displayTimeUnit"], "ms");
+    assert!(trace["otherData"]["host"].is_string());
+    let windows: Vec<Value> = documents(&report(&file, &["--json", "-I", "200"]))
+        .into_iter()
+        .filter(|d| d["final"] == false)
+        .collect();
+    assert!(windows.len() >= 9, "ten windows of 200 ms");
+
+    let of = |ph: &'static str| events.iter().filter(move |e| e["ph"] == ph);
+    let slices: HashMap<(u64, u64), &Value> = of("X")
+        .map(|e| {
+            (
+                (
+                    u64_of(&e["tid"]),
+                    (e["ts"].as_f64().unwrap() * 1000.0).round() as u64,
+                ),
+                e,
+            )
+        })
+        .collect();
+    let samples: HashMap<(String, String, u64), f64> = of("C")
+        .map(|e| {
+            (
+                (
+                    e["name"].as_str().unwrap().to_owned(),
+                    e["id"].as_str().unwrap().to_owned(),
+                    (e["ts"].as_f64().unwrap() * 1000.0).round() as u64,
+                ),
+                e["args"]["value"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    let mut rows = 0;
+    let mut exited = 0;
+    let mut latest_comm = HashMap::new();
+    for window in &windows {
+        let start_ns = (window["interval"]["start_s"].as_f64().unwrap() * 1e9).round() as u64;
+        for thread in window["threads"].as_array().unwrap() {
+            rows += 1;
+            let tid = u64_of(&thread["tid"]);
+            // Nanosecond times through f64 microseconds: within a microsecond.
+            let slice = (start_ns.saturating_sub(1000)..=start_ns + 1000)
+                .find_map(|ts| slices.get(&(tid, ts)))
+                .unwrap_or_else(|| panic!("no slice of {tid} at {start_ns} ns"));
+            let args = &slice["args"];
+            assert_eq!(u64_of(&slice["pid"]), u64_of(&thread["pid"]));
+            assert_eq!(args["on_cpu_ns"], thread["on_cpu_ns"], "{tid}");
+            assert_eq!(args["switches"], thread["switches"], "{tid}");
+            assert_eq!(args["cpu_percent"], thread["cpu_percent"], "{tid}");
+            assert_eq!(args["cgroup"], thread["cgroup"], "{tid}");
+            for (name, counter) in thread["counters"].as_object().unwrap() {
+                if counter["value"].is_null() {
+                    assert!(args["counters"].get(name).is_none(), "not counted: absent");
+                } else {
+                    assert_eq!(
+                        args["counters"][name]["raw"], counter["raw"],
+                        "{tid} {name}"
+                    );
+                }
+            }
+            let ts = (slice["ts"].as_f64().unwrap() * 1000.0).round() as u64;
+            let sample = samples
+                .get(&("%CPU".to_owned(), tid.to_string(), ts))
+                .unwrap_or_else(|| panic!("no %CPU sample of {tid}"));
+            assert_eq!(Some(*sample), thread["cpu_percent"].as_f64(), "{tid}");
+            if thread["exited"] == true {
+                exited += 1;
+                assert!(
+                    of("i").any(|e| e["name"] == "exit" && u64_of(&e["tid"]) == tid),
+                    "{tid} exited: an exit instant"
+                );
+            }
+            latest_comm.insert((u64_of(&thread["pid"]), tid), thread["comm"].clone());
+        }
+    }
+    assert_eq!(
+        of("X").count(),
+        rows,
+        "one slice per thread per window it ran in"
+    );
+    assert!(exited >= 6, "the churned threads exited: {exited}");
+    let names: HashMap<(u64, u64), &Value> = of("M")
+        .filter(|e| e["name"] == "thread_name")
+        .map(|e| ((u64_of(&e["pid"]), u64_of(&e["tid"])), &e["args"]["name"]))
+        .collect();
+    for (key, comm) in &latest_comm {
+        assert_eq!(names.get(key), Some(&comm), "thread {key:?} is named");
+    }
+    let processes = of("M").filter(|e| e["name"] == "process_name").count();
+    let pids: std::collections::HashSet<u64> = latest_comm.keys().map(|k| k.0).collect();
+    assert_eq!(processes, pids.len(), "a process per pid");
+}

@@ -1,0 +1,443 @@
+//! Rows as Apache Parquet, for the engines a fleet already runs (DuckDB, Spark, Trino): one row
+//! per thread and per cgroup per window, told apart by `kind`. The schema
+//! (`topdown-bpf/rows/v1`) is in docs/recordings.md ("Parquet"): types, units, nullability.
+//!
+//! Nothing is written that was not measured: a counter that did not run (enabled while the
+//! thread ran, never running, or never enabled) has a null value, never 0; a TopDown node that
+//! could not be computed is null.
+
+use std::{collections::HashSet, fs::File, io::BufWriter, path::Path, sync::Arc};
+
+use anyhow::{Context as _, Result};
+use parquet::{
+    basic::{Compression, LogicalType, Repetition, TimeUnit, Type as Physical, ZstdLevel},
+    data_type::{BoolType, ByteArray, ByteArrayType, DoubleType, Int64Type},
+    file::{metadata::KeyValue, properties::WriterProperties, writer::SerializedFileWriter},
+    schema::types::Type,
+};
+
+use crate::{
+    attrib::Window,
+    model::{
+        export::{ExportRow, ExportWindow},
+        rows::Who,
+    },
+    pmu::counter_set::CounterSet,
+    tma::view::TopdownView,
+};
+
+/// The schema's name, in the file's key-value metadata under `topdown-bpf.schema`.
+pub const SCHEMA: &str = "topdown-bpf/rows/v1";
+
+/// Rows buffered before they are written as one row group (and at the end).
+const ROWS_PER_GROUP: usize = 64 * 1024;
+
+/// What every row of a file shares.
+#[derive(Clone, Debug)]
+pub struct RunMeta {
+    /// Host name.
+    pub host: String,
+    /// When collection started, in nanoseconds since the Unix epoch.
+    pub started_unix_ns: u64,
+    /// The topdown-bpf version that recorded it.
+    pub tool_version: String,
+}
+
+/// One column's values, buffered until the row group is written (`None`: null).
+enum Values {
+    Int(Vec<Option<i64>>),
+    Float(Vec<Option<f64>>),
+    Text(Vec<Option<String>>),
+    Bool(Vec<Option<bool>>),
+}
+
+/// A column: its name, whether it may be null, and its buffered values.
+struct Column {
+    name: String,
+    nullable: bool,
+    values: Values,
+}
+
+impl Column {
+    fn new(name: impl Into<String>, nullable: bool, values: Values) -> Self {
+        Self {
+            name: name.into(),
+            nullable,
+            values,
+        }
+    }
+
+    fn schema(&self) -> Result<Type> {
+        let (physical, logical) = match self.values {
+            Values::Int(_) if self.name == "time" => (
+                Physical::INT64,
+                Some(LogicalType::timestamp(true, TimeUnit::NANOS)),
+            ),
+            Values::Int(_) => (Physical::INT64, None),
+            Values::Float(_) => (Physical::DOUBLE, None),
+            Values::Text(_) => (Physical::BYTE_ARRAY, Some(LogicalType::String)),
+            Values::Bool(_) => (Physical::BOOLEAN, None),
+        };
+        Ok(Type::primitive_type_builder(&self.name, physical)
+            .with_repetition(if self.nullable {
+                Repetition::OPTIONAL
+            } else {
+                Repetition::REQUIRED
+            })
+            .with_logical_type(logical)
+            .build()?)
+    }
+
+    fn len(&self) -> usize {
+        match &self.values {
+            Values::Int(v) => v.len(),
+            Values::Float(v) => v.len(),
+            Values::Text(v) => v.len(),
+            Values::Bool(v) => v.len(),
+        }
+    }
+}
+
+/// A column name SQL can use unquoted: lowercase letters, digits and `_`.
+fn column_name(name: &str) -> String {
+    let mut out: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    while out.contains("__") {
+        out = out.replace("__", "_");
+    }
+    out.trim_matches('_').to_owned()
+}
+
+/// The counters' column prefixes, one per counter of the set, made unique.
+fn counter_prefixes(set: &CounterSet) -> Vec<String> {
+    let mut seen = HashSet::new();
+    set.counters
+        .iter()
+        .map(|counter| {
+            let base = column_name(&counter.name);
+            let mut name = base.clone();
+            let mut n = 2;
+            while !seen.insert(name.clone()) {
+                name = format!("{base}_{n}");
+                n += 1;
+            }
+            name
+        })
+        .collect()
+}
+
+/// The TopDown columns: every node of every part (`<pmu>_<node>` with several core types).
+fn node_columns(view: Option<&TopdownView>) -> Vec<(usize, &'static str, String)> {
+    let Some(view) = view else {
+        return Vec::new();
+    };
+    let several = view.parts.len() > 1;
+    view.parts
+        .iter()
+        .enumerate()
+        .flat_map(|(i, part)| {
+            part.model.nodes(view.level).into_iter().map(move |node| {
+                let name = if several {
+                    format!("{}_{}", column_name(&part.prefix), node.name)
+                } else {
+                    node.name.to_owned()
+                };
+                (i, node.name, name)
+            })
+        })
+        .collect()
+}
+
+/// Writes rows into a Parquet file, a row group at a time.
+pub struct ParquetWriter {
+    writer: SerializedFileWriter<BufWriter<File>>,
+    meta: RunMeta,
+    columns: Vec<Column>,
+    /// Nodes: (part, node name) per TopDown column, in column order.
+    nodes: Vec<(usize, &'static str)>,
+    /// Where the counters' columns start.
+    counters_at: usize,
+    rows: usize,
+}
+
+/// The fixed columns, before the counters'.
+const FIXED: usize = 16;
+
+impl ParquetWriter {
+    /// Creates `path` for rows of `set` (and `view`'s TopDown nodes).
+    pub fn create(
+        path: &Path,
+        meta: RunMeta,
+        set: &CounterSet,
+        view: Option<&TopdownView>,
+    ) -> Result<Self> {
+        let int = |n: &str, nullable| Column::new(n, nullable, Values::Int(Vec::new()));
+        let text = |n: &str, nullable| Column::new(n, nullable, Values::Text(Vec::new()));
+        let mut columns = vec![
+            text("kind", false),
+            int("time", false),
+            int("window_start_ns", false),
+            int("window_length_ns", false),
+            text("host", false),
+            int("tid", true),
+            int("pid", true),
+            text("comm", true),
+            Column::new("exited", true, Values::Bool(Vec::new())),
+            text("cgroup", false),
+            int("cgroup_id", false),
+            text("container", true),
+            int("on_cpu_ns", false),
+            Column::new("cpu_percent", false, Values::Float(Vec::new())),
+            int("switches", false),
+            Column::new("run_percent", false, Values::Float(Vec::new())),
+        ];
+        debug_assert_eq!(columns.len(), FIXED);
+        let prefixes = counter_prefixes(set);
+        for prefix in &prefixes {
+            columns.push(int(&format!("{prefix}_value"), true));
+            columns.push(Column::new(
+                format!("{prefix}_scaled"),
+                true,
+                Values::Float(Vec::new()),
+            ));
+            columns.push(int(&format!("{prefix}_enabled_ns"), false));
+            columns.push(int(&format!("{prefix}_running_ns"), false));
+        }
+        let node_columns = node_columns(view);
+        for (_, _, name) in &node_columns {
+            columns.push(Column::new(name.clone(), true, Values::Float(Vec::new())));
+        }
+        let fields = columns
+            .iter()
+            .map(|c| c.schema().map(Arc::new))
+            .collect::<Result<Vec<_>>>()?;
+        let schema = Type::group_type_builder("schema")
+            .with_fields(fields)
+            .build()?;
+        let counters: serde_json::Map<String, serde_json::Value> = prefixes
+            .iter()
+            .zip(&set.counters)
+            .map(|(prefix, counter)| (prefix.clone(), counter.name.clone().into()))
+            .collect();
+        let properties = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(ZstdLevel::default()))
+            .set_created_by(format!("topdown-bpf {}", meta.tool_version))
+            .set_key_value_metadata(Some(vec![
+                KeyValue::new("topdown-bpf.schema".to_owned(), SCHEMA.to_owned()),
+                KeyValue::new("topdown-bpf.counter_set".to_owned(), set.name.to_owned()),
+                KeyValue::new(
+                    "topdown-bpf.counters".to_owned(),
+                    serde_json::Value::Object(counters).to_string(),
+                ),
+            ]))
+            .build();
+        let file = File::create(path)
+            .with_context(|| format!("cannot write the Parquet file {}", path.display()))?;
+        let writer = SerializedFileWriter::new(
+            BufWriter::new(file),
+            Arc::new(schema),
+            Arc::new(properties),
+        )?;
+        Ok(Self {
+            writer,
+            meta,
+            columns,
+            nodes: node_columns.iter().map(|&(i, node, _)| (i, node)).collect(),
+            counters_at: FIXED,
+            rows: 0,
+        })
+    }
+
+    /// Buffers one window's rows; writes a row group when enough are buffered.
+    pub fn window(&mut self, window: &Window, rows: &ExportWindow) -> Result<()> {
+        for row in &rows.threads {
+            self.push(window, row, "thread");
+        }
+        for row in &rows.cgroups {
+            self.push(window, row, "cgroup");
+        }
+        if self.rows >= ROWS_PER_GROUP {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn push(&mut self, window: &Window, export: &ExportRow, kind: &str) {
+        let row = &export.row;
+        let start_ns = window.start.as_nanos() as i64;
+        let (tid, pid, comm, exited, cgroup, cgroup_id) = match &row.who {
+            Who::Thread(t) => (
+                Some(i64::from(t.tid)),
+                Some(i64::from(t.pid)),
+                Some(t.comm.clone()),
+                Some(t.exited),
+                t.cgroup.clone(),
+                t.cgroup_id,
+            ),
+            Who::Group { group, .. } => (None, None, None, None, group.path.clone(), group.id),
+        };
+        let c = &mut self.columns;
+        push_text(&mut c[0], Some(kind.to_owned()));
+        push_int(
+            &mut c[1],
+            Some((self.meta.started_unix_ns as i64).saturating_add(start_ns)),
+        );
+        push_int(&mut c[2], Some(start_ns));
+        push_int(&mut c[3], Some(window.length.as_nanos() as i64));
+        push_text(&mut c[4], Some(self.meta.host.clone()));
+        push_int(&mut c[5], tid);
+        push_int(&mut c[6], pid);
+        push_text(&mut c[7], comm);
+        push_bool(&mut c[8], exited);
+        push_text(&mut c[9], Some(cgroup));
+        push_int(&mut c[10], Some(cgroup_id as i64));
+        push_text(&mut c[11], export.container.clone());
+        push_int(&mut c[12], Some(row.on_cpu_ns as i64));
+        push_float(&mut c[13], Some(row.cpu_percent));
+        push_int(&mut c[14], Some(row.switches as i64));
+        push_float(&mut c[15], Some(row.run_fraction * 100.0));
+        let counters = (c.len() - self.counters_at - self.nodes.len()) / 4;
+        for i in 0..counters {
+            let value = row.counters.get(i).copied().unwrap_or_default();
+            let at = self.counters_at + 4 * i;
+            let counted = value.running_ns > 0;
+            push_int(&mut c[at], counted.then_some(value.raw as i64));
+            push_float(&mut c[at + 1], value.scaled().filter(|_| counted));
+            push_int(&mut c[at + 2], Some(value.enabled_ns as i64));
+            push_int(&mut c[at + 3], Some(value.running_ns as i64));
+        }
+        let nodes_at = self.counters_at + 4 * counters;
+        for (j, &(part, node)) in self.nodes.iter().enumerate() {
+            let value = row
+                .topdown
+                .get(part)
+                .and_then(Option::as_ref)
+                .and_then(|td| td.value(node))
+                .filter(|v| v.is_finite());
+            push_float(&mut c[nodes_at + j], value);
+        }
+        self.rows += 1;
+    }
+
+    /// Writes the buffered rows as one row group.
+    fn flush(&mut self) -> Result<()> {
+        if self.rows == 0 {
+            return Ok(());
+        }
+        let mut group = self.writer.next_row_group()?;
+        for column in &mut self.columns {
+            let Some(mut writer) = group.next_column()? else {
+                break;
+            };
+            debug_assert_eq!(column.len(), self.rows);
+            let levels = |nullable: bool, present: Vec<bool>| {
+                nullable.then(|| present.iter().map(|&p| i16::from(p)).collect::<Vec<_>>())
+            };
+            match &mut column.values {
+                Values::Int(values) => {
+                    let levels = levels(
+                        column.nullable,
+                        values.iter().map(Option::is_some).collect(),
+                    );
+                    let dense: Vec<i64> = values.drain(..).flatten().collect();
+                    writer
+                        .typed::<Int64Type>()
+                        .write_batch(&dense, levels.as_deref(), None)?;
+                }
+                Values::Float(values) => {
+                    let levels = levels(
+                        column.nullable,
+                        values.iter().map(Option::is_some).collect(),
+                    );
+                    let dense: Vec<f64> = values.drain(..).flatten().collect();
+                    writer
+                        .typed::<DoubleType>()
+                        .write_batch(&dense, levels.as_deref(), None)?;
+                }
+                Values::Text(values) => {
+                    let levels = levels(
+                        column.nullable,
+                        values.iter().map(Option::is_some).collect(),
+                    );
+                    let dense: Vec<ByteArray> = values
+                        .drain(..)
+                        .flatten()
+                        .map(|s| ByteArray::from(s.into_bytes()))
+                        .collect();
+                    writer
+                        .typed::<ByteArrayType>()
+                        .write_batch(&dense, levels.as_deref(), None)?;
+                }
+                Values::Bool(values) => {
+                    let levels = levels(
+                        column.nullable,
+                        values.iter().map(Option::is_some).collect(),
+                    );
+                    let dense: Vec<bool> = values.drain(..).flatten().collect();
+                    writer
+                        .typed::<BoolType>()
+                        .write_batch(&dense, levels.as_deref(), None)?;
+                }
+            }
+            writer.close()?;
+        }
+        group.close()?;
+        self.writer.flush().context("writing a row group")?;
+        self.rows = 0;
+        Ok(())
+    }
+
+    /// Writes what is buffered and the file's footer.
+    pub fn finish(mut self) -> Result<()> {
+        self.flush()?;
+        self.writer.close().context("writing the Parquet footer")?;
+        Ok(())
+    }
+}
+
+fn push_int(column: &mut Column, value: Option<i64>) {
+    if let Values::Int(values) = &mut column.values {
+        values.push(value);
+    }
+}
+
+fn push_float(column: &mut Column, value: Option<f64>) {
+    if let Values::Float(values) = &mut column.values {
+        values.push(value);
+    }
+}
+
+fn push_text(column: &mut Column, value: Option<String>) {
+    if let Values::Text(values) = &mut column.values {
+        values.push(value);
+    }
+}
+
+fn push_bool(column: &mut Column, value: Option<bool>) {
+    if let Values::Bool(values) = &mut column.values {
+        values.push(value);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn column_names_are_plain_sql_identifiers() {
+        assert_eq!(column_name("cpu-clock"), "cpu_clock");
+        assert_eq!(
+            column_name("cpu_core/topdown-retiring/"),
+            "cpu_core_topdown_retiring"
+        );
+        assert_eq!(column_name("r01C2:u"), "r01c2_u");
+    }
+}
