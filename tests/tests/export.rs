@@ -53,13 +53,14 @@ fn recording(test: &str, name: &str, dir: &Path) -> Option<PathBuf> {
     let file = dir.join("run.rec");
     stdout_of(
         "record",
-        topdown().arg("record").arg("-o").arg(&file).args([
-            "--duration",
-            "2",
-            "-I",
-            "200",
-            "--json",
-        ]),
+        topdown()
+            .arg("record")
+            .arg("-o")
+            .arg(&file)
+            .args(["--duration", "2", "-I", "200", "--json"])
+            .arg("--parquet")
+            .arg(dir.join("parts"))
+            .args(["--parquet-windows", "3"]),
     );
     for child in &mut children {
         child.wait().unwrap();
@@ -68,7 +69,9 @@ fn recording(test: &str, name: &str, dir: &Path) -> Option<PathBuf> {
 }
 
 /// What DuckDB reads from the Parquet file: sums per thread and per cgroup, the top five
-/// threads by on-CPU time, and the counters' column names from the file's metadata.
+/// threads by on-CPU time, and the counters' column names from the file's metadata. A thread
+/// is its tid and pid, named by its latest window (one that execs changes its name; the run's
+/// totals keep the latest).
 const QUERIES: &str = r#"
 import duckdb, json, sys
 path = sys.argv[1]
@@ -85,12 +88,13 @@ def rows(sql):
 out = {
     "schema": meta["topdown-bpf.schema"],
     "counters": counters,
-    "threads": rows(f"select tid, pid, comm, sum(on_cpu_ns), sum(switches), count(*), {sums} "
-                    "from t where kind = 'thread' group by tid, pid, comm"),
+    "threads": rows(f"select tid, pid, arg_max(comm, window_start_ns), sum(on_cpu_ns), "
+                    f"sum(switches), count(*), {sums} "
+                    "from t where kind = 'thread' group by tid, pid"),
     "cgroups": rows(f"select cgroup, sum(on_cpu_ns), sum(switches), {sums} "
                     "from t where kind = 'cgroup' group by cgroup"),
     "top5": rows("select tid, sum(on_cpu_ns) as s from t where kind = 'thread' "
-                 "group by tid, pid, comm order by s desc, tid limit 5"),
+                 "group by tid, pid order by s desc, tid limit 5"),
     "nulls_in_required": rows("select count(*) from t where on_cpu_ns is null "
                               "or switches is null or cgroup is null or time is null"),
     "thread_fields_of_cgroups": rows("select count(*) from t where kind = 'cgroup' "
@@ -162,10 +166,21 @@ fn duckdb_reads_the_parquet_export_with_the_reports_sums() {
             )
         })
         .collect();
+    let reported: std::collections::HashSet<(u64, u64, String)> = threads
+        .iter()
+        .map(|t| {
+            let comm = t["comm"].as_str().unwrap().to_owned();
+            (u64_of(&t["tid"]), u64_of(&t["pid"]), comm)
+        })
+        .collect();
+    let extra: Vec<_> = by_thread
+        .keys()
+        .filter(|k| !reported.contains(*k))
+        .collect();
     assert_eq!(
         by_thread.len(),
         threads.len(),
-        "one group per thread of the totals"
+        "one group per thread of the totals; not in the totals: {extra:?}"
     );
     for thread in threads {
         assert_eq!(thread["folded_threads"], 0, "{thread}");
@@ -256,6 +271,93 @@ fn duckdb_reads_the_parquet_export_with_the_reports_sums() {
         .map(|r| (u64_of(&r[0]), u64_of(&r[1])))
         .collect();
     assert_eq!(queried, top);
+
+    // The same rows, written by `record --parquet` as the run went: a file per three windows.
+    let parts = dir.path().join("parts");
+    let files = std::fs::read_dir(&parts).unwrap().count();
+    assert!(files >= 3, "ten windows, three per file: {files} files");
+    let live = duckdb(&parts.join("*.parquet"));
+    for key in ["threads", "cgroups", "top5"] {
+        assert_eq!(
+            sorted(&live[key]),
+            sorted(&db[key]),
+            "{key}: recorded = exported"
+        );
+    }
+}
+
+/// Rows of a query result in one order (group-by results come in any).
+fn sorted(rows: &Value) -> Vec<String> {
+    let mut rows: Vec<String> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(Value::to_string)
+        .collect();
+    rows.sort();
+    rows
+}
+
+#[test]
+fn a_killed_record_leaves_every_finished_parquet_part_readable() {
+    if !topdown_tests::privileged("a_killed_record_leaves_every_finished_parquet_part") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let parts = dir.path().join("parts");
+    let file = dir.path().join("killed.rec");
+    let mut record = topdown()
+        .arg("record")
+        .arg("-o")
+        .arg(&file)
+        .args(["--duration", "60", "-I", "100", "--json", "--parquet"])
+        .arg(&parts)
+        .args(["--parquet-windows", "2"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting record");
+    let finished = |parts: &Path| {
+        std::fs::read_dir(parts).map_or(0, |entries| {
+            entries
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().ends_with(".parquet"))
+                .count()
+        })
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while finished(&parts) < 3 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    record.kill().unwrap();
+    record.wait().unwrap();
+    let done = finished(&parts);
+    assert!(done >= 3, "three parts of two windows in 30 s: {done}");
+    let db = duckdb(&parts.join("*.parquet"));
+    let threads = db["threads"].as_array().unwrap();
+    assert!(!threads.is_empty(), "{db}");
+    // Every finished part holds two whole windows: the thread rows DuckDB reads are those of
+    // the first 2 x parts windows of the recording (readable up to its last window).
+    let windows: Vec<Value> = documents(&report(&file, &["--json", "-I", "100"]))
+        .into_iter()
+        .filter(|d| d["final"] == false)
+        .collect();
+    assert!(windows.len() >= 2 * done, "{} windows", windows.len());
+    let mut expected: HashMap<(u64, u64), u64> = HashMap::new();
+    for window in &windows[..2 * done] {
+        for t in window["threads"].as_array().unwrap() {
+            let key = (u64_of(&t["tid"]), u64_of(&t["pid"]));
+            *expected.entry(key).or_default() += u64_of(&t["on_cpu_ns"]);
+        }
+    }
+    let got: HashMap<(u64, u64), u64> = threads
+        .iter()
+        .map(|r| ((u64_of(&r[0]), u64_of(&r[1])), u64_of(&r[3])))
+        .collect();
+    assert_eq!(
+        got, expected,
+        "on-CPU ns per thread over the finished parts' windows"
+    );
 }
 
 #[test]

@@ -149,6 +149,16 @@ pub struct RecordArgs {
     )]
     pub output: PathBuf,
 
+    /// Also write the rows as Parquet into folder DIR as the run goes: a whole file per
+    /// --parquet-windows windows (`read_parquet('DIR/*.parquet')` reads them as one table).
+    #[arg(long, value_name = "DIR")]
+    pub parquet: Option<PathBuf>,
+
+    /// With --parquet: windows per Parquet file (a killed run loses at most these, and they
+    /// are in the recording).
+    #[arg(long, value_name = "N", default_value_t = 60, value_parser = at_least_one, requires = "parquet")]
+    pub parquet_windows: usize,
+
     /// What to measure and show while recording (the live view's options).
     #[command(flatten)]
     pub stat: StatArgs,

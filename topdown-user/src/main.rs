@@ -45,7 +45,12 @@ fn main() -> ExitCode {
             finish(runtime.block_on(report::run(&args, cli.verbose > 0)))
         }
         Some(Command::Record(args)) => {
-            let run = stat::run(args.stat, None, Some(args.output), cli.verbose > 0);
+            let to = stat::RecordTo {
+                path: args.output,
+                parquet: args.parquet,
+                parquet_windows: args.parquet_windows,
+            };
+            let run = stat::run(args.stat, None, Some(to), cli.verbose > 0);
             match runtime.block_on(run) {
                 Ok(code) => code,
                 Err(error) => finish(Err(error)),

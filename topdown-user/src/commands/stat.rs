@@ -23,14 +23,17 @@ use crate::{
     cli::{CgroupArgs, StatArgs},
     collect::{Collector, CollectorOptions},
     model::{
-        self,
+        self, export,
         rows::{RowOptions, SortKey},
     },
     pmu::{counter_set::CounterSet, machine::Machine, sysfs::SysRoot},
     preflight,
     process_exit::ProcessExits,
     recording::{self, writer::Recorder},
-    report::{Format, Renderer, open_output},
+    report::{
+        Format, Renderer, open_output,
+        parquet::{ParquetParts, RunMeta},
+    },
     session::{Session, Wake},
     tma::{
         choice::{counter_set, topdown_models_here},
@@ -45,13 +48,24 @@ use crate::{
 /// Refresh period of the live table when no `-I` is given.
 const DEFAULT_REFRESH: Duration = Duration::from_secs(1);
 
+/// Where `record` keeps a run.
+#[derive(Debug)]
+pub struct RecordTo {
+    /// The recording.
+    pub path: PathBuf,
+    /// A folder for the rows as Parquet, a file per `parquet_windows` windows.
+    pub parquet: Option<PathBuf>,
+    /// Windows per Parquet file.
+    pub parquet_windows: usize,
+}
+
 /// Runs the per-thread session the command line describes, writing the report to `output`
-/// (standard output without one) and, with `recording`, every window to that file; with
-/// `-- COMMAND`, the tool exits with the command's status, as `perf stat` does.
+/// (standard output without one) and, with `recording`, every window to that file (and to
+/// Parquet); with `-- COMMAND`, the tool exits with the command's status, as `perf stat` does.
 pub async fn run(
     cli: StatArgs,
     output: Option<PathBuf>,
-    recording: Option<PathBuf>,
+    recording: Option<RecordTo>,
     verbose: bool,
 ) -> Result<ExitCode> {
     if recording.is_some() && cli.per_core {
@@ -188,8 +202,9 @@ pub async fn run(
     let mut attrib = Attributor::with_exited_rows(set.counters.len(), target, exited_rows);
     attrib.start(started);
 
+    let mut parts = None;
     let mut recorder = match &recording {
-        Some(path) => {
+        Some(to) => {
             let machine = Machine::read(&SysRoot::host())?;
             let cpus = crate::collect::online_cpus()?.len();
             let header = recording::header(
@@ -199,7 +214,22 @@ pub async fn run(
                 machine.cpu.to_string(),
                 cpus,
             );
-            Some(Recorder::create(path, header)?)
+            if let Some(dir) = &to.parquet {
+                let meta = RunMeta {
+                    host: header.machine.hostname.clone(),
+                    started_unix_ns: header.started_unix_ns,
+                    tool_version: header.tool_version.clone(),
+                };
+                let view = renderer.options().topdown.as_ref();
+                parts = Some(ParquetParts::create(
+                    dir,
+                    meta,
+                    &set,
+                    view,
+                    to.parquet_windows,
+                )?);
+            }
+            Some(Recorder::create(&to.path, header)?)
         }
         None => None,
     };
@@ -225,6 +255,10 @@ pub async fn run(
                     }
                     if let Some(recorder) = recorder.as_mut() {
                         recorder.window(&window, &mut names)?;
+                    }
+                    if let Some(parts) = parts.as_mut() {
+                        let view = renderer.options().topdown.as_ref();
+                        parts.window(&window, &export::rows(&window, &mut names, &set, view))?;
                     }
                     // Keep their totals for the run and stop tracking them: memory then holds
                     // live cgroups only, however many come and go.
@@ -302,16 +336,33 @@ pub async fn run(
     if let Some(recorder) = recorder.as_mut() {
         recorder.window(&window, &mut names)?;
     }
+    if let Some(parts) = parts.as_mut() {
+        let view = renderer.options().topdown.as_ref();
+        parts.window(&window, &export::rows(&window, &mut names, &set, view))?;
+    }
     if draw_windows && cli.interval_ms.is_some() {
         let rows = model::step(&window, &mut names, &set, renderer.options());
         renderer.window(&window, &rows)?;
     }
     let totals = attrib.run_totals(&snapshot);
-    if let (Some(recorder), Some(path)) = (recorder, &recording) {
+    if let (Some(recorder), Some(to)) = (recorder, &recording) {
         let windows = recorder.finish(&totals, &mut names)?;
         eprintln!(
             "topdown-bpf: recorded {windows} windows to {} (`topdown-bpf report -i {0}`)",
-            path.display()
+            to.path.display()
+        );
+    }
+    if let (
+        Some(parts),
+        Some(RecordTo {
+            parquet: Some(dir), ..
+        }),
+    ) = (parts, &recording)
+    {
+        let files = parts.finish()?;
+        eprintln!(
+            "topdown-bpf: wrote {files} Parquet files to {} (`read_parquet('{0}/*.parquet')`)",
+            dir.display()
         );
     }
     let rows = model::step(&totals, &mut names, &set, renderer.options());

@@ -403,6 +403,99 @@ impl ParquetWriter {
     }
 }
 
+/// A long run's rows as it goes: a folder of Parquet files, one per `per` windows, each a
+/// whole file (footer and all) once its windows are in, named `part-NNNNNN.parquet` only then
+/// (a part being written is `.part-NNNNNN.parquet.partial`). A run killed mid-way leaves every
+/// finished part readable and loses only the windows of the part being written (they are in
+/// the recording too). Engines read the folder as one table (`read_parquet('DIR/*.parquet')`).
+pub struct ParquetParts {
+    dir: std::path::PathBuf,
+    meta: RunMeta,
+    set: CounterSet,
+    view: Option<TopdownView>,
+    per: usize,
+    current: Option<(ParquetWriter, usize)>,
+    written: usize,
+}
+
+impl ParquetParts {
+    /// Makes (or reuses, when empty of parts) the folder `dir`.
+    pub fn create(
+        dir: &Path,
+        meta: RunMeta,
+        set: &CounterSet,
+        view: Option<&TopdownView>,
+        per: usize,
+    ) -> Result<Self> {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot make the Parquet folder {}", dir.display()))?;
+        let taken = std::fs::read_dir(dir)
+            .with_context(|| format!("cannot read {}", dir.display()))?
+            .flatten()
+            .any(|entry| entry.file_name().to_string_lossy().ends_with(".parquet"));
+        if taken {
+            anyhow::bail!(
+                "{} already holds Parquet files: give a new folder (engines read every part \
+                 in it as one table)",
+                dir.display()
+            );
+        }
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            meta,
+            set: set.clone(),
+            view: view.cloned(),
+            per: per.max(1),
+            current: None,
+            written: 0,
+        })
+    }
+
+    /// Adds one window's rows; closes the part when it holds `per` windows.
+    pub fn window(&mut self, window: &Window, rows: &ExportWindow) -> Result<()> {
+        if self.current.is_none() {
+            let writer = ParquetWriter::create(
+                &self.in_progress(),
+                self.meta.clone(),
+                &self.set,
+                self.view.as_ref(),
+            )?;
+            self.current = Some((writer, 0));
+        }
+        if let Some((writer, windows)) = self.current.as_mut() {
+            writer.window(window, rows)?;
+            *windows += 1;
+            if *windows >= self.per {
+                self.close_part()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The part being written: hidden, and not `*.parquet`, until it is whole.
+    fn in_progress(&self) -> std::path::PathBuf {
+        self.dir
+            .join(format!(".part-{:06}.parquet.partial", self.written))
+    }
+
+    fn close_part(&mut self) -> Result<()> {
+        if let Some((writer, _)) = self.current.take() {
+            writer.finish()?;
+            let done = self.dir.join(format!("part-{:06}.parquet", self.written));
+            std::fs::rename(self.in_progress(), &done)
+                .with_context(|| format!("naming {}", done.display()))?;
+            self.written += 1;
+        }
+        Ok(())
+    }
+
+    /// Closes the last part; returns how many parts the folder holds.
+    pub fn finish(mut self) -> Result<usize> {
+        self.close_part()?;
+        Ok(self.written)
+    }
+}
+
 fn push_int(column: &mut Column, value: Option<i64>) {
     if let Values::Int(values) = &mut column.values {
         values.push(value);
