@@ -19,7 +19,7 @@ fuzz_target!(|data: &[u8]| {
     runtime.block_on(async {
         let (_sender, latest) = watch::channel(Arc::new("topdown_info 1\n# EOF\n".to_owned()));
         let (mut client, server) = tokio::io::duplex(1 << 16);
-        let served = tokio::spawn(serve_connection(server, latest));
+        let served = tokio::spawn(serve_connection(server, latest, None));
         let _ = client.write_all(data).await;
         let _ = client.shutdown().await;
         let mut response = Vec::new();

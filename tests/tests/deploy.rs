@@ -41,6 +41,12 @@ fn the_daemonset_runs_serve_with_arguments_the_binary_accepts() {
         panic!("not serve")
     };
     let port = serve.listen.rsplit(':').next().unwrap();
+    assert_eq!(
+        serve.web_config.as_deref(),
+        Some(std::path::Path::new("/etc/topdown-bpf/web-config.yml")),
+        "the DaemonSet serves with TLS and basic authentication"
+    );
+    assert!(serve.user.is_some(), "and runs unprivileged after setup");
     assert!(
         manifest.contains(&format!("containerPort: {port}")),
         "the container port is the one served"
@@ -51,6 +57,8 @@ fn the_daemonset_runs_serve_with_arguments_the_binary_accepts() {
         "mountPath: /sys/fs/cgroup",
         "path: /sys/fs/cgroup",
         "mountPath: /sys\n",
+        "mountPath: /etc/topdown-bpf",
+        "secretName: topdown-bpf-web",
     ] {
         assert!(
             manifest.contains(needed),

@@ -298,6 +298,7 @@ fn sorted(rows: &Value) -> Vec<String> {
     rows
 }
 
+/// `record --parquet --user nobody`, killed with SIGKILL once three parts are written.
 #[test]
 fn a_killed_record_leaves_every_finished_parquet_part_readable() {
     if !topdown_tests::privileged("a_killed_record_leaves_every_finished_parquet_part") {
@@ -312,7 +313,7 @@ fn a_killed_record_leaves_every_finished_parquet_part_readable() {
         .arg(&file)
         .args(["--duration", "60", "-I", "100", "--json", "--parquet"])
         .arg(&parts)
-        .args(["--parquet-windows", "2"])
+        .args(["--parquet-windows", "2", "--user", "nobody"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -328,6 +329,22 @@ fn a_killed_record_leaves_every_finished_parquet_part_readable() {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while finished(&parts) < 3 && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // Set up, it runs as nobody with no capability in any thread, and still records (the
+    // folder is in root's private temporary folder: parts are made through the folder's fd).
+    let nobody = topdown_user::privileges::lookup("nobody").unwrap().uid;
+    for task in std::fs::read_dir(format!("/proc/{}/task", record.id())).unwrap() {
+        let status = std::fs::read_to_string(task.unwrap().path().join("status")).unwrap();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.split_whitespace().next())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        assert_eq!(field("Uid:"), nobody.to_string(), "{status}");
+        assert_eq!(field("CapEff:"), "0000000000000000", "{status}");
     }
     record.kill().unwrap();
     record.wait().unwrap();

@@ -203,3 +203,283 @@ fn prometheus_scrapes_per_cgroup_series_with_the_kernels_numbers() {
         "the target is up: {up}"
     );
 }
+
+/// Makes a CA, a server certificate for 127.0.0.1 and a client certificate with openssl in
+/// `dir`.
+fn certificates(dir: &Path) {
+    let openssl = |args: &[&str]| {
+        let status = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("running openssl");
+        assert!(status.success(), "openssl {}", args.join(" "));
+    };
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=test CA",
+    ]);
+    fs::write(dir.join("server.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+    fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
+    for (name, ext) in [("server", "server.ext"), ("client", "client.ext")] {
+        openssl(&[
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            &format!("{name}.key"),
+            "-out",
+            &format!("{name}.csr"),
+            "-subj",
+            &format!("/CN={name}"),
+        ]);
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            &format!("{name}.csr"),
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            &format!("{name}.crt"),
+            "-days",
+            "2",
+            "-extfile",
+            ext,
+        ]);
+    }
+}
+
+/// `curl` of `https://127.0.0.1:port/metrics` with `extra` arguments: its exit status, the
+/// HTTP status it got (000 for none) and the body.
+fn curl(dir: &Path, port: u16, extra: &[&str]) -> (bool, String, String) {
+    let output = Command::new("curl")
+        .args(["-s", "--max-time", "10", "-o", "-", "-w", "\n%{http_code}"])
+        .args(extra)
+        .arg(format!("https://127.0.0.1:{port}/metrics"))
+        .current_dir(dir)
+        .output()
+        .expect("running curl");
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", &text));
+    (output.status.success(), code.to_owned(), body.to_owned())
+}
+
+/// Every thread of `pid`: (name, uid, CapEff, CapBnd) from /proc.
+fn credentials(pid: u32) -> Vec<(String, String, String, String)> {
+    fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+        .map(|task| {
+            let status = fs::read_to_string(task.path().join("status")).unwrap();
+            let field = |name: &str| {
+                status
+                    .lines()
+                    .find_map(|l| l.strip_prefix(name))
+                    .map(|v| v.split_whitespace().next().unwrap_or("").to_owned())
+                    .unwrap_or_default()
+            };
+            (
+                field("Name:"),
+                field("Uid:"),
+                field("CapEff:"),
+                field("CapBnd:"),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn prometheus_scrapes_over_tls_with_basic_auth_from_a_tool_without_privileges() {
+    let test = "prometheus_scrapes_over_tls_with_basic_auth";
+    if !privileged(test) {
+        return;
+    }
+    let Some(prometheus) = tool("prometheus") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{test}: CI installs Debian's prometheus package through `cargo xtask test`"
+        );
+        eprintln!("\n*** SKIPPED {test}: no prometheus (apt-get install prometheus) ***\n");
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path();
+    certificates(dir);
+    // The exporter-toolkit file as the DaemonSet example ships it, with this test's files.
+    let shipped = fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/web-config.yml"
+    ))
+    .expect("deploy/web-config.yml");
+    let hash = bcrypt::hash("scrape-secret", 4).unwrap();
+    let mut config = String::new();
+    for line in shipped.lines() {
+        let line = match line.trim_start() {
+            l if l.starts_with("cert_file:") => "  cert_file: server.crt".to_owned(),
+            l if l.starts_with("key_file:") => "  key_file: server.key".to_owned(),
+            l if l.starts_with("client_ca_file:") => "  client_ca_file: ca.crt".to_owned(),
+            l if l.starts_with("prometheus:") => format!("  prometheus: {hash}"),
+            _ => line.to_owned(),
+        };
+        config.push_str(&line);
+        config.push('\n');
+    }
+    assert!(
+        config.contains("RequireAndVerifyClientCert") && config.contains(&hash),
+        "deploy/web-config.yml requires client certificates and has a `prometheus` user:\n{config}"
+    );
+    fs::write(dir.join("web.yml"), &config).unwrap();
+
+    let port = free_port();
+    let serve = Running(
+        serve_command(port)
+            .arg("--web-config")
+            .arg(dir.join("web.yml"))
+            .args(["--user", "nobody"])
+            .spawn()
+            .expect("starting topdown-bpf serve"),
+    );
+    let client = [
+        "--cacert",
+        "ca.crt",
+        "--cert",
+        "client.crt",
+        "--key",
+        "client.key",
+    ];
+    let good = [&client[..], &["-u", "prometheus:scrape-secret"]].concat();
+    let body = wait_for("serve over TLS", Duration::from_secs(30), || {
+        let (ok, code, body) = curl(dir, port, &good);
+        // After the first window: the cgroups' series are there.
+        (ok && code == "200" && body.contains("topdown_cgroup_cpu_seconds_total{")).then_some(body)
+    });
+    assert!(body.contains("topdown_info"), "{body}");
+
+    // Setup done, the tool holds nothing: every thread runs as nobody with no capability.
+    let nobody = topdown_user::privileges::lookup("nobody")
+        .unwrap()
+        .uid
+        .to_string();
+    let threads = credentials(serve.0.id());
+    assert!(!threads.is_empty());
+    for (name, uid, effective, bounding) in &threads {
+        assert_eq!(uid, &nobody, "{name} runs as nobody");
+        assert_eq!(effective, "0000000000000000", "{name}: CapEff");
+        assert_eq!(bounding, "0000000000000000", "{name}: CapBnd");
+    }
+
+    // Refusals: no TLS, no client certificate, no or wrong credentials (the same 401 for a
+    // wrong password and an unknown user).
+    assert!(get(port, "/metrics").is_none(), "plain HTTP gets no answer");
+    let (ok, code, _) = curl(
+        dir,
+        port,
+        &["--cacert", "ca.crt", "-u", "prometheus:scrape-secret"],
+    );
+    assert!(
+        !ok && code == "000",
+        "no client certificate: no TLS session ({code})"
+    );
+    let (_, none, none_body) = curl(dir, port, &client);
+    let wrong = [&client[..], &["-u", "prometheus:wrong"]].concat();
+    let (_, wrong_code, wrong_body) = curl(dir, port, &wrong);
+    let stranger = [&client[..], &["-u", "stranger:scrape-secret"]].concat();
+    let (_, stranger_code, stranger_body) = curl(dir, port, &stranger);
+    assert_eq!(
+        (none.as_str(), wrong_code.as_str(), stranger_code.as_str()),
+        ("401", "401", "401")
+    );
+    assert_eq!(
+        wrong_body, stranger_body,
+        "a 401 says nothing of which part was wrong"
+    );
+    assert_eq!(none_body, wrong_body);
+    assert!(!wrong_body.contains("topdown_"), "{wrong_body}");
+
+    // A real Prometheus scrapes it over TLS with its client certificate and password.
+    let scrape = format!(
+        "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: tls\n    scheme: https\n    \
+         tls_config:\n      ca_file: {d}/ca.crt\n      cert_file: {d}/client.crt\n      \
+         key_file: {d}/client.key\n    basic_auth:\n      username: prometheus\n      \
+         password: scrape-secret\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n",
+        d = dir.display()
+    );
+    fs::write(dir.join("prometheus.yml"), scrape).unwrap();
+    let web = free_port();
+    let _prometheus = Running(
+        Command::new(&prometheus)
+            .arg(format!(
+                "--config.file={}",
+                dir.join("prometheus.yml").display()
+            ))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{web}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting prometheus"),
+    );
+    let query = encode("topdown_cgroup_cpu_seconds_total{cgroup=\"/\",job=\"tls\"}");
+    let seconds = wait_for(
+        "the series in Prometheus over TLS",
+        Duration::from_secs(60),
+        || {
+            let answer: Value =
+                serde_json::from_str(&get(web, &format!("/api/v1/query?query={query}"))?).ok()?;
+            answer["data"]["result"].as_array()?.first()?["value"][1]
+                .as_str()?
+                .parse::<f64>()
+                .ok()
+        },
+    );
+    assert!(seconds > 0.0, "the root cgroup ran: {seconds}");
+    let up: Value =
+        serde_json::from_str(&get(web, "/api/v1/query?query=up%7Bjob%3D%22tls%22%7D").unwrap())
+            .unwrap();
+    assert_eq!(
+        up["data"]["result"][0]["value"][1], "1",
+        "the target is up: {up}"
+    );
+}
+
+#[test]
+fn a_bad_web_config_is_one_line_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("web.yml");
+    fs::write(&config, "basic_auth_users:\n  prometheus: not-a-hash\n").unwrap();
+    let output = serve_command(free_port())
+        .arg("--web-config")
+        .arg(&config)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("bcrypt hash"), "{stderr}");
+}

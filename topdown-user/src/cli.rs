@@ -159,6 +159,11 @@ pub struct RecordArgs {
     #[arg(long, value_name = "N", default_value_t = 60, value_parser = at_least_one, requires = "parquet")]
     pub parquet_windows: usize,
 
+    /// After setup, run as this user (its uid, gid and no supplementary groups), and run
+    /// `-- COMMAND` as that user too; every capability is dropped either way.
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
+
     /// What to measure and show while recording (the live view's options).
     #[command(flatten)]
     pub stat: StatArgs,
@@ -297,6 +302,16 @@ pub struct ServeArgs {
     /// Address and port to serve `/metrics` on (loopback by default).
     #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:9464")]
     pub listen: String,
+
+    /// TLS and basic authentication, in the format of Prometheus exporters'
+    /// --web.config.file (tls_server_config, basic_auth_users with bcrypt hashes).
+    #[arg(long, value_name = "FILE")]
+    pub web_config: Option<PathBuf>,
+
+    /// After setup, run as this user (its uid, gid and no supplementary groups); every
+    /// capability is dropped either way.
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
 
     /// How often the kernel's totals are read into the metrics, in milliseconds; TopDown
     /// gauges are over this window.

@@ -23,6 +23,7 @@ pub mod perf_file;
 pub mod picture;
 pub mod pmu;
 pub mod preflight;
+pub mod privileges;
 pub mod process_exit;
 pub mod recording;
 pub mod region;

@@ -7,6 +7,7 @@ use topdown_user::{
     cli::{Cli, Command},
     commands::{analyze, c2c, decode, generate, plot, report, serve, stat},
     pmu::machine,
+    privileges,
 };
 
 fn main() -> ExitCode {
@@ -45,10 +46,15 @@ fn main() -> ExitCode {
             finish(runtime.block_on(report::run(&args, cli.verbose > 0)))
         }
         Some(Command::Record(args)) => {
+            let user = match args.user.as_deref().map(privileges::lookup).transpose() {
+                Ok(user) => user,
+                Err(error) => return finish(Err(error)),
+            };
             let to = stat::RecordTo {
                 path: args.output,
                 parquet: args.parquet,
                 parquet_windows: args.parquet_windows,
+                user,
             };
             let run = stat::run(args.stat, None, Some(to), cli.verbose > 0);
             match runtime.block_on(run) {

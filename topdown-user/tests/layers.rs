@@ -13,6 +13,7 @@ use std::{
 const ORDER: &[&str] = &[
     // The host: privileges and limits, signal handling, process exits.
     "preflight",
+    "privileges",
     "session",
     "process_exit",
     // What the machine can count: PMUs, events, counter sets.

@@ -100,6 +100,9 @@ pub fn offer_test_tools() {
     if let Err(error) = ensure_debian_packages(&["fonts-dejavu-core"]) {
         eprintln!("xtask: could not install fonts-dejavu-core ({error:#}); PNG plots need a font");
     }
+    if let Err(error) = ensure_debian_packages(&["openssl", "curl"]) {
+        eprintln!("xtask: could not install openssl and curl ({error:#}); the TLS test will fail");
+    }
     if let Err(error) = ensure_debian_packages(&["man-db"]) {
         eprintln!("xtask: could not install man-db ({error:#}); the man page test will fail");
     }

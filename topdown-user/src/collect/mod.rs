@@ -27,6 +27,7 @@ use topdown_common::{
 
 use self::{perf_open::OpenCounters, record_stream::RecordStream};
 use crate::pmu::counter_set::CounterSet;
+use crate::privileges::Phase;
 
 /// How the collector runs.
 #[derive(Clone, Debug)]
@@ -260,6 +261,12 @@ impl Collector {
             .set(0, &0, 0)
             .context("following the command we start")?;
         Ok(spawned)
+    }
+
+    /// Has the collector's own thread (draining thread records) give up its capabilities:
+    /// nothing it does after setup needs one.
+    pub fn drop_privileges(&self, phase: Phase) -> Result<()> {
+        self.records.drop_privileges(phase)
     }
 
     /// Everything charged so far: live threads, the records the kernel sent since the previous

@@ -14,6 +14,7 @@ use anyhow::{Context as _, Result};
 use aya::maps::{MapData, RingBuf};
 
 use super::snapshot::ThreadRecord;
+use crate::privileges::Phase;
 
 /// How long the drain thread sleeps when the kernel does not wake it (it also checks whether
 /// it should stop this often).
@@ -49,6 +50,9 @@ pub struct RecordStream {
     inner: Arc<Mutex<Inner>>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
+    /// Asks the thread to drop its capabilities; it answers on `privileges_gone`.
+    drop_asked: Arc<Mutex<Option<Phase>>>,
+    privileges_gone: std::sync::mpsc::Receiver<Result<()>>,
 }
 
 impl RecordStream {
@@ -61,19 +65,47 @@ impl RecordStream {
             nr,
         }));
         let stop = Arc::new(AtomicBool::new(false));
+        let drop_asked = Arc::new(Mutex::new(None));
+        let (dropped, privileges_gone) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("topdown-records".into())
             .spawn({
                 let inner = Arc::clone(&inner);
                 let stop = Arc::clone(&stop);
-                move || drain_until_stopped(fd, &inner, &stop)
+                let drop_asked = Arc::clone(&drop_asked);
+                move || {
+                    drain_until_stopped(fd, &inner, &stop, || {
+                        let asked = drop_asked
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .take();
+                        if let Some(phase) = asked {
+                            let _ = dropped.send(crate::privileges::drop_this_thread(phase));
+                        }
+                    });
+                }
             })
             .context("starting the thread that drains the kernel's thread records")?;
         Ok(Self {
             inner,
             stop,
             thread: Some(thread),
+            drop_asked,
+            privileges_gone,
         })
+    }
+
+    /// Has the draining thread give up its capabilities of `phase` (it polls and reads mapped
+    /// memory: it needs none); returns once it has, within a poll period.
+    pub fn drop_privileges(&self, phase: Phase) -> Result<()> {
+        *self
+            .drop_asked
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(phase);
+        self.privileges_gone
+            .recv_timeout(std::time::Duration::from_secs(2))
+            .context("the record thread did not drop its privileges")?
+            .context("the record thread")
     }
 
     /// Every record sent so far and not yet taken, in the order the kernel sent them.
@@ -98,9 +130,16 @@ fn lock(inner: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
     inner.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Waits for the kernel's wake-up (or `POLL_MS`), drains, and again, until told to stop.
-fn drain_until_stopped(fd: RawFd, inner: &Mutex<Inner>, stop: &AtomicBool) {
+/// Waits for the kernel's wake-up (or `POLL_MS`), drains, and again, until told to stop;
+/// `between` runs at every turn.
+fn drain_until_stopped(
+    fd: RawFd,
+    inner: &Mutex<Inner>,
+    stop: &AtomicBool,
+    mut between: impl FnMut(),
+) {
     while !stop.load(Ordering::Relaxed) {
+        between();
         let mut poll = libc::pollfd {
             fd,
             events: libc::POLLIN,

@@ -20,10 +20,10 @@ use crate::{
         memory_events::{self, Rate},
         sysfs::SysRoot,
     },
-    preflight,
+    preflight, privileges,
     serve::{
         exporter::{Exporter, Limits},
-        http,
+        http, web_config,
     },
     session::{Session, Wake},
     tma::choice::counter_set,
@@ -55,6 +55,13 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
              mount cgroup2)"
         );
     }
+    let web = args
+        .web_config
+        .as_deref()
+        .map(web_config::load)
+        .transpose()?
+        .unwrap_or_default();
+    let user = args.user.as_deref().map(privileges::lookup).transpose()?;
     preflight::check()?;
     let listener = TcpListener::bind(address)
         .await
@@ -96,15 +103,26 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
         },
     );
     let (latest, scrapes) = watch::channel(Arc::new(exporter.encode()));
+    let scheme = if web.tls.is_some() { "https" } else { "http" };
     eprintln!(
-        "topdown-bpf: counter set `{}`: {}; metrics on http://{address}/metrics",
-        set.name, set.reason
+        "topdown-bpf: counter set `{}`: {}; metrics on {scheme}://{address}/metrics{}",
+        set.name,
+        set.reason,
+        if web.auth.is_some() {
+            " (basic authentication)"
+        } else {
+            ""
+        }
     );
+    // Everything privileged is done: the BPF programs are loaded, the counters opened, the
+    // maps mapped, the port bound.
+    privileges::drop_all(user.as_ref(), |phase| collector.drop_privileges(phase))?;
     let mut server = tokio::spawn(http::serve(
         listener,
         scrapes,
         args.max_connections,
         exporter.connections_refused(),
+        web,
     ));
 
     let mut session = Session::new(

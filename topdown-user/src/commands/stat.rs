@@ -28,6 +28,7 @@ use crate::{
     },
     pmu::{counter_set::CounterSet, machine::Machine, sysfs::SysRoot},
     preflight,
+    privileges::{self, User},
     process_exit::ProcessExits,
     recording::{self, writer::Recorder},
     report::{
@@ -57,6 +58,8 @@ pub struct RecordTo {
     pub parquet: Option<PathBuf>,
     /// Windows per Parquet file.
     pub parquet_windows: usize,
+    /// The user to run as once set up (and to run `-- COMMAND` as).
+    pub user: Option<User>,
 }
 
 /// Runs the per-thread session the command line describes, writing the report to `output`
@@ -152,9 +155,12 @@ pub async fn run(
     } else {
         let child = collector
             .spawn_followed(|| {
-                Command::new(&cli.command[0])
-                    .args(&cli.command[1..])
-                    .spawn()
+                let mut command = Command::new(&cli.command[0]);
+                command.args(&cli.command[1..]);
+                if let Some(user) = recording.as_ref().and_then(|to| to.user.as_ref()) {
+                    command.uid(user.uid).gid(user.gid);
+                }
+                command.spawn()
             })?
             .with_context(|| format!("cannot run `{}`", cli.command[0]))?;
         let pid = child
@@ -162,6 +168,46 @@ pub async fn run(
             .context("the command exited before it could be watched")?;
         (Target::Command(pid), Some(child))
     };
+
+    let mut parts = None;
+    let mut recorder = match &recording {
+        Some(to) => {
+            let machine = Machine::read(&SysRoot::host())?;
+            let cpus = crate::collect::online_cpus()?.len();
+            let header = recording::header(
+                &set,
+                topdown.as_ref(),
+                u64::try_from(period.as_millis()).unwrap_or(u64::MAX),
+                machine.cpu.to_string(),
+                cpus,
+            );
+            if let Some(dir) = &to.parquet {
+                let meta = RunMeta {
+                    host: header.machine.hostname.clone(),
+                    started_unix_ns: header.started_unix_ns,
+                    tool_version: header.tool_version.clone(),
+                };
+                let view = topdown.as_ref();
+                parts = Some(ParquetParts::create(
+                    dir,
+                    meta,
+                    &set,
+                    view,
+                    to.parquet_windows,
+                )?);
+            }
+            Some(Recorder::create(&to.path, header)?)
+        }
+        None => None,
+    };
+    if let Some(to) = &recording {
+        // Everything privileged is done: programs loaded, counters open, files created.
+        if let (Some(user), Some(dir)) = (&to.user, &to.parquet) {
+            std::os::unix::fs::chown(dir, Some(user.uid), Some(user.gid))
+                .with_context(|| format!("giving {} to --user {}", dir.display(), user.name))?;
+        }
+        privileges::drop_all(to.user.as_ref(), |phase| collector.drop_privileges(phase))?;
+    }
 
     let draw_windows = cli.interval_ms.is_some() || format == Format::Refresh;
     // On a terminal the live table is the full-screen view; the run's totals then go to the
@@ -202,37 +248,6 @@ pub async fn run(
     let mut attrib = Attributor::with_exited_rows(set.counters.len(), target, exited_rows);
     attrib.start(started);
 
-    let mut parts = None;
-    let mut recorder = match &recording {
-        Some(to) => {
-            let machine = Machine::read(&SysRoot::host())?;
-            let cpus = crate::collect::online_cpus()?.len();
-            let header = recording::header(
-                &set,
-                renderer.options().topdown.as_ref(),
-                u64::try_from(period.as_millis()).unwrap_or(u64::MAX),
-                machine.cpu.to_string(),
-                cpus,
-            );
-            if let Some(dir) = &to.parquet {
-                let meta = RunMeta {
-                    host: header.machine.hostname.clone(),
-                    started_unix_ns: header.started_unix_ns,
-                    tool_version: header.tool_version.clone(),
-                };
-                let view = renderer.options().topdown.as_ref();
-                parts = Some(ParquetParts::create(
-                    dir,
-                    meta,
-                    &set,
-                    view,
-                    to.parquet_windows,
-                )?);
-            }
-            Some(Recorder::create(&to.path, header)?)
-        }
-        None => None,
-    };
     if let Some(child) = child {
         session.watch(child);
     }

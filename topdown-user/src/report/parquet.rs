@@ -179,6 +179,18 @@ impl ParquetWriter {
         set: &CounterSet,
         view: Option<&TopdownView>,
     ) -> Result<Self> {
+        let file = File::create(path)
+            .with_context(|| format!("cannot write the Parquet file {}", path.display()))?;
+        Self::to_file(file, meta, set, view)
+    }
+
+    /// Writes rows of `set` (and `view`'s TopDown nodes) into `file`.
+    pub fn to_file(
+        file: File,
+        meta: RunMeta,
+        set: &CounterSet,
+        view: Option<&TopdownView>,
+    ) -> Result<Self> {
         let int = |n: &str, nullable| Column::new(n, nullable, Values::Int(Vec::new()));
         let text = |n: &str, nullable| Column::new(n, nullable, Values::Text(Vec::new()));
         let mut columns = vec![
@@ -239,8 +251,6 @@ impl ParquetWriter {
                 ),
             ]))
             .build();
-        let file = File::create(path)
-            .with_context(|| format!("cannot write the Parquet file {}", path.display()))?;
         let writer = SerializedFileWriter::new(
             BufWriter::new(file),
             Arc::new(schema),
@@ -410,6 +420,9 @@ impl ParquetWriter {
 /// the recording too). Engines read the folder as one table (`read_parquet('DIR/*.parquet')`).
 pub struct ParquetParts {
     dir: std::path::PathBuf,
+    /// The folder, opened once: parts are made and named through it, so a run that gave up
+    /// root (`--user`) needs no way to the folder from `/`, only the folder itself.
+    dir_fd: std::os::fd::OwnedFd,
     meta: RunMeta,
     set: CounterSet,
     view: Option<TopdownView>,
@@ -440,8 +453,12 @@ impl ParquetParts {
                 dir.display()
             );
         }
+        let dir_fd = File::open(dir)
+            .with_context(|| format!("cannot open the Parquet folder {}", dir.display()))?
+            .into();
         Ok(Self {
             dir: dir.to_path_buf(),
+            dir_fd,
             meta,
             set: set.clone(),
             view: view.cloned(),
@@ -454,12 +471,9 @@ impl ParquetParts {
     /// Adds one window's rows; closes the part when it holds `per` windows.
     pub fn window(&mut self, window: &Window, rows: &ExportWindow) -> Result<()> {
         if self.current.is_none() {
-            let writer = ParquetWriter::create(
-                &self.in_progress(),
-                self.meta.clone(),
-                &self.set,
-                self.view.as_ref(),
-            )?;
+            let file = self.make(&self.in_progress())?;
+            let writer =
+                ParquetWriter::to_file(file, self.meta.clone(), &self.set, self.view.as_ref())?;
             self.current = Some((writer, 0));
         }
         if let Some((writer, windows)) = self.current.as_mut() {
@@ -473,17 +487,45 @@ impl ParquetParts {
     }
 
     /// The part being written: hidden, and not `*.parquet`, until it is whole.
-    fn in_progress(&self) -> std::path::PathBuf {
-        self.dir
-            .join(format!(".part-{:06}.parquet.partial", self.written))
+    fn in_progress(&self) -> String {
+        format!(".part-{:06}.parquet.partial", self.written)
+    }
+
+    /// Creates `name` in the folder.
+    fn make(&self, name: &str) -> Result<File> {
+        use std::os::fd::{AsRawFd as _, FromRawFd as _};
+        let c_name = std::ffi::CString::new(name)?;
+        // SAFETY: a valid directory fd and NUL-terminated name; the fd returned is owned by the
+        // File.
+        let fd = unsafe {
+            libc::openat(
+                self.dir_fd.as_raw_fd(),
+                c_name.as_ptr(),
+                libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
+                0o644,
+            )
+        };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error())
+                .with_context(|| format!("cannot write {}", self.dir.join(name).display()));
+        }
+        // SAFETY: `fd` was just opened and is owned by nothing else.
+        Ok(unsafe { File::from_raw_fd(fd) })
     }
 
     fn close_part(&mut self) -> Result<()> {
+        use std::os::fd::AsRawFd as _;
         if let Some((writer, _)) = self.current.take() {
             writer.finish()?;
-            let done = self.dir.join(format!("part-{:06}.parquet", self.written));
-            std::fs::rename(self.in_progress(), &done)
-                .with_context(|| format!("naming {}", done.display()))?;
+            let done = format!("part-{:06}.parquet", self.written);
+            let from = std::ffi::CString::new(self.in_progress())?;
+            let to = std::ffi::CString::new(done.as_str())?;
+            let dir = self.dir_fd.as_raw_fd();
+            // SAFETY: a valid directory fd and NUL-terminated names.
+            if unsafe { libc::renameat(dir, from.as_ptr(), dir, to.as_ptr()) } != 0 {
+                return Err(std::io::Error::last_os_error())
+                    .with_context(|| format!("naming {}", self.dir.join(&done).display()));
+            }
             self.written += 1;
         }
         Ok(())

@@ -3,8 +3,11 @@
 //! other methods are 405, other paths 404.
 //!
 //! It stays up whoever connects: at most `max_connections` are served at once (more are closed
-//! at once and counted), a request's headers must arrive within [`HEADER_TIMEOUT`], and a failed
-//! `accept` (out of file descriptors, say) is logged once per burst and retried after a pause.
+//! at once and counted), a TLS handshake and a request's headers must each arrive within
+//! [`HEADER_TIMEOUT`], and a failed `accept` (out of file descriptors, say) is logged once per
+//! burst and retried after a pause. With `--web-config` it speaks TLS and asks for basic
+//! authentication: wrong or missing credentials get 401, the same answer whichever part was
+//! wrong.
 
 use std::{convert::Infallible, sync::Arc, time::Duration};
 
@@ -24,7 +27,10 @@ use tokio::{
     sync::{Semaphore, watch},
 };
 
-use super::exporter::classic_text;
+use super::{
+    exporter::classic_text,
+    web_config::{BasicAuth, WebConfig},
+};
 
 /// OpenMetrics text, for scrapers that ask for it (Prometheus does).
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -39,13 +45,15 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
 /// Serves `latest` (the newest exposition) on `listener` until the task is dropped, at most
 /// `max_connections` connections at once; connections beyond are closed and counted in
-/// `refused`.
+/// `refused`. `web` adds TLS and basic authentication.
 pub async fn serve(
     listener: TcpListener,
     latest: watch::Receiver<Arc<String>>,
     max_connections: usize,
     refused: Counter,
+    web: WebConfig,
 ) -> Result<()> {
+    let tls = web.tls.map(tokio_rustls::TlsAcceptor::from);
     let slots = Arc::new(Semaphore::new(max_connections));
     let mut failing = false;
     loop {
@@ -69,20 +77,52 @@ pub async fn serve(
             continue;
         };
         let latest = latest.clone();
+        let (tls, auth) = (tls.clone(), web.auth.clone());
         tokio::spawn(async move {
-            serve_connection(stream, latest).await;
+            match tls {
+                None => serve_connection(stream, latest, auth).await,
+                Some(acceptor) => {
+                    match tokio::time::timeout(HEADER_TIMEOUT, acceptor.accept(stream)).await {
+                        Ok(Ok(stream)) => serve_connection(stream, latest, auth).await,
+                        Ok(Err(error)) => log::debug!("TLS handshake: {error}"),
+                        Err(_) => log::debug!("TLS handshake: timed out"),
+                    }
+                }
+            }
             drop(slot);
         });
     }
 }
 
 /// Answers the requests of one connection (any byte stream) until it closes, or its headers
-/// take longer than [`HEADER_TIMEOUT`].
-pub async fn serve_connection<S>(stream: S, latest: watch::Receiver<Arc<String>>)
-where
+/// take longer than [`HEADER_TIMEOUT`]; with `auth`, only those with its credentials.
+pub async fn serve_connection<S>(
+    stream: S,
+    latest: watch::Receiver<Arc<String>>,
+    auth: Option<Arc<BasicAuth>>,
+) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let service = service_fn(move |request| answer(request, latest.clone()));
+    let service = service_fn(move |request| {
+        let (latest, auth) = (latest.clone(), auth.clone());
+        async move {
+            if let Some(auth) = auth {
+                let header = request
+                    .headers()
+                    .get(hyper::header::AUTHORIZATION)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned);
+                // bcrypt takes tens of milliseconds: off the runtime's thread.
+                let allowed = tokio::task::spawn_blocking(move || auth.allows(header.as_deref()))
+                    .await
+                    .unwrap_or(false);
+                if !allowed {
+                    return Ok(unauthorized());
+                }
+            }
+            answer(request, latest).await
+        }
+    });
     if let Err(error) = http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(HEADER_TIMEOUT)
@@ -91,6 +131,18 @@ where
     {
         log::debug!("scrape connection: {error}");
     }
+}
+
+/// 401, asking for basic credentials; the same whatever was wrong.
+fn unauthorized() -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(StatusCode::UNAUTHORIZED)
+        .header(
+            hyper::header::WWW_AUTHENTICATE,
+            "Basic realm=\"topdown-bpf\"",
+        )
+        .body(Full::new(Bytes::from_static(b"401 Unauthorized\n")))
+        .unwrap_or_else(|_| Response::new(Full::new(Bytes::new())))
 }
 
 async fn answer(

@@ -1,0 +1,216 @@
+//! Giving privileges up once they have done their work: after `serve` and `record` have loaded
+//! the BPF programs, opened the counters and mapped the maps, nothing they do needs a
+//! capability (on Linux 6.5 and later, a BPF map or ring buffer is read through its file
+//! descriptor without CAP_BPF; counters are read through theirs). So every capability goes
+//! (effective, permitted, inheritable, ambient and the bounding set), `no_new_privs` is set, and
+//! with `--user NAME` the process runs as that user. A process still root with no capabilities
+//! keeps root's files; `--user` gives those up too.
+
+use std::ffi::CString;
+
+use anyhow::{Context as _, Result, bail};
+
+/// A user to run as.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct User {
+    /// Its name.
+    pub name: String,
+    /// Its uid.
+    pub uid: u32,
+    /// Its primary gid.
+    pub gid: u32,
+}
+
+/// Looks `name` up in the user database (a name, or a numeric uid).
+pub fn lookup(name: &str) -> Result<User> {
+    let c_name = CString::new(name).context("a user name without NUL bytes")?;
+    let mut entry: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut buffer = vec![0 as libc::c_char; 16 * 1024];
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: every pointer is valid for the call; `buffer` outlives `entry`'s strings, which
+    // are not kept.
+    let status = unsafe {
+        libc::getpwnam_r(
+            c_name.as_ptr(),
+            &raw mut entry,
+            buffer.as_mut_ptr(),
+            buffer.len(),
+            &raw mut found,
+        )
+    };
+    if status == 0 && !found.is_null() {
+        return Ok(User {
+            name: name.to_owned(),
+            uid: entry.pw_uid,
+            gid: entry.pw_gid,
+        });
+    }
+    if let Ok(uid) = name.parse::<u32>() {
+        return Ok(User {
+            name: name.to_owned(),
+            uid,
+            gid: uid,
+        });
+    }
+    bail!("--user {name}: no such user (give a name from /etc/passwd, or a uid)")
+}
+
+/// The highest capability number this kernel knows.
+fn last_capability() -> u32 {
+    std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+        .ok()
+        .and_then(|text| text.trim().parse().ok())
+        .unwrap_or(63)
+}
+
+/// What a thread started during setup is asked to give up, in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Its bounding set and ambient capabilities (while it still holds CAP_SETPCAP), keeping
+    /// the rest, so that a process-wide uid change still works in it.
+    Bounding,
+    /// Everything left, and `no_new_privs`.
+    All,
+}
+
+/// Gives every capability up for good and, with `user`, becomes that user. Capability sets
+/// are per thread and glibc's uid change runs in every thread (and aborts the process if one
+/// may not), so: every thread's bounding set goes first (`others(Phase::Bounding)` for the
+/// threads started during setup, then this one's), then the uid and gid change, then every
+/// thread's remaining sets (`others(Phase::All)`, then this one's). Threads started later
+/// inherit empty sets. Checked afterwards in every thread's `/proc/self/task/*/status`.
+pub fn drop_all(user: Option<&User>, others: impl Fn(Phase) -> Result<()>) -> Result<()> {
+    others(Phase::Bounding)?;
+    drop_this_thread(Phase::Bounding)?;
+    if let Some(user) = user {
+        // SAFETY: plain syscalls on this process's credentials; glibc applies them to every
+        // thread.
+        let failed = unsafe {
+            let groups = [user.gid];
+            libc::setgroups(1, groups.as_ptr()) != 0
+                || libc::setgid(user.gid) != 0
+                || libc::setuid(user.uid) != 0
+        };
+        if failed {
+            bail!(
+                "--user {}: cannot become uid {} gid {}: {}",
+                user.name,
+                user.uid,
+                user.gid,
+                std::io::Error::last_os_error()
+            );
+        }
+    }
+    others(Phase::All)?;
+    drop_this_thread(Phase::All)?;
+    let kept: Vec<String> = std::fs::read_dir("/proc/self/task")
+        .context("reading /proc/self/task")?
+        .flatten()
+        .filter_map(|task| {
+            let status = std::fs::read_to_string(task.path().join("status")).ok()?;
+            let (effective, bounding) = capabilities(&status)?;
+            (effective != 0 || bounding != 0).then(|| {
+                format!(
+                    "{} (effective {effective:x}, bounding {bounding:x})",
+                    task.file_name().to_string_lossy()
+                )
+            })
+        })
+        .collect();
+    if !kept.is_empty() {
+        bail!(
+            "threads kept capabilities after they were dropped: {} (please report it)",
+            kept.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// Gives up the calling thread's capabilities of `phase`.
+pub fn drop_this_thread(phase: Phase) -> Result<()> {
+    // SAFETY: plain syscalls on this thread's credentials, with valid arguments.
+    unsafe {
+        match phase {
+            Phase::Bounding => {
+                for cap in 0..=last_capability() {
+                    if libc::prctl(libc::PR_CAPBSET_DROP, libc::c_ulong::from(cap), 0, 0, 0) != 0 {
+                        bail!(
+                            "cannot drop capability {cap} from the bounding set: {}",
+                            std::io::Error::last_os_error()
+                        );
+                    }
+                }
+                libc::prctl(
+                    libc::PR_CAP_AMBIENT,
+                    libc::PR_CAP_AMBIENT_CLEAR_ALL,
+                    0,
+                    0,
+                    0,
+                );
+            }
+            Phase::All => {
+                let mut header = CapHeader {
+                    version: LINUX_CAPABILITY_VERSION_3,
+                    pid: 0,
+                };
+                let data = [CapData::default(); 2];
+                if libc::syscall(libc::SYS_capset, &raw mut header, data.as_ptr()) != 0 {
+                    bail!(
+                        "cannot drop capabilities: {}",
+                        std::io::Error::last_os_error()
+                    );
+                }
+                if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                    bail!(
+                        "cannot set no_new_privs: {}",
+                        std::io::Error::last_os_error()
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `CapEff` and `CapBnd` of a `/proc/.../status` text.
+fn capabilities(status: &str) -> Option<(u64, u64)> {
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+    };
+    Some((field("CapEff:")?, field("CapBnd:")?))
+}
+
+const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+/// `struct __user_cap_header_struct`.
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+/// `struct __user_cap_data_struct` (two of them for the 64 capabilities of version 3).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn users_are_found_by_name_or_uid() {
+        let root = lookup("root").unwrap();
+        assert_eq!((root.uid, root.gid), (0, 0));
+        assert_eq!(lookup("4242").unwrap().uid, 4242);
+        let error = lookup("no-such-user-here").unwrap_err().to_string();
+        assert!(error.contains("no such user"), "{error}");
+    }
+}
