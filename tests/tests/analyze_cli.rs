@@ -427,3 +427,108 @@ fn drilldown_records_level_three_only_under_the_nodes_over_threshold() {
     assert!(!nodes.contains_key("tma_icache_misses"), "{doc}");
     assert_eq!(doc["missing_events"].as_array().unwrap().len(), 0, "{doc}");
 }
+
+/// `event` as another tool (or another perf) spells it: numbers in hex, perfmon's `:c1:e1`
+/// modifiers, lower case. Written here without the tool's own key, so it tests the matching.
+fn respelt(event: &str, variant: usize) -> String {
+    if event == "slots" || event.contains("topdown-") {
+        return event.to_owned();
+    }
+    let Some((pmu, rest)) = event.split_once('/') else {
+        return event.to_lowercase();
+    };
+    let body = rest.trim_end_matches('/');
+    let mut parts = body.split(',');
+    let name = parts.next().unwrap();
+    let terms: Vec<(&str, Option<u64>)> = parts
+        .map(|t| match t.split_once('=') {
+            Some((k, v)) => (
+                k,
+                v.strip_prefix("0x")
+                    .map_or_else(|| v.parse().ok(), |h| u64::from_str_radix(h, 16).ok()),
+            ),
+            None => (t, None),
+        })
+        .collect();
+    let perfmon_style = terms
+        .iter()
+        .all(|(k, _)| matches!(*k, "cmask" | "edge" | "inv"));
+    if variant % 2 == 1 && perfmon_style {
+        let mut text = name.to_owned();
+        for (k, v) in &terms {
+            text.push_str(&format!(":{}{}", &k[..1], v.unwrap_or(1)));
+        }
+        return text;
+    }
+    let terms: Vec<String> = terms
+        .iter()
+        .map(|(k, v)| v.map_or_else(|| (*k).to_owned(), |v| format!("{k}=0x{v:x}")))
+        .collect();
+    format!(
+        "{pmu}/{}/",
+        [vec![name.to_owned()], terms].concat().join(",")
+    )
+}
+
+#[test]
+fn events_are_matched_by_what_they_are_not_how_they_are_spelt() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut respelt_events = 0;
+    for &(model, select) in CASES.iter().filter(|(m, _)| {
+        [
+            "icelakex",
+            "cascadelakex",
+            "meteorlake_core",
+            "sierraforest",
+            "skylake",
+        ]
+        .contains(m)
+    }) {
+        let text = stdout_of(
+            model,
+            Command::new(topdown_bpf_binary())
+                .args(["analyze", "--events", "--td-level", "3"])
+                .args(select),
+        );
+        let list = text.split('\'').nth(1).expect("perf stat -e '...'");
+        let events = split_event_list(&list.replace("}:W", "").replace(['{', '}'], ""));
+        let analyze = |variant: Option<usize>| -> Value {
+            let mut csv = String::new();
+            for (i, event) in events.iter().enumerate() {
+                let count = 1_000_000 + (i as u64 * 7_919_993) % 900_000_000;
+                let name = variant.map_or_else(|| event.clone(), |v| respelt(event, v + i));
+                csv.push_str(&format!("{count},,{name},2000000000,100.00,,\n"));
+            }
+            let file = dir.path().join(format!("{model}-{variant:?}.csv"));
+            std::fs::write(&file, &csv).unwrap();
+            let output = stdout_of(
+                model,
+                Command::new(topdown_bpf_binary())
+                    .arg("analyze")
+                    .arg(&file)
+                    .args(select)
+                    .args(["--td-level", "3", "--json"]),
+            );
+            serde_json::from_str(&output).unwrap()
+        };
+        let canonical = analyze(None);
+        assert_eq!(canonical["missing_events"].as_array().unwrap().len(), 0);
+        for variant in 0..2 {
+            respelt_events += events
+                .iter()
+                .enumerate()
+                .filter(|(i, e)| respelt(e, variant + i) != **e)
+                .count();
+            let other = analyze(Some(variant));
+            assert_eq!(
+                other["missing_events"], canonical["missing_events"],
+                "{model}: every respelt event is found"
+            );
+            assert_eq!(
+                other["nodes"], canonical["nodes"],
+                "{model} variant {variant}"
+            );
+        }
+    }
+    assert!(respelt_events > 50, "{respelt_events} events respelt");
+}

@@ -1,7 +1,7 @@
 //! `topdown-bpf analyze`: TopDown from `perf stat -x` output recorded on any machine (toplev's
 //! `--import`), and the `perf stat` command that records what a CPU's model needs.
 
-use std::{io::Read as _, path::Path};
+use std::{collections::HashMap, io::Read as _, path::Path};
 
 use anyhow::{Context as _, Result, bail};
 use serde_json::json;
@@ -10,6 +10,8 @@ use crate::{
     cli::AnalyzeArgs,
     import::perf_stat_csv::{self, PerfStatCounts},
     pmu::{
+        event_key::EventKey,
+        event_table::EventTable,
         machine::{CpuId, Machine},
         sysfs::SysRoot,
         topdown_model::{Selection, select},
@@ -43,7 +45,7 @@ pub fn run(args: &AnalyzeArgs, verbose: bool) -> Result<()> {
                 }
                 let counts = perf_stat_csv::parse(&read_input(file)?, &args.separator)
                     .with_context(|| format!("{}", file.display()))?;
-                let td = model.evaluate(&named_counts(&counts, &cpu, args), 2);
+                let td = model.evaluate(&named_counts(&counts, &cpu, &model, args), 2);
                 let over: Vec<String> = model
                     .drill_targets(&td)
                     .into_iter()
@@ -116,7 +118,7 @@ pub fn run(args: &AnalyzeArgs, verbose: bool) -> Result<()> {
     let text = read_input(path)?;
     let counts = perf_stat_csv::parse(&text, &args.separator)
         .with_context(|| format!("{}", path.display()))?;
-    let inputs = named_counts(&counts, &cpu, args);
+    let inputs = named_counts(&counts, &cpu, &model, args);
     let td = model.evaluate(&inputs, args.td_level);
     // With --nodes, events of Level 3 nodes not asked for are not missing.
     let asked = if args.nodes.is_empty() {
@@ -214,19 +216,42 @@ fn model_for(cpu: &CpuId, pmu: &str, smt: bool) -> Result<Model> {
 }
 
 /// The file's counts by formula name, with the literals this CPU and the arguments give.
-fn named_counts(file: &PerfStatCounts, cpu: &CpuId, args: &AnalyzeArgs) -> NamedCounts {
+/// The file's counts under the names `model`'s formulas read: each event the model needs that
+/// the file does not spell the same way is found by what it is ([`EventKey`]: its encoding in
+/// the CPU's event table, numbers in hex or decimal, perf's and perfmon's modifiers, any PMU
+/// prefix), so a file recorded by `perf stat -M` counts for every node perf computes from it.
+fn named_counts(
+    file: &PerfStatCounts,
+    cpu: &CpuId,
+    model: &Model,
+    args: &AnalyzeArgs,
+) -> NamedCounts {
     let arm = matches!(cpu, CpuId::Arm { .. });
     let default_slots = match cpu {
         CpuId::Arm { part: 0xd49, .. } => 5,
         _ => 8,
     };
-    NamedCounts::new(
-        file.events
-            .iter()
-            .map(|(name, count)| (formula_name(name, arm), count.value)),
-        args.slots.unwrap_or(default_slots),
-        args.smt,
-    )
+    let mut counts: Vec<(String, f64)> = file
+        .events
+        .iter()
+        .map(|(name, count)| (formula_name(name, arm), count.value))
+        .collect();
+    let table = EventTable::for_model(model.name);
+    let mut by_key: HashMap<EventKey, f64> = HashMap::new();
+    for (name, count) in &file.events {
+        by_key
+            .entry(EventKey::of(name, table.as_ref()))
+            .or_insert(count.value);
+    }
+    for event in model.events {
+        if counts.iter().any(|(name, _)| name == event) {
+            continue;
+        }
+        if let Some(&value) = by_key.get(&EventKey::of(event, table.as_ref())) {
+            counts.push(((*event).to_owned(), value));
+        }
+    }
+    NamedCounts::new(counts, args.slots.unwrap_or(default_slots), args.smt)
 }
 
 /// The text of `path`, or of standard input for `-`.

@@ -1,6 +1,7 @@
 //! What the machine can count: PMUs from sysfs, and the counter sets built on them.
 
 pub mod counter_set;
+pub mod event_key;
 pub mod event_spec;
 pub mod event_table;
 pub mod groups;
