@@ -181,7 +181,15 @@ impl Env<'_> {
         match expr {
             Expr::Num(n) => *n,
             Expr::Sym(name) if self.metrics.contains_key(name) => self.metric(name),
-            Expr::Sym(name) if name.starts_with('#') => self.literals[name],
+            // Literals are case-insensitive, as perf reads them (`#SMT_on`).
+            Expr::Sym(name) if name.starts_with('#') => {
+                *self
+                    .literals
+                    .iter()
+                    .find(|(known, _)| known.eq_ignore_ascii_case(name))
+                    .unwrap_or_else(|| panic!("no literal {name}"))
+                    .1
+            }
             Expr::Sym(name) => (self.events)(name),
             Expr::Neg(e) => -self.eval(e),
             Expr::If(c, y, n) => {

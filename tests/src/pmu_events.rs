@@ -93,10 +93,37 @@ pub fn is_percent(expr: &str) -> bool {
 /// One event's name as perf treats it: `pmu@E@` without modifiers is E; Arm names are
 /// case-insensitive (lower case here).
 pub fn normalize(event: &str, arm: bool) -> String {
+    // perf's `slots` is TOPDOWN.SLOTS (its sysfs alias); `cmask=0x1` is `cmask=1`.
+    if event == "slots" {
+        return "TOPDOWN.SLOTS".to_owned();
+    }
+    let event = &decimal_masks(event);
     let plain = ["cpu@", "cpu_core@", "cpu_atom@"].iter().find_map(|p| {
         let inner = event.strip_prefix(p)?.strip_suffix('@')?;
         (!inner.contains(',')).then(|| inner.to_owned())
     });
     let name = plain.unwrap_or_else(|| event.to_owned());
     if arm { name.to_lowercase() } else { name }
+}
+
+/// `cmask=0xN` (and `edge`, `inv`) written in decimal, as the rest of the tool spells them.
+fn decimal_masks(event: &str) -> String {
+    let mut out = String::new();
+    let mut rest = event;
+    while let Some(at) = ["cmask=0x", "edge=0x", "inv=0x"]
+        .iter()
+        .filter_map(|term| rest.find(term).map(|i| (i, term.len())))
+        .min()
+    {
+        let (i, len) = at;
+        out.push_str(&rest[..i + len - 2]);
+        let digits: String = rest[i + len..]
+            .chars()
+            .take_while(char::is_ascii_hexdigit)
+            .collect();
+        out.push_str(&u64::from_str_radix(&digits, 16).unwrap_or(0).to_string());
+        rest = &rest[i + len + digits.len()..];
+    }
+    out.push_str(rest);
+    out
 }

@@ -94,7 +94,12 @@ impl Inputs for Random<'_> {
         }
     }
     fn literal(&self, name: &str) -> f64 {
-        self.literals[name]
+        *self
+            .literals
+            .iter()
+            .find(|(known, _)| known.eq_ignore_ascii_case(name))
+            .unwrap_or_else(|| panic!("no literal {name}"))
+            .1
     }
 }
 
@@ -127,6 +132,8 @@ fn every_model_matches_an_independent_evaluation_of_the_data() {
             let literals = HashMap::from([
                 ("#slots".to_owned(), if seed % 2 == 0 { 8.0 } else { 5.0 }),
                 ("#smt_on".to_owned(), (seed % 2) as f64),
+                // SMT off or on, counted per thread or core-wide (perf stat -a): all four.
+                ("#core_wide".to_owned(), (seed / 2 % 2) as f64),
                 ("#has_pmem".to_owned(), f64::from(u8::from(seed % 3 == 0))),
             ]);
             let events = |name: &str| count(&normalize(name, arm), seed);

@@ -562,6 +562,11 @@ pub struct AnalyzeArgs {
     #[arg(long)]
     pub smt: bool,
 
+    /// The recording counted every CPU (`perf stat -a`): perf's `#core_wide`, so Haswell to
+    /// Cascade Lake formulas read core-wide clocks instead of estimating them per thread.
+    #[arg(short = 'a', long)]
+    pub system_wide: bool,
+
     /// Pipeline slots per cycle, for Arm (`caps/slots`); default: the model's width.
     #[arg(long, value_name = "N")]
     pub slots: Option<u32>,

@@ -82,9 +82,9 @@ MODELS = [
     ("sapphirerapids", "Intel Sapphire Rapids and later (PERF_METRICS L1 and L2)",
      ["x86/sapphirerapids/spr-metrics.json"], None, None),
     ("alderlake_core", "Intel Alder Lake P-core, cpu_core (PERF_METRICS L1 and L2)",
-     ["x86/alderlake/adl-metrics.json"], "cpu_core", None),
+     ["x86-perf/alderlake/adl-metrics.json"], "cpu_core", None),
     ("alderlake_atom", "Intel Alder Lake E-core, cpu_atom (Gracemont, width 5)",
-     ["x86/alderlake/adl-metrics.json"], "cpu_atom", None),
+     ["x86-perf/alderlake/adl-metrics.json"], "cpu_atom", None),
     ("skylake", "Intel Skylake-class, SMT off (generic counters, width 4)",
      ["x86/skylake/skl-metrics.json"], None, SKL),
     ("skylake_smt", "Intel Skylake-class, SMT on: per-core inputs (per-core mode only)",
@@ -106,46 +106,51 @@ MODELS = [
     ("neoverse_n3", "Arm Neoverse N3 (STALL_SLOT based, slots from caps/slots, Level 1)",
      ["arm64/sbsa.json", "arm64/arm/neoverse-n3/metrics.json"], None, ARM),
 ] + [
-    (name, doc, [f"../intel-perfmon/{path}"], None, PERFMON) for name, doc, path in [
+    # perf's own metric files (what `perf stat -M TopdownL1,TopdownL2,TopdownL3` evaluates),
+    # for every model perf has one: every tma_ metric of TopdownL1-L3 keeps its name.
+    (name, doc, [f"x86-perf/{path}"], unit, None) for name, doc, path, unit in [
         ("icelakex", "Intel Ice Lake-SP (PERF_METRICS L1, generic-counter L2)",
-         "ICX/metrics/icelakex_metrics.json"),
+         "icelakex/icx-metrics.json", None),
         ("tigerlake", "Intel Tiger Lake (PERF_METRICS L1, generic-counter L2)",
-         "TGL/metrics/tigerlake_metrics.json"),
+         "tigerlake/tgl-metrics.json", None),
         ("rocketlake", "Intel Rocket Lake (PERF_METRICS L1, generic-counter L2)",
-         "RKL/metrics/rocketlake_metrics.json"),
+         "rocketlake/rkl-metrics.json", None),
         ("emeraldrapids", "Intel Emerald Rapids (PERF_METRICS L1 and L2)",
-         "EMR/metrics/emeraldrapids_metrics.json"),
+         "emeraldrapids/emr-metrics.json", None),
         ("graniterapids", "Intel Granite Rapids (PERF_METRICS L1 and L2)",
-         "GNR/metrics/graniterapids_metrics.json"),
+         "graniterapids/gnr-metrics.json", None),
         ("meteorlake_core", "Intel Meteor Lake P-core, cpu_core (Redwood Cove; PERF_METRICS)",
-         "MTL/metrics/meteorlake_metrics_redwoodcove_core.json"),
+         "meteorlake/mtl-metrics.json", "cpu_core"),
         ("lunarlake_core", "Intel Lunar Lake P-core, cpu_core (Lion Cove; PERF_METRICS)",
-         "LNL/metrics/lunarlake_metrics_lioncove_core.json"),
+         "lunarlake/lnl-metrics.json", "cpu_core"),
         ("arrowlake_core", "Intel Arrow Lake P-core, cpu_core (Lion Cove; PERF_METRICS)",
-         "ARL/metrics/arrowlake_metrics_lioncove_core.json"),
-        ("skylakex", "Intel Skylake-SP (generic counters, width 4, SMT from #smt_on)",
-         "SKX/metrics/skylakex_metrics.json"),
-        ("cascadelakex", "Intel Cascade Lake (generic counters, width 4, SMT from #smt_on)",
-         "CLX/metrics/cascadelakex_metrics.json"),
-        ("haswell", "Intel Haswell (generic counters, width 4, SMT from #smt_on)",
-         "HSW/metrics/haswell_metrics.json"),
-        ("haswellx", "Intel Haswell-EP (generic counters, width 4, SMT from #smt_on)",
-         "HSX/metrics/haswellx_metrics.json"),
-        ("broadwell", "Intel Broadwell (generic counters, width 4, SMT from #smt_on)",
-         "BDW/metrics/broadwell_metrics.json"),
-        ("broadwellx", "Intel Broadwell-EP (generic counters, width 4, SMT from #smt_on)",
-         "BDX/metrics/broadwellx_metrics.json"),
+         "arrowlake/arl-metrics.json", "cpu_core"),
+        ("skylakex", "Intel Skylake-SP (generic counters, width 4; SMT on: perf's per-thread "
+         "estimate)", "skylakex/skx-metrics.json", None),
+        ("cascadelakex", "Intel Cascade Lake (generic counters, width 4; SMT on: perf's "
+         "per-thread estimate)", "cascadelakex/clx-metrics.json", None),
+        ("haswell", "Intel Haswell (generic counters, width 4; SMT on: perf's per-thread "
+         "estimate)", "haswell/hsw-metrics.json", None),
+        ("broadwell", "Intel Broadwell (generic counters, width 4; SMT on: perf's per-thread "
+         "estimate)", "broadwell/bdw-metrics.json", None),
         ("sierraforest", "Intel Sierra Forest (Crestmont E-cores, width 6)",
-         "SRF/metrics/sierraforest_metrics.json"),
+         "sierraforest/srf-metrics.json", None),
         ("grandridge", "Intel Grand Ridge (Crestmont E-cores, width 6)",
-         "GRR/metrics/grandridge_metrics.json"),
+         "grandridge/grr-metrics.json", None),
+        ("crestmont", "Intel Crestmont E-core, cpu_atom (Meteor Lake; width 6)",
+         "meteorlake/mtl-metrics.json", "cpu_atom"),
+        ("lunarlake_atom", "Intel Lunar Lake E-core, cpu_atom (Skymont; width 8)",
+         "lunarlake/lnl-metrics.json", "cpu_atom"),
+        ("arrowlake_atom", "Intel Arrow Lake E-core, cpu_atom (Skymont; width 8)",
+         "arrowlake/arl-metrics.json", "cpu_atom"),
     ]
 ] + [
-    (name, doc, ["../intel-perfmon/E-core_TMA_Metrics.csv"], column, PERFMON)
-    for name, doc, column in [
-        ("crestmont", "Intel Crestmont E-core, cpu_atom (Meteor Lake; width 6)", "CMT"),
-        ("lunarlake_atom", "Intel Lunar Lake E-core, cpu_atom (Skymont; width 8)", "LNL-SKT"),
-        ("arrowlake_atom", "Intel Arrow Lake E-core, cpu_atom (Skymont; width 8)", "ARL-SKT"),
+    # Intel's perfmon metric files, where perf has none.
+    (name, doc, [f"../intel-perfmon/{path}"], None, PERFMON) for name, doc, path in [
+        ("haswellx", "Intel Haswell-EP (generic counters, width 4, SMT from #smt_on)",
+         "HSX/metrics/haswellx_metrics.json"),
+        ("broadwellx", "Intel Broadwell-EP (generic counters, width 4, SMT from #smt_on)",
+         "BDX/metrics/broadwellx_metrics.json"),
     ]
 ]
 
@@ -400,7 +405,13 @@ L1_NODES = {"tma_frontend_bound", "tma_bad_speculation", "tma_backend_bound", "t
 
 def event_name(name):
     """perf's spelling of one event: `pmu@EVENT@` without modifiers is just EVENT; Arm event
-    names are case-insensitive and spelt in lower case, as sysfs has them."""
+    names are case-insensitive and spelt in lower case, as sysfs has them. perf's newer Intel
+    files write `slots` (the sysfs alias of TOPDOWN.SLOTS) and `cmask=0x1`: spelt here as the
+    rest of the tool spells them, `TOPDOWN.SLOTS` and `cmask=1`."""
+    if name == "slots":
+        return "TOPDOWN.SLOTS"
+    name = re.sub(r"\b(cmask|edge|inv)=0x([0-9a-fA-F]+)",
+                  lambda m: f"{m.group(1)}={int(m.group(2), 16)}", name)
     plain = re.fullmatch(r"(?:cpu|cpu_core|cpu_atom)@([^,@]+)@", name)
     if plain:
         name = plain.group(1)
@@ -502,8 +513,11 @@ def model_code(name, doc, files, unit, mapping):
                     level3[n] = wanted[m["_parent"]]
     for n in level3:
         wanted[n] = n if n.startswith("tma_") else f"tma_{n.lower()}"
-        known = LEVEL3.setdefault(wanted[n], level3[n])
-        if known != level3[n]:
+        # perf's E-core files: instruction fetch latency is the E-core's fetch latency (the
+        # tree puts these nodes under it for E-core models: `Node::in_model`).
+        parent = {"tma_ifetch_latency": "tma_fetch_latency"}.get(level3[n], level3[n])
+        known = LEVEL3.setdefault(wanted[n], parent)
+        if known != parent:
             raise SystemExit(f"{name}: {wanted[n]} under {level3[n]}, elsewhere {known}")
     trees = {}
 

@@ -251,7 +251,12 @@ fn named_counts(
             counts.push(((*event).to_owned(), value));
         }
     }
-    NamedCounts::new(counts, args.slots.unwrap_or(default_slots), args.smt)
+    NamedCounts::new(
+        counts,
+        args.slots.unwrap_or(default_slots),
+        args.smt,
+        args.system_wide,
+    )
 }
 
 /// The text of `path`, or of standard input for `-`.

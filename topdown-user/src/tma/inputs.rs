@@ -66,17 +66,27 @@ pub struct NamedCounts {
 }
 
 impl NamedCounts {
-    /// Counts from `(formula name, value)` pairs, with `#slots`, `#smt_on` and `#has_pmem`
-    /// (persistent memory, which some Level 3 memory nodes account apart: as perf decides it,
-    /// from whether this machine's ACPI has an NFIT table).
-    pub fn new(counts: impl IntoIterator<Item = (String, f64)>, slots: u32, smt_on: bool) -> Self {
+    /// Counts from `(formula name, value)` pairs, with `#slots`, `#smt_on`, `#core_wide` and
+    /// `#has_pmem` (persistent memory, which some Level 3 memory nodes account apart: as perf
+    /// decides it, from whether this machine's ACPI has an NFIT table). `#core_wide` is perf's:
+    /// the counts cover every thread of each core they count (system-wide, all CPUs, or SMT
+    /// off); per-thread counts with SMT on are not, and perf's Haswell to Cascade Lake formulas
+    /// then estimate the core's clocks (`#core_wide < 1`).
+    pub fn new(
+        counts: impl IntoIterator<Item = (String, f64)>,
+        slots: u32,
+        smt_on: bool,
+        core_wide: bool,
+    ) -> Self {
         let pmem = std::path::Path::new("/sys/firmware/acpi/tables/NFIT").exists();
+        let truth = |b: bool| if b { 1.0 } else { 0.0 };
         Self {
             counts: counts.into_iter().collect(),
             literals: HashMap::from([
                 ("#slots", f64::from(slots)),
-                ("#smt_on", if smt_on { 1.0 } else { 0.0 }),
-                ("#has_pmem", if pmem { 1.0 } else { 0.0 }),
+                ("#smt_on", truth(smt_on)),
+                ("#core_wide", truth(core_wide)),
+                ("#has_pmem", truth(pmem)),
             ]),
             missing: RefCell::default(),
         }
@@ -114,7 +124,11 @@ impl Inputs for NamedCounts {
         })
     }
 
+    /// Literals are case-insensitive, as perf reads them (`#SMT_on` is `#smt_on`).
     fn literal(&self, name: &str) -> f64 {
-        self.literals.get(name).copied().unwrap_or(f64::NAN)
+        self.literals
+            .iter()
+            .find(|(known, _)| known.eq_ignore_ascii_case(name))
+            .map_or(f64::NAN, |(_, &value)| value)
     }
 }

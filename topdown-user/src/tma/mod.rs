@@ -211,6 +211,7 @@ impl Model {
                         .map(|(i, e)| ((*e).to_owned(), 1e9 + 7_919.0 * i as f64)),
                     8,
                     smt_on,
+                    smt_on,
                 )
             };
             let full = self.values(&all(None));

@@ -38,6 +38,9 @@ const TREE: &[(&str, u8, Option<&str>, f64)] = nodes![
     ("tma_frontend_bound", 1, None, 0.15),
     ("tma_fetch_latency", 2, Some("tma_frontend_bound"), 0.1),
     ("tma_fetch_bandwidth", 2, Some("tma_frontend_bound"), 0.1),
+    // Intel's E-cores (perf's Gracemont, Crestmont and Skymont files): instruction fetch.
+    ("tma_ifetch_latency", 2, Some("tma_frontend_bound"), 0.15),
+    ("tma_ifetch_bandwidth", 2, Some("tma_frontend_bound"), 0.1),
     ("tma_bad_speculation", 1, None, 0.15),
     (
         "tma_branch_mispredicts",
@@ -91,11 +94,22 @@ impl Node {
 
     /// This node with its parent as a model that has the nodes `has` says it has: Intel's
     /// E-core TMA (v4, and the Sierra Forest / Grand Ridge files) puts Resource_Bound under
-    /// Backend_Bound, having no Backend_Bound_Aux as Gracemont and Tremont do.
+    /// Backend_Bound, having no Backend_Bound_Aux as Gracemont and Tremont do; perf's E-core
+    /// files put `tma_icache_misses` and `tma_itlb_misses` under `tma_ifetch_latency`, the
+    /// E-core's `tma_fetch_latency`.
     #[must_use]
     pub fn in_model(mut self, has: impl Fn(&str) -> bool) -> Self {
         if self.parent == Some("tma_backend_bound_aux") && !has("tma_backend_bound_aux") {
             self.parent = Some("tma_backend_bound");
+        }
+        if self.level == 3
+            && self.parent == Some("tma_fetch_latency")
+            && !has("tma_fetch_latency")
+            && has("tma_ifetch_latency")
+            && let Some(under) = Self::named("tma_ifetch_latency")
+        {
+            self.order = under.order + (self.order % LEVEL3_SPACE);
+            self.parent = Some("tma_ifetch_latency");
         }
         self
     }
@@ -111,6 +125,8 @@ impl Node {
             "tma_frontend_bound" => "Frontend",
             "tma_fetch_latency" => "FE.latency",
             "tma_fetch_bandwidth" => "FE.bandwidth",
+            "tma_ifetch_latency" => "FE.ifetch_lat",
+            "tma_ifetch_bandwidth" => "FE.ifetch_bw",
             "tma_bad_speculation" => "BadSpec",
             "tma_branch_mispredicts" => "BS.mispredict",
             "tma_machine_clears" => "BS.clears",

@@ -474,25 +474,35 @@ mod tests {
         assert_eq!(set.slot_mask(16), 0b111_1000_0001);
     }
 
-    /// Drilling down on a hybrid part: under core bound, the P-cores (Golden Cove) add their
-    /// Level 3 core-bound nodes' events (15 events in all) while the E-cores (Gracemont) have
-    /// no Level 3 under core bound and keep their Level 2 (13): 1 + 15 + 13 = 29 counters fit.
-    /// Under memory bound both parts drill (17 + 19 + the clock = 37): more than a set holds,
-    /// one line. A node no part has is an error in the first part's words.
+    /// Drilling down on a hybrid part (perf's adl-metrics.json): under core bound or memory
+    /// bound, the P-cores (Golden Cove) add their Level 3 nodes' events while the E-cores
+    /// (Gracemont) have no Level 3 under those nodes and keep their Level 2 (9): 26 counters
+    /// fit. Under every Level 2 node, 48: more than a set holds, one line. A node no part has
+    /// is an error in the first part's words.
     #[test]
     fn hybrid_parts_drill_down_where_their_model_has_the_node() {
         let (sys, parts) = alder_lake_parts();
         let set = hybrid_topdown_set(&sys, &parts, 3, &["core_bound".to_owned()]).unwrap();
-        assert_eq!(set.counters.len(), 29);
+        assert_eq!(set.counters.len(), 26);
         let atoms = set.names().filter(|n| n.starts_with("cpu_atom/")).count();
         assert_eq!(
             atoms,
             Model::named("alderlake_atom").unwrap().level2_events.len()
         );
-        let error = hybrid_topdown_set(&sys, &parts, 3, &["memory_bound".to_owned()])
+        let memory = hybrid_topdown_set(&sys, &parts, 3, &["memory_bound".to_owned()]).unwrap();
+        assert_eq!(memory.counters.len(), 26);
+        let every: Vec<String> = [
+            "memory_bound",
+            "core_bound",
+            "fetch_latency",
+            "fetch_bandwidth",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        let error = hybrid_topdown_set(&sys, &parts, 3, &every)
             .unwrap_err()
             .to_string();
-        assert!(error.contains("37 counters"), "{error}");
+        assert!(error.contains("48 counters"), "{error}");
         let error = hybrid_topdown_set(&sys, &parts, 3, &["nope".to_owned()])
             .unwrap_err()
             .to_string();
@@ -501,20 +511,29 @@ mod tests {
 
     #[test]
     fn skylake_sp_smt_decides_between_per_thread_and_per_core() {
-        // The fixtures are model 0x55 stepping 4: Skylake-SP, Intel's perfmon SKX formulas.
+        // The fixtures are model 0x55 stepping 4: Skylake-SP, perf's skx-metrics.json.
         // Encodings from SKX's event file (../shared/data/README.md lists them): the `*_ANY`
-        // forms add AnyThread (bit 21); both branches of `... if #smt_on else ...` are counted.
-        // Groups: Frontend's IDQ event, joined by Bad Speculation's three (SKX's counters 0-3:
-        // four fit); RECOVERY_CYCLES_ANY, which no node reads with SMT off, last and alone;
-        // then the fixed-counter clocks.
+        // forms add AnyThread (bit 21); both branches of `... if #SMT_on else ...` are counted.
+        // Per thread, perf's core clocks are `#core_wide < 1`'s estimate, which reads
+        // ONE_THREAD_ACTIVE and REF_XCLK. Groups: those two with Frontend's IDQ event and the
+        // recovery cycles (SKX's counters 0-3: four fit); Bad Speculation's uops with
+        // RECOVERY_CYCLES_ANY (read with SMT on); then the fixed-counter clocks.
         let any = 1 << 21;
         let want = [
             row("cpu-clock", 1, 0, false, None),
-            row("IDQ_UOPS_NOT_DELIVERED.CORE", 4, 0x019c, false, None),
+            row("CPU_CLK_UNHALTED.ONE_THREAD_ACTIVE", 4, 0x023c, false, None),
+            row("CPU_CLK_UNHALTED.REF_XCLK", 4, 0x013c, false, Some(1)),
+            row("IDQ_UOPS_NOT_DELIVERED.CORE", 4, 0x019c, false, Some(1)),
             row("INT_MISC.RECOVERY_CYCLES", 4, 0x010d, false, Some(1)),
-            row("UOPS_ISSUED.ANY", 4, 0x010e, false, Some(1)),
-            row("UOPS_RETIRED.RETIRE_SLOTS", 4, 0x02c2, false, Some(1)),
-            row("INT_MISC.RECOVERY_CYCLES_ANY", 4, 0x010d | any, false, None),
+            row("UOPS_ISSUED.ANY", 4, 0x010e, false, None),
+            row("UOPS_RETIRED.RETIRE_SLOTS", 4, 0x02c2, false, Some(5)),
+            row(
+                "INT_MISC.RECOVERY_CYCLES_ANY",
+                4,
+                0x010d | any,
+                false,
+                Some(5),
+            ),
             row("CPU_CLK_UNHALTED.THREAD", 4, 0x3c, false, None),
             row("CPU_CLK_UNHALTED.THREAD_ANY", 4, 0x3c | any, false, None),
         ];
@@ -645,11 +664,14 @@ mod tests {
                 "haswell",
                 "cpu",
                 "haswell",
-                // Grouped as on Skylake-SP (four counters: Frontend's and Bad Speculation's
-                // events; the SMT-only RECOVERY_CYCLES_ANY alone; fixed clocks last).
+                // Grouped as on Skylake-SP (perf's per-thread core clocks, Frontend's event and
+                // recovery cycles in four counters; Bad Speculation's uops with the SMT-only
+                // RECOVERY_CYCLES_ANY; fixed clocks last).
                 vec![
                     row("cpu-clock", 1, 0, false, None),
-                    row("IDQ_UOPS_NOT_DELIVERED.CORE", 4, 0x019c, false, None),
+                    row("CPU_CLK_UNHALTED.ONE_THREAD_ACTIVE", 4, 0x023c, false, None),
+                    row("CPU_CLK_UNHALTED.REF_XCLK", 4, 0x013c, false, Some(1)),
+                    row("IDQ_UOPS_NOT_DELIVERED.CORE", 4, 0x019c, false, Some(1)),
                     // Haswell's recovery cycles are umask 0x03 (0x01 on Skylake-SP), cmask 1.
                     row(
                         "INT_MISC.RECOVERY_CYCLES",
@@ -658,14 +680,14 @@ mod tests {
                         false,
                         Some(1),
                     ),
-                    row("UOPS_ISSUED.ANY", 4, 0x010e, false, Some(1)),
-                    row("UOPS_RETIRED.RETIRE_SLOTS", 4, 0x02c2, false, Some(1)),
+                    row("UOPS_ISSUED.ANY", 4, 0x010e, false, None),
+                    row("UOPS_RETIRED.RETIRE_SLOTS", 4, 0x02c2, false, Some(5)),
                     row(
                         "INT_MISC.RECOVERY_CYCLES_ANY",
                         4,
                         0x030d | 1 << 21 | 1 << 24,
                         false,
-                        None,
+                        Some(5),
                     ),
                     row("CPU_CLK_UNHALTED.THREAD", 4, 0x3c, false, None),
                     row(

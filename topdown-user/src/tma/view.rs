@@ -75,7 +75,9 @@ impl TopdownView {
                     let name = name.strip_prefix(part.prefix.as_str())?;
                     Some((name.to_owned(), value.scaled()?))
                 });
-                let inputs = NamedCounts::new(counts, self.slots, self.smt_on);
+                // Live TopDown with SMT on runs per core (core-wide counts); with SMT off a
+                // thread's counts are its core's.
+                let inputs = NamedCounts::new(counts, self.slots, self.smt_on, self.smt_on);
                 let mut td = part.model.evaluate(&inputs, self.level);
                 td.nodes.retain(|n| n.value.is_finite());
                 // Each node's run %: the least its own inputs ran (a multiplexed counter is
