@@ -51,6 +51,11 @@ const CASES: &[(&str, &[&str])] = &[
     ("sierraforest", &["--cpu", "GenuineIntel-6-AF"]),
     ("haswell", &["--cpu", "GenuineIntel-6-3C"]),
     ("cascadelakex", &["--cpu", "GenuineIntel-6-55-7"]),
+    // SMT on, counted per thread: perf's estimate (`#core_wide < 1`).
+    ("cascadelakex", &["--cpu", "GenuineIntel-6-55-7", "--smt"]),
+    ("skylakex", &["--cpu", "GenuineIntel-6-55-4", "--smt"]),
+    // SMT on, `perf stat -a`: core-wide counts.
+    ("skylakex", &["--cpu", "GenuineIntel-6-55-4", "--smt", "-a"]),
 ];
 
 /// The formula spelling of an event as `perf stat` writes it: `pmu/E/` is `pmu@E@` (or E when
@@ -154,12 +159,19 @@ fn analyze_matches_an_independent_evaluation_for_every_model() {
             ),
             (
                 "#smt_on".to_owned(),
-                if model == "skylake_smt" { 1.0 } else { 0.0 },
+                if select.contains(&"--smt") { 1.0 } else { 0.0 },
             ),
             ("#has_pmem".to_owned(), 0.0),
-            // Not `analyze -a`: perf's per-thread estimate of the core's clocks.
-            ("#core_wide".to_owned(), 0.0),
+            // Without `-a`: perf's per-thread estimate of the core's clocks.
+            (
+                "#core_wide".to_owned(),
+                if select.contains(&"-a") { 1.0 } else { 0.0 },
+            ),
         ]);
+        let estimate = select.contains(&"--smt")
+            && !select.contains(&"-a")
+            && ["skylakex", "cascadelakex", "haswell", "broadwell"].contains(&model);
+        assert_eq!(doc["estimate"], estimate, "{model} {select:?}: {doc}");
         let lookup = |name: &str| {
             *counts
                 .get(&normalize(name, arm))

@@ -70,8 +70,31 @@ fn event_tables_are_generated_from_the_data() {
     );
 }
 
-/// A deterministic pseudo-random count per (event, seed), in [1e5, 1e9).
+/// A deterministic pseudo-random count per (event, seed), in [1e5, 1e9). Seeds from
+/// [`SHAPED`] on are shaped like a machine (even: SMT off, odd: SMT on): a core-wide `*_ANY`
+/// count is its thread's count (SMT off) or 1.8 times it (the sibling ran too), and one thread
+/// was active all the reference cycles (SMT off) or a fifth of them.
 fn count(event: &str, seed: u64) -> f64 {
+    if seed >= SHAPED {
+        let smt = seed % 2 == 1;
+        let name = event
+            .strip_prefix("cpu@")
+            .unwrap_or(event)
+            .trim_end_matches('@');
+        if let Some(thread) = name.strip_suffix("_ANY").filter(|t| !t.ends_with('.')) {
+            return random(thread, seed) * if smt { 1.8 } else { 1.0 };
+        }
+        if name == "CPU_CLK_UNHALTED.ONE_THREAD_ACTIVE" {
+            return random("CPU_CLK_UNHALTED.REF_XCLK", seed) * if smt { 0.2 } else { 1.0 };
+        }
+    }
+    random(event, seed)
+}
+
+/// Seeds from here on give machine-shaped counts ([`count`]).
+const SHAPED: u64 = 20;
+
+fn random(event: &str, seed: u64) -> f64 {
     let mut hasher = DefaultHasher::new();
     (event, seed).hash(&mut hasher);
     1e5 + (hasher.finish() % 1_000_000_000) as f64 * 0.999_9
@@ -128,7 +151,8 @@ fn every_model_matches_an_independent_evaluation_of_the_data() {
                 .find(|(s, n)| *n == node && exprs.contains_key(*s))
                 .map_or(node, |(s, _)| *s)
         };
-        for seed in 0..20u64 {
+        // Random counts, then machine-shaped ones (SMT off, on) per thread and core-wide.
+        for seed in 0..SHAPED + 4 {
             let literals = HashMap::from([
                 ("#slots".to_owned(), if seed % 2 == 0 { 8.0 } else { 5.0 }),
                 ("#smt_on".to_owned(), (seed % 2) as f64),

@@ -482,6 +482,8 @@ def is_percent(expr):
 
 # Every Level 3 node of every model, with its Level 2 parent (the same in every model).
 LEVEL3 = {}
+# Models whose formulas estimate core clocks per thread with SMT on (`#core_wide < 1`).
+ESTIMATES = {}
 
 
 def model_code(name, doc, files, unit, mapping):
@@ -602,6 +604,7 @@ def model_code(name, doc, files, unit, mapping):
              "/// (retire latency) or need terms the kernel's format files do not give.",
              f"pub const {upper}_UNMEASURABLE: &[&str] = &[{', '.join(json.dumps(n) for n in sorted(unmeasurable))}];",
              ""]
+    ESTIMATES[name] = "#core_wide" in literals
     return "\n".join(code)
 
 
@@ -636,7 +639,8 @@ def main():
         u = name.upper()
         print(f"    Model {{ name: {json.dumps(name)}, description: {json.dumps(doc)}, evaluate: {name}, "
               f"events: {u}_EVENTS, level1_events: {u}_L1_EVENTS, level2_events: {u}_L2_EVENTS, "
-              f"unmeasurable: {u}_UNMEASURABLE }},")
+              f"unmeasurable: {u}_UNMEASURABLE, "
+              f"per_thread_estimate: {'true' if ESTIMATES[name] else 'false'} }},")
     print("];")
 
 

@@ -149,11 +149,14 @@ pub fn run(args: &AnalyzeArgs, verbose: bool) -> Result<()> {
         .values()
         .map(|c| c.min_run_percent)
         .fold(100.0, f64::min);
+    // perf's per-thread estimate: SMT on, counts of threads, a model that estimates.
+    let estimate = args.smt && !args.system_wide && model.per_thread_estimate;
     if args.json {
         let doc = json!({
             "cpu": cpu.to_string(),
             "model": model.name,
             "td_level": args.td_level,
+            "estimate": estimate,
             "nodes": topdown::values_json(&td),
             "bottleneck": td.bottleneck,
             "over_threshold": td.nodes.iter().filter(|n| n.over_threshold).map(|n| n.node.name).collect::<Vec<_>>(),
@@ -175,6 +178,13 @@ pub fn run(args: &AnalyzeArgs, verbose: bool) -> Result<()> {
             model.description
         );
         print!("{}", topdown::tree(&td, verbose));
+        if estimate {
+            println!(
+                "per-thread estimate (SMT on, no -a): perf's #core_wide < 1 formulas take the \
+                 core's clocks as the thread's times (1 + ONE_THREAD_ACTIVE / REF_XCLK) / 2 and \
+                 split core-wide (*_ANY) counts evenly between the two threads"
+            );
+        }
         if min_run < 100.0 {
             println!(
                 "some events counted only {min_run:.1} % of the time (multiplexed; perf scaled them)"

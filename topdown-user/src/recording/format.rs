@@ -118,6 +118,10 @@ pub struct TopdownLine {
     pub slots: u32,
     /// `#smt_on`.
     pub smt_on: bool,
+    /// perf's `#core_wide` (per-core counts); absent in recordings made before it was
+    /// written, which counted TopDown with SMT on per core only: `smt_on` then.
+    #[serde(default)]
+    pub core_wide: Option<bool>,
 }
 
 /// One window: its time, every thread's and cgroup's usage, idle per CPU, kernel-side counts.
@@ -368,6 +372,7 @@ impl TopdownLine {
             level: view.level,
             slots: view.slots,
             smt_on: view.smt_on,
+            core_wide: Some(view.core_wide),
         }
     }
 
@@ -402,6 +407,7 @@ impl TopdownLine {
             level: self.level,
             slots: self.slots,
             smt_on: self.smt_on,
+            core_wide: self.core_wide.unwrap_or(self.smt_on),
         })
     }
 }

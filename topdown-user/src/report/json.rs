@@ -172,6 +172,9 @@ struct TopdownDoc<'a> {
     run_percent: BTreeMap<&'static str, f64>,
     /// Nodes whose inputs were in counter groups the kernel multiplexed apart.
     multiplexed_apart: &'a [&'static str],
+    /// perf's per-thread estimate with SMT on (Haswell to Cascade Lake; the set's reason says
+    /// what it assumes), not an exact count.
+    estimate: bool,
 }
 
 /// A node outside [0, 1] and the counts (by formula name) that move it.
@@ -211,6 +214,7 @@ fn topdown<'a>(row: &'a Row, view: Option<&'a TopdownView>) -> Option<Vec<Topdow
                         .map(|n| (n.node.name, n.run_fraction * 100.0))
                         .collect(),
                     multiplexed_apart: &td.multiplexed_apart,
+                    estimate: view.is_estimate(),
                 })
             })
             .collect(),

@@ -27,7 +27,18 @@ pub fn counter_set(
     per_core: bool,
     events: &[String],
 ) -> Result<(CounterSet, Option<TopdownView>)> {
-    let sys = SysRoot::host();
+    counter_set_on(&SysRoot::host(), td_level, nodes, per_core, events)
+}
+
+/// [`counter_set`] for the machine `sys` describes (a fixture in tests).
+pub fn counter_set_on(
+    sys: &SysRoot,
+    td_level: Option<u8>,
+    nodes: &[String],
+    per_core: bool,
+    events: &[String],
+) -> Result<(CounterSet, Option<TopdownView>)> {
+    let sys = sys.clone();
     let machine = Machine::read(&sys)?;
     if !nodes.is_empty() && td_level != Some(3) {
         bail!("--nodes picks where Level 3 drills down: it needs --td-level 3");
@@ -47,7 +58,9 @@ pub fn counter_set(
                 } else {
                     drilldown_set(&sys, pmu, model, nodes)?
                 };
-                let view = TopdownView::single(*model, level, slots, machine.smt_active);
+                let mut view = TopdownView::single(*model, level, slots, machine.smt_active);
+                // Per-core counts cover whole cores (perf's `#core_wide`, as `perf stat -a`).
+                view.core_wide = per_core;
                 (set, Some(view))
             } else {
                 let with_cpus: Vec<HybridPart<'_>> = parts
@@ -74,11 +87,15 @@ pub fn counter_set(
                     level,
                     slots,
                     smt_on: machine.smt_active,
+                    core_wide: per_core,
                 };
                 (set, Some(view))
             }
         }
     };
+    if let Some(view) = topdown.as_ref().filter(|v| v.is_estimate()) {
+        set.reason = format!("{}; {}", set.reason, estimate_note(view));
+    }
     add_events(&sys, &machine, &mut set, topdown.as_ref(), events)?;
     if machine.forced {
         set.reason = format!(
@@ -94,6 +111,17 @@ pub fn counter_set(
         );
     }
     Ok((set, topdown))
+}
+
+/// What a per-thread estimate assumes, said beside the counter set's reason.
+pub fn estimate_note(view: &TopdownView) -> String {
+    format!(
+        "TopDown per thread with SMT on is perf's estimate ({} formulas, #core_wide < 1): the \
+         core's clocks are the thread's times (1 + ONE_THREAD_ACTIVE / REF_XCLK) / 2 and the \
+         core-wide (*_ANY) counts are split evenly between the two threads; --per-core gives \
+         the exact core-wide numbers",
+        view.parts[0].model.name
+    )
 }
 
 /// Adds the `-e` events to the set, resolved for this machine's core PMU and CPU event table.
@@ -151,11 +179,48 @@ pub fn topdown_models_here(
         .map(|pmu| match select(&machine.cpu, &pmu.name, machine.smt_active) {
             Selection::Unsupported(why) => bail!("--td-level: {why}"),
             Selection::PerCoreOnly(model) if per_core => Ok((Model::named(model)?, pmu.name.clone())),
+            // perf's formulas estimate the thread's share of its core (`#core_wide < 1`).
+            Selection::PerCoreOnly(model) if Model::named(model)?.per_thread_estimate => {
+                Ok((Model::named(model)?, pmu.name.clone()))
+            }
             Selection::PerCoreOnly(_) => bail!(
-                "--td-level: on this CPU with SMT on (Haswell to Cascade Lake), the TopDown inputs count per \
-                 core, so per-thread TopDown would be wrong: use --per-core"
+                "--td-level: on this CPU with SMT on, the TopDown inputs count per core and its \
+                 formulas have no per-thread estimate, so per-thread TopDown would be wrong: use \
+                 --per-core"
             ),
             Selection::Model(model) => Ok((Model::named(model)?, pmu.name.clone())),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Skylake-SP with SMT on: per thread, perf's estimate (its events opened, the set and
+    /// JSON say so); per core, the exact core-wide numbers.
+    #[test]
+    fn skylake_sp_with_smt_on_estimates_per_thread_as_perf_does() {
+        let sys = SysRoot::fixture("skylake-smt-on");
+        let (set, view) = counter_set_on(&sys, Some(1), &[], false, &[]).unwrap();
+        let view = view.unwrap();
+        assert_eq!(view.parts[0].model.name, "skylakex");
+        assert!(view.smt_on && !view.core_wide && view.is_estimate());
+        let names: Vec<&str> = set.names().collect();
+        for event in [
+            "CPU_CLK_UNHALTED.ONE_THREAD_ACTIVE",
+            "CPU_CLK_UNHALTED.REF_XCLK",
+            "INT_MISC.RECOVERY_CYCLES_ANY",
+            "CPU_CLK_UNHALTED.THREAD",
+        ] {
+            assert!(names.contains(&event), "{event} in {names:?}");
+        }
+        assert!(set.reason.contains("perf's estimate"), "{}", set.reason);
+        assert!(set.reason.contains("--per-core"), "{}", set.reason);
+
+        let (set, view) = counter_set_on(&sys, Some(1), &[], true, &[]).unwrap();
+        let view = view.unwrap();
+        assert!(view.smt_on && view.core_wide && !view.is_estimate());
+        assert!(!set.reason.contains("#core_wide < 1"), "{}", set.reason);
+    }
 }

@@ -46,6 +46,9 @@ pub struct Model {
     pub level2_events: &'static [&'static str],
     /// Level 3 nodes that read what cannot be counted (retire latency), left out.
     pub unmeasurable: &'static [&'static str],
+    /// Its formulas estimate a thread's share of its core's clocks when the counts are per
+    /// thread with SMT on (perf's `#core_wide < 1` branch: Haswell to Cascade Lake).
+    pub per_thread_estimate: bool,
 }
 
 impl Model {
@@ -121,7 +124,7 @@ impl Model {
             parents.push(node.name);
         }
         // Level 3 is planned per thread, where `#smt_on` is off.
-        let reads = self.node_inputs(false);
+        let reads = self.node_inputs(false, false);
         let mut wanted: Vec<&'static str> = self.level2_events.to_vec();
         for node in level3
             .iter()
@@ -194,52 +197,59 @@ impl Model {
     /// Cascade Lake formulas read per-core events only with `#smt_on`), found once per model:
     /// with every event counted but one, the nodes that come out unmeasured (NaN) read that
     /// one.
-    pub fn node_inputs(&self, smt_on: bool) -> NodeInputs {
-        static CACHE: OnceLock<Mutex<HashMap<(&'static str, bool), NodeInputs>>> = OnceLock::new();
+    pub fn node_inputs(&self, smt_on: bool, core_wide: bool) -> NodeInputs {
+        /// A model's inputs per (`#smt_on`, `#core_wide`).
+        type Key = (&'static str, bool, bool);
+        static CACHE: OnceLock<Mutex<HashMap<Key, NodeInputs>>> = OnceLock::new();
         let cache = CACHE.get_or_init(Mutex::default);
         let mut cache = cache
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        Arc::clone(cache.entry((self.name, smt_on)).or_insert_with(|| {
-            // Distinct, plausible counts: no division by zero, no node at a clamp.
-            let all = |without: Option<&str>| {
-                NamedCounts::new(
-                    self.events
+        Arc::clone(
+            cache
+                .entry((self.name, smt_on, core_wide))
+                .or_insert_with(|| {
+                    // Distinct, plausible counts: no division by zero, no node at a clamp.
+                    let all = |without: Option<&str>| {
+                        NamedCounts::new(
+                            self.events
+                                .iter()
+                                .enumerate()
+                                .filter(|(_, e)| Some(**e) != without)
+                                .map(|(i, e)| ((*e).to_owned(), 1e9 + 7_919.0 * i as f64)),
+                            8,
+                            smt_on,
+                            core_wide,
+                        )
+                    };
+                    let full = self.values(&all(None));
+                    let reads = |event: &str| {
+                        let values = self.values(&all(Some(event)));
+                        values
+                            .values
+                            .iter()
+                            .filter(|(name, value)| {
+                                value.is_nan()
+                                    && full.values.iter().any(|(n, v)| n == name && !v.is_nan())
+                            })
+                            .map(|(name, _)| *name)
+                            .collect::<Vec<_>>()
+                    };
+                    let mut inputs: Vec<(&'static str, Vec<&'static str>)> = full
+                        .values
                         .iter()
-                        .enumerate()
-                        .filter(|(_, e)| Some(**e) != without)
-                        .map(|(i, e)| ((*e).to_owned(), 1e9 + 7_919.0 * i as f64)),
-                    8,
-                    smt_on,
-                    smt_on,
-                )
-            };
-            let full = self.values(&all(None));
-            let reads = |event: &str| {
-                let values = self.values(&all(Some(event)));
-                values
-                    .values
-                    .iter()
-                    .filter(|(name, value)| {
-                        value.is_nan() && full.values.iter().any(|(n, v)| n == name && !v.is_nan())
-                    })
-                    .map(|(name, _)| *name)
-                    .collect::<Vec<_>>()
-            };
-            let mut inputs: Vec<(&'static str, Vec<&'static str>)> = full
-                .values
-                .iter()
-                .map(|(name, _)| (*name, Vec::new()))
-                .collect();
-            for event in self.events {
-                for node in reads(event) {
-                    if let Some((_, events)) = inputs.iter_mut().find(|(n, _)| *n == node) {
-                        events.push(event);
+                        .map(|(name, _)| (*name, Vec::new()))
+                        .collect();
+                    for event in self.events {
+                        for node in reads(event) {
+                            if let Some((_, events)) = inputs.iter_mut().find(|(n, _)| *n == node) {
+                                events.push(event);
+                            }
+                        }
                     }
-                }
-            }
-            Arc::new(inputs)
-        }))
+                    Arc::new(inputs)
+                }),
+        )
     }
 
     /// The node values down to `max_level`, with thresholds and the bottleneck.
@@ -494,7 +504,7 @@ mod tests {
         let model = Model::named("haswell").unwrap();
         let bad = |smt_on| {
             model
-                .node_inputs(smt_on)
+                .node_inputs(smt_on, smt_on)
                 .iter()
                 .find(|(n, _)| *n == "tma_bad_speculation")
                 .unwrap()

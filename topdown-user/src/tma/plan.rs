@@ -213,7 +213,7 @@ pub fn level_groups(model: &Model, level: u8, events: &[&'static str]) -> GroupP
     };
     // Groups are planned for per-thread sets, where `#smt_on` is off (per-core sets of SMT
     // models count the `*_ANY` events too; they then fall to the events no node reads).
-    let reads = model.node_inputs(false);
+    let reads = model.node_inputs(false, false);
     let nodes: Vec<(&'static str, Vec<&'static str>)> = model
         .nodes(level)
         .iter()

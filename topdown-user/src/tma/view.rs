@@ -31,6 +31,10 @@ pub struct TopdownView {
     pub slots: u32,
     /// `#smt_on`.
     pub smt_on: bool,
+    /// perf's `#core_wide`: the counts cover whole cores (per-core mode, counted on every
+    /// CPU); per-thread counts are not, and with SMT on the Haswell to Cascade Lake formulas
+    /// then estimate the core's clocks.
+    pub core_wide: bool,
 }
 
 impl TopdownView {
@@ -45,7 +49,14 @@ impl TopdownView {
             level,
             slots,
             smt_on,
+            core_wide: false,
         }
+    }
+
+    /// Whether its TopDown is perf's per-thread estimate (SMT on, per-thread counts, a model
+    /// whose formulas estimate the core's clocks): tables and JSON say so.
+    pub fn is_estimate(&self) -> bool {
+        self.smt_on && !self.core_wide && self.parts.iter().any(|p| p.model.per_thread_estimate)
     }
 
     /// Every node it computes, in tree order, once (hybrid parts list them once per core
@@ -75,15 +86,13 @@ impl TopdownView {
                     let name = name.strip_prefix(part.prefix.as_str())?;
                     Some((name.to_owned(), value.scaled()?))
                 });
-                // Live TopDown with SMT on runs per core (core-wide counts); with SMT off a
-                // thread's counts are its core's.
-                let inputs = NamedCounts::new(counts, self.slots, self.smt_on, self.smt_on);
+                let inputs = NamedCounts::new(counts, self.slots, self.smt_on, self.core_wide);
                 let mut td = part.model.evaluate(&inputs, self.level);
                 td.nodes.retain(|n| n.value.is_finite());
                 // Each node's run %: the least its own inputs ran (a multiplexed counter is
                 // scaled by its own enabled/running time; a node is only as sure as its least
                 // measured input).
-                let reads = part.model.node_inputs(self.smt_on);
+                let reads = part.model.node_inputs(self.smt_on, self.core_wide);
                 // This part's counters by formula name, once: each node input's running share
                 // and group (its leader's slot, its own when it leads).
                 let slot: HashMap<&str, (f64, usize)> = set
