@@ -7,7 +7,7 @@ use std::{collections::HashMap, process::Command};
 
 use serde_json::Value;
 use topdown_tests::{
-    metric_expr::{Env, parse},
+    metric_expr::{Env, Expr, parse},
     perfmon_metrics::{PerfmonMetrics, perfmon_name},
     pmu_events::{formulas, is_percent, normalize},
     stdout_of, topdown_bpf_binary,
@@ -51,6 +51,25 @@ const CASES: &[(&str, &[&str])] = &[
     ("sierraforest", &["--cpu", "GenuineIntel-6-AF"]),
     ("haswell", &["--cpu", "GenuineIntel-6-3C"]),
     ("cascadelakex", &["--cpu", "GenuineIntel-6-55-7"]),
+    ("tigerlake", &["--cpu", "GenuineIntel-6-8C"]),
+    ("rocketlake", &["--cpu", "GenuineIntel-6-A7"]),
+    ("emeraldrapids", &["--cpu", "GenuineIntel-6-CF"]),
+    (
+        "lunarlake_core",
+        &["--cpu", "GenuineIntel-6-BD", "--pmu", "cpu_core"],
+    ),
+    (
+        "arrowlake_core",
+        &["--cpu", "GenuineIntel-6-C6", "--pmu", "cpu_core"],
+    ),
+    (
+        "arrowlake_atom",
+        &["--cpu", "GenuineIntel-6-C6", "--pmu", "cpu_atom"],
+    ),
+    ("broadwell", &["--cpu", "GenuineIntel-6-3D"]),
+    ("grandridge", &["--cpu", "GenuineIntel-6-B6"]),
+    ("broadwell", &["--cpu", "GenuineIntel-6-3D", "--smt"]),
+    ("haswell", &["--cpu", "GenuineIntel-6-3C", "--smt"]),
     // SMT on, counted per thread: perf's estimate (`#core_wide < 1`).
     ("cascadelakex", &["--cpu", "GenuineIntel-6-55-7", "--smt"]),
     ("skylakex", &["--cpu", "GenuineIntel-6-55-4", "--smt"]),
@@ -545,4 +564,142 @@ fn events_are_matched_by_what_they_are_not_how_they_are_spelt() {
         }
     }
     assert!(respelt_events > 50, "{respelt_events} events respelt");
+}
+
+/// Every event a metric reaches (through the metrics it names), as its data spells it.
+fn events_of(expr: &Expr, metrics: &HashMap<String, String>, out: &mut Vec<String>) {
+    match expr {
+        Expr::Sym(name) if metrics.contains_key(name) => {
+            events_of(&parse(&metrics[name]), metrics, out);
+        }
+        Expr::Sym(name) if name.starts_with('#') => {}
+        Expr::Sym(name) => {
+            if !out.contains(name) {
+                out.push(name.clone());
+            }
+        }
+        Expr::Num(_) => {}
+        Expr::Neg(a) => events_of(a, metrics, out),
+        Expr::Bin(_, a, b) | Expr::Call(_, a, b) => {
+            events_of(a, metrics, out);
+            events_of(b, metrics, out);
+        }
+        Expr::If(a, b, c) => {
+            events_of(a, metrics, out);
+            events_of(b, metrics, out);
+            events_of(c, metrics, out);
+        }
+    }
+}
+
+/// A `perf stat -M TopdownL1,TopdownL2,TopdownL3` recording as perf writes it: perf's own event
+/// choice (every event its TopdownL1-L3 metrics read) in perf's own spelling (`slots`,
+/// `cpu/EV,cmask=0x1/` from `cpu@EV\,cmask\=0x1@`, `cpu_core/...` on hybrid parts); `analyze`
+/// computes every node perf computes from it, each equal to perf's expression.
+#[test]
+fn a_perf_stat_dash_m_recording_gives_every_node_perf_computes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut checked = std::collections::BTreeSet::new();
+    for &(model, select) in CASES {
+        let (_, files, unit, _) = SOURCES.iter().find(|s| s.0 == model).unwrap();
+        if !files[0].starts_with("x86-perf/") {
+            continue;
+        }
+        let (exprs, _) = formulas(files, *unit);
+        let data: Vec<Value> = serde_json::from_str(
+            &std::fs::read_to_string(
+                topdown_tests::pmu_events::data_dir()
+                    .join("linux-pmu-events")
+                    .join(files[0]),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        let nodes: Vec<String> = data
+            .iter()
+            .filter(|m| unit.is_none_or(|u| m["Unit"] == u))
+            .filter(|m| {
+                let groups = m["MetricGroup"].as_str().unwrap_or_default();
+                ["TopdownL1", "TopdownL2", "TopdownL3"]
+                    .iter()
+                    .any(|g| groups.split(';').any(|x| x == *g))
+            })
+            .filter_map(|m| m["MetricName"].as_str())
+            .filter(|n| n.starts_with("tma_"))
+            .map(str::to_owned)
+            .collect();
+        let mut events = Vec::new();
+        for node in &nodes {
+            events_of(&parse(&exprs[node]), &exprs, &mut events);
+        }
+        // As perf stat prints them: `pmu@E,terms@` is `pmu/E,terms/`, on the part's PMU.
+        let pmu = unit.unwrap_or("cpu");
+        let mut counts: HashMap<String, f64> = HashMap::new();
+        let mut csv = String::new();
+        for (i, event) in events.iter().enumerate() {
+            let count = 1e6 + ((i as u64 * 7_919_993 + model.len() as u64) % 900_000_000) as f64;
+            counts.insert(event.clone(), count);
+            let spelled = match event.split_once('@') {
+                Some((_, rest)) => format!("{pmu}/{}/", rest.trim_end_matches('@')),
+                None if unit.is_some() => format!("{pmu}/{event}/"),
+                None => event.clone(),
+            };
+            csv.push_str(&format!("{count},,{spelled},2000000000,100.00,,\n"));
+        }
+        let file = dir.path().join(format!("{model}-M.csv"));
+        std::fs::write(&file, &csv).unwrap();
+        let output = stdout_of(
+            model,
+            Command::new(topdown_bpf_binary())
+                .arg("analyze")
+                .arg(&file)
+                .args(select)
+                .args(["--td-level", "3", "--json"]),
+        );
+        let doc: Value = serde_json::from_str(&output).unwrap();
+        assert_eq!(
+            doc["missing_events"],
+            serde_json::json!([]),
+            "{model}: {doc}"
+        );
+        let computed = doc["nodes"].as_object().unwrap();
+        let literals = HashMap::from([
+            ("#slots".to_owned(), 8.0),
+            (
+                "#smt_on".to_owned(),
+                if select.contains(&"--smt") { 1.0 } else { 0.0 },
+            ),
+            (
+                "#core_wide".to_owned(),
+                if select.contains(&"-a") { 1.0 } else { 0.0 },
+            ),
+            ("#has_pmem".to_owned(), 0.0),
+        ]);
+        let lookup = |name: &str| counts[name];
+        let env = Env {
+            metrics: &exprs,
+            events: &lookup,
+            literals: &literals,
+        };
+        for node in &nodes {
+            let value = computed
+                .get(node)
+                .and_then(Value::as_f64)
+                .unwrap_or_else(|| panic!("{model} {select:?}: perf computes {node}, analyze not"));
+            let expected = env.metric(node);
+            assert!(
+                (value - expected).abs() <= 1e-9 * expected.abs().max(1.0),
+                "{model} {node}: analyze {value}, perf's expression {expected}"
+            );
+        }
+        assert_eq!(computed.len(), nodes.len(), "{model}: no node perf lacks");
+        checked.insert(model);
+    }
+    // Every model perf has a file for (each hybrid core type), some twice (SMT on, `-a`).
+    let perf_models: std::collections::BTreeSet<&str> = SOURCES
+        .iter()
+        .filter(|s| s.1[0].starts_with("x86-perf/"))
+        .map(|s| s.0)
+        .collect();
+    assert_eq!(checked, perf_models);
 }
