@@ -154,6 +154,12 @@ mod tests {
             key("INT_MISC.RECOVERY_CYCLES:c1:e1")
         );
         assert_eq!(key("cycles:u"), key("cycles"));
+        // A deprecated name is the event it names (Tremont's table keeps MONUKE, now FASTNUKE).
+        let tremont = EventTable::named("tremont");
+        assert_eq!(
+            EventKey::of("TOPDOWN_BAD_SPECULATION.MONUKE", tremont.as_ref()),
+            EventKey::of("cpu/TOPDOWN_BAD_SPECULATION.FASTNUKE/", tremont.as_ref())
+        );
         assert_eq!(
             key("cpu/INST_RETIRED.ANY,cmask=0/"),
             key("INST_RETIRED.ANY")
