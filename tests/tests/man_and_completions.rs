@@ -164,21 +164,95 @@ fn bash_completion_offers_the_subcommands_and_their_options() {
     );
 }
 
+/// A shell this test drives (`cargo xtask test` installs Debian's fish and zsh).
+fn shell(name: &str) -> &str {
+    assert!(
+        Command::new(name).arg("--version").output().is_ok(),
+        "{name} is missing: `cargo xtask test` installs Debian's {name}"
+    );
+    name
+}
+
 #[test]
-fn zsh_and_fish_scripts_name_every_subcommand() {
-    for shell in ["zsh", "fish"] {
+fn fish_completes_and_zsh_loads_the_generated_scripts() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = |shell: &str, file: &str| {
+        let path = dir.path().join(file);
         let text = stdout_of(
             &format!("topdown-bpf generate completions {shell}"),
             Command::new(topdown_bpf_binary()).args(["generate", "completions", shell]),
         );
-        for (path, _) in &subcommands() {
-            let name = path.last().unwrap();
-            assert!(
-                text.contains(name.as_str()),
-                "the {shell} script lacks `{}`",
-                path.join(" ")
-            );
-        }
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    // fish answers `complete -C LINE` as it would at a Tab (run in an empty folder: the
+    // top level also completes file names, for `-- COMMAND`).
+    let fish_script = script("fish", "topdown-bpf.fish");
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let fish = |line: &str| -> Vec<String> {
+        let program = format!("source '{}'; complete -C '{line}'", fish_script.display());
+        stdout_of(
+            &format!("fish completion of `{line}`"),
+            Command::new(shell("fish"))
+                .args(["--no-config", "-c", &program])
+                .current_dir(&empty),
+        )
+        .lines()
+        .map(|l| l.split('\t').next().unwrap_or_default().to_owned())
+        .collect()
+    };
+    let top = fish("topdown-bpf ");
+    for (path, _) in subcommands().iter().filter(|(path, _)| path.len() == 1) {
+        assert!(top.contains(&path[0]), "fish: {} in {top:?}", path[0]);
+    }
+    let c2c = fish("topdown-bpf c2c ");
+    assert!(
+        c2c.contains(&"report".to_owned()) && c2c.contains(&"record".to_owned()),
+        "{c2c:?}"
+    );
+    let report = fish("topdown-bpf report --per-");
+    assert_eq!(
+        report,
+        ["--per-cgroup", "--per-container", "--per-thread"],
+        "fish"
+    );
+
+    // zsh: the script parses and, loaded under compinit, registers its function for the tool.
+    let zsh_script = script("zsh", "_topdown-bpf");
+    let check = Command::new(shell("zsh"))
+        .args(["-n"])
+        .arg(&zsh_script)
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "zsh -n: {}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let program = format!(
+        "autoload -U compinit; compinit -u -d '{}/zcompdump'; source '{}'; \
+         print -r -- $_comps[topdown-bpf]",
+        dir.path().display(),
+        zsh_script.display()
+    );
+    let registered = stdout_of(
+        "zsh compinit",
+        Command::new(shell("zsh")).args(["-f", "-c", &program]),
+    );
+    assert_eq!(
+        registered.trim(),
+        "_topdown-bpf",
+        "zsh completes topdown-bpf with it"
+    );
+    let text = std::fs::read_to_string(&zsh_script).unwrap();
+    for (path, _) in &subcommands() {
+        let name = path.last().unwrap();
+        assert!(
+            text.contains(name.as_str()),
+            "the zsh script lacks `{}`",
+            path.join(" ")
+        );
     }
     let unknown = Command::new(topdown_bpf_binary())
         .args(["generate", "completions", "tcsh"])

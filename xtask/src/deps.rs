@@ -103,8 +103,11 @@ pub fn offer_test_tools() {
     if let Err(error) = ensure_debian_packages(&["openssl", "curl"]) {
         eprintln!("xtask: could not install openssl and curl ({error:#}); the TLS test will fail");
     }
-    if let Err(error) = ensure_debian_packages(&["man-db"]) {
-        eprintln!("xtask: could not install man-db ({error:#}); the man page test will fail");
+    if let Err(error) = ensure_debian_packages(&["man-db", "fish", "zsh"]) {
+        eprintln!(
+            "xtask: could not install man-db, fish and zsh ({error:#}); the man page and \
+             completion tests will fail"
+        );
     }
     if let Err(error) = ensure_python_package("duckdb", DUCKDB) {
         eprintln!("xtask: could not install duckdb ({error:#}); the Parquet test will fail");
