@@ -217,56 +217,47 @@ fn certificates(dir: &Path) {
             .expect("running openssl");
         assert!(status.success(), "openssl {}", args.join(" "));
     };
-    openssl(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.crt",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=test CA",
-    ]);
-    fs::write(dir.join("server.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
-    fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
-    for (name, ext) in [("server", "server.ext"), ("client", "client.ext")] {
-        openssl(&[
-            "req",
+    // A new P-256 key `NAME.key` and, from `req` with `first` arguments, `out` for `/CN=NAME`.
+    let new_key = |first: &[&str], name: &str, out: &str| {
+        let (key, subject) = (format!("{name}.key"), format!("/CN={name}"));
+        let mut args = vec!["req"];
+        args.extend(first);
+        args.extend([
             "-newkey",
             "ec",
             "-pkeyopt",
             "ec_paramgen_curve:P-256",
             "-nodes",
-            "-keyout",
-            &format!("{name}.key"),
-            "-out",
-            &format!("{name}.csr"),
-            "-subj",
-            &format!("/CN={name}"),
         ]);
+        args.extend(["-keyout", &key, "-out", out, "-subj", &subject]);
+        openssl(&args);
+    };
+    new_key(&["-x509", "-days", "2"], "ca", "ca.crt");
+    fs::write(dir.join("server.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+    fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
+    for name in ["server", "client"] {
+        let (csr, crt, ext) = (
+            format!("{name}.csr"),
+            format!("{name}.crt"),
+            format!("{name}.ext"),
+        );
+        new_key(&[], name, &csr);
         openssl(&[
             "x509",
             "-req",
             "-in",
-            &format!("{name}.csr"),
+            &csr,
             "-CA",
             "ca.crt",
             "-CAkey",
             "ca.key",
             "-CAcreateserial",
             "-out",
-            &format!("{name}.crt"),
+            &crt,
             "-days",
             "2",
             "-extfile",
-            ext,
+            &ext,
         ]);
     }
 }

@@ -71,25 +71,35 @@ fn event_tables_are_generated_from_the_data() {
 }
 
 /// A deterministic pseudo-random count per (event, seed), in [1e5, 1e9). Seeds from
-/// [`SHAPED`] on are shaped like a machine (even: SMT off, odd: SMT on): a core-wide `*_ANY`
-/// count is its thread's count (SMT off) or 1.8 times it (the sibling ran too), and one thread
-/// was active all the reference cycles (SMT off) or a fifth of them.
+/// [`SHAPED`] on are shaped like a machine (even: SMT off, odd: SMT on): an AnyThread count
+/// (the Haswell to Cascade Lake `*_ANY` clocks and recovery cycles) is its thread's count (SMT
+/// off) or 1.8 times it (the sibling ran too), and one thread was active all the reference
+/// cycles (SMT off) or a fifth of them.
 fn count(event: &str, seed: u64) -> f64 {
     if seed >= SHAPED {
-        let smt = seed % 2 == 1;
-        let name = event
-            .strip_prefix("cpu@")
-            .unwrap_or(event)
-            .trim_end_matches('@');
-        if let Some(thread) = name.strip_suffix("_ANY").filter(|t| !t.ends_with('.')) {
-            return random(thread, seed) * if smt { 1.8 } else { 1.0 };
+        let factor = if seed % 2 == 1 {
+            (1.8, 0.2)
+        } else {
+            (1.0, 1.0)
+        };
+        for (any_thread, thread) in ANY_THREAD {
+            if event == any_thread {
+                return random(thread, seed) * factor.0;
+            }
         }
-        if name == "CPU_CLK_UNHALTED.ONE_THREAD_ACTIVE" {
-            return random("CPU_CLK_UNHALTED.REF_XCLK", seed) * if smt { 0.2 } else { 1.0 };
+        if event == "CPU_CLK_UNHALTED.ONE_THREAD_ACTIVE" {
+            return random("CPU_CLK_UNHALTED.REF_XCLK", seed) * factor.1;
         }
     }
     random(event, seed)
 }
+
+/// AnyThread events and the thread's own count of the same.
+const ANY_THREAD: [(&str, &str); 3] = [
+    ("CPU_CLK_UNHALTED.THREAD_ANY", "CPU_CLK_UNHALTED.THREAD"),
+    ("CPU_CLK_UNHALTED.REF_XCLK_ANY", "CPU_CLK_UNHALTED.REF_XCLK"),
+    ("INT_MISC.RECOVERY_CYCLES_ANY", "INT_MISC.RECOVERY_CYCLES"),
+];
 
 /// Seeds from here on give machine-shaped counts ([`count`]).
 const SHAPED: u64 = 20;
@@ -117,12 +127,7 @@ impl Inputs for Random<'_> {
         }
     }
     fn literal(&self, name: &str) -> f64 {
-        *self
-            .literals
-            .iter()
-            .find(|(known, _)| known.eq_ignore_ascii_case(name))
-            .unwrap_or_else(|| panic!("no literal {name}"))
-            .1
+        self.literals[name]
     }
 }
 

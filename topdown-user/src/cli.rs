@@ -159,7 +159,7 @@ pub struct RecordArgs {
     #[arg(long, value_name = "N", default_value_t = 60, value_parser = at_least_one, requires = "parquet")]
     pub parquet_windows: usize,
 
-    /// After setup, run as this user (its uid, gid and no supplementary groups), and run
+    /// After setup, run as this user (a name, or UID:GID; no supplementary groups), and run
     /// `-- COMMAND` as that user too; every capability is dropped either way.
     #[arg(long, value_name = "NAME")]
     pub user: Option<String>,
@@ -308,7 +308,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     pub web_config: Option<PathBuf>,
 
-    /// After setup, run as this user (its uid, gid and no supplementary groups); every
+    /// After setup, run as this user (a name, or UID:GID; no supplementary groups); every
     /// capability is dropped either way.
     #[arg(long, value_name = "NAME")]
     pub user: Option<String>,

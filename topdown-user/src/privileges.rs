@@ -21,8 +21,19 @@ pub struct User {
     pub gid: u32,
 }
 
-/// Looks `name` up in the user database (a name, or a numeric uid).
+/// Looks `name` up in the user database, or takes `UID:GID` as given (a user without an
+/// entry: its group is never guessed).
 pub fn lookup(name: &str) -> Result<User> {
+    if let Some((uid, gid)) = name.split_once(':') {
+        if let (Ok(uid), Ok(gid)) = (uid.parse(), gid.parse()) {
+            return Ok(User {
+                name: name.to_owned(),
+                uid,
+                gid,
+            });
+        }
+        bail!("--user {name}: give a user name or UID:GID (numbers)");
+    }
     let c_name = CString::new(name).context("a user name without NUL bytes")?;
     let mut entry: libc::passwd = unsafe { std::mem::zeroed() };
     let mut buffer = vec![0 as libc::c_char; 16 * 1024];
@@ -45,14 +56,7 @@ pub fn lookup(name: &str) -> Result<User> {
             gid: entry.pw_gid,
         });
     }
-    if let Ok(uid) = name.parse::<u32>() {
-        return Ok(User {
-            name: name.to_owned(),
-            uid,
-            gid: uid,
-        });
-    }
-    bail!("--user {name}: no such user (give a name from /etc/passwd, or a uid)")
+    bail!("--user {name}: no such user (give a name from /etc/passwd, or UID:GID)")
 }
 
 /// The highest capability number this kernel knows.
@@ -209,7 +213,13 @@ mod tests {
     fn users_are_found_by_name_or_uid() {
         let root = lookup("root").unwrap();
         assert_eq!((root.uid, root.gid), (0, 0));
-        assert_eq!(lookup("4242").unwrap().uid, 4242);
+        let numeric = lookup("4242:4343").unwrap();
+        assert_eq!((numeric.uid, numeric.gid), (4242, 4343));
+        assert!(
+            lookup("4242").is_err(),
+            "a bare uid without an entry has no known group"
+        );
+        assert!(lookup("x:1").is_err());
         let error = lookup("no-such-user-here").unwrap_err().to_string();
         assert!(error.contains("no such user"), "{error}");
     }

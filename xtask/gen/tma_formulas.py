@@ -429,6 +429,8 @@ def emit(tree, metrics, events, literals):
         if name in metrics:
             return rust_ident(name)
         if name.startswith("#"):
+            # perf reads literals case-insensitively (`#SMT_on` is `#smt_on`).
+            name = name.lower()
             literals.add(name)
             return f"x.literal({json.dumps(name)})"
         name = event_name(name)

@@ -5,7 +5,7 @@ use std::{
     os::fd::{AsRawFd as _, RawFd},
     sync::{
         Arc, Mutex, MutexGuard, PoisonError,
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicU8, Ordering},
     },
     thread::JoinHandle,
 };
@@ -45,13 +45,18 @@ impl Inner {
     }
 }
 
+/// `RecordStream::drop_asked`: no request, or the [`Phase`] asked for.
+const NOTHING_ASKED: u8 = 0;
+const BOUNDING: u8 = 1;
+const ALL: u8 = 2;
+
 /// Records the kernel sent, collected in the background.
 pub struct RecordStream {
     inner: Arc<Mutex<Inner>>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
     /// Asks the thread to drop its capabilities; it answers on `privileges_gone`.
-    drop_asked: Arc<Mutex<Option<Phase>>>,
+    drop_asked: Arc<AtomicU8>,
     privileges_gone: std::sync::mpsc::Receiver<Result<()>>,
 }
 
@@ -65,7 +70,7 @@ impl RecordStream {
             nr,
         }));
         let stop = Arc::new(AtomicBool::new(false));
-        let drop_asked = Arc::new(Mutex::new(None));
+        let drop_asked = Arc::new(AtomicU8::new(NOTHING_ASKED));
         let (dropped, privileges_gone) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("topdown-records".into())
@@ -74,14 +79,14 @@ impl RecordStream {
                 let stop = Arc::clone(&stop);
                 let drop_asked = Arc::clone(&drop_asked);
                 move || {
+                    // One atomic load per wake-up: the request is rare, the wake-ups are not.
                     drain_until_stopped(fd, &inner, &stop, || {
-                        let asked = drop_asked
-                            .lock()
-                            .unwrap_or_else(PoisonError::into_inner)
-                            .take();
-                        if let Some(phase) = asked {
-                            let _ = dropped.send(crate::privileges::drop_this_thread(phase));
-                        }
+                        let phase = match drop_asked.swap(NOTHING_ASKED, Ordering::Relaxed) {
+                            NOTHING_ASKED => return,
+                            BOUNDING => Phase::Bounding,
+                            _ => Phase::All,
+                        };
+                        let _ = dropped.send(crate::privileges::drop_this_thread(phase));
                     });
                 }
             })
@@ -98,10 +103,11 @@ impl RecordStream {
     /// Has the draining thread give up its capabilities of `phase` (it polls and reads mapped
     /// memory: it needs none); returns once it has, within a poll period.
     pub fn drop_privileges(&self, phase: Phase) -> Result<()> {
-        *self
-            .drop_asked
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(phase);
+        let asked = match phase {
+            Phase::Bounding => BOUNDING,
+            Phase::All => ALL,
+        };
+        self.drop_asked.store(asked, Ordering::Relaxed);
         self.privileges_gone
             .recv_timeout(std::time::Duration::from_secs(2))
             .context("the record thread did not drop its privileges")?

@@ -18,7 +18,7 @@ use crate::{
     },
     report::topdown,
     tma::{
-        Model,
+        ESTIMATE_ASSUMES, Model,
         inputs::NamedCounts,
         plan::level_groups,
         spelling::{formula_name, perf_event_list, perf_event_names},
@@ -149,8 +149,7 @@ pub fn run(args: &AnalyzeArgs, verbose: bool) -> Result<()> {
         .values()
         .map(|c| c.min_run_percent)
         .fold(100.0, f64::min);
-    // perf's per-thread estimate: SMT on, counts of threads, a model that estimates.
-    let estimate = args.smt && !args.system_wide && model.per_thread_estimate;
+    let estimate = model.is_estimate(args.smt, args.system_wide);
     if args.json {
         let doc = json!({
             "cpu": cpu.to_string(),
@@ -179,11 +178,7 @@ pub fn run(args: &AnalyzeArgs, verbose: bool) -> Result<()> {
         );
         print!("{}", topdown::tree(&td, verbose));
         if estimate {
-            println!(
-                "per-thread estimate (SMT on, no -a): perf's #core_wide < 1 formulas take the \
-                 core's clocks as the thread's times (1 + ONE_THREAD_ACTIVE / REF_XCLK) / 2 and \
-                 split core-wide (*_ANY) counts evenly between the two threads"
-            );
+            println!("per-thread estimate (SMT on, no -a): {ESTIMATE_ASSUMES}");
         }
         if min_run < 100.0 {
             println!(

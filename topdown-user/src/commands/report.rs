@@ -16,15 +16,12 @@ use crate::{
     },
     cli::ReportArgs,
     model::{
-        self, export,
+        self,
+        export::{self, RunMeta},
         rows::{RowOptions, SortKey},
     },
     recording::reader::Recording,
-    report::{
-        Format, Renderer, open_output,
-        parquet::{ParquetWriter, RunMeta},
-        trace::{TraceMeta, TraceWriter},
-    },
+    report::{Format, Renderer, open_output, parquet::ParquetWriter, trace::TraceWriter},
     tui::{
         self, LiveView, ViewModel,
         state::{Action, Key, Timeline, ViewState},
@@ -105,12 +102,7 @@ pub async fn run(args: &ReportArgs, verbose: bool) -> Result<()> {
 
 /// Writes the recording's windows as a Trace Event timeline into `path`.
 fn trace(recording: &mut Recording, path: &std::path::Path) -> Result<()> {
-    let meta = TraceMeta {
-        host: recording.header.machine.hostname.clone(),
-        started_unix_ns: recording.header.started_unix_ns,
-        tool_version: recording.header.tool_version.clone(),
-        counter_set: recording.set.name.to_owned(),
-    };
+    let meta = RunMeta::of(&recording.header);
     let mut out = std::io::BufWriter::new(open_output(Some(path))?);
     let (set, view, names) = (
         &recording.set,
@@ -126,11 +118,7 @@ fn trace(recording: &mut Recording, path: &std::path::Path) -> Result<()> {
 
 /// Writes the recording's windows as rows of a Parquet file into `path`.
 fn parquet(recording: &mut Recording, path: &std::path::Path) -> Result<()> {
-    let meta = RunMeta {
-        host: recording.header.machine.hostname.clone(),
-        started_unix_ns: recording.header.started_unix_ns,
-        tool_version: recording.header.tool_version.clone(),
-    };
+    let meta = RunMeta::of(&recording.header);
     let (set, view, names) = (
         &recording.set,
         recording.topdown.as_ref(),

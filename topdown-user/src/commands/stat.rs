@@ -23,7 +23,8 @@ use crate::{
     cli::{CgroupArgs, StatArgs},
     collect::{Collector, CollectorOptions},
     model::{
-        self, export,
+        self,
+        export::{self, RunMeta},
         rows::{RowOptions, SortKey},
     },
     pmu::{counter_set::CounterSet, machine::Machine, sysfs::SysRoot},
@@ -31,10 +32,7 @@ use crate::{
     privileges::{self, User},
     process_exit::ProcessExits,
     recording::{self, writer::Recorder},
-    report::{
-        Format, Renderer, open_output,
-        parquet::{ParquetParts, RunMeta},
-    },
+    report::{Format, Renderer, open_output, parquet::ParquetParts},
     session::{Session, Wake},
     tma::{
         choice::{counter_set, topdown_models_here},
@@ -182,17 +180,11 @@ pub async fn run(
                 cpus,
             );
             if let Some(dir) = &to.parquet {
-                let meta = RunMeta {
-                    host: header.machine.hostname.clone(),
-                    started_unix_ns: header.started_unix_ns,
-                    tool_version: header.tool_version.clone(),
-                };
-                let view = topdown.as_ref();
                 parts = Some(ParquetParts::create(
                     dir,
-                    meta,
+                    RunMeta::of(&header),
                     &set,
-                    view,
+                    topdown.as_ref(),
                     to.parquet_windows,
                 )?);
             }

@@ -13,6 +13,29 @@ use crate::{
 };
 
 use super::rows::{Row, RowOptions, SortKey, Who};
+use crate::recording::format::Header;
+
+/// What every exported row of a run shares.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct RunMeta {
+    /// Host name.
+    pub host: String,
+    /// When collection started, in nanoseconds since the Unix epoch.
+    pub started_unix_ns: u64,
+    /// The topdown-bpf version that recorded it.
+    pub tool_version: String,
+}
+
+impl RunMeta {
+    /// The run a recording's header describes.
+    pub fn of(header: &Header) -> Self {
+        Self {
+            host: header.machine.hostname.clone(),
+            started_unix_ns: header.started_unix_ns,
+            tool_version: header.tool_version.clone(),
+        }
+    }
+}
 
 /// One exported row: a thread's or a cgroup's usage over a window.
 #[derive(Clone, Debug)]

@@ -11,15 +11,19 @@ use std::{collections::HashSet, fs::File, io::BufWriter, path::Path, sync::Arc};
 use anyhow::{Context as _, Result};
 use parquet::{
     basic::{Compression, LogicalType, Repetition, TimeUnit, Type as Physical, ZstdLevel},
-    data_type::{BoolType, ByteArray, ByteArrayType, DoubleType, Int64Type},
-    file::{metadata::KeyValue, properties::WriterProperties, writer::SerializedFileWriter},
+    data_type::{BoolType, ByteArray, ByteArrayType, DataType, DoubleType, Int64Type},
+    file::{
+        metadata::KeyValue,
+        properties::WriterProperties,
+        writer::{SerializedColumnWriter, SerializedFileWriter},
+    },
     schema::types::Type,
 };
 
 use crate::{
     attrib::Window,
     model::{
-        export::{ExportRow, ExportWindow},
+        export::{ExportRow, ExportWindow, RunMeta},
         rows::Who,
     },
     pmu::counter_set::CounterSet,
@@ -32,51 +36,54 @@ pub const SCHEMA: &str = "topdown-bpf/rows/v1";
 /// Rows buffered before they are written as one row group (and at the end).
 const ROWS_PER_GROUP: usize = 64 * 1024;
 
-/// What every row of a file shares.
-#[derive(Clone, Debug)]
-pub struct RunMeta {
-    /// Host name.
-    pub host: String,
-    /// When collection started, in nanoseconds since the Unix epoch.
-    pub started_unix_ns: u64,
-    /// The topdown-bpf version that recorded it.
-    pub tool_version: String,
+/// A column's Parquet type.
+#[derive(Clone, Copy)]
+enum Kind {
+    Int,
+    /// Nanoseconds since the Unix epoch, UTC.
+    Time,
+    Float,
+    Text,
+    Bool,
 }
 
-/// One column's values, buffered until the row group is written (`None`: null).
-enum Values {
-    Int(Vec<Option<i64>>),
-    Float(Vec<Option<f64>>),
-    Text(Vec<Option<String>>),
-    Bool(Vec<Option<bool>>),
+/// One value of a row in its column's type (`None`: null).
+enum Cell {
+    Int(Option<i64>),
+    Float(Option<f64>),
+    Text(Option<String>),
+    Bool(Option<bool>),
 }
 
-/// A column: its name, whether it may be null, and its buffered values.
+/// A column: its name, type, whether it may be null, and the cells buffered for the next row
+/// group.
 struct Column {
     name: String,
+    kind: Kind,
     nullable: bool,
-    values: Values,
+    cells: Vec<Cell>,
 }
 
 impl Column {
-    fn new(name: impl Into<String>, nullable: bool, values: Values) -> Self {
+    fn new(name: impl Into<String>, kind: Kind, nullable: bool) -> Self {
         Self {
             name: name.into(),
+            kind,
             nullable,
-            values,
+            cells: Vec::new(),
         }
     }
 
     fn schema(&self) -> Result<Type> {
-        let (physical, logical) = match self.values {
-            Values::Int(_) if self.name == "time" => (
+        let (physical, logical) = match self.kind {
+            Kind::Int => (Physical::INT64, None),
+            Kind::Time => (
                 Physical::INT64,
                 Some(LogicalType::timestamp(true, TimeUnit::NANOS)),
             ),
-            Values::Int(_) => (Physical::INT64, None),
-            Values::Float(_) => (Physical::DOUBLE, None),
-            Values::Text(_) => (Physical::BYTE_ARRAY, Some(LogicalType::String)),
-            Values::Bool(_) => (Physical::BOOLEAN, None),
+            Kind::Float => (Physical::DOUBLE, None),
+            Kind::Text => (Physical::BYTE_ARRAY, Some(LogicalType::String)),
+            Kind::Bool => (Physical::BOOLEAN, None),
         };
         Ok(Type::primitive_type_builder(&self.name, physical)
             .with_repetition(if self.nullable {
@@ -88,15 +95,66 @@ impl Column {
             .build()?)
     }
 
-    fn len(&self) -> usize {
-        match &self.values {
-            Values::Int(v) => v.len(),
-            Values::Float(v) => v.len(),
-            Values::Text(v) => v.len(),
-            Values::Bool(v) => v.len(),
+    /// Writes the buffered cells as this column's chunk of a row group.
+    fn write(&mut self, writer: &mut SerializedColumnWriter<'_>) -> Result<()> {
+        let cells = std::mem::take(&mut self.cells);
+        match self.kind {
+            Kind::Int | Kind::Time => write_cells::<Int64Type>(writer, cells, self.nullable, |c| {
+                if let Cell::Int(v) = c { v } else { None }
+            }),
+            Kind::Float => write_cells::<DoubleType>(writer, cells, self.nullable, |c| {
+                if let Cell::Float(v) = c { v } else { None }
+            }),
+            Kind::Text => write_cells::<ByteArrayType>(writer, cells, self.nullable, |c| {
+                if let Cell::Text(v) = c {
+                    v.map(|s| ByteArray::from(s.into_bytes()))
+                } else {
+                    None
+                }
+            }),
+            Kind::Bool => write_cells::<BoolType>(writer, cells, self.nullable, |c| {
+                if let Cell::Bool(v) = c { v } else { None }
+            }),
         }
     }
 }
+
+/// Writes `cells` (as `value` reads each) with definition levels when the column is nullable.
+fn write_cells<T: DataType>(
+    writer: &mut SerializedColumnWriter<'_>,
+    cells: Vec<Cell>,
+    nullable: bool,
+    value: impl Fn(Cell) -> Option<T::T>,
+) -> Result<()> {
+    let values: Vec<Option<T::T>> = cells.into_iter().map(value).collect();
+    let levels: Option<Vec<i16>> =
+        nullable.then(|| values.iter().map(|v| i16::from(v.is_some())).collect());
+    let dense: Vec<T::T> = values.into_iter().flatten().collect();
+    writer
+        .typed::<T>()
+        .write_batch(&dense, levels.as_deref(), None)?;
+    Ok(())
+}
+
+/// The columns before the counters', in the order [`ParquetWriter::push`] fills them.
+const FIXED_COLUMNS: [(&str, Kind, bool); 16] = [
+    ("kind", Kind::Text, false),
+    ("time", Kind::Time, false),
+    ("window_start_ns", Kind::Int, false),
+    ("window_length_ns", Kind::Int, false),
+    ("host", Kind::Text, false),
+    ("tid", Kind::Int, true),
+    ("pid", Kind::Int, true),
+    ("comm", Kind::Text, true),
+    ("exited", Kind::Bool, true),
+    ("cgroup", Kind::Text, false),
+    ("cgroup_id", Kind::Int, false),
+    ("container", Kind::Text, true),
+    ("on_cpu_ns", Kind::Int, false),
+    ("cpu_percent", Kind::Float, false),
+    ("switches", Kind::Int, false),
+    ("run_percent", Kind::Float, false),
+];
 
 /// A column name SQL can use unquoted: lowercase letters, digits and `_`.
 fn column_name(name: &str) -> String {
@@ -161,15 +219,12 @@ pub struct ParquetWriter {
     writer: SerializedFileWriter<BufWriter<File>>,
     meta: RunMeta,
     columns: Vec<Column>,
+    /// How many counters the set has (four columns each).
+    counters: usize,
     /// Nodes: (part, node name) per TopDown column, in column order.
     nodes: Vec<(usize, &'static str)>,
-    /// Where the counters' columns start.
-    counters_at: usize,
     rows: usize,
 }
-
-/// The fixed columns, before the counters'.
-const FIXED: usize = 16;
 
 impl ParquetWriter {
     /// Creates `path` for rows of `set` (and `view`'s TopDown nodes).
@@ -191,41 +246,28 @@ impl ParquetWriter {
         set: &CounterSet,
         view: Option<&TopdownView>,
     ) -> Result<Self> {
-        let int = |n: &str, nullable| Column::new(n, nullable, Values::Int(Vec::new()));
-        let text = |n: &str, nullable| Column::new(n, nullable, Values::Text(Vec::new()));
-        let mut columns = vec![
-            text("kind", false),
-            int("time", false),
-            int("window_start_ns", false),
-            int("window_length_ns", false),
-            text("host", false),
-            int("tid", true),
-            int("pid", true),
-            text("comm", true),
-            Column::new("exited", true, Values::Bool(Vec::new())),
-            text("cgroup", false),
-            int("cgroup_id", false),
-            text("container", true),
-            int("on_cpu_ns", false),
-            Column::new("cpu_percent", false, Values::Float(Vec::new())),
-            int("switches", false),
-            Column::new("run_percent", false, Values::Float(Vec::new())),
-        ];
-        debug_assert_eq!(columns.len(), FIXED);
+        let mut columns: Vec<Column> = FIXED_COLUMNS
+            .iter()
+            .map(|&(name, kind, nullable)| Column::new(name, kind, nullable))
+            .collect();
         let prefixes = counter_prefixes(set);
         for prefix in &prefixes {
-            columns.push(int(&format!("{prefix}_value"), true));
+            columns.push(Column::new(format!("{prefix}_value"), Kind::Int, true));
+            columns.push(Column::new(format!("{prefix}_scaled"), Kind::Float, true));
             columns.push(Column::new(
-                format!("{prefix}_scaled"),
-                true,
-                Values::Float(Vec::new()),
+                format!("{prefix}_enabled_ns"),
+                Kind::Int,
+                false,
             ));
-            columns.push(int(&format!("{prefix}_enabled_ns"), false));
-            columns.push(int(&format!("{prefix}_running_ns"), false));
+            columns.push(Column::new(
+                format!("{prefix}_running_ns"),
+                Kind::Int,
+                false,
+            ));
         }
         let node_columns = node_columns(view);
         for (_, _, name) in &node_columns {
-            columns.push(Column::new(name.clone(), true, Values::Float(Vec::new())));
+            columns.push(Column::new(name.clone(), Kind::Float, true));
         }
         let fields = columns
             .iter()
@@ -260,8 +302,8 @@ impl ParquetWriter {
             writer,
             meta,
             columns,
+            counters: set.counters.len(),
             nodes: node_columns.iter().map(|&(i, node, _)| (i, node)).collect(),
-            counters_at: FIXED,
             rows: 0,
         })
     }
@@ -294,45 +336,47 @@ impl ParquetWriter {
             ),
             Who::Group { group, .. } => (None, None, None, None, group.path.clone(), group.id),
         };
-        let c = &mut self.columns;
-        push_text(&mut c[0], Some(kind.to_owned()));
-        push_int(
-            &mut c[1],
-            Some((self.meta.started_unix_ns as i64).saturating_add(start_ns)),
-        );
-        push_int(&mut c[2], Some(start_ns));
-        push_int(&mut c[3], Some(window.length.as_nanos() as i64));
-        push_text(&mut c[4], Some(self.meta.host.clone()));
-        push_int(&mut c[5], tid);
-        push_int(&mut c[6], pid);
-        push_text(&mut c[7], comm);
-        push_bool(&mut c[8], exited);
-        push_text(&mut c[9], Some(cgroup));
-        push_int(&mut c[10], Some(cgroup_id as i64));
-        push_text(&mut c[11], export.container.clone());
-        push_int(&mut c[12], Some(row.on_cpu_ns as i64));
-        push_float(&mut c[13], Some(row.cpu_percent));
-        push_int(&mut c[14], Some(row.switches as i64));
-        push_float(&mut c[15], Some(row.run_fraction * 100.0));
-        let counters = (c.len() - self.counters_at - self.nodes.len()) / 4;
-        for i in 0..counters {
+        // In column order: FIXED_COLUMNS, four per counter, then the nodes.
+        let mut cells = vec![
+            Cell::Text(Some(kind.to_owned())),
+            Cell::Int(Some(
+                (self.meta.started_unix_ns as i64).saturating_add(start_ns),
+            )),
+            Cell::Int(Some(start_ns)),
+            Cell::Int(Some(window.length.as_nanos() as i64)),
+            Cell::Text(Some(self.meta.host.clone())),
+            Cell::Int(tid),
+            Cell::Int(pid),
+            Cell::Text(comm),
+            Cell::Bool(exited),
+            Cell::Text(Some(cgroup)),
+            Cell::Int(Some(cgroup_id as i64)),
+            Cell::Text(export.container.clone()),
+            Cell::Int(Some(row.on_cpu_ns as i64)),
+            Cell::Float(Some(row.cpu_percent)),
+            Cell::Int(Some(row.switches as i64)),
+            Cell::Float(Some(row.run_fraction * 100.0)),
+        ];
+        for i in 0..self.counters {
             let value = row.counters.get(i).copied().unwrap_or_default();
-            let at = self.counters_at + 4 * i;
             let counted = value.running_ns > 0;
-            push_int(&mut c[at], counted.then_some(value.raw as i64));
-            push_float(&mut c[at + 1], value.scaled().filter(|_| counted));
-            push_int(&mut c[at + 2], Some(value.enabled_ns as i64));
-            push_int(&mut c[at + 3], Some(value.running_ns as i64));
+            cells.push(Cell::Int(counted.then_some(value.raw as i64)));
+            cells.push(Cell::Float(value.scaled().filter(|_| counted)));
+            cells.push(Cell::Int(Some(value.enabled_ns as i64)));
+            cells.push(Cell::Int(Some(value.running_ns as i64)));
         }
-        let nodes_at = self.counters_at + 4 * counters;
-        for (j, &(part, node)) in self.nodes.iter().enumerate() {
+        for &(part, node) in &self.nodes {
             let value = row
                 .topdown
                 .get(part)
                 .and_then(Option::as_ref)
                 .and_then(|td| td.value(node))
                 .filter(|v| v.is_finite());
-            push_float(&mut c[nodes_at + j], value);
+            cells.push(Cell::Float(value));
+        }
+        debug_assert_eq!(cells.len(), self.columns.len());
+        for (column, cell) in self.columns.iter_mut().zip(cells) {
+            column.cells.push(cell);
         }
         self.rows += 1;
     }
@@ -347,56 +391,7 @@ impl ParquetWriter {
             let Some(mut writer) = group.next_column()? else {
                 break;
             };
-            debug_assert_eq!(column.len(), self.rows);
-            let levels = |nullable: bool, present: Vec<bool>| {
-                nullable.then(|| present.iter().map(|&p| i16::from(p)).collect::<Vec<_>>())
-            };
-            match &mut column.values {
-                Values::Int(values) => {
-                    let levels = levels(
-                        column.nullable,
-                        values.iter().map(Option::is_some).collect(),
-                    );
-                    let dense: Vec<i64> = values.drain(..).flatten().collect();
-                    writer
-                        .typed::<Int64Type>()
-                        .write_batch(&dense, levels.as_deref(), None)?;
-                }
-                Values::Float(values) => {
-                    let levels = levels(
-                        column.nullable,
-                        values.iter().map(Option::is_some).collect(),
-                    );
-                    let dense: Vec<f64> = values.drain(..).flatten().collect();
-                    writer
-                        .typed::<DoubleType>()
-                        .write_batch(&dense, levels.as_deref(), None)?;
-                }
-                Values::Text(values) => {
-                    let levels = levels(
-                        column.nullable,
-                        values.iter().map(Option::is_some).collect(),
-                    );
-                    let dense: Vec<ByteArray> = values
-                        .drain(..)
-                        .flatten()
-                        .map(|s| ByteArray::from(s.into_bytes()))
-                        .collect();
-                    writer
-                        .typed::<ByteArrayType>()
-                        .write_batch(&dense, levels.as_deref(), None)?;
-                }
-                Values::Bool(values) => {
-                    let levels = levels(
-                        column.nullable,
-                        values.iter().map(Option::is_some).collect(),
-                    );
-                    let dense: Vec<bool> = values.drain(..).flatten().collect();
-                    writer
-                        .typed::<BoolType>()
-                        .write_batch(&dense, levels.as_deref(), None)?;
-                }
-            }
+            column.write(&mut writer)?;
             writer.close()?;
         }
         group.close()?;
@@ -535,30 +530,6 @@ impl ParquetParts {
     pub fn finish(mut self) -> Result<usize> {
         self.close_part()?;
         Ok(self.written)
-    }
-}
-
-fn push_int(column: &mut Column, value: Option<i64>) {
-    if let Values::Int(values) = &mut column.values {
-        values.push(value);
-    }
-}
-
-fn push_float(column: &mut Column, value: Option<f64>) {
-    if let Values::Float(values) = &mut column.values {
-        values.push(value);
-    }
-}
-
-fn push_text(column: &mut Column, value: Option<String>) {
-    if let Values::Text(values) = &mut column.values {
-        values.push(value);
-    }
-}
-
-fn push_bool(column: &mut Column, value: Option<bool>) {
-    if let Values::Bool(values) = &mut column.values {
-        values.push(value);
     }
 }
 

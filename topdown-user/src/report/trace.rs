@@ -20,23 +20,21 @@ use serde_json::{Map, Value, json};
 
 use crate::{
     attrib::Window,
-    model::{export::ExportWindow, rows::Who},
+    model::{
+        export::{ExportWindow, RunMeta},
+        rows::Who,
+    },
     pmu::counter_set::CounterSet,
     tma::view::TopdownView,
 };
 
-/// What the trace says about the run, in its `otherData`.
-#[derive(Debug, Serialize)]
-pub struct TraceMeta {
-    /// Where it was recorded.
-    pub host: String,
-    /// When collection started, in nanoseconds since the Unix epoch (timestamps in the trace
-    /// are microseconds from then).
-    pub started_unix_ns: u64,
-    /// The topdown-bpf version that recorded it.
-    pub tool_version: String,
-    /// The counter set's name.
-    pub counter_set: String,
+/// What the trace says about the run, in its `otherData` (timestamps are microseconds from
+/// `started_unix_ns`).
+#[derive(Serialize)]
+struct OtherData<'a> {
+    #[serde(flatten)]
+    run: &'a RunMeta,
+    counter_set: &'a str,
 }
 
 /// One trace event.
@@ -60,6 +58,63 @@ struct Event<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     s: Option<&'static str>,
     args: Value,
+}
+
+impl<'a> Event<'a> {
+    /// A bare event of kind `ph` for `pid`; the constructors below fill in the rest.
+    fn new(name: &'a str, ph: &'static str, pid: u32, args: Value) -> Self {
+        Self {
+            name,
+            ph,
+            cat: None,
+            ts: None,
+            dur: None,
+            pid,
+            tid: None,
+            id: None,
+            s: None,
+            args,
+        }
+    }
+
+    /// A sample of thread `tid`'s counter track `name`.
+    fn counter(name: &'a str, ts: f64, pid: u32, tid: u32, value: f64) -> Self {
+        Self {
+            ts: Some(ts),
+            id: Some(tid.to_string()),
+            ..Self::new(name, "C", pid, json!({ "value": value }))
+        }
+    }
+
+    /// Thread `tid`'s slice over a window.
+    fn slice(name: &'a str, ts: f64, dur: f64, pid: u32, tid: u32, args: Value) -> Self {
+        Self {
+            cat: Some("window"),
+            ts: Some(ts),
+            dur: Some(dur),
+            tid: Some(tid),
+            ..Self::new(name, "X", pid, args)
+        }
+    }
+
+    /// An instant on thread `tid`'s track.
+    fn instant(name: &'a str, ts: f64, pid: u32, tid: u32) -> Self {
+        Self {
+            cat: Some("thread"),
+            ts: Some(ts),
+            tid: Some(tid),
+            s: Some("t"),
+            ..Self::new(name, "i", pid, json!({}))
+        }
+    }
+
+    /// A `process_name` or `thread_name` metadata event.
+    fn metadata(kind: &'a str, pid: u32, tid: Option<u32>, name: &str) -> Self {
+        Self {
+            tid,
+            ..Self::new(kind, "M", pid, json!({ "name": name }))
+        }
+    }
 }
 
 /// The name of the %CPU counter track.
@@ -90,14 +145,18 @@ impl<'a> TraceWriter<'a> {
     /// Starts the document.
     pub fn new(
         out: &'a mut dyn Write,
-        meta: &TraceMeta,
+        run: &RunMeta,
         set: &'a CounterSet,
         view: Option<&'a TopdownView>,
     ) -> Result<Self> {
+        let other = OtherData {
+            run,
+            counter_set: set.name,
+        };
         write!(
             out,
             "{{\"displayTimeUnit\":\"ms\",\"otherData\":{},\"traceEvents\":[",
-            serde_json::to_string(meta)?
+            serde_json::to_string(&other)?
         )?;
         Ok(Self {
             out,
@@ -120,18 +179,7 @@ impl<'a> TraceWriter<'a> {
     }
 
     fn counter(&mut self, name: &str, ts: f64, pid: u32, tid: u32, value: f64) -> Result<()> {
-        self.event(&Event {
-            name,
-            ph: "C",
-            cat: None,
-            ts: Some(ts),
-            dur: None,
-            pid,
-            tid: None,
-            id: Some(tid.to_string()),
-            s: None,
-            args: json!({ "value": value }),
-        })
+        self.event(&Event::counter(name, ts, pid, tid, value))
     }
 
     /// The events of one window's thread rows.
@@ -168,17 +216,14 @@ impl<'a> TraceWriter<'a> {
             }
             let nodes = self.nodes(row.topdown.iter());
             let bottleneck = row.topdown.iter().flatten().find_map(|td| td.bottleneck);
-            self.event(&Event {
-                name: bottleneck.unwrap_or("on-CPU"),
-                ph: "X",
-                cat: Some("window"),
-                ts: Some(start),
-                dur: Some(end - start),
+            let name = bottleneck.unwrap_or("on-CPU");
+            self.event(&Event::slice(
+                name,
+                start,
+                end - start,
                 pid,
-                tid: Some(tid),
-                id: None,
-                s: None,
-                args: json!({
+                tid,
+                json!({
                     "comm": thread.comm,
                     "cgroup": thread.cgroup,
                     "container": export.container,
@@ -188,7 +233,7 @@ impl<'a> TraceWriter<'a> {
                     "counters": counters,
                     "topdown": nodes,
                 }),
-            })?;
+            ))?;
             self.counter(CPU_PERCENT, start, pid, tid, row.cpu_percent)?;
             self.counter(SWITCHES, start, pid, tid, row.switches as f64)?;
             for (name, value) in &nodes {
@@ -197,18 +242,7 @@ impl<'a> TraceWriter<'a> {
                 }
             }
             if thread.exited {
-                self.event(&Event {
-                    name: "exit",
-                    ph: "i",
-                    cat: Some("thread"),
-                    ts: Some(end),
-                    dur: None,
-                    pid,
-                    tid: Some(tid),
-                    id: None,
-                    s: Some("t"),
-                    args: json!({}),
-                })?;
+                self.event(&Event::instant("exit", end, pid, tid))?;
                 self.counter(CPU_PERCENT, end, pid, tid, 0.0)?;
             } else {
                 running.insert(tid, pid);
@@ -258,33 +292,11 @@ impl<'a> TraceWriter<'a> {
     pub fn finish(mut self) -> Result<()> {
         let processes = std::mem::take(&mut self.processes);
         for (pid, name) in &processes {
-            self.event(&Event {
-                name: "process_name",
-                ph: "M",
-                cat: None,
-                ts: None,
-                dur: None,
-                pid: *pid,
-                tid: None,
-                id: None,
-                s: None,
-                args: json!({ "name": name }),
-            })?;
+            self.event(&Event::metadata("process_name", *pid, None, name))?;
         }
         let threads = std::mem::take(&mut self.threads);
         for ((pid, tid), name) in &threads {
-            self.event(&Event {
-                name: "thread_name",
-                ph: "M",
-                cat: None,
-                ts: None,
-                dur: None,
-                pid: *pid,
-                tid: Some(*tid),
-                id: None,
-                s: None,
-                args: json!({ "name": name }),
-            })?;
+            self.event(&Event::metadata("thread_name", *pid, Some(*tid), name))?;
         }
         self.out.write_all(b"]}\n")?;
         self.out.flush()?;

@@ -6,7 +6,7 @@ use anyhow::{Result, bail};
 use topdown_common::MAX_COUNTERS;
 
 use super::{
-    Model,
+    ESTIMATE_ASSUMES, Model,
     plan::{HybridPart, drilldown_set, hybrid_topdown_set, topdown_set},
     view::{TopdownPart, TopdownView},
 };
@@ -38,13 +38,12 @@ pub fn counter_set_on(
     per_core: bool,
     events: &[String],
 ) -> Result<(CounterSet, Option<TopdownView>)> {
-    let sys = sys.clone();
-    let machine = Machine::read(&sys)?;
+    let machine = Machine::read(sys)?;
     if !nodes.is_empty() && td_level != Some(3) {
         bail!("--nodes picks where Level 3 drills down: it needs --td-level 3");
     }
     let (mut set, topdown) = match td_level {
-        None => (CounterSet::for_machine(&sys)?, None),
+        None => (CounterSet::for_machine(sys)?, None),
         Some(level) => {
             let parts = topdown_models_here(&machine, level, per_core)?;
             // The PMU's `caps/slots`, else the core's known width (an emulated PMU gives none).
@@ -54,9 +53,9 @@ pub fn counter_set_on(
                 .unwrap_or(8);
             if let [(model, pmu)] = parts.as_slice() {
                 let set = if nodes.is_empty() {
-                    topdown_set(&sys, pmu, model, level)?
+                    topdown_set(sys, pmu, model, level)?
                 } else {
-                    drilldown_set(&sys, pmu, model, nodes)?
+                    drilldown_set(sys, pmu, model, nodes)?
                 };
                 let mut view = TopdownView::single(*model, level, slots, machine.smt_active);
                 // Per-core counts cover whole cores (perf's `#core_wide`, as `perf stat -a`).
@@ -74,7 +73,7 @@ pub fn counter_set_on(
                         }
                     })
                     .collect();
-                let set = hybrid_topdown_set(&sys, &with_cpus, level, nodes)?;
+                let set = hybrid_topdown_set(sys, &with_cpus, level, nodes)?;
                 let view = TopdownView {
                     parts: parts
                         .iter()
@@ -96,7 +95,7 @@ pub fn counter_set_on(
     if let Some(view) = topdown.as_ref().filter(|v| v.is_estimate()) {
         set.reason = format!("{}; {}", set.reason, estimate_note(view));
     }
-    add_events(&sys, &machine, &mut set, topdown.as_ref(), events)?;
+    add_events(sys, &machine, &mut set, topdown.as_ref(), events)?;
     if machine.forced {
         set.reason = format!(
             "{}; CPU forced to {} (--cpuid / TOPDOWN_CPUID) on PMU {}",
@@ -114,12 +113,10 @@ pub fn counter_set_on(
 }
 
 /// What a per-thread estimate assumes, said beside the counter set's reason.
-pub fn estimate_note(view: &TopdownView) -> String {
+fn estimate_note(view: &TopdownView) -> String {
     format!(
-        "TopDown per thread with SMT on is perf's estimate ({} formulas, #core_wide < 1): the \
-         core's clocks are the thread's times (1 + ONE_THREAD_ACTIVE / REF_XCLK) / 2 and the \
-         core-wide (*_ANY) counts are split evenly between the two threads; --per-core gives \
-         the exact core-wide numbers",
+        "TopDown per thread with SMT on is perf's estimate ({}): {ESTIMATE_ASSUMES}; --per-core \
+         gives the exact core-wide numbers",
         view.parts[0].model.name
     )
 }

@@ -155,7 +155,7 @@ pub fn alderlake_core(x: &dyn Inputs) -> Evaluation {
     let m_tma_memory_bound = (x.event("topdown-mem-bound") / (((x.event("topdown-fe-bound") + x.event("topdown-bad-spec")) + x.event("topdown-retiring")) + x.event("topdown-be-bound")));
     let m_tma_core_bound = max(0.0, (m_tma_backend_bound - m_tma_memory_bound));
     let m_tma_divider = (x.event("ARITH.DIV_ACTIVE") / m_tma_info_thread_clks);
-    let m_tma_info_core_core_clks = (if x.literal("#SMT_on") != 0.0 { x.event("CPU_CLK_UNHALTED.DISTRIBUTED") } else { m_tma_info_thread_clks });
+    let m_tma_info_core_core_clks = (if x.literal("#smt_on") != 0.0 { x.event("CPU_CLK_UNHALTED.DISTRIBUTED") } else { m_tma_info_thread_clks });
     let m_tma_dsb = (((x.event("IDQ.DSB_CYCLES_ANY") - x.event("IDQ.DSB_CYCLES_OK")) / m_tma_info_core_core_clks) / 2.0);
     let m_tma_dsb_switches = (x.event("DSB2MITE_SWITCHES.PENALTY_CYCLES") / m_tma_info_thread_clks);
     let m_tma_fetch_latency = ((x.event("topdown-fetch-lat") / (((x.event("topdown-fe-bound") + x.event("topdown-bad-spec")) + x.event("topdown-retiring")) + x.event("topdown-be-bound"))) - (x.event("INT_MISC.UOP_DROPPING") / m_tma_info_thread_slots));
@@ -566,7 +566,7 @@ pub fn icelakex(x: &dyn Inputs) -> Evaluation {
     let m_tma_divider = (x.event("ARITH.DIVIDER_ACTIVE") / m_tma_info_thread_clks);
     let m_tma_l2_bound = (((x.event("MEM_LOAD_RETIRED.L2_HIT") * (1.0 + (x.event("MEM_LOAD_RETIRED.FB_HIT") / x.event("MEM_LOAD_RETIRED.L1_MISS")))) / ((x.event("MEM_LOAD_RETIRED.L2_HIT") * (1.0 + (x.event("MEM_LOAD_RETIRED.FB_HIT") / x.event("MEM_LOAD_RETIRED.L1_MISS")))) + x.event("L1D_PEND_MISS.FB_FULL_PERIODS"))) * ((x.event("CYCLE_ACTIVITY.STALLS_L1D_MISS") - x.event("CYCLE_ACTIVITY.STALLS_L2_MISS")) / m_tma_info_thread_clks));
     let m_tma_dram_bound = (((x.event("CYCLE_ACTIVITY.STALLS_L3_MISS") / m_tma_info_thread_clks) + ((x.event("CYCLE_ACTIVITY.STALLS_L1D_MISS") - x.event("CYCLE_ACTIVITY.STALLS_L2_MISS")) / m_tma_info_thread_clks)) - m_tma_l2_bound);
-    let m_tma_info_core_core_clks = (if x.literal("#SMT_on") != 0.0 { x.event("CPU_CLK_UNHALTED.DISTRIBUTED") } else { m_tma_info_thread_clks });
+    let m_tma_info_core_core_clks = (if x.literal("#smt_on") != 0.0 { x.event("CPU_CLK_UNHALTED.DISTRIBUTED") } else { m_tma_info_thread_clks });
     let m_tma_dsb = (((x.event("IDQ.DSB_CYCLES_ANY") - x.event("IDQ.DSB_CYCLES_OK")) / m_tma_info_core_core_clks) / 2.0);
     let m_tma_dsb_switches = (x.event("DSB2MITE_SWITCHES.PENALTY_CYCLES") / m_tma_info_thread_clks);
     let m_tma_fetch_latency = (((5.0 * x.event("IDQ_UOPS_NOT_DELIVERED.CYCLES_0_UOPS_DELIV.CORE")) - x.event("INT_MISC.UOP_DROPPING")) / m_tma_info_thread_slots);
@@ -632,7 +632,7 @@ pub fn tigerlake(x: &dyn Inputs) -> Evaluation {
     let m_tma_divider = (x.event("ARITH.DIVIDER_ACTIVE") / m_tma_info_thread_clks);
     let m_tma_l2_bound = (((x.event("MEM_LOAD_RETIRED.L2_HIT") * (1.0 + (x.event("MEM_LOAD_RETIRED.FB_HIT") / x.event("MEM_LOAD_RETIRED.L1_MISS")))) / ((x.event("MEM_LOAD_RETIRED.L2_HIT") * (1.0 + (x.event("MEM_LOAD_RETIRED.FB_HIT") / x.event("MEM_LOAD_RETIRED.L1_MISS")))) + x.event("L1D_PEND_MISS.FB_FULL_PERIODS"))) * ((x.event("CYCLE_ACTIVITY.STALLS_L1D_MISS") - x.event("CYCLE_ACTIVITY.STALLS_L2_MISS")) / m_tma_info_thread_clks));
     let m_tma_dram_bound = (((x.event("CYCLE_ACTIVITY.STALLS_L3_MISS") / m_tma_info_thread_clks) + ((x.event("CYCLE_ACTIVITY.STALLS_L1D_MISS") - x.event("CYCLE_ACTIVITY.STALLS_L2_MISS")) / m_tma_info_thread_clks)) - m_tma_l2_bound);
-    let m_tma_info_core_core_clks = (if x.literal("#SMT_on") != 0.0 { x.event("CPU_CLK_UNHALTED.DISTRIBUTED") } else { m_tma_info_thread_clks });
+    let m_tma_info_core_core_clks = (if x.literal("#smt_on") != 0.0 { x.event("CPU_CLK_UNHALTED.DISTRIBUTED") } else { m_tma_info_thread_clks });
     let m_tma_dsb = (((x.event("IDQ.DSB_CYCLES_ANY") - x.event("IDQ.DSB_CYCLES_OK")) / m_tma_info_core_core_clks) / 2.0);
     let m_tma_dsb_switches = (x.event("DSB2MITE_SWITCHES.PENALTY_CYCLES") / m_tma_info_thread_clks);
     let m_tma_fetch_latency = (((5.0 * x.event("IDQ_UOPS_NOT_DELIVERED.CYCLES_0_UOPS_DELIV.CORE")) - x.event("INT_MISC.UOP_DROPPING")) / m_tma_info_thread_slots);
@@ -699,7 +699,7 @@ pub fn rocketlake(x: &dyn Inputs) -> Evaluation {
     let m_tma_divider = (x.event("ARITH.DIVIDER_ACTIVE") / m_tma_info_thread_clks);
     let m_tma_l2_bound = (((x.event("MEM_LOAD_RETIRED.L2_HIT") * (1.0 + (x.event("MEM_LOAD_RETIRED.FB_HIT") / x.event("MEM_LOAD_RETIRED.L1_MISS")))) / ((x.event("MEM_LOAD_RETIRED.L2_HIT") * (1.0 + (x.event("MEM_LOAD_RETIRED.FB_HIT") / x.event("MEM_LOAD_RETIRED.L1_MISS")))) + x.event("L1D_PEND_MISS.FB_FULL_PERIODS"))) * ((x.event("CYCLE_ACTIVITY.STALLS_L1D_MISS") - x.event("CYCLE_ACTIVITY.STALLS_L2_MISS")) / m_tma_info_thread_clks));
     let m_tma_dram_bound = (((x.event("CYCLE_ACTIVITY.STALLS_L3_MISS") / m_tma_info_thread_clks) + ((x.event("CYCLE_ACTIVITY.STALLS_L1D_MISS") - x.event("CYCLE_ACTIVITY.STALLS_L2_MISS")) / m_tma_info_thread_clks)) - m_tma_l2_bound);
-    let m_tma_info_core_core_clks = (if x.literal("#SMT_on") != 0.0 { x.event("CPU_CLK_UNHALTED.DISTRIBUTED") } else { m_tma_info_thread_clks });
+    let m_tma_info_core_core_clks = (if x.literal("#smt_on") != 0.0 { x.event("CPU_CLK_UNHALTED.DISTRIBUTED") } else { m_tma_info_thread_clks });
     let m_tma_dsb = (((x.event("IDQ.DSB_CYCLES_ANY") - x.event("IDQ.DSB_CYCLES_OK")) / m_tma_info_core_core_clks) / 2.0);
     let m_tma_dsb_switches = (x.event("DSB2MITE_SWITCHES.PENALTY_CYCLES") / m_tma_info_thread_clks);
     let m_tma_fetch_latency = (((5.0 * x.event("IDQ_UOPS_NOT_DELIVERED.CYCLES_0_UOPS_DELIV.CORE")) - x.event("INT_MISC.UOP_DROPPING")) / m_tma_info_thread_slots);
@@ -748,7 +748,7 @@ pub const ROCKETLAKE_UNMEASURABLE: &[&str] = &[];
 /// Intel Emerald Rapids (PERF_METRICS L1 and L2).
 pub fn emeraldrapids(x: &dyn Inputs) -> Evaluation {
     let m_tma_info_thread_clks = x.event("CPU_CLK_UNHALTED.THREAD");
-    let m_tma_info_core_core_clks = (if x.literal("#SMT_on") != 0.0 { x.event("CPU_CLK_UNHALTED.DISTRIBUTED") } else { m_tma_info_thread_clks });
+    let m_tma_info_core_core_clks = (if x.literal("#smt_on") != 0.0 { x.event("CPU_CLK_UNHALTED.DISTRIBUTED") } else { m_tma_info_thread_clks });
     let m_tma_amx_busy = (x.event("EXE.AMX_BUSY") / m_tma_info_core_core_clks);
     let m_tma_backend_bound = (x.event("topdown-be-bound") / (((x.event("topdown-fe-bound") + x.event("topdown-bad-spec")) + x.event("topdown-retiring")) + x.event("topdown-be-bound")));
     let m_tma_info_thread_slots = x.event("TOPDOWN.SLOTS");
@@ -820,7 +820,7 @@ pub const EMERALDRAPIDS_UNMEASURABLE: &[&str] = &[];
 /// Intel Granite Rapids (PERF_METRICS L1 and L2).
 pub fn graniterapids(x: &dyn Inputs) -> Evaluation {
     let m_tma_info_thread_clks = x.event("CPU_CLK_UNHALTED.THREAD");
-    let m_tma_info_core_core_clks = (if x.literal("#SMT_on") != 0.0 { x.event("CPU_CLK_UNHALTED.DISTRIBUTED") } else { m_tma_info_thread_clks });
+    let m_tma_info_core_core_clks = (if x.literal("#smt_on") != 0.0 { x.event("CPU_CLK_UNHALTED.DISTRIBUTED") } else { m_tma_info_thread_clks });
     let m_tma_amx_busy = (x.event("EXE.AMX_BUSY") / m_tma_info_core_core_clks);
     let m_tma_backend_bound = (x.event("topdown-be-bound") / (((x.event("topdown-fe-bound") + x.event("topdown-bad-spec")) + x.event("topdown-retiring")) + x.event("topdown-be-bound")));
     let m_tma_info_thread_slots = x.event("TOPDOWN.SLOTS");
@@ -911,7 +911,7 @@ pub fn meteorlake_core(x: &dyn Inputs) -> Evaluation {
     let m_tma_memory_bound = (x.event("topdown-mem-bound") / (((x.event("topdown-fe-bound") + x.event("topdown-bad-spec")) + x.event("topdown-retiring")) + x.event("topdown-be-bound")));
     let m_tma_core_bound = max(0.0, (m_tma_backend_bound - m_tma_memory_bound));
     let m_tma_divider = (x.event("ARITH.DIV_ACTIVE") / m_tma_info_thread_clks);
-    let m_tma_info_core_core_clks = (if x.literal("#SMT_on") != 0.0 { x.event("CPU_CLK_UNHALTED.DISTRIBUTED") } else { m_tma_info_thread_clks });
+    let m_tma_info_core_core_clks = (if x.literal("#smt_on") != 0.0 { x.event("CPU_CLK_UNHALTED.DISTRIBUTED") } else { m_tma_info_thread_clks });
     let m_tma_dsb = (((x.event("IDQ.DSB_CYCLES_ANY") - x.event("IDQ.DSB_CYCLES_OK")) / m_tma_info_core_core_clks) / 2.0);
     let m_tma_dsb_switches = (x.event("DSB2MITE_SWITCHES.PENALTY_CYCLES") / m_tma_info_thread_clks);
     let m_tma_fetch_latency = ((x.event("topdown-fetch-lat") / (((x.event("topdown-fe-bound") + x.event("topdown-bad-spec")) + x.event("topdown-retiring")) + x.event("topdown-be-bound"))) - (x.event("INT_MISC.UOP_DROPPING") / m_tma_info_thread_slots));
@@ -1133,11 +1133,11 @@ pub const ARROWLAKE_CORE_UNMEASURABLE: &[&str] = &[];
 /// Intel Skylake-SP (generic counters, width 4; SMT on: perf's per-thread estimate).
 pub fn skylakex(x: &dyn Inputs) -> Evaluation {
     let m_tma_info_thread_clks = x.event("CPU_CLK_UNHALTED.THREAD");
-    let m_tma_info_core_core_clks = (if truth(x.literal("#core_wide") < 1.0) != 0.0 { ((x.event("CPU_CLK_UNHALTED.THREAD") / 2.0) * (1.0 + (x.event("CPU_CLK_UNHALTED.ONE_THREAD_ACTIVE") / x.event("CPU_CLK_UNHALTED.REF_XCLK")))) } else { (if x.literal("#SMT_on") != 0.0 { (x.event("CPU_CLK_UNHALTED.THREAD_ANY") / 2.0) } else { m_tma_info_thread_clks }) });
+    let m_tma_info_core_core_clks = (if truth(x.literal("#core_wide") < 1.0) != 0.0 { ((x.event("CPU_CLK_UNHALTED.THREAD") / 2.0) * (1.0 + (x.event("CPU_CLK_UNHALTED.ONE_THREAD_ACTIVE") / x.event("CPU_CLK_UNHALTED.REF_XCLK")))) } else { (if x.literal("#smt_on") != 0.0 { (x.event("CPU_CLK_UNHALTED.THREAD_ANY") / 2.0) } else { m_tma_info_thread_clks }) });
     let m_tma_info_thread_slots = (4.0 * m_tma_info_core_core_clks);
     let m_tma_frontend_bound = (x.event("IDQ_UOPS_NOT_DELIVERED.CORE") / m_tma_info_thread_slots);
-    let m_tma_backend_bound = ((1.0 - m_tma_frontend_bound) - ((x.event("UOPS_ISSUED.ANY") + (4.0 * (if x.literal("#SMT_on") != 0.0 { (x.event("INT_MISC.RECOVERY_CYCLES_ANY") / 2.0) } else { x.event("INT_MISC.RECOVERY_CYCLES") }))) / m_tma_info_thread_slots));
-    let m_tma_bad_speculation = (((x.event("UOPS_ISSUED.ANY") - x.event("UOPS_RETIRED.RETIRE_SLOTS")) + (4.0 * (if x.literal("#SMT_on") != 0.0 { (x.event("INT_MISC.RECOVERY_CYCLES_ANY") / 2.0) } else { x.event("INT_MISC.RECOVERY_CYCLES") }))) / m_tma_info_thread_slots);
+    let m_tma_backend_bound = ((1.0 - m_tma_frontend_bound) - ((x.event("UOPS_ISSUED.ANY") + (4.0 * (if x.literal("#smt_on") != 0.0 { (x.event("INT_MISC.RECOVERY_CYCLES_ANY") / 2.0) } else { x.event("INT_MISC.RECOVERY_CYCLES") }))) / m_tma_info_thread_slots));
+    let m_tma_bad_speculation = (((x.event("UOPS_ISSUED.ANY") - x.event("UOPS_RETIRED.RETIRE_SLOTS")) + (4.0 * (if x.literal("#smt_on") != 0.0 { (x.event("INT_MISC.RECOVERY_CYCLES_ANY") / 2.0) } else { x.event("INT_MISC.RECOVERY_CYCLES") }))) / m_tma_info_thread_slots);
     let m_tma_branch_mispredicts = ((x.event("BR_MISP_RETIRED.ALL_BRANCHES") / (x.event("BR_MISP_RETIRED.ALL_BRANCHES") + x.event("MACHINE_CLEARS.COUNT"))) * m_tma_bad_speculation);
     let m_tma_unknown_branches = ((9.0 * x.event("BACLEARS.ANY")) / m_tma_info_thread_clks);
     let m_tma_branch_resteers = ((x.event("INT_MISC.CLEAR_RESTEER_CYCLES") / m_tma_info_thread_clks) + m_tma_unknown_branches);
@@ -1199,11 +1199,11 @@ pub const SKYLAKEX_UNMEASURABLE: &[&str] = &[];
 /// Intel Cascade Lake (generic counters, width 4; SMT on: perf's per-thread estimate).
 pub fn cascadelakex(x: &dyn Inputs) -> Evaluation {
     let m_tma_info_thread_clks = x.event("CPU_CLK_UNHALTED.THREAD");
-    let m_tma_info_core_core_clks = (if truth(x.literal("#core_wide") < 1.0) != 0.0 { ((x.event("CPU_CLK_UNHALTED.THREAD") / 2.0) * (1.0 + (x.event("CPU_CLK_UNHALTED.ONE_THREAD_ACTIVE") / x.event("CPU_CLK_UNHALTED.REF_XCLK")))) } else { (if x.literal("#SMT_on") != 0.0 { (x.event("CPU_CLK_UNHALTED.THREAD_ANY") / 2.0) } else { m_tma_info_thread_clks }) });
+    let m_tma_info_core_core_clks = (if truth(x.literal("#core_wide") < 1.0) != 0.0 { ((x.event("CPU_CLK_UNHALTED.THREAD") / 2.0) * (1.0 + (x.event("CPU_CLK_UNHALTED.ONE_THREAD_ACTIVE") / x.event("CPU_CLK_UNHALTED.REF_XCLK")))) } else { (if x.literal("#smt_on") != 0.0 { (x.event("CPU_CLK_UNHALTED.THREAD_ANY") / 2.0) } else { m_tma_info_thread_clks }) });
     let m_tma_info_thread_slots = (4.0 * m_tma_info_core_core_clks);
     let m_tma_frontend_bound = (x.event("IDQ_UOPS_NOT_DELIVERED.CORE") / m_tma_info_thread_slots);
-    let m_tma_backend_bound = ((1.0 - m_tma_frontend_bound) - ((x.event("UOPS_ISSUED.ANY") + (4.0 * (if x.literal("#SMT_on") != 0.0 { (x.event("INT_MISC.RECOVERY_CYCLES_ANY") / 2.0) } else { x.event("INT_MISC.RECOVERY_CYCLES") }))) / m_tma_info_thread_slots));
-    let m_tma_bad_speculation = (((x.event("UOPS_ISSUED.ANY") - x.event("UOPS_RETIRED.RETIRE_SLOTS")) + (4.0 * (if x.literal("#SMT_on") != 0.0 { (x.event("INT_MISC.RECOVERY_CYCLES_ANY") / 2.0) } else { x.event("INT_MISC.RECOVERY_CYCLES") }))) / m_tma_info_thread_slots);
+    let m_tma_backend_bound = ((1.0 - m_tma_frontend_bound) - ((x.event("UOPS_ISSUED.ANY") + (4.0 * (if x.literal("#smt_on") != 0.0 { (x.event("INT_MISC.RECOVERY_CYCLES_ANY") / 2.0) } else { x.event("INT_MISC.RECOVERY_CYCLES") }))) / m_tma_info_thread_slots));
+    let m_tma_bad_speculation = (((x.event("UOPS_ISSUED.ANY") - x.event("UOPS_RETIRED.RETIRE_SLOTS")) + (4.0 * (if x.literal("#smt_on") != 0.0 { (x.event("INT_MISC.RECOVERY_CYCLES_ANY") / 2.0) } else { x.event("INT_MISC.RECOVERY_CYCLES") }))) / m_tma_info_thread_slots);
     let m_tma_branch_mispredicts = ((x.event("BR_MISP_RETIRED.ALL_BRANCHES") / (x.event("BR_MISP_RETIRED.ALL_BRANCHES") + x.event("MACHINE_CLEARS.COUNT"))) * m_tma_bad_speculation);
     let m_tma_unknown_branches = ((9.0 * x.event("BACLEARS.ANY")) / m_tma_info_thread_clks);
     let m_tma_branch_resteers = ((x.event("INT_MISC.CLEAR_RESTEER_CYCLES") / m_tma_info_thread_clks) + m_tma_unknown_branches);
@@ -1266,9 +1266,9 @@ pub const CASCADELAKEX_UNMEASURABLE: &[&str] = &[];
 /// Intel Haswell (generic counters, width 4; SMT on: perf's per-thread estimate).
 pub fn haswell(x: &dyn Inputs) -> Evaluation {
     let m_tma_info_thread_clks = x.event("CPU_CLK_UNHALTED.THREAD");
-    let m_tma_info_core_core_clks = (if truth(x.literal("#core_wide") < 1.0) != 0.0 { ((x.event("CPU_CLK_UNHALTED.THREAD") / 2.0) * (1.0 + (x.event("CPU_CLK_UNHALTED.ONE_THREAD_ACTIVE") / x.event("CPU_CLK_UNHALTED.REF_XCLK")))) } else { (if x.literal("#SMT_on") != 0.0 { (x.event("CPU_CLK_UNHALTED.THREAD_ANY") / 2.0) } else { m_tma_info_thread_clks }) });
+    let m_tma_info_core_core_clks = (if truth(x.literal("#core_wide") < 1.0) != 0.0 { ((x.event("CPU_CLK_UNHALTED.THREAD") / 2.0) * (1.0 + (x.event("CPU_CLK_UNHALTED.ONE_THREAD_ACTIVE") / x.event("CPU_CLK_UNHALTED.REF_XCLK")))) } else { (if x.literal("#smt_on") != 0.0 { (x.event("CPU_CLK_UNHALTED.THREAD_ANY") / 2.0) } else { m_tma_info_thread_clks }) });
     let m_tma_info_thread_slots = (4.0 * m_tma_info_core_core_clks);
-    let m_tma_bad_speculation = (((x.event("UOPS_ISSUED.ANY") - x.event("UOPS_RETIRED.RETIRE_SLOTS")) + (4.0 * (if x.literal("#SMT_on") != 0.0 { (x.event("INT_MISC.RECOVERY_CYCLES_ANY") / 2.0) } else { x.event("INT_MISC.RECOVERY_CYCLES") }))) / m_tma_info_thread_slots);
+    let m_tma_bad_speculation = (((x.event("UOPS_ISSUED.ANY") - x.event("UOPS_RETIRED.RETIRE_SLOTS")) + (4.0 * (if x.literal("#smt_on") != 0.0 { (x.event("INT_MISC.RECOVERY_CYCLES_ANY") / 2.0) } else { x.event("INT_MISC.RECOVERY_CYCLES") }))) / m_tma_info_thread_slots);
     let m_tma_frontend_bound = (x.event("IDQ_UOPS_NOT_DELIVERED.CORE") / m_tma_info_thread_slots);
     let m_tma_retiring = (x.event("UOPS_RETIRED.RETIRE_SLOTS") / m_tma_info_thread_slots);
     let m_tma_backend_bound = (1.0 - ((m_tma_frontend_bound + m_tma_bad_speculation) + m_tma_retiring));
@@ -1276,7 +1276,7 @@ pub fn haswell(x: &dyn Inputs) -> Evaluation {
     let m_tma_branch_resteers = ((12.0 * ((x.event("BR_MISP_RETIRED.ALL_BRANCHES") + x.event("MACHINE_CLEARS.COUNT")) + x.event("BACLEARS.ANY"))) / m_tma_info_thread_clks);
     let m_tma_fetch_latency = ((4.0 * min(x.event("CPU_CLK_UNHALTED.THREAD"), x.event("IDQ_UOPS_NOT_DELIVERED.CYCLES_0_UOPS_DELIV.CORE"))) / m_tma_info_thread_slots);
     let m_tma_info_thread_ipc = (x.event("INST_RETIRED.ANY") / m_tma_info_thread_clks);
-    let m_tma_memory_bound = (((min(x.event("CPU_CLK_UNHALTED.THREAD"), x.event("CYCLE_ACTIVITY.STALLS_LDM_PENDING")) + x.event("RESOURCE_STALLS.SB")) / (if x.literal("#SMT_on") != 0.0 { (((min(x.event("CPU_CLK_UNHALTED.THREAD"), x.event("CYCLE_ACTIVITY.CYCLES_NO_EXECUTE")) + ((x.event("cpu@UOPS_EXECUTED.CORE,cmask=1@") - (if truth(m_tma_info_thread_ipc > 1.8) != 0.0 { x.event("cpu@UOPS_EXECUTED.CORE,cmask=3@") } else { x.event("cpu@UOPS_EXECUTED.CORE,cmask=2@") })) / 2.0)) - (if truth(m_tma_fetch_latency > 0.1) != 0.0 { x.event("RS_EVENTS.EMPTY_CYCLES") } else { 0.0 })) + x.event("RESOURCE_STALLS.SB")) } else { ((((min(x.event("CPU_CLK_UNHALTED.THREAD"), x.event("CYCLE_ACTIVITY.CYCLES_NO_EXECUTE")) + x.event("cpu@UOPS_EXECUTED.CORE,cmask=1@")) - (if truth(m_tma_info_thread_ipc > 1.8) != 0.0 { x.event("cpu@UOPS_EXECUTED.CORE,cmask=3@") } else { x.event("cpu@UOPS_EXECUTED.CORE,cmask=2@") })) - (if truth(m_tma_fetch_latency > 0.1) != 0.0 { x.event("RS_EVENTS.EMPTY_CYCLES") } else { 0.0 })) + x.event("RESOURCE_STALLS.SB")) })) * m_tma_backend_bound);
+    let m_tma_memory_bound = (((min(x.event("CPU_CLK_UNHALTED.THREAD"), x.event("CYCLE_ACTIVITY.STALLS_LDM_PENDING")) + x.event("RESOURCE_STALLS.SB")) / (if x.literal("#smt_on") != 0.0 { (((min(x.event("CPU_CLK_UNHALTED.THREAD"), x.event("CYCLE_ACTIVITY.CYCLES_NO_EXECUTE")) + ((x.event("cpu@UOPS_EXECUTED.CORE,cmask=1@") - (if truth(m_tma_info_thread_ipc > 1.8) != 0.0 { x.event("cpu@UOPS_EXECUTED.CORE,cmask=3@") } else { x.event("cpu@UOPS_EXECUTED.CORE,cmask=2@") })) / 2.0)) - (if truth(m_tma_fetch_latency > 0.1) != 0.0 { x.event("RS_EVENTS.EMPTY_CYCLES") } else { 0.0 })) + x.event("RESOURCE_STALLS.SB")) } else { ((((min(x.event("CPU_CLK_UNHALTED.THREAD"), x.event("CYCLE_ACTIVITY.CYCLES_NO_EXECUTE")) + x.event("cpu@UOPS_EXECUTED.CORE,cmask=1@")) - (if truth(m_tma_info_thread_ipc > 1.8) != 0.0 { x.event("cpu@UOPS_EXECUTED.CORE,cmask=3@") } else { x.event("cpu@UOPS_EXECUTED.CORE,cmask=2@") })) - (if truth(m_tma_fetch_latency > 0.1) != 0.0 { x.event("RS_EVENTS.EMPTY_CYCLES") } else { 0.0 })) + x.event("RESOURCE_STALLS.SB")) })) * m_tma_backend_bound);
     let m_tma_core_bound = (m_tma_backend_bound - m_tma_memory_bound);
     let m_tma_divider = ((10.0 * x.event("ARITH.DIVIDER_UOPS")) / m_tma_info_core_core_clks);
     let m_tma_dram_bound = (((1.0 - (x.event("MEM_LOAD_UOPS_RETIRED.L3_HIT") / (x.event("MEM_LOAD_UOPS_RETIRED.L3_HIT") + (7.0 * x.event("MEM_LOAD_UOPS_RETIRED.L3_MISS"))))) * x.event("CYCLE_ACTIVITY.STALLS_L2_PENDING")) / m_tma_info_thread_clks);
@@ -1295,7 +1295,7 @@ pub fn haswell(x: &dyn Inputs) -> Evaluation {
     let m_tma_machine_clears = (m_tma_bad_speculation - m_tma_branch_mispredicts);
     let m_tma_mite = (((x.event("IDQ.ALL_MITE_CYCLES_ANY_UOPS") - x.event("IDQ.ALL_MITE_CYCLES_4_UOPS")) / m_tma_info_core_core_clks) / 2.0);
     let m_tma_ms_switches = ((2.0 * x.event("IDQ.MS_SWITCHES")) / m_tma_info_thread_clks);
-    let m_tma_ports_utilization = ((((if x.literal("#SMT_on") != 0.0 { (((min(x.event("CPU_CLK_UNHALTED.THREAD"), x.event("CYCLE_ACTIVITY.CYCLES_NO_EXECUTE")) + ((x.event("cpu@UOPS_EXECUTED.CORE,cmask=1@") - (if truth(m_tma_info_thread_ipc > 1.8) != 0.0 { x.event("cpu@UOPS_EXECUTED.CORE,cmask=3@") } else { x.event("cpu@UOPS_EXECUTED.CORE,cmask=2@") })) / 2.0)) - (if truth(m_tma_fetch_latency > 0.1) != 0.0 { x.event("RS_EVENTS.EMPTY_CYCLES") } else { 0.0 })) + x.event("RESOURCE_STALLS.SB")) } else { ((((min(x.event("CPU_CLK_UNHALTED.THREAD"), x.event("CYCLE_ACTIVITY.CYCLES_NO_EXECUTE")) + x.event("cpu@UOPS_EXECUTED.CORE,cmask=1@")) - (if truth(m_tma_info_thread_ipc > 1.8) != 0.0 { x.event("cpu@UOPS_EXECUTED.CORE,cmask=3@") } else { x.event("cpu@UOPS_EXECUTED.CORE,cmask=2@") })) - (if truth(m_tma_fetch_latency > 0.1) != 0.0 { x.event("RS_EVENTS.EMPTY_CYCLES") } else { 0.0 })) + x.event("RESOURCE_STALLS.SB")) }) - x.event("RESOURCE_STALLS.SB")) - min(x.event("CPU_CLK_UNHALTED.THREAD"), x.event("CYCLE_ACTIVITY.STALLS_LDM_PENDING"))) / m_tma_info_thread_clks);
+    let m_tma_ports_utilization = ((((if x.literal("#smt_on") != 0.0 { (((min(x.event("CPU_CLK_UNHALTED.THREAD"), x.event("CYCLE_ACTIVITY.CYCLES_NO_EXECUTE")) + ((x.event("cpu@UOPS_EXECUTED.CORE,cmask=1@") - (if truth(m_tma_info_thread_ipc > 1.8) != 0.0 { x.event("cpu@UOPS_EXECUTED.CORE,cmask=3@") } else { x.event("cpu@UOPS_EXECUTED.CORE,cmask=2@") })) / 2.0)) - (if truth(m_tma_fetch_latency > 0.1) != 0.0 { x.event("RS_EVENTS.EMPTY_CYCLES") } else { 0.0 })) + x.event("RESOURCE_STALLS.SB")) } else { ((((min(x.event("CPU_CLK_UNHALTED.THREAD"), x.event("CYCLE_ACTIVITY.CYCLES_NO_EXECUTE")) + x.event("cpu@UOPS_EXECUTED.CORE,cmask=1@")) - (if truth(m_tma_info_thread_ipc > 1.8) != 0.0 { x.event("cpu@UOPS_EXECUTED.CORE,cmask=3@") } else { x.event("cpu@UOPS_EXECUTED.CORE,cmask=2@") })) - (if truth(m_tma_fetch_latency > 0.1) != 0.0 { x.event("RS_EVENTS.EMPTY_CYCLES") } else { 0.0 })) + x.event("RESOURCE_STALLS.SB")) }) - x.event("RESOURCE_STALLS.SB")) - min(x.event("CPU_CLK_UNHALTED.THREAD"), x.event("CYCLE_ACTIVITY.STALLS_LDM_PENDING"))) / m_tma_info_thread_clks);
     let m_tma_store_bound = (x.event("RESOURCE_STALLS.SB") / m_tma_info_thread_clks);
     Evaluation {
         values: vec![("tma_backend_bound", m_tma_backend_bound), ("tma_bad_speculation", m_tma_bad_speculation), ("tma_branch_mispredicts", m_tma_branch_mispredicts), ("tma_branch_resteers", m_tma_branch_resteers), ("tma_core_bound", m_tma_core_bound), ("tma_divider", m_tma_divider), ("tma_dram_bound", m_tma_dram_bound), ("tma_dsb", m_tma_dsb), ("tma_dsb_switches", m_tma_dsb_switches), ("tma_fetch_bandwidth", m_tma_fetch_bandwidth), ("tma_fetch_latency", m_tma_fetch_latency), ("tma_frontend_bound", m_tma_frontend_bound), ("tma_heavy_operations", m_tma_heavy_operations), ("tma_icache_misses", m_tma_icache_misses), ("tma_itlb_misses", m_tma_itlb_misses), ("tma_l1_bound", m_tma_l1_bound), ("tma_l2_bound", m_tma_l2_bound), ("tma_l3_bound", m_tma_l3_bound), ("tma_lcp", m_tma_lcp), ("tma_light_operations", m_tma_light_operations), ("tma_machine_clears", m_tma_machine_clears), ("tma_memory_bound", m_tma_memory_bound), ("tma_microcode_sequencer", m_tma_microcode_sequencer), ("tma_mite", m_tma_mite), ("tma_ms_switches", m_tma_ms_switches), ("tma_ports_utilization", m_tma_ports_utilization), ("tma_retiring", m_tma_retiring), ("tma_store_bound", m_tma_store_bound)],
@@ -1319,9 +1319,9 @@ pub const HASWELL_UNMEASURABLE: &[&str] = &[];
 /// Intel Broadwell (generic counters, width 4; SMT on: perf's per-thread estimate).
 pub fn broadwell(x: &dyn Inputs) -> Evaluation {
     let m_tma_info_thread_clks = x.event("CPU_CLK_UNHALTED.THREAD");
-    let m_tma_info_core_core_clks = (if truth(x.literal("#core_wide") < 1.0) != 0.0 { ((x.event("CPU_CLK_UNHALTED.THREAD") / 2.0) * (1.0 + (x.event("CPU_CLK_UNHALTED.ONE_THREAD_ACTIVE") / x.event("CPU_CLK_UNHALTED.REF_XCLK")))) } else { (if x.literal("#SMT_on") != 0.0 { (x.event("CPU_CLK_UNHALTED.THREAD_ANY") / 2.0) } else { m_tma_info_thread_clks }) });
+    let m_tma_info_core_core_clks = (if truth(x.literal("#core_wide") < 1.0) != 0.0 { ((x.event("CPU_CLK_UNHALTED.THREAD") / 2.0) * (1.0 + (x.event("CPU_CLK_UNHALTED.ONE_THREAD_ACTIVE") / x.event("CPU_CLK_UNHALTED.REF_XCLK")))) } else { (if x.literal("#smt_on") != 0.0 { (x.event("CPU_CLK_UNHALTED.THREAD_ANY") / 2.0) } else { m_tma_info_thread_clks }) });
     let m_tma_info_thread_slots = (4.0 * m_tma_info_core_core_clks);
-    let m_tma_bad_speculation = (((x.event("UOPS_ISSUED.ANY") - x.event("UOPS_RETIRED.RETIRE_SLOTS")) + (4.0 * (if x.literal("#SMT_on") != 0.0 { (x.event("INT_MISC.RECOVERY_CYCLES_ANY") / 2.0) } else { x.event("INT_MISC.RECOVERY_CYCLES") }))) / m_tma_info_thread_slots);
+    let m_tma_bad_speculation = (((x.event("UOPS_ISSUED.ANY") - x.event("UOPS_RETIRED.RETIRE_SLOTS")) + (4.0 * (if x.literal("#smt_on") != 0.0 { (x.event("INT_MISC.RECOVERY_CYCLES_ANY") / 2.0) } else { x.event("INT_MISC.RECOVERY_CYCLES") }))) / m_tma_info_thread_slots);
     let m_tma_frontend_bound = (x.event("IDQ_UOPS_NOT_DELIVERED.CORE") / m_tma_info_thread_slots);
     let m_tma_retiring = (x.event("UOPS_RETIRED.RETIRE_SLOTS") / m_tma_info_thread_slots);
     let m_tma_backend_bound = (1.0 - ((m_tma_frontend_bound + m_tma_bad_speculation) + m_tma_retiring));

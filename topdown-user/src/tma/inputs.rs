@@ -124,11 +124,8 @@ impl Inputs for NamedCounts {
         })
     }
 
-    /// Literals are case-insensitive, as perf reads them (`#SMT_on` is `#smt_on`).
+    /// `name` in lower case, as the generated formulas spell every literal.
     fn literal(&self, name: &str) -> f64 {
-        self.literals
-            .iter()
-            .find(|(known, _)| known.eq_ignore_ascii_case(name))
-            .map_or(f64::NAN, |(_, &value)| value)
+        self.literals.get(name).copied().unwrap_or(f64::NAN)
     }
 }

@@ -51,6 +51,12 @@ pub struct Model {
     pub per_thread_estimate: bool,
 }
 
+/// What perf's per-thread estimate with SMT on (`#core_wide < 1`) assumes, in words the
+/// tool prints wherever it shows one.
+pub const ESTIMATE_ASSUMES: &str = "perf's #core_wide < 1 formulas take the core's clocks as \
+    the thread's times (1 + ONE_THREAD_ACTIVE / REF_XCLK) / 2 and split core-wide (*_ANY) counts \
+    evenly between the two threads";
+
 impl Model {
     /// The model called `name`.
     pub fn named(name: &str) -> Result<Self> {
@@ -193,10 +199,9 @@ impl Model {
             .collect()
     }
 
-    /// The events each node's formula reads (every level) with SMT on or off (the Haswell to
-    /// Cascade Lake formulas read per-core events only with `#smt_on`), found once per model:
-    /// with every event counted but one, the nodes that come out unmeasured (NaN) read that
-    /// one.
+    /// The events each node's formula reads (every level) for `#smt_on` and `#core_wide` (the
+    /// Haswell to Cascade Lake formulas read per-core events only with `#smt_on`, and estimate
+    /// the core's clocks without `#core_wide`), found once per model and literals.
     pub fn node_inputs(&self, smt_on: bool, core_wide: bool) -> NodeInputs {
         /// A model's inputs per (`#smt_on`, `#core_wide`).
         type Key = (&'static str, bool, bool);
@@ -208,48 +213,57 @@ impl Model {
         Arc::clone(
             cache
                 .entry((self.name, smt_on, core_wide))
-                .or_insert_with(|| {
-                    // Distinct, plausible counts: no division by zero, no node at a clamp.
-                    let all = |without: Option<&str>| {
-                        NamedCounts::new(
-                            self.events
-                                .iter()
-                                .enumerate()
-                                .filter(|(_, e)| Some(**e) != without)
-                                .map(|(i, e)| ((*e).to_owned(), 1e9 + 7_919.0 * i as f64)),
-                            8,
-                            smt_on,
-                            core_wide,
-                        )
-                    };
-                    let full = self.values(&all(None));
-                    let reads = |event: &str| {
-                        let values = self.values(&all(Some(event)));
-                        values
-                            .values
-                            .iter()
-                            .filter(|(name, value)| {
-                                value.is_nan()
-                                    && full.values.iter().any(|(n, v)| n == name && !v.is_nan())
-                            })
-                            .map(|(name, _)| *name)
-                            .collect::<Vec<_>>()
-                    };
-                    let mut inputs: Vec<(&'static str, Vec<&'static str>)> = full
-                        .values
-                        .iter()
-                        .map(|(name, _)| (*name, Vec::new()))
-                        .collect();
-                    for event in self.events {
-                        for node in reads(event) {
-                            if let Some((_, events)) = inputs.iter_mut().find(|(n, _)| *n == node) {
-                                events.push(event);
-                            }
-                        }
-                    }
-                    Arc::new(inputs)
-                }),
+                .or_insert_with(|| Arc::new(self.find_inputs(smt_on, core_wide))),
         )
+    }
+
+    /// [`Model::node_inputs`], worked out: with every event counted but one, the nodes that
+    /// come out unmeasured (NaN) read that one.
+    fn find_inputs(&self, smt_on: bool, core_wide: bool) -> Vec<(&'static str, Vec<&'static str>)> {
+        // Distinct, plausible counts: no division by zero, no node at a clamp.
+        let all = |without: Option<&str>| {
+            NamedCounts::new(
+                self.events
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, e)| Some(**e) != without)
+                    .map(|(i, e)| ((*e).to_owned(), 1e9 + 7_919.0 * i as f64)),
+                8,
+                smt_on,
+                core_wide,
+            )
+        };
+        let full = self.values(&all(None));
+        let reads = |event: &str| {
+            let values = self.values(&all(Some(event)));
+            values
+                .values
+                .iter()
+                .filter(|(name, value)| {
+                    value.is_nan() && full.values.iter().any(|(n, v)| n == name && !v.is_nan())
+                })
+                .map(|(name, _)| *name)
+                .collect::<Vec<_>>()
+        };
+        let mut inputs: Vec<(&'static str, Vec<&'static str>)> = full
+            .values
+            .iter()
+            .map(|(name, _)| (*name, Vec::new()))
+            .collect();
+        for event in self.events {
+            for node in reads(event) {
+                if let Some((_, events)) = inputs.iter_mut().find(|(n, _)| *n == node) {
+                    events.push(event);
+                }
+            }
+        }
+        inputs
+    }
+
+    /// Whether this model's values are perf's per-thread estimate under these literals: SMT
+    /// on, counts that do not cover whole cores, formulas that estimate the core's clocks.
+    pub fn is_estimate(&self, smt_on: bool, core_wide: bool) -> bool {
+        self.per_thread_estimate && smt_on && !core_wide
     }
 
     /// The node values down to `max_level`, with thresholds and the bottleneck.

@@ -56,7 +56,9 @@ impl TopdownView {
     /// Whether its TopDown is perf's per-thread estimate (SMT on, per-thread counts, a model
     /// whose formulas estimate the core's clocks): tables and JSON say so.
     pub fn is_estimate(&self) -> bool {
-        self.smt_on && !self.core_wide && self.parts.iter().any(|p| p.model.per_thread_estimate)
+        self.parts
+            .iter()
+            .any(|p| p.model.is_estimate(self.smt_on, self.core_wide))
     }
 
     /// Every node it computes, in tree order, once (hybrid parts list them once per core
