@@ -385,6 +385,8 @@ pub mod counter {
     /// and `.data`, `perf_sample_data.{sample_flags, data_src, addr, weight, phys_addr}`,
     /// `pt_regs.ip`.
     pub const OFFSETS: usize = 8;
+    /// The `sample_flags` offset of a kernel without that field (before Linux 6.1).
+    pub const NO_SAMPLE_FLAGS: u32 = u32::MAX;
 }
 
 #[cfg(feature = "user")]

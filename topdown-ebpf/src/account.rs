@@ -16,7 +16,10 @@ use aya_ebpf::{
     maps::{HashMap, PerCpuArray, PerfEventArray, RingBuf},
 };
 
-use crate::{cgroup_moves, follow, task::Task};
+use crate::{
+    cgroup_moves, follow,
+    task::{Task, TaskFields},
+};
 use topdown_common::{
     MAX_COUNTERS,
     cpu::CpuState,
@@ -181,7 +184,7 @@ pub fn switch_watched(state: &mut CpuState, prev: Task, next: Task, now: u64) ->
 /// Whether `task`, the thread now on this CPU, is watched: from the CPU's state when it is
 /// about this thread, else (a switch the kernel did not report, counted) from the followed set.
 #[inline(always)]
-fn watched(state: &mut CpuState, task: Task) -> bool {
+fn watched(state: &mut CpuState, task: impl TaskFields) -> bool {
     if state.current & !CpuState::WATCHED == task.tid() {
         state.current & CpuState::WATCHED != 0
     } else {
@@ -236,7 +239,7 @@ fn count_unreported(state: &mut CpuState) {
 
 /// Whether `task`, the thread now on this CPU, is watched (always, when not narrowed).
 #[inline(always)]
-pub fn current_watched(state: &mut CpuState, task: Task) -> bool {
+pub fn current_watched(state: &mut CpuState, task: impl TaskFields) -> bool {
     !narrowed() || watched(state, task)
 }
 
@@ -246,7 +249,13 @@ pub fn current_watched(state: &mut CpuState, task: Task) -> bool {
 /// clock, so nothing before it is charged. Without `read`, the counters' deltas stay pending
 /// for the CPU's next charge (see [`reads_at_switch`]).
 #[inline(always)]
-pub fn charge_current(state: &mut CpuState, end: SliceEnd, task: Task, clocks: Clocks, read: bool) {
+pub fn charge_current(
+    state: &mut CpuState,
+    end: SliceEnd,
+    task: impl TaskFields,
+    clocks: Clocks,
+    read: bool,
+) {
     // SAFETY: a helper without arguments.
     let cpu = unsafe { bpf_get_smp_processor_id() };
     if state.last_ns == 0 {
@@ -344,13 +353,14 @@ pub fn charge_current(state: &mut CpuState, end: SliceEnd, task: Task, clocks: C
     }
 }
 
-/// A thread called exec: its name changes now, not at its next tick.
+/// A thread called exec (`task`, the current thread): its name changes now, not at its next
+/// tick.
 #[inline(always)]
-pub fn on_exec() {
+pub fn on_exec(task: Task) {
     let tid = bpf_get_current_pid_tgid() as u32;
     if let Some(totals) = THREADS.get_ptr_mut(&tid) {
         // SAFETY: the current thread's own slot; it is running here, so no charge races.
-        unsafe { (*totals).header.comm = Task::current().comm() };
+        unsafe { (*totals).header.comm = task.comm() };
     }
 }
 
@@ -386,7 +396,7 @@ fn send(state: &mut CpuState, totals: &ThreadTotals) {
 #[inline(always)]
 fn totals_of(
     state: &mut CpuState,
-    task: Task,
+    task: impl TaskFields,
     clocks: &Clocks,
     now: u64,
     end: SliceEnd,

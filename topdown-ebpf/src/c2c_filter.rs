@@ -87,9 +87,16 @@ pub fn filter(ctx: &PerfEventContext) -> u32 {
         return 0;
     };
     let data = data as *const u8;
-    let Ok(flags) = read(data, offsets[2]) else {
-        bump(counter::READ_ERROR);
-        return 0;
+    let flags = if offsets[2] == counter::NO_SAMPLE_FLAGS {
+        // Before Linux 6.1 (no `sample_flags`): the driver has filled what the event's sample
+        // type asks for by the time the program runs, but `phys_addr` only later.
+        PERF_SAMPLE_DATA_SRC | PERF_SAMPLE_ADDR | PERF_SAMPLE_WEIGHT
+    } else {
+        let Ok(flags) = read(data, offsets[2]) else {
+            bump(counter::READ_ERROR);
+            return 0;
+        };
+        flags
     };
     let field = |set: u64, offset: u32| {
         if flags & set != 0 {

@@ -9,7 +9,10 @@ use aya_ebpf::{
 };
 use topdown_common::stats::Stat;
 
-use crate::{account::count, task::Task};
+use crate::{
+    account::count,
+    task::{Task, TaskFields as _},
+};
 
 /// Followed processes (tgid). The loader adds the command it starts.
 #[map]

@@ -25,13 +25,11 @@ use aya_ebpf::{
     macros::{btf_tracepoint, perf_event},
     programs::{BtfTracePointContext, PerfEventContext},
 };
-use task::Task;
+use task::{ProbedTask, Task, TaskFields as _};
 
-/// `TASK_DEAD` in `task_struct::__state`: the switch away from a thread that has exited.
-const TASK_DEAD: u32 = 0x80;
-
-/// `tp_btf/sched_switch(bool preempt, struct task_struct *prev, struct task_struct *next,
-/// unsigned int prev_state)`. `current` is still `prev` here.
+/// `tp_btf/sched_switch(bool preempt, struct task_struct *prev, struct task_struct *next)`
+/// (5.18 added `unsigned int prev_state`, which is not read: the state comes from `prev`
+/// itself, on every kernel). `current` is still `prev` here.
 #[btf_tracepoint(function = "sched_switch")]
 pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
     let next = Task::from_arg(ctx.arg(2));
@@ -58,8 +56,7 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
         run_end: prev.exec_start(),
         next_start,
     };
-    let prev_state: u32 = ctx.arg(3);
-    let end = if prev_state & TASK_DEAD != 0 {
+    let end = if prev.is_dead() {
         account::SliceEnd::Exit
     } else {
         account::SliceEnd::Switch
@@ -68,10 +65,11 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
     0
 }
 
-/// `tp_btf/sched_process_exec`: the current thread has a new name.
+/// `tp_btf/sched_process_exec(struct task_struct *p, pid_t old_pid, struct linux_binprm *)`:
+/// the current thread `p` has a new name.
 #[btf_tracepoint(function = "sched_process_exec")]
-pub fn sched_process_exec(_ctx: BtfTracePointContext) -> i32 {
-    account::on_exec();
+pub fn sched_process_exec(ctx: BtfTracePointContext) -> i32 {
+    account::on_exec(Task::from_arg(ctx.arg(0)));
     0
 }
 
@@ -108,7 +106,7 @@ pub fn cgroup_rmdir(ctx: BtfTracePointContext) -> i32 {
 /// Per-CPU timer (a cpu-clock sampling event): charges the running thread's slice so far.
 #[perf_event]
 pub fn tick(_ctx: PerfEventContext) -> i32 {
-    let current = Task::current();
+    let current = ProbedTask::current();
     if let Some(state) = account::cpu_state()
         && account::current_watched(state, current)
     {

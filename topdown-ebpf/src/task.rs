@@ -1,14 +1,32 @@
-//! Fields of `struct task_struct` read straight from the kernel's memory at offsets the loader
-//! takes from the kernel's BTF: the programs get typed task pointers (`tp_btf` arguments,
-//! `bpf_get_current_task_btf`), so the verifier turns each read into one fault-safe load
-//! instead of a helper call.
+//! Fields of `struct task_struct` read from the kernel's memory at offsets the loader takes
+//! from the kernel's BTF. `tp_btf` programs get typed task pointers ([`Task`]), so the verifier
+//! turns each read into one fault-safe load instead of a helper call; the tick's running task
+//! ([`ProbedTask`]) is read with `bpf_probe_read_kernel`, which every kernel from 5.10 has
+//! (`bpf_get_current_task_btf` came in 5.11).
+//!
+//! Every load is at a non-negative offset from the task pointer plus a loader-set offset:
+//! Linux 6.1's x86-64 JIT guards fault-safe loads with `add off; jnc`, which a negative
+//! instruction offset always trips, so such a load reads 0 there (fixed in 6.2 by "bpf, x86:
+//! Improve PROBE_MEM runtime load check"). Each field therefore has its own offset global
+//! (`pid` is never read as "4 before `tgid`"), and the kernel matrix (`cargo xtask test`) boots
+//! Debian's 6.1 to prove it.
 
-use aya_ebpf::helpers::bpf_get_current_task_btf;
+use aya_ebpf::helpers::{bpf_get_current_task, bpf_probe_read_kernel};
 use topdown_common::thread::COMM_LEN;
 
-/// Byte offset of `tgid` in `struct task_struct`; `pid` sits just before it. Set by the loader.
+/// Byte offset of `pid` (the thread id) in `struct task_struct`. Set by the loader.
+#[unsafe(no_mangle)]
+static TASK_PID_OFFSET: u32 = 0;
+
+/// Byte offset of `tgid` in `struct task_struct`. Set by the loader.
 #[unsafe(no_mangle)]
 static TASK_TGID_OFFSET: u32 = 0;
+
+/// Byte offset of the task's state in `struct task_struct`: `__state` (an `unsigned int`, since
+/// Linux 5.14) or `state` (a `long` before; its low 32 bits on little-endian hosts). Set by the
+/// loader.
+#[unsafe(no_mangle)]
+static TASK_STATE_OFFSET: u32 = 0;
 
 /// Byte offset of `se.exec_start` in `struct task_struct`. Set by the loader.
 #[unsafe(no_mangle)]
@@ -39,38 +57,36 @@ static TASK_NVCSW_OFFSET: u32 = 0;
 #[unsafe(no_mangle)]
 static TASK_NIVCSW_OFFSET: u32 = 0;
 
-/// A `struct task_struct *` the verifier knows as one (a typed pointer).
-#[derive(Clone, Copy)]
-pub struct Task(*const u8);
+/// `TASK_DEAD` in the task's state: set by `do_task_dead` before the task's last switch, and
+/// never cleared.
+const TASK_DEAD: u32 = 0x80;
 
-impl Task {
-    /// The task a `tp_btf` program got as an argument.
-    #[inline(always)]
-    pub fn from_arg(task: *const u8) -> Self {
-        Self(task)
-    }
-
-    /// The task running on this CPU.
-    #[inline(always)]
-    pub fn current() -> Self {
-        // SAFETY: a helper without arguments; it returns a typed, trusted pointer.
-        Self(
-            unsafe { bpf_get_current_task_btf() }
-                .cast_const()
-                .cast::<u8>(),
-        )
-    }
+/// How a task's memory is read: the fields every program needs, from [`TaskFields::u32_at`]
+/// and [`TaskFields::u64_at`].
+pub trait TaskFields: Copy {
+    /// The `u32` at `offset` bytes into the task; 0 when unreadable.
+    fn u32_at(self, offset: usize) -> u32;
+    /// The `u64` at `offset` bytes into the task; 0 when unreadable.
+    fn u64_at(self, offset: usize) -> u64;
 
     /// The task's thread id (kernel `pid`); 0 when unreadable.
     #[inline(always)]
-    pub fn tid(self) -> u32 {
-        self.u32_at(tgid_offset().wrapping_sub(4))
+    fn tid(self) -> u32 {
+        self.u32_at(offset(&TASK_PID_OFFSET))
     }
 
     /// The task's process id (kernel `tgid`); 0 when unreadable.
     #[inline(always)]
-    pub fn tgid(self) -> u32 {
-        self.u32_at(tgid_offset())
+    fn tgid(self) -> u32 {
+        self.u32_at(offset(&TASK_TGID_OFFSET))
+    }
+
+    /// Whether the task is dead: at `sched_switch`, this is its last switch. Read from the
+    /// task, not the tracepoint's `prev_state` argument, which `tp_btf/sched_switch` has only
+    /// since Linux 5.18.
+    #[inline(always)]
+    fn is_dead(self) -> bool {
+        self.u32_at(offset(&TASK_STATE_OFFSET)) & TASK_DEAD != 0
     }
 
     /// `se.exec_start`: the scheduler's clock (its runqueue's `clock_task`, ns) when the task's
@@ -78,14 +94,14 @@ impl Task {
     /// for `next` (every class does, in `set_next_task`), so it is the clock of the switch;
     /// while a task runs, it is the time of the scheduler's latest update (its tick).
     #[inline(always)]
-    pub fn exec_start(self) -> u64 {
+    fn exec_start(self) -> u64 {
         self.u64_at(offset(&TASK_EXEC_START_OFFSET))
     }
 
     /// `se.sum_exec_runtime`: the task's runtime (ns) as the scheduler booked it (what
     /// `schedstat`, `cpu.stat` and `getrusage` add up), as of its latest update.
     #[inline(always)]
-    pub fn sum_exec_runtime(self) -> u64 {
+    fn sum_exec_runtime(self) -> u64 {
         self.u64_at(offset(&TASK_SUM_EXEC_RUNTIME_OFFSET))
     }
 
@@ -95,7 +111,7 @@ impl Task {
     /// the kernel pads names with NULs since Linux 5.9 (`strscpy_pad`), and userspace cuts
     /// at the first NUL either way.
     #[inline(always)]
-    pub fn comm(self) -> [u8; COMM_LEN] {
+    fn comm(self) -> [u8; COMM_LEN] {
         // `comm` is a char array, read as two 8-byte halves.
         let at = offset(&TASK_COMM_OFFSET);
         let (low, high) = (self.u64_at(at), self.u64_at(at + 8));
@@ -109,9 +125,21 @@ impl Task {
     /// count includes this switch (`__schedule` bumps it before the tracepoint), so 1 means
     /// it never switched out before.
     #[inline(always)]
-    pub fn switches_out(self) -> u64 {
+    fn switches_out(self) -> u64 {
         self.u64_at(offset(&TASK_NVCSW_OFFSET))
             .wrapping_add(self.u64_at(offset(&TASK_NIVCSW_OFFSET)))
+    }
+}
+
+/// A `struct task_struct *` the verifier knows as one (a typed `tp_btf` argument).
+#[derive(Clone, Copy)]
+pub struct Task(*const u8);
+
+impl Task {
+    /// The task a `tp_btf` program got as an argument.
+    #[inline(always)]
+    pub fn from_arg(task: *const u8) -> Self {
+        Self(task)
     }
 
     /// The address of the task's cgroup in the unified hierarchy (`cgroups->dfl_cgrp`, what
@@ -131,7 +159,9 @@ impl Task {
             )
         }
     }
+}
 
+impl TaskFields for Task {
     #[inline(always)]
     fn u32_at(self, offset: usize) -> u32 {
         // SAFETY: as in `u64_at`.
@@ -146,9 +176,32 @@ impl Task {
     }
 }
 
-#[inline(always)]
-fn tgid_offset() -> usize {
-    offset(&TASK_TGID_OFFSET)
+/// The task running on this CPU, as an untyped address read with `bpf_probe_read_kernel`: a
+/// helper call per field, for the tick (once per CPU per tick period, never at a switch).
+#[derive(Clone, Copy)]
+pub struct ProbedTask(*const u8);
+
+impl ProbedTask {
+    /// The task running on this CPU.
+    #[inline(always)]
+    pub fn current() -> Self {
+        // SAFETY: a helper without arguments; it returns the task's address.
+        Self(unsafe { bpf_get_current_task() } as *const u8)
+    }
+}
+
+impl TaskFields for ProbedTask {
+    #[inline(always)]
+    fn u32_at(self, offset: usize) -> u32 {
+        // SAFETY: bpf_probe_read_kernel checks the address (an error reads 0).
+        unsafe { bpf_probe_read_kernel(self.0.wrapping_add(offset).cast::<u32>()) }.unwrap_or(0)
+    }
+
+    #[inline(always)]
+    fn u64_at(self, offset: usize) -> u64 {
+        // SAFETY: as above.
+        unsafe { bpf_probe_read_kernel(self.0.wrapping_add(offset).cast::<u64>()) }.unwrap_or(0)
+    }
 }
 
 /// A member offset the loader set (a read-only global).

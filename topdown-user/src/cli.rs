@@ -62,6 +62,9 @@ pub enum Command {
     Decode(DecodeArgs),
     /// Man pages and shell completions, as `cargo xtask install` installs them.
     Generate(GenerateArgs),
+    /// What this kernel gives the tool, each verified: its BPF features, every program loaded,
+    /// the start-up check (a thread charged its schedstat), the counters. Needs root.
+    Check,
 }
 
 /// `topdown-bpf generate`.

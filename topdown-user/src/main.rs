@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use clap::Parser as _;
 use topdown_user::{
     cli::{Cli, Command},
-    commands::{analyze, c2c, decode, generate, plot, report, serve, stat},
+    commands::{analyze, c2c, check, decode, generate, plot, report, serve, stat},
     pmu::machine,
     privileges,
 };
@@ -28,6 +28,7 @@ fn main() -> ExitCode {
         Some(Command::Plot(args)) => return finish(plot::run(args)),
         Some(Command::Decode(args)) => return finish(decode::run(args)),
         Some(Command::Generate(args)) => return finish(generate::run(args)),
+        Some(Command::Check) => return finish(check::run()),
         Some(Command::Serve(_) | Command::Record(_) | Command::Report(_)) | None => {}
     }
     let runtime = match tokio::runtime::Builder::new_current_thread()

@@ -5,6 +5,12 @@
 //! (effective, permitted, inheritable, ambient and the bounding set), `no_new_privs` is set, and
 //! with `--user NAME` the process runs as that user. A process still root with no capabilities
 //! keeps root's files; `--user` gives those up too.
+//!
+//! One exception, found by a probe, never by the version string: before Linux 6.5 (and on
+//! kernels that did not take its change back), with `kernel.unprivileged_bpf_disabled` set,
+//! every `bpf()` command checks CAP_BPF, reading a map by its descriptor included (seen on
+//! Debian's 5.10: `bpf_map_get_next_key` failed with EPERM after the drop). There CAP_BPF alone
+//! is kept, in every thread, and the tool says so.
 
 use std::ffi::CString;
 
@@ -56,7 +62,84 @@ pub fn lookup(name: &str) -> Result<User> {
             gid: entry.pw_gid,
         });
     }
+    // The static build's C library may have no way to the user database of the host it runs
+    // on (its NSS modules are the build host's): /etc/passwd itself, `name:x:uid:gid:...`.
+    if let Some(user) = std::fs::read_to_string("/etc/passwd")
+        .ok()
+        .and_then(|passwd| passwd_entry(&passwd, name))
+    {
+        return Ok(user);
+    }
     bail!("--user {name}: no such user (give a name from /etc/passwd, or UID:GID)")
+}
+
+/// `name`'s entry in the text of an `/etc/passwd`.
+fn passwd_entry(passwd: &str, name: &str) -> Option<User> {
+    passwd.lines().find_map(|line| {
+        let mut fields = line.split(':');
+        if fields.next()? != name {
+            return None;
+        }
+        let _password = fields.next()?;
+        Some(User {
+            name: name.to_owned(),
+            uid: fields.next()?.parse().ok()?,
+            gid: fields.next()?.parse().ok()?,
+        })
+    })
+}
+
+/// CAP_BPF (Linux 5.8).
+const CAP_BPF: u32 = 39;
+
+/// Whether this kernel checks CAP_BPF on every `bpf()` command: a thread of ours gives up every
+/// capability and asks for the next key of no map (descriptor -1). Such kernels refuse with
+/// EPERM before looking at the descriptor; the others answer EBADF. Run while the process
+/// still holds its capabilities; the probe's thread ends with it.
+pub fn bpf_needs_capability() -> bool {
+    std::thread::spawn(|| {
+        let mut header = CapHeader {
+            version: LINUX_CAPABILITY_VERSION_3,
+            pid: 0,
+        };
+        let data = [CapData::default(); 2];
+        // `union bpf_attr` for BPF_MAP_GET_NEXT_KEY: map_fd, then key and next_key pointers.
+        let attr: [u64; 3] = [u64::from(u32::MAX), 0, 0];
+        // SAFETY: capset on this thread alone; bpf() with a valid, zeroed attribute.
+        unsafe {
+            if libc::syscall(libc::SYS_capset, &raw mut header, data.as_ptr()) != 0 {
+                return false;
+            }
+            const BPF_MAP_GET_NEXT_KEY: libc::c_long = 4;
+            let rc = libc::syscall(
+                libc::SYS_bpf,
+                BPF_MAP_GET_NEXT_KEY,
+                attr.as_ptr(),
+                size_of_val(&attr),
+            );
+            rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+        }
+    })
+    .join()
+    .unwrap_or(false)
+}
+
+/// What the drop keeps: nothing, or CAP_BPF where reading a map needs it
+/// ([`bpf_needs_capability`]). Decided once per process, before anything is dropped.
+fn kept() -> u64 {
+    static KEPT: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *KEPT.get_or_init(|| {
+        if bpf_needs_capability() {
+            eprintln!(
+                "topdown-bpf: this kernel checks CAP_BPF at every bpf() call (before Linux 6.5, \
+                 with kernel.unprivileged_bpf_disabled set): CAP_BPF is kept to read the maps, \
+                 every other capability is dropped"
+            );
+            1 << CAP_BPF
+        } else {
+            0
+        }
+    })
 }
 
 /// The highest capability number this kernel knows.
@@ -84,6 +167,7 @@ pub enum Phase {
 /// thread's remaining sets (`others(Phase::All)`, then this one's). Threads started later
 /// inherit empty sets. Checked afterwards in every thread's `/proc/self/task/*/status`.
 pub fn drop_all(user: Option<&User>, others: impl Fn(Phase) -> Result<()>) -> Result<()> {
+    let kept_caps = kept();
     others(Phase::Bounding)?;
     drop_this_thread(Phase::Bounding)?;
     if let Some(user) = user {
@@ -113,7 +197,7 @@ pub fn drop_all(user: Option<&User>, others: impl Fn(Phase) -> Result<()>) -> Re
         .filter_map(|task| {
             let status = std::fs::read_to_string(task.path().join("status")).ok()?;
             let (effective, bounding) = capabilities(&status)?;
-            (effective != 0 || bounding != 0).then(|| {
+            (effective & !kept_caps != 0 || bounding & !kept_caps != 0).then(|| {
                 format!(
                     "{} (effective {effective:x}, bounding {bounding:x})",
                     task.file_name().to_string_lossy()
@@ -136,7 +220,14 @@ pub fn drop_this_thread(phase: Phase) -> Result<()> {
     unsafe {
         match phase {
             Phase::Bounding => {
-                for cap in 0..=last_capability() {
+                let kept = kept();
+                if kept != 0 && libc::prctl(libc::PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0 {
+                    bail!(
+                        "cannot keep CAP_BPF across the uid change: {}",
+                        std::io::Error::last_os_error()
+                    );
+                }
+                for cap in (0..=last_capability()).filter(|&cap| kept & (1 << cap) == 0) {
                     if libc::prctl(libc::PR_CAPBSET_DROP, libc::c_ulong::from(cap), 0, 0, 0) != 0 {
                         bail!(
                             "cannot drop capability {cap} from the bounding set: {}",
@@ -157,7 +248,15 @@ pub fn drop_this_thread(phase: Phase) -> Result<()> {
                     version: LINUX_CAPABILITY_VERSION_3,
                     pid: 0,
                 };
-                let data = [CapData::default(); 2];
+                let kept = kept();
+                let data = [0, 1].map(|half| {
+                    let bits = (kept >> (32 * half)) as u32;
+                    CapData {
+                        effective: bits,
+                        permitted: bits,
+                        inheritable: 0,
+                    }
+                });
                 if libc::syscall(libc::SYS_capset, &raw mut header, data.as_ptr()) != 0 {
                     bail!(
                         "cannot drop capabilities: {}",
@@ -220,6 +319,18 @@ mod tests {
             "a bare uid without an entry has no known group"
         );
         assert!(lookup("x:1").is_err());
+        let passwd =
+            "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534::/:/bin/false\nbad:x:y:1\n";
+        assert_eq!(
+            passwd_entry(passwd, "nobody").map(|u| (u.uid, u.gid)),
+            Some((65534, 65534))
+        );
+        assert_eq!(
+            passwd_entry(passwd, "bad"),
+            None,
+            "a uid that is not a number"
+        );
+        assert_eq!(passwd_entry(passwd, "nob"), None, "whole names only");
         let error = lookup("no-such-user-here").unwrap_err().to_string();
         assert!(error.contains("no such user"), "{error}");
     }

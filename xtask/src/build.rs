@@ -35,6 +35,14 @@ impl Arch {
         }
     }
 
+    /// Debian's name for it (`amd64`, `arm64`).
+    pub fn debian(self) -> &'static str {
+        match self {
+            Self::X86_64 => "amd64",
+            Self::Aarch64 => "arm64",
+        }
+    }
+
     /// Where its BPF object lands: the x86_64 one where it always has (docs/development.md names it),
     /// the aarch64 one under its own target directory, so neither build undoes the other.
     pub fn ebpf_object(self, root: &Path) -> PathBuf {
@@ -121,18 +129,36 @@ pub fn cargo_for(root: &Path, arch: Arch, subcommand: &str) -> Result<Command> {
     Ok(command)
 }
 
+/// Where the static x86_64 release build lands (an explicit `--target`, so that `crt-static`
+/// links the tool and not the build scripts and proc macros).
+pub fn static_x86_64_dir(root: &Path) -> PathBuf {
+    root.join("target/x86_64-unknown-linux-gnu")
+}
+
 /// Builds the BPF object and the `topdown-bpf` binary for `arch` that embeds it; returns the
-/// binary.
+/// binary. Release builds are static on both architectures (one binary runs on every
+/// distribution, whatever its C library: Debian 11 and Amazon Linux 2 have a glibc older than
+/// this host's); the x86_64 debug build the tests run stays dynamic.
 pub fn user(root: &Path, release: bool, arch: Arch) -> Result<PathBuf> {
     let mut build = cargo_for(root, arch, "build")?;
     build.args(["--package", "topdown-user", "--bins"]);
     if release {
         build.arg("--release");
     }
+    let static_x86_64 = release && arch == Arch::X86_64;
+    if static_x86_64 {
+        build.args(["--target", "x86_64-unknown-linux-gnu"]).env(
+            "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS",
+            "-C target-feature=+crt-static -A linker-messages",
+        );
+    }
     check(
         build.status().context("running cargo build")?,
         "building topdown-bpf",
     )?;
+    if static_x86_64 {
+        return Ok(static_x86_64_dir(root).join("release/topdown-bpf"));
+    }
     Ok(arch
         .out_dir(root)
         .join(if release { "release" } else { "debug" })

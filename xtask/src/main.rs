@@ -67,9 +67,11 @@ enum Task {
         #[arg(last = true)]
         args: Vec<OsString>,
     },
-    /// Only the emulated arm64 PMU suite: build for aarch64, boot the guests, run their tests.
+    /// Only the guests: the kernel matrix (Debian's 5.10, 6.1 and 6.12 kernels, amd64 and
+    /// arm64) and the emulated arm64 PMU suite; boot them and run their tests.
     TestGuest {
-        /// Boot only this guest (`exact` or `pmu`).
+        /// Boot only the guests whose names start with this (`exact`, `pmu`, `amd64`,
+        /// `amd64-6.1`, `arm64-5.10`, ...).
         #[arg(long)]
         suite: Option<String>,
         /// Run only the tests whose names contain FILTER.
@@ -161,7 +163,7 @@ fn run(cli: Cli) -> Result<()> {
             let (passed, failed) = guest::run_suite(&root, suite.as_deref(), filter.as_deref())?;
             println!("\ntests: {passed} passed, {failed} failed");
             if failed > 0 {
-                bail!("the emulated arm64 suite failed (its output is above)");
+                bail!("the guests' suites failed (their output is above)");
             }
             Ok(())
         }
@@ -230,7 +232,7 @@ fn run(cli: Cli) -> Result<()> {
             check(status, "cargo test")?;
             fuzz_verdict(&results)?;
             if guest.1 > 0 {
-                bail!("the emulated arm64 suite failed (its output is above)");
+                bail!("the guests' suites failed (their output is above)");
             }
             Ok(())
         }

@@ -81,6 +81,32 @@ fn make_tmp() {
     }
 }
 
+/// Brings the loopback interface up (nothing else configures the guest's network): the tests
+/// talk to `serve` over 127.0.0.1.
+fn loopback_up() {
+    // SAFETY: a socket only for the interface ioctls, closed below; `ifreq` is plain data.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0);
+        if fd < 0 {
+            println!("guest_init: socket: {}", std::io::Error::last_os_error());
+            return;
+        }
+        let mut request: libc::ifreq = std::mem::zeroed();
+        for (to, from) in request.ifr_name.iter_mut().zip(b"lo\0") {
+            *to = *from as libc::c_char;
+        }
+        request.ifr_ifru.ifru_flags =
+            (libc::IFF_UP | libc::IFF_LOOPBACK | libc::IFF_RUNNING) as i16;
+        if libc::ioctl(fd, libc::SIOCSIFFLAGS, &request) != 0 {
+            println!(
+                "guest_init: bringing lo up: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        libc::close(fd);
+    }
+}
+
 fn main() -> ExitCode {
     mount("devtmpfs", "/dev", "devtmpfs");
     open_console();
@@ -93,6 +119,7 @@ fn main() -> ExitCode {
     mount("bpf", "/sys/fs/bpf", "bpf");
     mount("tracefs", "/sys/kernel/tracing", "tracefs");
     mount("debugfs", "/sys/kernel/debug", "debugfs");
+    loopback_up();
     // SAFETY: setsid has no preconditions; a session makes /dev/console our terminal.
     unsafe { libc::setsid() };
 

@@ -103,7 +103,10 @@ impl C2cCollector {
             .program_mut("c2c_filter")
             .context("the BPF object has no c2c_filter program")?
             .try_into()?;
-        program.load().context("loading the c2c filter")?;
+        program
+            .load()
+            .map_err(|error| super::explain_bpf_error(error.into()))
+            .context("loading the c2c filter")?;
         let program_fd = program.fd()?.as_fd().as_raw_fd();
         let mut open: Vec<OwnedFd> = Vec::new();
         for &cpu in &cpus {
@@ -138,6 +141,20 @@ impl C2cCollector {
             samples,
             _events: open,
         })
+    }
+
+    /// Loads the filter into the kernel (the verifier checks it) without attaching it: what
+    /// `topdown-bpf check` says of c2c on a machine that may have no memory sampling.
+    pub fn verify() -> Result<()> {
+        let mut bpf = load(30, 4096, false)?;
+        let program: &mut PerfEvent = bpf
+            .program_mut("c2c_filter")
+            .context("the BPF object has no c2c_filter program")?
+            .try_into()?;
+        program
+            .load()
+            .map_err(|error| super::explain_bpf_error(error.into()))
+            .context("loading the c2c filter")
     }
 
     /// Attaches the filter to a `cpu-clock` sampling event every `period` on each online CPU:
@@ -191,7 +208,9 @@ fn load(ldlat: u64, ring_bytes: u32, stores_contended: bool) -> Result<Ebpf> {
     let offsets: [u32; counter::OFFSETS] = [
         member("bpf_perf_event_data_kern", "regs")?,
         member("bpf_perf_event_data_kern", "data")?,
-        member("perf_sample_data", "sample_flags")?,
+        // Linux 6.1 added it; before, the fields the sample type asks for are set (but for
+        // `phys_addr`, filled after the program runs).
+        member("perf_sample_data", "sample_flags").unwrap_or(counter::NO_SAMPLE_FLAGS),
         member("perf_sample_data", "data_src")?,
         member("perf_sample_data", "addr")?,
         member("perf_sample_data", "weight")?,

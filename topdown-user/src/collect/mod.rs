@@ -3,6 +3,7 @@
 
 pub mod btf;
 pub mod c2c;
+pub mod canary;
 mod object;
 pub mod perf_open;
 mod record_stream;
@@ -73,9 +74,17 @@ pub struct Collector {
 }
 
 impl Collector {
-    /// Opens `set` on every online CPU, loads and attaches the kernel programs, and starts
-    /// counting. Everything charged from now on is in the next [`Collector::snapshot`].
+    /// Checks the kernel side on this kernel ([`canary::check`]), then opens `set` on every
+    /// online CPU, loads and attaches the kernel programs, and starts counting. Everything
+    /// charged from now on is in the next [`Collector::snapshot`].
     pub fn start(set: &CounterSet, options: &CollectorOptions) -> Result<Self> {
+        canary::check()?;
+        Self::attach(set, options)
+    }
+
+    /// [`Collector::start`] without the start-up check.
+    fn attach(set: &CounterSet, options: &CollectorOptions) -> Result<Self> {
+        check_floor()?;
         let cpus = online_cpus()?;
         let possible = aya::util::nr_cpus()
             .map_err(|(path, error)| anyhow!("reading possible CPUs from {path}: {error}"))?;
@@ -87,14 +96,11 @@ impl Collector {
                 format!("finding {ty}.{member} in the kernel's BTF (needs CONFIG_DEBUG_INFO_BTF=y)")
             })
         };
+        let task_pid_offset = offset("task_struct", "pid")?;
         let task_tgid_offset = offset("task_struct", "tgid")?;
-        // The switch program reads a task's pid and tgid in one read: `pid_t pid; pid_t tgid;`.
-        if offset("task_struct", "pid")? + 4 != task_tgid_offset {
-            bail!(
-                "this kernel's task_struct does not keep pid just before tgid (BTF offsets): \
-                 topdown-bpf does not support its layout"
-            );
-        }
+        // `__state` since Linux 5.14, `state` before.
+        let task_state_offset =
+            offset("task_struct", "__state").or_else(|_| offset("task_struct", "state"))?;
         let task_exec_start_offset =
             offset("task_struct", "se")? + offset("sched_entity", "exec_start")?;
         let task_sum_exec_runtime_offset =
@@ -118,7 +124,9 @@ impl Collector {
             .override_global("CGROUP_ONLY", &cgroup_only, true)
             .override_global("TASK_CGROUPS_OFFSET", &task_cgroups_offset, true)
             .override_global("CSS_SET_DFL_CGRP_OFFSET", &css_set_dfl_cgrp_offset, true)
+            .override_global("TASK_PID_OFFSET", &task_pid_offset, true)
             .override_global("TASK_TGID_OFFSET", &task_tgid_offset, true)
+            .override_global("TASK_STATE_OFFSET", &task_state_offset, true)
             .override_global("TASK_EXEC_START_OFFSET", &task_exec_start_offset, true)
             .override_global(
                 "TASK_SUM_EXEC_RUNTIME_OFFSET",
@@ -160,7 +168,9 @@ impl Collector {
                 .with_context(|| format!("loading the {name} program"))?;
         }
         let tick: &mut PerfEvent = program(&mut bpf, "tick")?.try_into()?;
-        tick.load().context("loading the tick program")?;
+        tick.load()
+            .map_err(|error| explain_bpf_error(error.into()))
+            .context("loading the tick program")?;
 
         counters.enable()?;
         // Each CPU starts measuring at its first switch or tick (the scheduler's clock, which
@@ -330,6 +340,17 @@ impl Collector {
         }
     }
 
+    /// The totals of live thread `tid` as the kernel holds them now (`None`: not in the map).
+    pub fn thread(&self, tid: u32) -> Result<Option<ThreadTotals>> {
+        let map: HashMap<_, u32, ThreadTotals> =
+            HashMap::try_from(self.bpf.map("THREADS").context("no THREADS map")?)?;
+        match map.get(&tid, 0) {
+            Ok(totals) => Ok(Some(totals)),
+            Err(aya::maps::MapError::KeyNotFound) => Ok(None),
+            Err(error) => Err(error).context("reading the THREADS map"),
+        }
+    }
+
     /// Ids and paths of the cgroups removed since the previous call.
     fn removed_cgroups(&mut self) -> Vec<(u64, String)> {
         let mut removed = Vec::new();
@@ -401,20 +422,132 @@ fn program<'a>(bpf: &'a mut Ebpf, name: &str) -> Result<&'a mut aya::programs::P
         .with_context(|| format!("the BPF object has no program {name}"))
 }
 
-/// Turns the errno behind a BPF failure into advice.
-fn explain_bpf_error(error: anyhow::Error) -> anyhow::Error {
+/// The oldest kernel the programs are written for, and what it brings that they need.
+pub const FLOOR: &str = "5.10";
+
+/// Refuses, in one line naming the release and what it lacks, a kernel below the floor: by
+/// what it has, never by its version string (distributions backport). BTF in
+/// `/sys/kernel/btf/vmlinux` (`tp_btf` programs and the field offsets) and BPF ring buffers
+/// (5.8) are probed; the rest of what 5.10 has is what the verifier then checks.
+pub fn check_floor() -> Result<()> {
+    let release = canary::kernel_release();
+    if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+        bail!(
+            "Linux {release} has no kernel BTF (/sys/kernel/btf/vmlinux: CONFIG_DEBUG_INFO_BTF, \
+             which tp_btf programs need): topdown-bpf needs Linux {FLOOR} or newer built with BTF"
+        );
+    }
+    match aya::sys::is_map_supported(aya::maps::MapType::RingBuf) {
+        Ok(true) => Ok(()),
+        Ok(false) => bail!(
+            "Linux {release} lacks BPF ring buffers (5.8): topdown-bpf needs Linux {FLOOR} or newer"
+        ),
+        // Probing needs the same privileges as loading: the load says what is wrong.
+        Err(_) => Ok(()),
+    }
+}
+
+/// Turns a BPF failure into one line that says what to do: the verifier's first meaningful line
+/// with the program's name and the kernel's release when the kernel refused a program (root,
+/// with the verifier's log in hand, has no privilege problem), and privilege advice only to
+/// those without root.
+pub(crate) fn explain_bpf_error(error: anyhow::Error) -> anyhow::Error {
+    if let Some(line) =
+        error.chain().find_map(
+            |cause| match cause.downcast_ref::<aya::programs::ProgramError>() {
+                Some(aya::programs::ProgramError::LoadError { verifier_log, .. }) => {
+                    verifier_reason(&verifier_log.to_string())
+                }
+                _ => None,
+            },
+        )
+    {
+        return error.context(format!(
+            "the kernel's verifier refused it on Linux {}: {line}",
+            canary::kernel_release()
+        ));
+    }
     let errno = error
         .chain()
         .find_map(|cause| cause.downcast_ref::<std::io::Error>())
         .and_then(std::io::Error::raw_os_error);
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
     match errno {
         Some(libc::ENOSYS) => error.context(
             "this kernel has no bpf() system call (CONFIG_BPF_SYSCALL is off): BPF is disabled",
         ),
-        Some(libc::EPERM | libc::EACCES) => error.context(
+        Some(libc::EPERM | libc::EACCES) if !root => error.context(
             "the kernel refused BPF: run as root (CAP_BPF and CAP_PERFMON), and check \
              kernel.unprivileged_bpf_disabled and lockdown",
         ),
+        Some(libc::EPERM | libc::EACCES) => error.context(format!(
+            "Linux {} refused BPF to root: check lockdown (/sys/kernel/security/lockdown) \
+             and the capabilities this process holds",
+            canary::kernel_release()
+        )),
         _ => error,
+    }
+}
+
+/// The verifier's first meaningful line in `log`: not an instruction, register state, source
+/// line or statistic, the line that says why.
+pub fn verifier_reason(log: &str) -> Option<String> {
+    let noise = |line: &str| {
+        let starts_with_number = line
+            .split_once(':')
+            .is_some_and(|(head, _)| !head.is_empty() && head.chars().all(|c| c.is_ascii_digit()));
+        starts_with_number
+            || line.starts_with("; ")
+            || line.starts_with("R0")
+            || (line.starts_with('R') && line.chars().nth(1).is_some_and(|c| c.is_ascii_digit()))
+            || line.starts_with("from ")
+            || line.starts_with("processed ")
+            || line.starts_with("verification time")
+            || line.starts_with("stack depth")
+            || line.starts_with("last_idx")
+            || line.starts_with("regs=")
+            || line.starts_with("parent ")
+            || line.starts_with("func#")
+            || line.starts_with("reg type unsupported")
+            || line.starts_with("Validating ")
+            || line.starts_with("mark_precise")
+            || line.contains(" has btf_id ")
+    };
+    log.lines()
+        .map(str::trim)
+        .find(|line| !line.is_empty() && !noise(line))
+        .map(str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::verifier_reason;
+
+    #[test]
+    fn the_verifier_s_reason_is_found_among_its_instruction_dump() {
+        // Linux 5.10's log for a program that read `tp_btf/sched_switch`'s 4th argument (the
+        // issue that found it quoted its first line).
+        let log = "func 'sched_switch' arg1 has btf_id 136 type STRUCT 'task_struct'\n\
+                   0: (79) r7 = *(u64 *)(r1 +16)\n\
+                   ; let next = Task::from_arg(ctx.arg(2));\n\
+                   R1 type=ctx expected=fp\n\
+                   func 'sched_switch' doesn't have 4-th argument\n\
+                   invalid bpf_context access off=24 size=8\n\
+                   processed 43 insns (limit 1000000) max_states_per_insn 0 total_states 2\n";
+        assert_eq!(
+            verifier_reason(log).as_deref(),
+            Some("func 'sched_switch' doesn't have 4-th argument")
+        );
+        let log = "0: (b7) r0 = 0\n1: (95) exit\nR0 !read_ok\nprocessed 2 insns\n";
+        assert_eq!(
+            verifier_reason(log),
+            None,
+            "nothing but dump and statistics"
+        );
+        assert_eq!(
+            verifier_reason("12: (61) r2 = *(u32 *)(r1 +0)\ninvalid mem access 'scalar'\n"),
+            Some("invalid mem access 'scalar'".to_owned())
+        );
     }
 }

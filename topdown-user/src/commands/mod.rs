@@ -6,6 +6,7 @@
 pub mod analyze;
 pub mod c2c;
 pub mod c2c_live;
+pub mod check;
 pub mod decode;
 pub mod drilldown;
 pub mod generate;

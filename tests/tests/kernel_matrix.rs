@@ -1,0 +1,216 @@
+//! What every kernel the tool supports must do, through the tool's own command line: the
+//! tests `cargo xtask test` runs in each guest of the kernel matrix (Debian's 5.10, 6.1 and
+//! 6.12, amd64 and arm64; xtask/src/guest.rs), and on this host's kernel. Needs root.
+//!
+//! - `check` loads every program (c2c's filter too) and the start-up check agrees;
+//! - every thread of a followed command (`clocked`, which keeps its own books) is charged
+//!   its own `CLOCK_THREAD_CPUTIME_ID`, and reported exited;
+//! - `record` then `report` give the same;
+//! - `serve` exports a cgroup's time as its `cpu.stat` books it.
+
+use std::{
+    collections::HashMap,
+    process::{Command, Output, Stdio},
+    time::Duration,
+};
+
+use serde_json::Value;
+use topdown_tests::{
+    assert_books, assert_ran,
+    cgroup_tree::{TestTree, unified_mount},
+    http::{Running, free_port, get, serve_command, wait_for},
+    privileged, topdown_bpf_binary,
+};
+
+/// The `clocked` program beside the tool (packed at its build path in the guests).
+const CLOCKED: &str = env!("CARGO_BIN_EXE_clocked");
+
+fn topdown(args: &[&str]) -> Output {
+    Command::new(topdown_bpf_binary())
+        .args(args)
+        .output()
+        .expect("running topdown-bpf")
+}
+
+/// `clocked`'s lines, `tid -> its own CPU time`.
+fn own_clocks(stdout: &[u8]) -> HashMap<u64, u64> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter_map(|v| Some((v["tid"].as_u64()?, v["cputime_ns"].as_u64()?)))
+        .collect()
+}
+
+/// Asserts that each of `clocks`' threads is a row of `document` (the final document of the
+/// threads schema), exited and charged its own clock (`assert_books`' bound).
+fn assert_charged_own_clocks(what: &str, document: &Value, clocks: &HashMap<u64, u64>) {
+    assert_eq!(
+        clocks.len(),
+        24,
+        "{what}: every clocked thread reported its clock"
+    );
+    assert_eq!(
+        document["lost_anything"], false,
+        "{what}: {}",
+        document["kernel_stats"]
+    );
+    let rows: HashMap<u64, &Value> = document["threads"]
+        .as_array()
+        .expect("threads")
+        .iter()
+        .filter_map(|t| Some((t["tid"].as_u64()?, t)))
+        .collect();
+    for (tid, own) in clocks {
+        let row = rows
+            .get(tid)
+            .unwrap_or_else(|| panic!("{what}: thread {tid} is not in the report"));
+        assert_eq!(
+            row["exited"], true,
+            "{what}: thread {tid} is reported exited"
+        );
+        assert!(
+            row["comm"]
+                .as_str()
+                .is_some_and(|c| c.starts_with("clocked-")),
+            "{what}: thread {tid}'s name: {}",
+            row["comm"]
+        );
+        let charged = row["on_cpu_ns"].as_u64().expect("on_cpu_ns");
+        assert_books(
+            &format!("{what}: thread {tid} vs its own clock"),
+            charged,
+            *own,
+        );
+    }
+}
+
+#[test]
+fn check_loads_every_program_and_the_start_up_check_agrees() {
+    if !privileged("check_loads_every_program") {
+        return;
+    }
+    let output = topdown(&["check"]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    eprintln!("{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "check failed");
+    assert!(stdout.contains("start-up check: a thread"), "{stdout}");
+    assert!(stdout.contains("ok"), "{stdout}");
+    assert!(
+        stdout.contains("c2c filter: loaded"),
+        "the c2c filter verifies: {stdout}"
+    );
+    assert!(stdout.contains("programs: sched_switch"), "{stdout}");
+}
+
+#[test]
+fn every_thread_of_a_followed_command_is_charged_its_own_clock() {
+    if !privileged("every_thread_of_a_followed_command") {
+        return;
+    }
+    let output = topdown(&["--per-thread", "--json", "--", CLOCKED]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "topdown-bpf failed: {stderr}");
+    let clocks = own_clocks(&output.stdout);
+    let document: Value = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|doc| doc["final"] == true)
+        .expect("a final document");
+    assert_charged_own_clocks("live", &document, &clocks);
+}
+
+#[test]
+fn a_recording_reports_what_each_thread_ran() {
+    if !privileged("a_recording_reports_what_each_thread_ran") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let recording = dir.path().join("run.rec");
+    let recorded = Command::new(topdown_bpf_binary())
+        .arg("record")
+        .arg("-o")
+        .arg(&recording)
+        .args(["-I", "250", "--", CLOCKED])
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("running topdown-bpf record");
+    assert!(recorded.status.success(), "record failed");
+    let clocks = own_clocks(&recorded.stdout);
+    let report = Command::new(topdown_bpf_binary())
+        .arg("report")
+        .arg("-i")
+        .arg(&recording)
+        .arg("--json")
+        .output()
+        .expect("running topdown-bpf report");
+    assert!(
+        report.status.success(),
+        "report failed: {}",
+        String::from_utf8_lossy(&report.stderr)
+    );
+    let document: Value = String::from_utf8_lossy(&report.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|doc| doc["final"] == true)
+        .expect("the report's final document");
+    assert_charged_own_clocks("recorded", &document, &clocks);
+}
+
+#[test]
+fn serve_exports_a_cgroup_s_time_as_its_cpu_stat_books_it() {
+    let Some(mount) = unified_mount("serve_exports_a_cgroup_s_time") else {
+        return;
+    };
+    let tree = TestTree::new(&mount, "matrix-serve", &["app"]);
+    let port = free_port();
+    let _serve = Running(
+        serve_command(port)
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("starting serve"),
+    );
+    let series = format!(
+        "topdown_cgroup_cpu_seconds_total{{cgroup=\"{}\"}}",
+        tree.path("app")
+    );
+    wait_for("serve to answer", Duration::from_secs(60), || {
+        get(port, "/metrics").filter(|body| body.contains("topdown_cgroup_cpu_seconds_total"))
+    });
+    // A shell that enters the cgroup, then spins (exec keeps it in there).
+    let mut spinner = Command::new("sh")
+        .args([
+            "-c",
+            "read _; exec \"$0\" --threads 24 > /dev/null",
+            CLOCKED,
+        ])
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("starting the spinner");
+    tree.enter("app", spinner.id());
+    drop(spinner.stdin.take().map(|mut stdin| {
+        use std::io::Write as _;
+        stdin.write_all(b"go\n")
+    }));
+    assert!(spinner.wait().expect("the spinner").success());
+    let booked = tree.usage_ns("app");
+    assert_ran("the cgroup", booked);
+    // Every thread of it has switched out for the last time; the series stops growing once a
+    // window after that was exported (`-I 200`): two scrapes 600 ms apart agree.
+    let scrape = || -> Option<u64> {
+        let body = get(port, "/metrics")?;
+        let seconds: f64 = body
+            .lines()
+            .find_map(|line| line.strip_prefix(&series)?.trim().parse().ok())?;
+        Some((seconds * 1e9) as u64)
+    };
+    let exported = wait_for(
+        "the cgroup's series to settle",
+        Duration::from_secs(60),
+        || {
+            let first = scrape()?;
+            std::thread::sleep(Duration::from_millis(600));
+            (scrape()? == first).then_some(first)
+        },
+    );
+    assert_books("serve vs cpu.stat", exported, booked);
+}
