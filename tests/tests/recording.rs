@@ -71,11 +71,14 @@ fn a_recording_reports_what_the_live_run_printed() {
     let file = dir.path().join("run.rec");
     let root = tree.path("");
 
-    // Per cgroup, rolled up, with intervals: the live documents are kept beside the file.
-    let mut children = [workload("a"), workload("b")];
-    let live = stdout_of(
-        "record",
-        topdown().arg("record").arg("-o").arg(&file).args([
+    // Per cgroup, rolled up, with intervals: the live documents are kept beside the file. The
+    // workloads start once the first interval is out (the recorder counts: its start-up
+    // check and loads take a variable time on a loaded machine).
+    let mut recorder = topdown()
+        .arg("record")
+        .arg("-o")
+        .arg(&file)
+        .args([
             "--duration",
             "2",
             "-I",
@@ -84,8 +87,16 @@ fn a_recording_reports_what_the_live_run_printed() {
             "--rollup",
             "-G",
             &root,
-        ]),
-    );
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("starting record");
+    let mut output = std::io::BufReader::new(recorder.stdout.take().expect("record's output"));
+    let mut live = String::new();
+    std::io::BufRead::read_line(&mut output, &mut live).expect("record's first interval");
+    let mut children = [workload("a"), workload("b")];
+    std::io::Read::read_to_string(&mut output, &mut live).expect("record's output");
+    assert!(recorder.wait().unwrap().success(), "record failed");
     for child in &mut children {
         child.wait().unwrap();
     }

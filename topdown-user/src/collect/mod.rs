@@ -452,20 +452,24 @@ pub fn check_floor() -> Result<()> {
 /// with the verifier's log in hand, has no privilege problem), and privilege advice only to
 /// those without root.
 pub(crate) fn explain_bpf_error(error: anyhow::Error) -> anyhow::Error {
-    if let Some(line) =
+    let log =
         error.chain().find_map(
             |cause| match cause.downcast_ref::<aya::programs::ProgramError>() {
                 Some(aya::programs::ProgramError::LoadError { verifier_log, .. }) => {
-                    verifier_reason(&verifier_log.to_string())
+                    Some(verifier_log.to_string())
                 }
                 _ => None,
             },
-        )
+        );
+    if let Some(log) = log
+        && let Some(line) = verifier_reason(&log)
     {
-        return error.context(format!(
-            "the kernel's verifier refused it on Linux {}: {line}",
+        // One line, not aya's error with the whole log in it; `-v` shows the log.
+        log::info!("the verifier's log:\n{log}");
+        return anyhow!(
+            "the kernel's verifier refused it on Linux {}: {line} (`-v` shows its whole log)",
             canary::kernel_release()
-        ));
+        );
     }
     let errno = error
         .chain()
