@@ -16,7 +16,7 @@ use std::{
 
 use serde_json::Value;
 use topdown_tests::{
-    assert_books, assert_ran,
+    assert_books, assert_charged_through_exit, assert_ran,
     cgroup_tree::{TestTree, unified_mount},
     http::{Running, free_port, get, serve_command, wait_for},
     privileged, topdown_bpf_binary,
@@ -76,11 +76,7 @@ fn assert_charged_own_clocks(what: &str, document: &Value, clocks: &HashMap<u64,
             row["comm"]
         );
         let charged = row["on_cpu_ns"].as_u64().expect("on_cpu_ns");
-        assert_books(
-            &format!("{what}: thread {tid} vs its own clock"),
-            charged,
-            *own,
-        );
+        assert_charged_through_exit(&format!("{what}: thread {tid}"), charged, *own);
     }
 }
 
