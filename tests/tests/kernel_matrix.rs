@@ -41,6 +41,15 @@ fn own_clocks(stdout: &[u8]) -> HashMap<u64, u64> {
         .collect()
 }
 
+/// The final document of a threads-schema output.
+fn final_document(stdout: &[u8]) -> Value {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|doc| doc["final"] == true)
+        .expect("a final document")
+}
+
 /// Asserts that each of `clocks`' threads is a row of `document` (the final document of the
 /// threads schema), exited and charged its own clock (`assert_books`' bound).
 fn assert_charged_own_clocks(what: &str, document: &Value, clocks: &HashMap<u64, u64>) {
@@ -107,11 +116,7 @@ fn every_thread_of_a_followed_command_is_charged_its_own_clock() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "topdown-bpf failed: {stderr}");
     let clocks = own_clocks(&output.stdout);
-    let document: Value = String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .find(|doc| doc["final"] == true)
-        .expect("a final document");
+    let document = final_document(&output.stdout);
     assert_charged_own_clocks("live", &document, &clocks);
 }
 
@@ -144,11 +149,7 @@ fn a_recording_reports_what_each_thread_ran() {
         "report failed: {}",
         String::from_utf8_lossy(&report.stderr)
     );
-    let document: Value = String::from_utf8_lossy(&report.stdout)
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .find(|doc| doc["final"] == true)
-        .expect("the report's final document");
+    let document = final_document(&report.stdout);
     assert_charged_own_clocks("recorded", &document, &clocks);
 }
 

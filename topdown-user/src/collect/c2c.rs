@@ -99,14 +99,7 @@ impl C2cCollector {
     ) -> Result<Self> {
         let mut bpf = load(ldlat, ring_bytes, stores_contended)?;
         let cpus = super::online_cpus()?;
-        let program: &mut PerfEvent = bpf
-            .program_mut("c2c_filter")
-            .context("the BPF object has no c2c_filter program")?
-            .try_into()?;
-        program
-            .load()
-            .map_err(|error| super::explain_bpf_error(error.into()))
-            .context("loading the c2c filter")?;
+        let program = load_filter(&mut bpf)?;
         let program_fd = program.fd()?.as_fd().as_raw_fd();
         let mut open: Vec<OwnedFd> = Vec::new();
         for &cpu in &cpus {
@@ -146,15 +139,7 @@ impl C2cCollector {
     /// Loads the filter into the kernel (the verifier checks it) without attaching it: what
     /// `topdown-bpf check` says of c2c on a machine that may have no memory sampling.
     pub fn verify() -> Result<()> {
-        let mut bpf = load(30, 4096, false)?;
-        let program: &mut PerfEvent = bpf
-            .program_mut("c2c_filter")
-            .context("the BPF object has no c2c_filter program")?
-            .try_into()?;
-        program
-            .load()
-            .map_err(|error| super::explain_bpf_error(error.into()))
-            .context("loading the c2c filter")
+        load_filter(&mut load(30, 4096, false)?).map(drop)
     }
 
     /// Attaches the filter to a `cpu-clock` sampling event every `period` on each online CPU:
@@ -199,6 +184,19 @@ impl C2cCollector {
         counts.line_map_full = sum(counter::LINE_MAP_FULL)?;
         Ok(counts)
     }
+}
+
+/// Loads the object's c2c filter into the kernel (the verifier checks it).
+fn load_filter(bpf: &mut Ebpf) -> Result<&mut PerfEvent> {
+    let program: &mut PerfEvent = bpf
+        .program_mut("c2c_filter")
+        .context("the BPF object has no c2c_filter program")?
+        .try_into()?;
+    program
+        .load()
+        .map_err(|error| super::explain_bpf_error(error.into()))
+        .context("loading the c2c filter")?;
+    Ok(program)
 }
 
 /// The object with the c2c filter's offsets and threshold set; the per-thread maps kept tiny.

@@ -71,6 +71,8 @@ pub struct Collector {
     following: bool,
     /// Held open for as long as the kernel programs read them.
     _counters: OpenCounters,
+    /// What the start-up check saw before this collector attached.
+    startup_check: Option<canary::Verdict>,
 }
 
 impl Collector {
@@ -78,8 +80,15 @@ impl Collector {
     /// online CPU, loads and attaches the kernel programs, and starts counting. Everything
     /// charged from now on is in the next [`Collector::snapshot`].
     pub fn start(set: &CounterSet, options: &CollectorOptions) -> Result<Self> {
-        canary::check()?;
-        Self::attach(set, options)
+        let verdict = canary::check()?;
+        let mut collector = Self::attach(set, options)?;
+        collector.startup_check = Some(verdict);
+        Ok(collector)
+    }
+
+    /// What the start-up check saw (`None` for the check's own collector).
+    pub fn startup_check(&self) -> Option<canary::Verdict> {
+        self.startup_check
     }
 
     /// [`Collector::start`] without the start-up check.
@@ -224,6 +233,7 @@ impl Collector {
             narrow: options.narrow,
             following: false,
             _counters: counters,
+            startup_check: None,
         })
     }
 

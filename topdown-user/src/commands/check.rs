@@ -21,7 +21,12 @@ pub fn run() -> Result<()> {
         "floor: BTF and BPF ring buffers present (topdown-bpf needs Linux {} or newer)",
         collect::FLOOR
     );
-    let verdict = canary::check()?;
+    let set = CounterSet::for_machine(&SysRoot::host()).context("choosing the counter set")?;
+    let collector = Collector::start(&set, &CollectorOptions::default())?;
+    let verdict = collector
+        .startup_check()
+        .context("the collector ran no start-up check")?;
+    drop(collector);
     println!(
         "start-up check: a thread the scheduler booked {:.3} ms was charged {:.3} ms: ok",
         verdict.booked_ns as f64 / 1e6,
