@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::usage::CounterValue;
+use super::{silence::Silence, usage::CounterValue};
 use crate::pmu::topology::CoreId;
 
 /// One core's counters over a window.
@@ -25,6 +25,7 @@ pub struct CoreAggregator {
     nr_counters: usize,
     last: HashMap<(u32, usize), [u64; 3]>,
     first: HashMap<(u32, usize), [u64; 3]>,
+    silence: Silence,
 }
 
 impl CoreAggregator {
@@ -35,7 +36,14 @@ impl CoreAggregator {
             nr_counters,
             last: HashMap::new(),
             first: HashMap::new(),
+            silence: Silence::new(nr_counters),
         }
+    }
+
+    /// Marks the events in `slots` silent (see [`Silence`]): not counted until a core counts
+    /// one.
+    pub fn set_silent(&mut self, slots: &[usize]) {
+        self.silence.set(slots);
     }
 
     /// Usage per core since the previous call (or since the first readings).
@@ -45,14 +53,17 @@ impl CoreAggregator {
         if self.first.is_empty() {
             self.first.clone_from(&now);
         }
-        let usage = self.between(&self.last, &now);
+        let mut usage = self.between(&self.last, &now);
         self.last = now;
+        self.silence.judge(&mut counters_of(&mut usage));
         usage
     }
 
     /// Usage per core over everything read so far.
     pub fn totals(&self) -> Vec<CoreUsage> {
-        self.between(&HashMap::new(), &self.last)
+        let mut usage = self.between(&HashMap::new(), &self.last);
+        self.silence.mark(&mut counters_of(&mut usage));
+        usage
     }
 
     fn between(
@@ -74,6 +85,7 @@ impl CoreAggregator {
                                 raw: sum.raw + now[0].saturating_sub(old[0]),
                                 enabled_ns: sum.enabled_ns + now[1].saturating_sub(old[1]),
                                 running_ns: sum.running_ns + now[2].saturating_sub(old[2]),
+                                silent: false,
                             }
                         })
                     })
@@ -86,6 +98,13 @@ impl CoreAggregator {
             })
             .collect()
     }
+}
+
+fn counters_of(usage: &mut [CoreUsage]) -> Vec<&mut [CounterValue]> {
+    usage
+        .iter_mut()
+        .map(|core| core.counters.as_mut_slice())
+        .collect()
 }
 
 #[cfg(test)]

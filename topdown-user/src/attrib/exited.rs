@@ -133,6 +133,7 @@ mod tests {
                 raw: ns,
                 enabled_ns: ns,
                 running_ns: ns,
+                silent: false,
             }],
             exited: true,
             folded: 0,

@@ -149,6 +149,7 @@ mod tests {
                 raw: ns,
                 enabled_ns: ns,
                 running_ns: ns,
+                silent: false,
             }],
         }
     }

@@ -7,6 +7,7 @@ pub mod cores;
 pub mod exited;
 pub mod groups;
 pub mod named;
+pub mod silence;
 pub mod target;
 pub mod usage;
 
@@ -16,6 +17,7 @@ use topdown_common::reading::Reading;
 
 use self::{
     exited::ExitedThreads,
+    silence::Silence,
     target::Target,
     usage::{CgroupUsage, CounterValue, ThreadUsage},
 };
@@ -43,18 +45,31 @@ pub struct Window {
 }
 
 impl Window {
-    /// The counters (slots of the set) that some thread's row has as not counted: enabled
-    /// while it ran, never running (another PMU user held the counters, or the kernel never
-    /// scheduled the event while that thread ran).
-    pub fn not_counted(&self) -> Vec<usize> {
-        let mut slots: Vec<usize> = self
+    /// The counters (slots of the set) that some thread's row has as never running: enabled
+    /// while it ran, never on a counter (another PMU user held the counters, or the kernel
+    /// never scheduled the event while that thread ran).
+    pub fn never_running(&self) -> Vec<usize> {
+        self.slots_where(CounterValue::never_ran)
+    }
+
+    /// The counters (slots of the set) whose events this PMU does not count (see
+    /// [`crate::collect::calibration`]), as the window's rows say.
+    pub fn silent(&self) -> Vec<usize> {
+        self.slots_where(|v| v.silent)
+    }
+
+    fn slots_where(&self, is: impl Fn(&CounterValue) -> bool) -> Vec<usize> {
+        let rows = self
             .threads
             .iter()
-            .flat_map(|t| {
-                t.counters
+            .map(|t| &t.counters)
+            .chain(self.cgroups.iter().map(|c| &c.counters));
+        let mut slots: Vec<usize> = rows
+            .flat_map(|values| {
+                values
                     .iter()
                     .enumerate()
-                    .filter(|(_, v)| v.not_counted())
+                    .filter(|(_, v)| is(v))
                     .map(|(i, _)| i)
             })
             .collect();
@@ -122,6 +137,8 @@ pub struct Attributor {
     retired: Vec<CgroupUsage>,
     started: Option<std::time::Instant>,
     last: Option<std::time::Instant>,
+    /// Which events do not count on this PMU, so far.
+    silence: Silence,
 }
 
 impl Attributor {
@@ -142,7 +159,15 @@ impl Attributor {
             retired: Vec::new(),
             started: None,
             last: None,
+            silence: Silence::new(nr_counters),
         }
+    }
+
+    /// Marks the events in `slots` silent: they read 0 while the PMU counted others (the
+    /// calibration at start). Their values are not counted in every window, and in the run's
+    /// totals, until the first window in which any row counts one: from then on it counts.
+    pub fn set_silent(&mut self, slots: &[usize]) {
+        self.silence.set(slots);
     }
 
     /// Marks the start of collection (before the first snapshot).
@@ -242,12 +267,15 @@ impl Attributor {
                     raw: now.count.saturating_sub(before.count),
                     enabled_ns: now.enabled_ns.saturating_sub(before.enabled_ns),
                     running_ns: now.running_ns.saturating_sub(before.running_ns),
+                    silent: false,
                 }
             })
             .collect();
         self.idle.clone_from(&snapshot.idle);
 
-        let cgroups: Vec<CgroupUsage> = cgroups.into_values().filter(|c| !c.is_empty()).collect();
+        let mut cgroups: Vec<CgroupUsage> =
+            cgroups.into_values().filter(|c| !c.is_empty()).collect();
+        self.silence.judge(&mut rows_of(&mut threads, &mut cgroups));
         for usage in &cgroups {
             self.cgroups
                 .entry(usage.id)
@@ -288,7 +316,7 @@ impl Attributor {
     /// per process). Call after [`Attributor::window`] for the latest snapshot.
     pub fn run_totals(&self, snapshot: &Snapshot) -> Window {
         let started = self.started.unwrap_or(snapshot.at);
-        let threads = self
+        let mut threads: Vec<ThreadUsage> = self
             .live
             .values()
             .filter(|record| self.target.keeps(&record.header))
@@ -303,15 +331,17 @@ impl Attributor {
                 raw: now.count,
                 enabled_ns: now.enabled_ns,
                 running_ns: now.running_ns,
+                silent: false,
             })
             .collect();
-        let cgroups = self
+        let mut cgroups: Vec<CgroupUsage> = self
             .cgroups
             .values()
             .chain(&self.retired)
             .filter(|usage| !usage.is_empty())
             .cloned()
             .collect();
+        self.silence.mark(&mut rows_of(&mut threads, &mut cgroups));
         Window {
             start: Duration::ZERO,
             length: snapshot.at.duration_since(started),
@@ -321,6 +351,18 @@ impl Attributor {
             stats: snapshot.stats,
         }
     }
+}
+
+/// Every row's counter values: the threads', then the cgroups'.
+fn rows_of<'a>(
+    threads: &'a mut [ThreadUsage],
+    cgroups: &'a mut [CgroupUsage],
+) -> Vec<&'a mut [CounterValue]> {
+    threads
+        .iter_mut()
+        .map(|t| t.counters.as_mut_slice())
+        .chain(cgroups.iter_mut().map(|c| c.counters.as_mut_slice()))
+        .collect()
 }
 
 #[cfg(test)]
@@ -376,6 +418,62 @@ mod tests {
             .iter()
             .find(|c| c.id == cgroup)
             .map_or(0, CgroupUsage::on_cpu_ns)
+    }
+
+    /// Events the calibration found silent are not counted, in every row of every window and
+    /// of the run's totals, until a window in which some row counts one: from then on it
+    /// counts, in later windows and in the totals.
+    #[test]
+    fn silent_events_are_not_counted_until_some_row_counts_them() {
+        let thread = |tid: u32, ns: u64, events: u64| {
+            let mut t = ThreadTotals::new(tid, 1);
+            t.charged.slots[0] = Reading {
+                count: ns,
+                enabled_ns: ns,
+                running_ns: ns,
+            };
+            t.charged.slots[1] = Reading {
+                count: events,
+                enabled_ns: ns,
+                running_ns: ns,
+            };
+            t.header.switches = 1;
+            t.header.cgroup_id = 1;
+            ThreadRecord::from_totals(&t, 2)
+        };
+        let t0 = Instant::now();
+        let second = std::time::Duration::from_secs(1);
+        let mut attrib = Attributor::new(2, Target::All);
+        attrib.set_silent(&[1]);
+        attrib.start(t0);
+        let first = snapshot(
+            t0 + second,
+            vec![thread(5, 1_000, 0), thread(6, 2_000, 0)],
+            vec![],
+        );
+        let window = attrib.window(&first);
+        assert_eq!(window.silent(), [1]);
+        let values = window
+            .threads
+            .iter()
+            .map(|t| &t.counters)
+            .chain(window.cgroups.iter().map(|c| &c.counters));
+        for values in values {
+            assert!(values[1].silent && values[1].scaled().is_none());
+            assert!(!values[0].silent && values[0].scaled().is_some());
+        }
+        assert_eq!(attrib.run_totals(&first).silent(), [1]);
+
+        let later = snapshot(
+            t0 + 2 * second,
+            vec![thread(5, 3_000, 0), thread(6, 4_000, 9)],
+            vec![],
+        );
+        let window = attrib.window(&later);
+        assert!(window.silent().is_empty(), "thread 6 counted 9");
+        let five = window.threads.iter().find(|t| t.tid == 5).unwrap();
+        assert_eq!(five.counters[1].scaled(), Some(0.0), "a 0 that is a count");
+        assert!(attrib.run_totals(&later).silent().is_empty());
     }
 
     #[test]

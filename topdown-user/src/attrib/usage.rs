@@ -13,12 +13,26 @@ pub struct CounterValue {
     pub enabled_ns: u64,
     /// Nanoseconds it was running while this thread ran.
     pub running_ns: u64,
+    /// The event does not count on this PMU (it read 0 while cycles ran: see
+    /// [`crate::collect::calibration`]): its `raw` 0 is no measurement.
+    pub silent: bool,
 }
 
 impl CounterValue {
+    /// A value as read: `raw` counted over `enabled_ns`, `running_ns` of it on a counter.
+    pub fn new(raw: u64, enabled_ns: u64, running_ns: u64) -> Self {
+        Self {
+            raw,
+            enabled_ns,
+            running_ns,
+            silent: false,
+        }
+    }
+
     /// The count scaled to the whole enabled time, as perf scales multiplexed counters; `None`
-    /// when the counter was enabled and never running (perf's `<not counted>`: another user
-    /// held the PMU, or its group could not be scheduled): no count, never a 0.
+    /// when there is no count: the counter was enabled and never running (perf's `<not
+    /// counted>`: another user held the PMU, or its group could not be scheduled), or the
+    /// event does not count on this PMU. Never a 0 made of either.
     pub fn scaled(&self) -> Option<f64> {
         if self.not_counted() {
             return None;
@@ -29,9 +43,29 @@ impl CounterValue {
         Some(self.raw as f64 * self.enabled_ns as f64 / self.running_ns as f64)
     }
 
-    /// Whether the counter was enabled and never running.
+    /// Whether there is no count: never running, or an event this PMU does not count.
     pub fn not_counted(&self) -> bool {
+        self.silent || self.never_ran()
+    }
+
+    /// Whether the counter was enabled and never running.
+    pub fn never_ran(&self) -> bool {
         self.enabled_ns > 0 && self.running_ns == 0
+    }
+
+    /// Adds a later or another row's value: a sum is silent only if every part with enabled
+    /// time was (one part that counted makes the others' zeros counts of an event that counts).
+    pub fn add(&mut self, other: &Self) {
+        if other.enabled_ns > 0 || other.silent {
+            self.silent = if self.enabled_ns > 0 || self.silent {
+                self.silent && other.silent
+            } else {
+                other.silent
+            };
+        }
+        self.raw += other.raw;
+        self.enabled_ns += other.enabled_ns;
+        self.running_ns += other.running_ns;
     }
 
     /// Fraction of the enabled time the counter was running (1.0 when never enabled).
@@ -183,9 +217,7 @@ pub fn add_counters(mine: &mut Vec<CounterValue>, theirs: &[CounterValue]) {
         mine.resize(theirs.len(), CounterValue::default());
     }
     for (mine, theirs) in mine.iter_mut().zip(theirs) {
-        mine.raw += theirs.raw;
-        mine.enabled_ns += theirs.enabled_ns;
-        mine.running_ns += theirs.running_ns;
+        mine.add(theirs);
     }
 }
 
@@ -196,11 +228,11 @@ pub fn deltas(before: Option<&[Reading]>, now: &[Reading], nr: usize) -> Vec<Cou
     (0..nr)
         .map(|i| {
             let (old, new) = (before.map_or(Reading::ZERO, |b| at(b, i)), at(now, i));
-            CounterValue {
-                raw: new.count.saturating_sub(old.count),
-                enabled_ns: new.enabled_ns.saturating_sub(old.enabled_ns),
-                running_ns: new.running_ns.saturating_sub(old.running_ns),
-            }
+            CounterValue::new(
+                new.count.saturating_sub(old.count),
+                new.enabled_ns.saturating_sub(old.enabled_ns),
+                new.running_ns.saturating_sub(old.running_ns),
+            )
         })
         .collect()
 }
@@ -245,6 +277,7 @@ mod tests {
             raw: 100,
             enabled_ns: 1_000,
             running_ns: 250,
+            silent: false,
         };
         assert!((value.scaled().unwrap() - 400.0).abs() < 1e-9);
         assert!((value.running_fraction() - 0.25).abs() < 1e-9);
@@ -256,7 +289,28 @@ mod tests {
             raw: 0,
             enabled_ns: 1_000,
             running_ns: 0,
+            silent: false,
         };
         assert_eq!(crowded_out.scaled(), None);
+    }
+
+    /// A sum is silent only when every part with enabled time was: one part that counted
+    /// makes the event one that counts, and the others' zeros counts.
+    #[test]
+    fn a_sum_is_silent_only_if_every_part_was() {
+        let silent = CounterValue {
+            silent: true,
+            ..CounterValue::new(0, 10, 10)
+        };
+        let counted = CounterValue::new(4, 10, 10);
+        let mut sum = CounterValue::default();
+        sum.add(&silent);
+        assert!(sum.silent && sum.scaled().is_none());
+        sum.add(&CounterValue::default());
+        assert!(sum.silent, "a part never enabled changes nothing");
+        sum.add(&counted);
+        assert!(!sum.silent);
+        assert_eq!(sum.scaled(), Some(4.0));
+        assert_eq!((sum.enabled_ns, sum.running_ns), (20, 20));
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod btf;
 pub mod c2c;
+pub mod calibration;
 pub mod canary;
 mod object;
 pub mod perf_open;
@@ -73,22 +74,32 @@ pub struct Collector {
     _counters: OpenCounters,
     /// What the start-up check saw before this collector attached.
     startup_check: Option<canary::Verdict>,
+    /// Which of the set's hardware events this PMU counts (see [`calibration`]).
+    calibration: calibration::Calibration,
 }
 
 impl Collector {
-    /// Checks the kernel side on this kernel ([`canary::check`]), then opens `set` on every
+    /// Finds which of `set`'s hardware events this PMU counts ([`calibration::calibrate`]),
+    /// checks the kernel side on this kernel ([`canary::check`]), then opens `set` on every
     /// online CPU, loads and attaches the kernel programs, and starts counting. Everything
     /// charged from now on is in the next [`Collector::snapshot`].
     pub fn start(set: &CounterSet, options: &CollectorOptions) -> Result<Self> {
+        let calibration = calibration::calibrate(set)?;
         let verdict = canary::check()?;
         let mut collector = Self::attach(set, options)?;
         collector.startup_check = Some(verdict);
+        collector.calibration = calibration;
         Ok(collector)
     }
 
     /// What the start-up check saw (`None` for the check's own collector).
     pub fn startup_check(&self) -> Option<canary::Verdict> {
         self.startup_check
+    }
+
+    /// Which of the set's hardware events this PMU counts, as the calibration at start found.
+    pub fn calibration(&self) -> &calibration::Calibration {
+        &self.calibration
     }
 
     /// [`Collector::start`] without the start-up check.
@@ -234,6 +245,7 @@ impl Collector {
             following: false,
             _counters: counters,
             startup_check: None,
+            calibration: calibration::Calibration::default(),
         })
     }
 

@@ -79,15 +79,8 @@ impl OpenCounters {
     pub fn read(&self) -> Result<Vec<(u32, usize, [u64; 3])>> {
         self.iter()
             .map(|(cpu, index, fd)| {
-                let mut values = [0u64; 3];
-                // SAFETY: reading 24 bytes into a 24-byte buffer from a perf event fd.
-                let n = unsafe {
-                    libc::read(raw(fd), values.as_mut_ptr().cast(), size_of_val(&values))
-                };
-                if n != size_of_val(&values) as isize {
-                    return Err(io::Error::last_os_error())
-                        .with_context(|| format!("reading counter {index} on CPU {cpu}"));
-                }
+                let values = read_values(fd)
+                    .with_context(|| format!("reading counter {index} on CPU {cpu}"))?;
                 Ok((cpu, index, values))
             })
             .collect()
@@ -131,15 +124,38 @@ pub fn attr_for(event: &EventAttr, is_leader: bool) -> bindings::perf_event_attr
     attr
 }
 
+/// A counter's `[count, enabled ns, running ns]`, read from userspace (`read(2)` with the
+/// enabled and running times).
+pub fn read_values(fd: BorrowedFd<'_>) -> io::Result<[u64; 3]> {
+    let mut values = [0u64; 3];
+    // SAFETY: reading 24 bytes into a 24-byte buffer from a perf event fd.
+    let n = unsafe { libc::read(raw(fd), values.as_mut_ptr().cast(), size_of_val(&values)) };
+    if n != size_of_val(&values) as isize {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(values)
+}
+
 fn open_one(event: &EventAttr, cpu: u32, leader: Option<BorrowedFd<'_>>) -> Result<OwnedFd> {
+    open_event(event, -1, cpu as i32, leader)
+}
+
+/// Opens `event` for `pid` (0: the calling thread; -1: every thread) on `cpu` (-1: wherever
+/// it runs), in `leader`'s group or as a leader (then disabled until enabled).
+pub fn open_event(
+    event: &EventAttr,
+    pid: i32,
+    cpu: i32,
+    leader: Option<BorrowedFd<'_>>,
+) -> Result<OwnedFd> {
     let mut attr = attr_for(event, leader.is_none());
     let group_fd = leader.map_or(-1, raw);
     // SAFETY: attr is a valid, fully initialised perf_event_attr.
     let fd = unsafe {
         perf_event_open_sys::perf_event_open(
             &mut attr,
-            -1,
-            cpu as i32,
+            pid,
+            cpu,
             group_fd,
             libc::c_ulong::from(bindings::PERF_FLAG_FD_CLOEXEC),
         )

@@ -55,6 +55,7 @@ pub fn sum_over_cpus(readings: &[(u32, usize, [u64; 3])], counters: usize) -> Ve
             raw: 0,
             enabled_ns: 0,
             running_ns: 0,
+            silent: false,
         };
         counters
     ];

@@ -11,7 +11,7 @@ use anyhow::{Context as _, Result};
 
 use crate::{
     attrib::cores::CoreAggregator,
-    collect::{self, perf_open::OpenCounters},
+    collect::{self, calibration, perf_open::OpenCounters},
     model::cores::{self as core_rows, CoreRow},
     pmu::{counter_set::CounterSet, sysfs::SysRoot, topology},
     report::cores,
@@ -34,6 +34,7 @@ pub async fn run(
     full_screen: bool,
     out: &mut dyn Write,
 ) -> Result<()> {
+    let calibration = calibration::calibrate(set)?;
     let cpus = collect::online_cpus()?;
     let counters = OpenCounters::open(set, &cpus)?;
     counters.enable()?;
@@ -42,7 +43,11 @@ pub async fn run(
         topology::cores(&SysRoot::host(), &cpus)?,
         set.counters.len(),
     );
+    aggregator.set_silent(&calibration.silent());
     aggregator.window(&counters.read()?);
+    for line in calibration::lines(&calibration, set) {
+        eprintln!("{line}");
+    }
     let set_line = format!(
         "topdown-bpf: counter set `{}`: {} (per core)",
         set.name, set.reason

@@ -14,7 +14,7 @@ use crate::{
     attrib::{Attributor, cgroups::CgroupNames, target::Target},
     c2c::forwarded,
     cli::ServeArgs,
-    collect::{Collector, CollectorOptions, c2c::C2cCollector},
+    collect::{Collector, CollectorOptions, c2c::C2cCollector, calibration},
     model,
     pmu::{
         memory_events::{self, Rate},
@@ -93,7 +93,11 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
     };
     let started = Instant::now();
     let mut attrib = Attributor::new(set.counters.len(), Target::NoThreads);
+    attrib.set_silent(&collector.calibration().silent());
     attrib.start(started);
+    for line in calibration::lines(collector.calibration(), &set) {
+        log::warn!("{}", line.trim_start_matches("topdown-bpf: "));
+    }
     let mut exporter = Exporter::new(
         &set,
         view.clone(),

@@ -21,7 +21,7 @@ use crate::{
         target::Target,
     },
     cli::{CgroupArgs, StatArgs},
-    collect::{Collector, CollectorOptions},
+    collect::{Collector, CollectorOptions, calibration},
     model::{
         self,
         export::{self, RunMeta},
@@ -130,6 +130,9 @@ pub async fn run(
         },
     )?;
     let started = Instant::now();
+    for line in calibration::lines(collector.calibration(), &set) {
+        eprintln!("{line}");
+    }
     match &target {
         Target::Pids(pids) => pids.iter().try_for_each(|&pid| collector.follow(pid))?,
         Target::Tids(tids) => tids
@@ -238,6 +241,7 @@ pub async fn run(
     let exited_rows = cli.top.map_or(EXITED_ROWS, |top| top.max(EXITED_ROWS));
     let attrib_target = target.clone();
     let mut attrib = Attributor::with_exited_rows(set.counters.len(), target, exited_rows);
+    attrib.set_silent(&collector.calibration().silent());
     attrib.start(started);
 
     if let Some(child) = child {
@@ -383,7 +387,7 @@ pub async fn run(
 /// Says once, on standard error, that some counters of `window` were not counted for some
 /// threads; whether it did.
 fn tell_not_counted(set: &CounterSet, window: &crate::attrib::Window) -> bool {
-    let slots = window.not_counted();
+    let slots = window.never_running();
     if slots.is_empty() {
         return false;
     }

@@ -22,9 +22,10 @@ pub struct CgroupRow {
     pub on_cpu_ns: u64,
     /// Switches out of its threads.
     pub switches: u64,
-    /// The counters after the on-CPU clock ([`CounterSet::further`]), scaled to their enabled
-    /// time; `None` for a counter that did not run.
-    pub counters: Vec<Option<f64>>,
+    /// The counters after the on-CPU clock ([`CounterSet::further`]): [`CounterValue::scaled`]
+    /// gives each count (none for a counter that did not run), `silent` an event this PMU does
+    /// not count.
+    pub counters: Vec<CounterValue>,
     /// TopDown per core type of the view (none without a TopDown set).
     pub topdown: Vec<Option<TopDown>>,
 }
@@ -45,10 +46,7 @@ pub fn rows(
             path: names.name(usage.id),
             on_cpu_ns: usage.on_cpu_ns(),
             switches: usage.switches,
-            counters: further(&usage.counters)
-                .iter()
-                .map(CounterValue::scaled)
-                .collect(),
+            counters: further(&usage.counters).to_vec(),
             topdown: view.map_or_else(Vec::new, |v| v.of(set, &usage.counters)),
         })
         .collect()

@@ -239,6 +239,7 @@ mod tests {
                 raw: ns,
                 enabled_ns: ns,
                 running_ns: ns,
+                silent: false,
             }],
             exited: false,
             folded: 0,

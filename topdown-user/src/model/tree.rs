@@ -215,6 +215,7 @@ mod tests {
             raw: ns,
             enabled_ns: ns,
             running_ns: ns,
+            silent: false,
         };
         (ns, ms as f64 / 10.0, vec![value])
     }

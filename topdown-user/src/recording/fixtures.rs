@@ -19,11 +19,7 @@ use crate::{
 
 /// A counter value of `raw` (enabled a ns longer, running half).
 pub fn value(raw: u64) -> CounterValue {
-    CounterValue {
-        raw,
-        enabled_ns: raw + 1,
-        running_ns: raw / 2,
-    }
+    CounterValue::new(raw, raw + 1, raw / 2)
 }
 
 /// Thread `tid` of process 100 in cgroup `cgroup_id`, `ns` on CPU (thread 2 exited).
@@ -130,6 +126,7 @@ pub fn topdown_recording() -> Recording {
                 raw: if raw == ns { ns } else { raw * ns / 1000 },
                 enabled_ns: ns,
                 running_ns: ns,
+                silent: false,
             })
             .collect::<Vec<_>>()
     };

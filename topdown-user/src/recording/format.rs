@@ -139,6 +139,10 @@ pub struct WindowLine {
     pub cgroups: Vec<CgroupLine>,
     /// Kernel-side counters since the start, by name.
     pub stats: BTreeMap<String, u64>,
+    /// Slots of the counters whose events this PMU did not count in the window (every row's
+    /// value there is no count: see `collect::calibration`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub silent: Vec<usize>,
 }
 
 /// One thread's usage in a window.
@@ -188,6 +192,7 @@ fn value_of(line: [u64; 3]) -> CounterValue {
         raw: line[0],
         enabled_ns: line[1],
         running_ns: line[2],
+        silent: false,
     }
 }
 
@@ -229,12 +234,17 @@ impl WindowLine {
                 .iter()
                 .map(|&stat| (stat.name().to_owned(), window.stats.get(stat)))
                 .collect(),
+            silent: window.silent(),
         }
     }
 
     /// The window this line holds, for a set of `nr` counters: every row must carry exactly
     /// `nr` values (a file is not trusted).
     pub fn window(self, nr: usize) -> Result<Window> {
+        if let Some(slot) = self.silent.iter().find(|&&slot| slot >= nr) {
+            bail!("a window names counter {slot} as not counting and the set has {nr}");
+        }
+        let silent = &self.silent;
         let values = |counters: Vec<[u64; 3]>, whose: &dyn Fn() -> String| {
             if counters.len() != nr {
                 bail!(
@@ -243,7 +253,11 @@ impl WindowLine {
                     counters.len()
                 );
             }
-            Ok(counters.into_iter().map(value_of).collect::<Vec<_>>())
+            let mut values: Vec<CounterValue> = counters.into_iter().map(value_of).collect();
+            for &slot in silent {
+                values[slot].silent = true;
+            }
+            Ok(values)
         };
         let threads = self
             .threads

@@ -135,6 +135,38 @@ mod tests {
         assert!(error.contains("version 2 recording"), "{error}");
     }
 
+    /// An event the PMU did not count in a window reads back as not counted in every row of
+    /// it; the next window, where it counted, reads back counted. A window naming a counter
+    /// the set lacks is refused.
+    #[test]
+    fn events_the_pmu_did_not_count_read_back_as_not_counted() {
+        let mut silent = window(1);
+        for values in silent
+            .threads
+            .iter_mut()
+            .map(|t| &mut t.counters)
+            .chain(silent.cgroups.iter_mut().map(|c| &mut c.counters))
+        {
+            values[1].raw = 0;
+            values[1].silent = true;
+        }
+        let windows = [silent, window(2)];
+        let (_dir, path) = recorded(&windows, None);
+        let read = Recording::read(&path).unwrap();
+        for (a, b) in windows.iter().zip(&read.windows) {
+            same(a, b);
+        }
+        assert_eq!(read.windows[0].silent(), [1]);
+        assert!(read.windows[1].silent().is_empty());
+        let sum = read.totals().unwrap();
+        assert!(!sum.threads[0].counters[1].silent, "counted in one window");
+
+        let mut line = WindowLine::of(&windows[0]);
+        line.silent.push(2);
+        let error = line.window(2).unwrap_err().to_string();
+        assert!(error.contains("counter 2 as not counting"), "{error}");
+    }
+
     #[test]
     fn rows_must_carry_one_value_per_counter() {
         let mut line = WindowLine::of(&window(1));

@@ -64,7 +64,7 @@ pub fn document(
     is_final: bool,
 ) -> String {
     let order = super::json::name_order(set);
-    let cores: Vec<Value> = cores
+    let rows_json: Vec<Value> = cores
         .iter()
         .zip(rows)
         .map(|(core, row)| {
@@ -79,12 +79,29 @@ pub fn document(
             })
         })
         .collect();
+    // Events this PMU does not count: null in every row (see `collect::calibration`).
+    let not_counting: Vec<&str> = set
+        .counters
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| {
+            cores
+                .iter()
+                .any(|core| core.counters.get(*i).is_some_and(|v| v.silent))
+        })
+        .map(|(_, counter)| counter.name.as_str())
+        .collect();
     json!({
         "schema": "topdown-bpf/cores/v1",
         "final": is_final,
-        "counter_set": {"name": set.name, "reason": set.reason, "counters": set.names().collect::<Vec<_>>()},
+        "counter_set": {
+            "name": set.name,
+            "reason": set.reason,
+            "counters": set.names().collect::<Vec<_>>(),
+            "not_counting": not_counting,
+        },
         "interval": {"start_s": start_s, "length_s": length_s},
-        "cores": cores,
+        "cores": rows_json,
     })
     .to_string()
         + "\n"

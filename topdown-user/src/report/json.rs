@@ -14,11 +14,13 @@ use crate::{
     pmu::counter_set::CounterSet,
 };
 
-/// One counter of a row: `{value, raw, unit, enabled_ns, running_ns}`.
+/// One counter of a row: `{value, raw, unit, enabled_ns, running_ns}`, and `not_counting`
+/// for an event this PMU does not count.
 #[derive(Serialize)]
 pub struct CounterDoc {
     /// The count scaled to the enabled time (`raw * enabled / running`), as perf scales;
-    /// `null` when the counter was enabled and never running (perf's `<not counted>`).
+    /// `null` when the counter was enabled and never running (perf's `<not counted>`), or when
+    /// this PMU does not count the event.
     value: Option<f64>,
     /// The count as read.
     raw: u64,
@@ -28,6 +30,10 @@ pub struct CounterDoc {
     enabled_ns: u64,
     /// Time it was running (on a PMU counter) of that.
     running_ns: u64,
+    /// The event does not count on this PMU (it read 0 while others counted): its `raw` 0 is
+    /// no measurement. Present only when true.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    not_counting: bool,
 }
 
 /// `{counter name: CounterDoc}` for one row of a set, keys in name order; written straight to
@@ -63,6 +69,7 @@ impl Serialize for CountersDoc<'_> {
                     unit: counter.unit.label(),
                     enabled_ns: value.enabled_ns,
                     running_ns: value.running_ns,
+                    not_counting: value.silent,
                 },
             )?;
         }
@@ -107,6 +114,9 @@ struct SetDoc<'a> {
     name: &'a str,
     reason: &'a str,
     counters: Vec<&'a str>,
+    /// Counters whose events this PMU does not count (as of this window): `null` in every row,
+    /// and so is every TopDown node built on them.
+    not_counting: Vec<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -248,6 +258,11 @@ pub fn write_document(
             name: set.name,
             reason: &set.reason,
             counters: set.names().collect(),
+            not_counting: window
+                .silent()
+                .into_iter()
+                .filter_map(|slot| set.counters.get(slot).map(|c| c.name.as_str()))
+                .collect(),
         },
         interval: IntervalDoc {
             start_s: window.start.as_secs_f64(),
@@ -362,6 +377,7 @@ mod tests {
                 raw: i,
                 enabled_ns: 10,
                 running_ns: 10,
+                silent: false,
             })
             .collect();
         let order = name_order(&set);

@@ -207,6 +207,7 @@ mod tests {
                 raw,
                 enabled_ns: 1_000_000_000,
                 running_ns: if i == 6 { 500_000_000 } else { 1_000_000_000 },
+                silent: false,
             })
             .collect();
         let thread = ThreadUsage {
@@ -321,6 +322,7 @@ mod tests {
             raw: 1_000_000_000,
             enabled_ns: 1_000_000_000,
             running_ns: 1_000_000_000,
+            silent: false,
         };
         let mut names = CgroupNames::at(None);
         let (rows, total) = rows(&window, name(&window, &mut names, None), &set, &options());
@@ -396,5 +398,68 @@ mod tests {
         let percent = &doc["threads"][0]["topdown"][0]["run_percent"];
         assert!((percent["tma_frontend_bound"].as_f64().unwrap() - 10.0).abs() < 1e-9);
         assert!((percent["tma_retiring"].as_f64().unwrap() - 40.0).abs() < 1e-9);
+    }
+
+    /// An event this PMU does not count (the calibration saw it read 0 while others counted)
+    /// is no count in any view: `<not counted>` in the table and CSV, null and `not_counting`
+    /// in JSON and named in the document's counter set and under the table; no TopDown node
+    /// built on it, and no bottleneck (the nodes that split the slots are not all there). The
+    /// nodes that do not read it are still shown.
+    #[test]
+    fn an_event_the_pmu_does_not_count_is_no_count_in_any_view_nor_in_a_node() {
+        let (mut window, set) = spr_window();
+        let dropping = 6;
+        window.threads[0].counters[dropping] = CounterValue {
+            raw: 0,
+            enabled_ns: 1_000_000_000,
+            running_ns: 1_000_000_000,
+            silent: true,
+        };
+        let mut names = CgroupNames::at(None);
+        let verbose = RowOptions {
+            verbose: true,
+            ..options()
+        };
+        let (rows, total) = rows(&window, name(&window, &mut names, None), &set, &verbose);
+        let td = rows[0].topdown[0].as_ref().unwrap();
+        assert_eq!(td.value("tma_frontend_bound"), None, "reads UOP_DROPPING");
+        assert_eq!(td.value("tma_bad_speculation"), None, "1 - the others");
+        assert_eq!(
+            td.value("tma_backend_bound"),
+            Some(0.6),
+            "reads no silent event"
+        );
+        assert_eq!(
+            td.bottleneck, None,
+            "not all of the slots are accounted for"
+        );
+
+        let text = table::block(&window, &rows, total, &set, &verbose, false);
+        let line = text.lines().nth(2).unwrap();
+        assert!(line.trim_end().ends_with(NOT_COUNTED), "{line}");
+        assert!(
+            text.contains("NOT COUNTING on this PMU: INT_MISC.UOP_DROPPING"),
+            "{text}"
+        );
+        let csv_text = csv::header(&set, &verbose, b',')
+            + &csv::lines(&window, &rows, &set, &verbose, b',', true);
+        assert!(csv_text.contains(NOT_COUNTED), "{csv_text}");
+
+        let doc = json_doc(&window, &rows, &set);
+        assert_eq!(
+            doc["counter_set"]["not_counting"],
+            serde_json::json!(["INT_MISC.UOP_DROPPING"])
+        );
+        let counter = &doc["threads"][0]["counters"]["INT_MISC.UOP_DROPPING"];
+        assert!(counter["value"].is_null(), "{counter}");
+        assert_eq!(counter["not_counting"], true);
+        let counted = &doc["threads"][0]["counters"]["topdown-be-bound"];
+        assert!(counted.get("not_counting").is_none(), "said only when true");
+        let topdown = &doc["threads"][0]["topdown"][0];
+        assert!(
+            topdown["nodes"].get("tma_frontend_bound").is_none(),
+            "{topdown}"
+        );
+        assert!(topdown["bottleneck"].is_null(), "{topdown}");
     }
 }

@@ -126,7 +126,28 @@ pub fn block(
         let _ = writeln!(out, "  idle: {}", idle.join(", "));
     }
     let _ = writeln!(out, "  {}", losses_line(window));
+    if let Some(line) = not_counting_line(window, set) {
+        let _ = writeln!(out, "  {line}");
+    }
     out
+}
+
+/// `not counting on this PMU: ...` for the events of `set` the window's rows have as silent
+/// (see `collect::calibration`); `None` when there are none.
+pub fn not_counting_line(window: &Window, set: &CounterSet) -> Option<String> {
+    let silent = window.silent();
+    if silent.is_empty() {
+        return None;
+    }
+    let names: Vec<&str> = silent
+        .iter()
+        .filter_map(|&slot| set.counters.get(slot).map(|c| c.name.as_str()))
+        .collect();
+    Some(format!(
+        "NOT COUNTING on this PMU: {} (read 0 while others counted; no TopDown node built on \
+         them is shown)",
+        names.join(", ")
+    ))
 }
 
 /// The node columns as (part label, part index, node): every Level 1 node the rows have; Level 2

@@ -60,6 +60,7 @@ pub struct Exporter {
     cycles: Family<Labels, FloatCounter>,
     event_seconds: Family<Labels, FloatCounter>,
     tma: Family<Labels, FloatGauge>,
+    not_counting: Family<Labels, Gauge>,
     losses: Family<Labels, Counter>,
     c2c: Family<Labels, Counter>,
     c2c_classified: Counter,
@@ -98,6 +99,7 @@ impl Exporter {
             cycles: Family::default(),
             event_seconds: Family::default(),
             tma: Family::default(),
+            not_counting: Family::default(),
             losses: Family::default(),
             c2c: Family::default(),
             c2c_classified: Counter::default(),
@@ -163,6 +165,13 @@ impl Exporter {
             self.tma.clone(),
         );
         r.register(
+            "topdown_event_not_counting",
+            "1 while this PMU does not count the event (it read 0 while others counted: a \
+             virtual machine's or an emulator's PMU): its series and the TopDown nodes built on \
+             it are left out; 0 once it counted",
+            self.not_counting.clone(),
+        );
+        r.register(
             "topdown_kernel_losses",
             "Data the kernel side could not charge or send, by cause",
             self.losses.clone(),
@@ -205,6 +214,18 @@ impl Exporter {
         for row in rows {
             if self.export(row.id, &row.path) {
                 self.charge(row);
+            }
+        }
+        for (i, counter) in self.set.further().iter().enumerate() {
+            let silent = rows
+                .iter()
+                .any(|row| row.counters.get(i).is_some_and(|v| v.silent));
+            let labels = vec![("event".into(), counter.name.clone())];
+            // Said for every event that was ever silent, once it counts too (0).
+            if silent || self.not_counting.get(&labels).is_some() {
+                self.not_counting
+                    .get_or_create(&labels)
+                    .set(i64::from(silent));
             }
         }
         for stat in Stat::ALL.into_iter().filter(|s| s.is_loss()) {
@@ -285,10 +306,14 @@ impl Exporter {
             .inc_by(row.on_cpu_ns as f64 / 1e9);
         self.switches.get_or_create(&labels).inc_by(row.switches);
         for (counter, value) in self.set.further().iter().zip(&row.counters) {
+            // An event this PMU does not count has no series: its zeros are no counts.
+            if value.silent {
+                continue;
+            }
             let mut event = labels.clone();
             event.push(("event".into(), counter.name.clone()));
             // A counter that did not run adds nothing: the series stays where it was.
-            let scaled = value.unwrap_or(0.0);
+            let scaled = value.scaled().unwrap_or(0.0);
             match counter.unit {
                 CounterUnit::Events => self.events.get_or_create(&event).inc_by(scaled),
                 CounterUnit::Cycles => self.cycles.get_or_create(&event).inc_by(scaled),
@@ -434,6 +459,7 @@ mod tests {
             raw,
             enabled_ns: ns,
             running_ns: ns,
+            silent: false,
         };
         CgroupUsage {
             id,
@@ -606,6 +632,64 @@ mod tests {
         assert!(text.contains("topdown_c2c_classified_total 50"), "{text}");
         assert!(
             text.contains("topdown_kernel_losses_total{cause=\"c2c_ring_full\"} 2"),
+            "{text}"
+        );
+    }
+
+    /// An event this PMU does not count has no series (its zeros are no counts) and is named
+    /// in `topdown_event_not_counting` with 1; once it counts, its series appear and the gauge
+    /// reads 0.
+    #[test]
+    fn events_the_pmu_does_not_count_have_no_series_until_they_count() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("a")).unwrap();
+        let a = fs::metadata(dir.path().join("a")).unwrap().ino();
+        let mut names = CgroupNames::at(Some(dir.path().to_path_buf()));
+        let mut set = CounterSet::software("test".into());
+        set.counters.push(Counter {
+            name: "STALL_SLOT".into(),
+            unit: CounterUnit::Events,
+            attr: EventAttr::default(),
+            cpus: None,
+        });
+        let limits = Limits {
+            grace: Duration::from_secs(10),
+            max_cgroups: 10,
+        };
+        let mut exporter = Exporter::new(&set, None, limits);
+        let mut silent = usage(a, 1_000_000, 0);
+        silent.counters[1].silent = true;
+        let rows = model::cgroups::rows(&window(vec![silent]), &mut names, &set, None);
+        exporter.update(&rows, &Stats::default(), &[], Instant::now());
+        let text = exporter.encode();
+        assert!(
+            !text
+                .lines()
+                .any(|l| l.starts_with("topdown_cgroup_") && l.contains("STALL_SLOT")),
+            "{text}"
+        );
+        assert!(
+            text.contains("topdown_event_not_counting{event=\"STALL_SLOT\"} 1"),
+            "{text}"
+        );
+        let rows = model::cgroups::rows(
+            &window(vec![usage(a, 1_000_000, 5)]),
+            &mut names,
+            &set,
+            None,
+        );
+        exporter.update(&rows, &Stats::default(), &[], Instant::now());
+        let text = exporter.encode();
+        assert!(
+            line(
+                &text,
+                "topdown_cgroup_events_total{cgroup=\"/a\",event=\"STALL_SLOT\"} 5"
+            )
+            .is_some(),
+            "{text}"
+        );
+        assert!(
+            text.contains("topdown_event_not_counting{event=\"STALL_SLOT\"} 0"),
             "{text}"
         );
     }

@@ -9,6 +9,14 @@ use crate::{
     tma::{Model, TopDown, inputs::NamedCounts},
 };
 
+/// The Level 1 nodes every model has, which split the pipeline's slots between them.
+const SLOT_SPLIT: [&str; 4] = [
+    "tma_frontend_bound",
+    "tma_bad_speculation",
+    "tma_backend_bound",
+    "tma_retiring",
+];
+
 /// One core type's TopDown: hybrid parts have one for P-cores and one for E-cores.
 #[derive(Clone, Debug)]
 pub struct TopdownPart {
@@ -91,6 +99,11 @@ impl TopdownView {
                 let inputs = NamedCounts::new(counts, self.slots, self.smt_on, self.core_wide);
                 let mut td = part.model.evaluate(&inputs, self.level);
                 td.nodes.retain(|n| n.value.is_finite());
+                // The four Level 1 nodes split the slots: with one of them not computed (an
+                // input not counted), no node can be said to be the bottleneck.
+                if SLOT_SPLIT.iter().any(|name| td.value(name).is_none()) {
+                    td.bottleneck = None;
+                }
                 // Each node's run %: the least its own inputs ran (a multiplexed counter is
                 // scaled by its own enabled/running time; a node is only as sure as its least
                 // measured input).
@@ -191,6 +204,7 @@ mod tests {
                 raw: (u128::from(count) * u128::from(running(i)) / u128::from(enabled)) as u64,
                 enabled_ns: enabled,
                 running_ns: running(i),
+                silent: false,
             })
             .collect();
         let exact: Vec<CounterValue> = truth
@@ -199,6 +213,7 @@ mod tests {
                 raw: count,
                 enabled_ns: enabled,
                 running_ns: enabled,
+                silent: false,
             })
             .collect();
         let view = TopdownView::single(model, 2, 5, false);

@@ -19,7 +19,7 @@ use crate::{
     attrib::{Window, groups::GroupBy},
     model::rows::{Row, RowOptions, SortKey, TreeMark, Who},
     pmu::counter_set::CounterSet,
-    report::table::{bottlenecks, losses_line, node_cell, node_columns},
+    report::table::{bottlenecks, losses_line, node_cell, node_columns, not_counting_line},
     tma::TopDown,
 };
 
@@ -150,8 +150,11 @@ fn status_line(data: &Screenful<'_>) -> String {
         let ns: u64 = data.window.idle.iter().map(|v| v.raw).sum();
         format!("idle {:.1} ms", ns as f64 / 1e6)
     };
+    let not_counting = not_counting_line(data.window, data.set)
+        .map(|line| format!("{line}  |  "))
+        .unwrap_or_default();
     format!(
-        "{}  |  {idle}  |  switches {}, not reported by the kernel {unreported}  \
+        "{not_counting}{}  |  {idle}  |  switches {}, not reported by the kernel {unreported}  \
          |  {}: {}",
         losses_line(data.window),
         data.window.stats.get(Stat::Switches),
@@ -582,6 +585,7 @@ mod tests {
                 raw: ms * 1_000_000,
                 enabled_ns: ms * 1_000_000,
                 running_ns: ms * 1_000_000,
+                silent: false,
             }],
             topdown: vec![],
             run_fraction: 1.0,
@@ -665,6 +669,72 @@ mod tests {
             })
             .unwrap();
         terminal.backend().buffer().clone()
+    }
+
+    /// The status line names the events this PMU does not count, first.
+    #[test]
+    fn the_status_line_names_events_the_pmu_does_not_count() {
+        let mut row = thread(1, "a", "/", 5);
+        let set = CounterSet {
+            name: "topdown",
+            reason: "test".into(),
+            counters: vec![
+                Counter {
+                    name: "cpu-clock".into(),
+                    unit: Unit::Nanoseconds,
+                    attr: EventAttr::default(),
+                    cpus: None,
+                },
+                Counter {
+                    name: "STALL_SLOT_BACKEND".into(),
+                    unit: Unit::Events,
+                    attr: EventAttr::default(),
+                    cpus: None,
+                },
+            ],
+        };
+        let silent = CounterValue {
+            silent: true,
+            ..CounterValue::new(0, 5, 5)
+        };
+        row.counters.push(silent);
+        let usage = crate::attrib::usage::ThreadUsage {
+            tid: 1,
+            pid: 100,
+            comm: "a".into(),
+            cgroup_id: 1,
+            switches: 7,
+            counters: row.counters.clone(),
+            exited: false,
+            folded: 0,
+        };
+        let window = Window {
+            start: Duration::ZERO,
+            length: Duration::from_secs(1),
+            threads: vec![usage],
+            idle: vec![],
+            cgroups: vec![],
+            stats: Stats::default(),
+        };
+        let options = RowOptions {
+            sort: SortKey::OnCpu,
+            top: None,
+            topdown: None,
+            verbose: false,
+            group: None,
+        };
+        let line = status_line(&Screenful {
+            window: &window,
+            rows: std::slice::from_ref(&row),
+            total: 1,
+            set: &set,
+            options: &options,
+            history: &History::default(),
+        });
+        assert!(
+            line.starts_with("NOT COUNTING on this PMU: STALL_SLOT_BACKEND"),
+            "{line}"
+        );
     }
 
     #[test]
