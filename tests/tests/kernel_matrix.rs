@@ -5,6 +5,8 @@
 //! - `check` loads every program (c2c's filter too) and the start-up check agrees;
 //! - every thread of a followed command (`clocked`, which keeps its own books) is charged
 //!   its own `CLOCK_THREAD_CPUTIME_ID`, and reported exited;
+//! - a shell loop (busybox or dash: a workload the tests did not write) is charged what the
+//!   scheduler booked for it, read from its `schedstat` while it waited;
 //! - `record` then `report` give the same;
 //! - `serve` exports a cgroup's time as its `cpu.stat` books it.
 
@@ -118,6 +120,52 @@ fn every_thread_of_a_followed_command_is_charged_its_own_clock() {
     let clocks = own_clocks(&output.stdout);
     let document = final_document(&output.stdout);
     assert_charged_own_clocks("live", &document, &clocks);
+}
+
+/// The shell's loop: `N` additions, then its pid and its `schedstat` (read by a child while
+/// the shell waits for it, so off-CPU: its books are final but for its exit).
+const SHELL_LOOP: &str = "i=0; while [ $i -lt $0 ]; do i=$((i+1)); done; \
+                          echo \"shell $$ $(cat /proc/$$/schedstat)\"";
+
+#[test]
+fn a_shell_loop_is_charged_what_the_scheduler_booked_for_it() {
+    if !privileged("a_shell_loop_is_charged") {
+        return;
+    }
+    let output = topdown(&[
+        "--per-thread",
+        "--json",
+        "--",
+        "sh",
+        "-c",
+        SHELL_LOOP,
+        "200000",
+    ]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "topdown-bpf failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let (pid, booked) = stdout
+        .lines()
+        .find_map(|line| {
+            let mut fields = line.strip_prefix("shell ")?.split_whitespace();
+            let pid: u64 = fields.next()?.parse().ok()?;
+            Some((pid, fields.next()?.parse::<u64>().ok()?))
+        })
+        .unwrap_or_else(|| panic!("the shell's books: {stdout}"));
+    assert_ran("the shell", booked);
+    let document = final_document(&output.stdout);
+    let row = document["threads"]
+        .as_array()
+        .expect("threads")
+        .iter()
+        .find(|t| t["tid"].as_u64() == Some(pid))
+        .unwrap_or_else(|| panic!("the shell ({pid}) is not in the report: {document}"));
+    assert_eq!(row["exited"], true, "the shell is reported exited");
+    let charged = row["on_cpu_ns"].as_u64().expect("on_cpu_ns");
+    assert_charged_through_exit("the shell", charged, booked);
 }
 
 #[test]

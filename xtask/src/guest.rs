@@ -186,6 +186,7 @@ pub fn run_suite(root: &Path, only: Option<&str>, filter: Option<&str>) -> Resul
             }
         };
         let files = &*files;
+        let started = Instant::now();
         let kernel = debian_kernel(suite.arch, suite.kernel)?;
         let busybox = debian_busybox(suite.arch)?;
         let initramfs = pack(root, files, &busybox, suite, filter)?;
@@ -203,6 +204,11 @@ pub fn run_suite(root: &Path, only: Option<&str>, filter: Option<&str>) -> Resul
         if !finished {
             println!("xtask: the {} guest did not finish", suite.name);
         }
+        println!(
+            "xtask: the {} guest took {:.0} s",
+            suite.name,
+            started.elapsed().as_secs_f64()
+        );
         passed += p;
         failed += f;
     }

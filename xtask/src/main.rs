@@ -172,6 +172,7 @@ fn run(cli: Cli) -> Result<()> {
             exec_privileged(&binary, &args)
         }
         Task::Test { args } => {
+            let started = std::time::Instant::now();
             warn_if_disk_short(&root);
             build::user(&root, false, Arch::X86_64)?;
             deps::offer_test_tools();
@@ -201,11 +202,13 @@ fn run(cli: Cli) -> Result<()> {
                 }
             }
             let status = child.wait().context("waiting for cargo test")?;
+            let host_done = started.elapsed();
             let seconds = env::var("TOPDOWN_FUZZ_SECONDS")
                 .ok()
                 .and_then(|s| s.parse().ok())
                 .unwrap_or(TEST_FUZZ_SECONDS);
             let results = fuzz(&root, &FUZZ_TARGETS, seconds)?;
+            let fuzz_done = started.elapsed();
             // The emulated arm64 PMU: its tests' verdicts count with the host's; a guest that
             // could not be booted or did not finish is one failure.
             let guest = guest::run_suite(&root, None, None).unwrap_or_else(|error| {
@@ -226,6 +229,13 @@ fn run(cli: Cli) -> Result<()> {
                     failed += 1;
                 }
             }
+            let all = started.elapsed();
+            println!(
+                "xtask: builds and host tests {:.0} s, fuzzing {:.0} s, guests {:.0} s",
+                host_done.as_secs_f64(),
+                (fuzz_done - host_done).as_secs_f64(),
+                (all - fuzz_done).as_secs_f64()
+            );
             // One closing line over every test binary (cargo's own last line is the doc tests')
             // and every fuzz target.
             println!("\ntests: {passed} passed, {failed} failed");
