@@ -248,6 +248,95 @@ fn a_command_recorded_reports_its_final_document() {
     );
     assert!(text.contains("─ busy") && text.contains("q quit"), "{text}");
 
+    // Outputs are whole or absent: never over the input, never over a file unless --force,
+    // nothing under the name (nor a temporary file) when the disk is full.
+    let before = std::fs::read(&file).unwrap();
+    let onto_input = topdown()
+        .args(["report", "-i"])
+        .arg(&file)
+        .arg("--parquet")
+        .arg(&file)
+        .args(["--force"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&onto_input.stderr);
+    assert_eq!(onto_input.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("input") && stderr.lines().count() == 1,
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read(&file).unwrap(),
+        before,
+        "the recording is untouched"
+    );
+    let parquet = dir.path().join("rows.parquet");
+    std::fs::write(&parquet, b"keep").unwrap();
+    let over = topdown()
+        .args(["report", "-i"])
+        .arg(&file)
+        .arg("--parquet")
+        .arg(&parquet)
+        .output()
+        .unwrap();
+    assert_eq!(over.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&over.stderr).contains("--force"));
+    assert_eq!(std::fs::read(&parquet).unwrap(), b"keep");
+    stdout_of(
+        "report --parquet --force",
+        topdown()
+            .args(["report", "-i"])
+            .arg(&file)
+            .arg("--parquet")
+            .arg(&parquet)
+            .arg("--force"),
+    );
+    assert_eq!(
+        &std::fs::read(&parquet).unwrap()[..4],
+        b"PAR1",
+        "replaced, whole"
+    );
+    let full = dir.path().join("full");
+    std::fs::create_dir(&full).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=4k", "tmpfs"])
+        .arg(&full)
+        .status()
+        .is_ok_and(|s| s.success());
+    if mounted {
+        // Its one page taken: the next write finds the disk full.
+        let filler = full.join("filler");
+        let _ = std::fs::write(&filler, vec![0u8; 4096]);
+        let trace = full.join("run.trace.json");
+        let on_full = topdown()
+            .args(["report", "-i"])
+            .arg(&file)
+            .arg("--trace")
+            .arg(&trace)
+            .output()
+            .unwrap();
+        let left: Vec<_> = std::fs::read_dir(&full)
+            .unwrap()
+            .flatten()
+            .filter(|entry| entry.path() != filler)
+            .collect();
+        let _ = Command::new("umount").arg(&full).status();
+        let stderr = String::from_utf8_lossy(&on_full.stderr);
+        assert_eq!(
+            on_full.status.code(),
+            Some(1),
+            "a full disk is an error: {stderr}"
+        );
+        assert!(
+            stderr.contains("run.trace.json"),
+            "it names the file: {stderr}"
+        );
+        assert!(left.is_empty(), "nothing left on the full disk: {left:?}");
+    } else {
+        assert!(std::env::var_os("CI").is_none(), "CI mounts a small tmpfs");
+        eprintln!("\n*** SKIPPED the full-disk case: cannot mount a tmpfs ***\n");
+    }
+
     let errors = topdown()
         .args(["report", "-i"])
         .arg(dir.path().join("missing.rec"))
@@ -264,4 +353,106 @@ fn a_command_recorded_reports_its_final_document() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&not_multiple.stderr);
     assert!(stderr.contains("give -I a multiple of 1000"), "{stderr}");
+}
+
+/// A path that is not UTF-8 works where the OS allows it: `record -o` and `--parquet` write
+/// there, `report -i` reads it back; never a panic.
+#[test]
+fn paths_that_are_not_utf8_are_written_and_read() {
+    use std::{ffi::OsStr, os::unix::ffi::OsStrExt as _};
+    if !topdown_tests::privileged("paths_that_are_not_utf8") {
+        return;
+    }
+    let _alone = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join(OsStr::from_bytes(b"run-\xff.rec"));
+    let parquet = dir.path().join(OsStr::from_bytes(b"rows-\xfe"));
+    stdout_of(
+        "record to paths that are not UTF-8",
+        topdown()
+            .arg("record")
+            .arg("-o")
+            .arg(&file)
+            .arg("--parquet")
+            .arg(&parquet)
+            .args(["--duration", "0.5"]),
+    );
+    let files = std::fs::read_dir(&parquet).unwrap().count();
+    assert!(files >= 1, "Parquet files in the folder: {files}");
+    let documents = documents(&report(&file, &["--json"]));
+    assert_eq!(documents.last().unwrap()["final"], true);
+}
+
+/// `| head -1`: the reader of standard output goes away after one window. `record` goes on
+/// into its file and finishes it with its totals; a run that only prints ends at once, quietly
+/// (no error, exit 0), as `perf` and `grep` do.
+#[test]
+fn a_closed_standard_output_ends_a_printing_run_and_not_a_recording() {
+    use std::io::BufRead as _;
+    if !topdown_tests::privileged("a_closed_standard_output") {
+        return;
+    }
+    let _alone = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("piped.rec");
+    let first_line_then_close = |command: &mut Command| {
+        let mut child = command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("running topdown-bpf");
+        let mut reader = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut first = String::new();
+        reader.read_line(&mut first).unwrap();
+        assert!(first.contains("\"schema\""), "a window first: {first}");
+        drop(reader);
+        let started = std::time::Instant::now();
+        let output = child.wait_with_output().unwrap();
+        (output, started.elapsed())
+    };
+    let (recorded, _) = first_line_then_close(topdown().arg("record").arg("-o").arg(&file).args([
+        "-I",
+        "200",
+        "--json",
+        "--duration",
+        "2",
+    ]));
+    let stderr = String::from_utf8_lossy(&recorded.stderr);
+    assert!(recorded.status.success(), "{stderr}");
+    assert!(stderr.contains("recorded"), "{stderr}");
+    let documents = documents(&report(&file, &["--json", "-I", "200"]));
+    assert!(documents.len() >= 5, "every window, after the pipe closed");
+    assert_eq!(documents.last().unwrap()["final"], true);
+    let check = topdown()
+        .args(["report", "-i"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        !String::from_utf8_lossy(&check.stderr).contains("ends before"),
+        "the recording has its totals"
+    );
+
+    let (printed, took) = first_line_then_close(topdown().args([
+        "--per-thread",
+        "-I",
+        "200",
+        "--json",
+        "--duration",
+        "30",
+    ]));
+    assert!(printed.status.success(), "exit 0");
+    assert!(
+        printed.stderr.is_empty(),
+        "quietly: {}",
+        String::from_utf8_lossy(&printed.stderr)
+    );
+    assert!(
+        took < std::time::Duration::from_secs(5),
+        "ended at once: {took:?}"
+    );
 }

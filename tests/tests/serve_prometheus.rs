@@ -396,6 +396,10 @@ fn prometheus_scrapes_over_tls_with_basic_auth_from_a_tool_without_privileges() 
     let (_, none, none_body) = curl(dir, port, &client);
     let wrong = [&client[..], &["-u", "prometheus:wrong"]].concat();
     let (_, wrong_code, wrong_body) = curl(dir, port, &wrong);
+    // An address whose credentials just failed is not checked again for a second: 429.
+    let (_, again, _) = curl(dir, port, &wrong);
+    assert_eq!(again, "429", "a failed address waits");
+    std::thread::sleep(Duration::from_millis(1100));
     let stranger = [&client[..], &["-u", "stranger:scrape-secret"]].concat();
     let (_, stranger_code, stranger_body) = curl(dir, port, &stranger);
     assert_eq!(
@@ -473,4 +477,26 @@ fn a_bad_web_config_is_one_line_at_start() {
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("bcrypt hash"), "{stderr}");
+
+    // Fail closed: an empty file (an empty Secret mount) authenticates nobody, and beyond
+    // loopback plain HTTP needs --no-auth said out loud.
+    fs::write(&config, "").unwrap();
+    let refusals = [
+        (
+            vec!["--web-config".to_owned(), config.display().to_string()],
+            "authenticates nobody",
+        ),
+        (vec![], "--no-auth"),
+    ];
+    for (args, expected) in refusals {
+        let output = Command::new(topdown_tests::topdown_bpf_binary())
+            .args(["serve", "--listen", &format!("0.0.0.0:{}", free_port())])
+            .args(&args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
 }

@@ -262,6 +262,10 @@ pub struct ReportArgs {
     /// Write the report to FILE instead of standard output.
     #[arg(short = 'o', long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+
+    /// Replace the --trace, --parquet or --screenshot file when it exists (never the input).
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// `topdown-bpf plot`.
@@ -297,6 +301,10 @@ pub struct PlotArgs {
     /// all rows.
     #[arg(long, value_name = "NAME", default_value = "cpu")]
     pub metric: String,
+
+    /// Replace the picture when it exists (never the input).
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// `topdown-bpf serve`.
@@ -310,6 +318,11 @@ pub struct ServeArgs {
     /// --web.config.file (tls_server_config, basic_auth_users with bcrypt hashes).
     #[arg(long, value_name = "FILE")]
     pub web_config: Option<PathBuf>,
+
+    /// Serve plain HTTP without authentication on an address beyond loopback (a network that
+    /// admits only the scraper); without it such a --listen needs --web-config.
+    #[arg(long, conflicts_with = "web_config")]
+    pub no_auth: bool,
 
     /// After setup, run as this user (a name, or UID:GID; no supplementary groups); every
     /// capability is dropped either way.

@@ -28,5 +28,5 @@ pub fn run(args: &PlotArgs) -> Result<()> {
         keep: Vec::new(),
     });
     let data = timelines(&mut recording, grouping.as_ref(), &args.metric, args.top)?;
-    picture::write(&svg(&data)?, &args.output)
+    picture::write(&svg(&data)?, &args.output, &[&args.input], args.force)
 }

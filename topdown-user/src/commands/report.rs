@@ -21,7 +21,10 @@ use crate::{
         rows::{RowOptions, SortKey},
     },
     recording::reader::Recording,
-    report::{Format, Renderer, open_output, parquet::ParquetWriter, trace::TraceWriter},
+    report::{
+        Format, Renderer, new_file::NewFile, open_output, parquet::ParquetWriter,
+        trace::TraceWriter,
+    },
     tui::{
         self, LiveView, ViewModel,
         state::{Action, Key, Timeline, ViewState},
@@ -43,10 +46,16 @@ pub async fn run(args: &ReportArgs, verbose: bool) -> Result<()> {
         );
     }
     if let Some(path) = &args.trace {
-        return trace(&mut recording, path);
+        let new = NewFile::create(path, "the trace", &[&args.input], args.force)?;
+        trace(&mut recording, &new)
+            .with_context(|| format!("cannot write the trace {}", path.display()))?;
+        return new.commit();
     }
     if let Some(path) = &args.parquet {
-        return parquet(&mut recording, path);
+        let new = NewFile::create(path, "the Parquet file", &[&args.input], args.force)?;
+        parquet(&mut recording, &new)
+            .with_context(|| format!("cannot write the Parquet file {}", path.display()))?;
+        return new.commit();
     }
     let group = grouping(args);
     let windows = merged(&recording, args.interval_ms)?;
@@ -100,10 +109,10 @@ pub async fn run(args: &ReportArgs, verbose: bool) -> Result<()> {
     renderer.summary(&totals, &rows)
 }
 
-/// Writes the recording's windows as a Trace Event timeline into `path`.
-fn trace(recording: &mut Recording, path: &std::path::Path) -> Result<()> {
+/// Writes the recording's windows as a Trace Event timeline into `new`.
+fn trace(recording: &mut Recording, new: &NewFile) -> Result<()> {
     let meta = RunMeta::of(&recording.header);
-    let mut out = std::io::BufWriter::new(open_output(Some(path))?);
+    let mut out = std::io::BufWriter::new(new.file());
     let (set, view, names) = (
         &recording.set,
         recording.topdown.as_ref(),
@@ -116,15 +125,15 @@ fn trace(recording: &mut Recording, path: &std::path::Path) -> Result<()> {
     writer.finish()
 }
 
-/// Writes the recording's windows as rows of a Parquet file into `path`.
-fn parquet(recording: &mut Recording, path: &std::path::Path) -> Result<()> {
+/// Writes the recording's windows as rows of a Parquet file into `new`.
+fn parquet(recording: &mut Recording, new: &NewFile) -> Result<()> {
     let meta = RunMeta::of(&recording.header);
     let (set, view, names) = (
         &recording.set,
         recording.topdown.as_ref(),
         &mut recording.names,
     );
-    let mut writer = ParquetWriter::create(path, meta, set, view)?;
+    let mut writer = ParquetWriter::to_file(new.handle()?, meta, set, view)?;
     for window in &recording.windows {
         writer.window(window, &export::rows(window, names, set, view))?;
     }
@@ -238,6 +247,8 @@ fn screenshot(
     crate::picture::write(
         &crate::picture::screen_svg(terminal.backend().buffer()),
         picture,
+        &[&args.input],
+        args.force,
     )
 }
 

@@ -43,8 +43,14 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
             args.listen
         )
     })?;
-    if !address.ip().is_loopback() {
-        log::warn!("serving metrics on {address}, beyond this machine: firewall it");
+    if !address.ip().is_loopback() && args.web_config.is_none() {
+        if !args.no_auth {
+            bail!(
+                "--listen {address} serves beyond this machine: give --web-config (TLS and \
+                 authentication), or --no-auth to serve plain HTTP to anyone who reaches it"
+            );
+        }
+        log::warn!("serving metrics on {address} without TLS or authentication (--no-auth)");
     }
     let (set, view) = counter_set(args.td_level, &args.nodes, false, &args.events)?;
     let mut names = CgroupNames::host();
@@ -58,7 +64,7 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
     let web = args
         .web_config
         .as_deref()
-        .map(web_config::load)
+        .map(|path| web_config::load(path, address))
         .transpose()?
         .unwrap_or_default();
     let user = args.user.as_deref().map(privileges::lookup).transpose()?;
@@ -124,7 +130,7 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
     let mut server = tokio::spawn(http::serve(
         listener,
         scrapes,
-        args.max_connections,
+        http::Limits::of(args.max_connections),
         exporter.connections_refused(),
         web,
     ));

@@ -254,6 +254,7 @@ pub async fn run(
     let mut all_ended = false;
     // The full-screen view's status line says it every frame (its losses); other outputs once.
     let mut told_not_counted = false;
+    let mut output_closed = false;
     loop {
         let stop = tokio::select! {
             wake = session.wake() => match wake {
@@ -316,6 +317,15 @@ pub async fn run(
         };
         if stop {
             break;
+        }
+        // `| head -1`: the reader went away. A run that records goes on into its file; one
+        // that only prints ends quietly, as at Ctrl-C.
+        if renderer.closed() && recording.is_none() && !output_closed {
+            output_closed = true;
+            log::info!("standard output was closed: ending the run");
+            if !session.forward(libc::SIGINT) {
+                break;
+            }
         }
     }
 

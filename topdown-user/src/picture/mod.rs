@@ -4,9 +4,11 @@
 
 pub mod timelines;
 
-use std::{fmt::Write as _, path::Path};
+use std::{fmt::Write as _, io::Write as _, path::Path};
 
 use anyhow::{Context as _, Result, bail};
+
+use crate::report::new_file::NewFile;
 use ratatui::{
     buffer::Buffer,
     style::{Color, Modifier},
@@ -29,17 +31,23 @@ pub fn is_png(path: &Path) -> Result<bool> {
     }
 }
 
-/// Writes `svg` to `path`, as SVG or rasterized to PNG by its extension.
-pub fn write(svg: &str, path: &Path) -> Result<()> {
-    if is_png(path)? {
-        write_png(svg, path)
+/// Writes `svg` to `path`, as SVG or rasterized to PNG by its extension, whole or not at all
+/// ([`NewFile`]: not over one of `inputs`, not over an existing file unless `force`).
+pub fn write(svg: &str, path: &Path, inputs: &[&Path], force: bool) -> Result<()> {
+    let bytes = if is_png(path)? {
+        png(svg)?
     } else {
-        std::fs::write(path, svg).with_context(|| format!("cannot write {}", path.display()))
-    }
+        svg.as_bytes().to_vec()
+    };
+    let new = NewFile::create(path, "the picture", inputs, force)?;
+    new.file()
+        .write_all(&bytes)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    new.commit()
 }
 
-/// Rasterizes `svg` to a PNG at `path` with the system's fonts (DejaVu where present).
-fn write_png(svg: &str, path: &Path) -> Result<()> {
+/// Rasterizes `svg` to PNG bytes with the system's fonts (DejaVu where present).
+fn png(svg: &str) -> Result<Vec<u8>> {
     use resvg::{tiny_skia, usvg};
     let mut options = usvg::Options::default();
     let fonts = options.fontdb_mut();
@@ -58,9 +66,7 @@ fn write_png(svg: &str, path: &Path) -> Result<()> {
         .context("the picture is too large to rasterize")?;
     pixmap.fill(tiny_skia::Color::WHITE);
     resvg::render(&tree, tiny_skia::Transform::default(), &mut pixmap.as_mut());
-    pixmap
-        .save_png(path)
-        .with_context(|| format!("cannot write {}", path.display()))
+    pixmap.encode_png().context("encoding the PNG")
 }
 
 /// Width and height of one terminal cell, in pixels.

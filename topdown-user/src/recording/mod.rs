@@ -34,7 +34,10 @@ pub fn header(
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
         interval_ms,
-        command_line: std::env::args().collect(),
+        // Lossy: an argument that is not UTF-8 (a path) is kept readable, never a panic.
+        command_line: std::env::args_os()
+            .map(|arg| arg.to_string_lossy().into_owned())
+            .collect(),
         machine: MachineLine {
             hostname,
             kernel,

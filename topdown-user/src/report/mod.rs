@@ -5,6 +5,7 @@ pub mod c2c;
 pub mod cores;
 mod csv;
 mod json;
+pub mod new_file;
 pub mod parquet;
 pub(crate) mod table;
 pub mod topdown;
@@ -63,6 +64,8 @@ pub struct Renderer {
     rows: RowOptions,
     set: CounterSet,
     csv_header_written: bool,
+    /// The reader of the output went away (`| head -1`): nothing more is written.
+    closed: bool,
 }
 
 impl Renderer {
@@ -74,7 +77,14 @@ impl Renderer {
             rows,
             set,
             csv_header_written: false,
+            closed: false,
         }
+    }
+
+    /// Whether the output's reader went away (a closed pipe): the run can end quietly, as
+    /// `perf` and `grep` do, or go on with what else it writes (a recording).
+    pub fn closed(&self) -> bool {
+        self.closed
     }
 
     /// How the rows are chosen (TopDown, grouping): the model step computes them so.
@@ -101,6 +111,9 @@ impl Renderer {
     }
 
     fn draw(&mut self, window: &Window, rows: &WindowRows, is_final: bool) -> Result<()> {
+        if self.closed {
+            return Ok(());
+        }
         let WindowRows { rows, total } = rows;
         let total = *total;
         let text = match &self.format {
@@ -115,7 +128,7 @@ impl Renderer {
                 table::block(window, rows, total, &self.set, &self.rows, is_final)
             }
             Format::Json => {
-                json::write_document(
+                let written = json::write_document(
                     &mut self.out,
                     window,
                     rows,
@@ -123,8 +136,9 @@ impl Renderer {
                     self.rows.topdown.as_ref(),
                     self.rows.group_by(),
                     is_final,
-                )?;
-                String::new()
+                )
+                .and_then(|()| self.out.flush().map_err(anyhow::Error::from));
+                return self.unless_closed(written);
             }
             Format::Csv { separator } => {
                 let mut text = String::new();
@@ -139,11 +153,40 @@ impl Renderer {
     }
 
     fn write(&mut self, text: &str) -> Result<()> {
-        self.out
+        if self.closed {
+            return Ok(());
+        }
+        let written = self
+            .out
             .write_all(text.as_bytes())
             .and_then(|()| self.out.flush())
-            .context("writing the report")
+            .map_err(anyhow::Error::from);
+        self.unless_closed(written)
     }
+
+    /// `written`, but a closed pipe is no error: it marks the output closed.
+    fn unless_closed(&mut self, written: Result<()>) -> Result<()> {
+        match written {
+            Err(error) if is_broken_pipe(&error) => {
+                self.closed = true;
+                Ok(())
+            }
+            other => other.context("writing the report"),
+        }
+    }
+}
+
+/// Whether `error` comes from writing to a pipe nobody reads any more.
+fn is_broken_pipe(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+            || cause
+                .downcast_ref::<serde_json::Error>()
+                .and_then(serde_json::Error::io_error_kind)
+                == Some(std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 #[cfg(test)]

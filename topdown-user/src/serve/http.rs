@@ -2,34 +2,46 @@
 //! OpenMetrics when the scraper asks for it and in the classic Prometheus text format otherwise;
 //! other methods are 405, other paths 404.
 //!
-//! It stays up whoever connects: at most `max_connections` are served at once (more are closed
-//! at once and counted), a TLS handshake and a request's headers must each arrive within
-//! [`HEADER_TIMEOUT`], and a failed `accept` (out of file descriptors, say) is logged once per
-//! burst and retried after a pause. With `--web-config` it speaks TLS and asks for basic
-//! authentication: wrong or missing credentials get 401, the same answer whichever part was
-//! wrong.
+//! It stays up whoever connects, and slow or flooding clients cannot starve scrapes:
+//! - at most `max` connections are open at once, and at most `per_peer` from one address; a
+//!   new connection past either limit closes the idlest one (of that peer, or of all: the one
+//!   whose last request ended, or that connected, longest ago, never one being answered), so a
+//!   scraper always gets in and those holding connections without asking lose them first
+//!   (each closed one is counted);
+//! - a TLS handshake and a request's headers must each arrive within [`HEADER_TIMEOUT`] (an
+//!   idle keep-alive connection is closed after it too), a connection lives at most
+//!   [`CONNECTION_LIFETIME`] and serves at most [`REQUESTS_PER_CONNECTION`] requests;
+//! - a failed `accept` (out of file descriptors, say) is logged once per burst and retried
+//!   after a pause.
+//!
+//! With `--web-config` it speaks TLS and asks for basic authentication: wrong or missing
+//! credentials get 401, the same answer whichever part was wrong; credentials not checked
+//! because the bcrypt budget is spent get 429 (see [`super::web_config::BcryptBudget`]).
 
-use std::{convert::Infallible, sync::Arc, time::Duration};
+use std::{
+    collections::HashMap,
+    convert::Infallible,
+    net::IpAddr,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
 
 use anyhow::Result;
 use http_body_util::Full;
 use hyper::{
     Method, Request, Response, StatusCode,
     body::Bytes,
-    header::{ACCEPT, CONTENT_TYPE},
+    header::{ACCEPT, CONNECTION, CONTENT_TYPE},
     server::conn::http1,
     service::service_fn,
 };
 use hyper_util::rt::{TokioIo, TokioTimer};
 use prometheus_client::metrics::counter::Counter;
-use tokio::{
-    net::TcpListener,
-    sync::{Semaphore, watch},
-};
+use tokio::{net::TcpListener, sync::watch, task::AbortHandle};
 
 use super::{
     exporter::classic_text,
-    web_config::{BasicAuth, WebConfig},
+    web_config::{BasicAuth, Verdict, WebConfig},
 };
 
 /// OpenMetrics text, for scrapers that ask for it (Prometheus does).
@@ -37,30 +49,119 @@ const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=
 /// The classic Prometheus text format, for everything else (curl, promtool).
 const CLASSIC: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// How long a connection may take to send a request's headers (or sit idle between requests).
-pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a connection may take to send a request's headers (or sit idle between requests),
+/// and a TLS handshake to finish.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long one connection may live, whatever it does.
+pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(300);
+
+/// Requests one connection may make; the last is answered with `Connection: close`.
+pub const REQUESTS_PER_CONNECTION: u64 = 100;
 
 /// Pause after a failed `accept` before trying again.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
-/// Serves `latest` (the newest exposition) on `listener` until the task is dropped, at most
-/// `max_connections` connections at once; connections beyond are closed and counted in
-/// `refused`. `web` adds TLS and basic authentication.
+/// How many connections are served at once.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// At most this many in all.
+    pub max: usize,
+    /// At most this many from one address.
+    pub per_peer: usize,
+}
+
+impl Limits {
+    /// `max` in all, and a quarter of it (at least 4, at most `max`) per address.
+    pub fn of(max: usize) -> Self {
+        Self {
+            max,
+            per_peer: (max / 4).max(4).min(max),
+        }
+    }
+}
+
+/// The open connections, to pick which one to close.
+#[derive(Default)]
+struct Open {
+    next: u64,
+    connections: HashMap<u64, Connection>,
+}
+
+struct Connection {
+    peer: IpAddr,
+    /// When it connected, or its last request ended.
+    idle_since: Instant,
+    /// A request is being answered.
+    busy: bool,
+    abort: AbortHandle,
+}
+
+impl Open {
+    /// Closes the idlest connection (of `peer` only, when given) that is not being answered;
+    /// whether there was one.
+    fn close_idlest(&mut self, peer: Option<IpAddr>) -> bool {
+        let idlest = self
+            .connections
+            .iter()
+            .filter(|(_, c)| !c.busy && peer.is_none_or(|p| c.peer == p))
+            .min_by_key(|(_, c)| c.idle_since)
+            .map(|(&id, _)| id);
+        match idlest.and_then(|id| self.connections.remove(&id)) {
+            Some(connection) => {
+                connection.abort.abort();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Makes room for a connection from `peer` under `limits`; whether there is room.
+    fn make_room(&mut self, peer: IpAddr, limits: Limits, closed: &Counter) -> bool {
+        let from_peer = self.connections.values().filter(|c| c.peer == peer).count();
+        if from_peer >= limits.per_peer {
+            if !self.close_idlest(Some(peer)) {
+                return false;
+            }
+            closed.inc();
+        }
+        while self.connections.len() >= limits.max {
+            if !self.close_idlest(None) {
+                return false;
+            }
+            closed.inc();
+        }
+        true
+    }
+
+    fn set_busy(&mut self, id: u64, busy: bool) {
+        if let Some(connection) = self.connections.get_mut(&id) {
+            connection.busy = busy;
+            if !busy {
+                connection.idle_since = Instant::now();
+            }
+        }
+    }
+}
+
+/// Serves `latest` (the newest exposition) on `listener` until the task is dropped, within
+/// `limits`; connections closed to make room (or refused when every one is being answered)
+/// are counted in `closed`. `web` adds TLS and basic authentication.
 pub async fn serve(
     listener: TcpListener,
     latest: watch::Receiver<Arc<String>>,
-    max_connections: usize,
-    refused: Counter,
+    limits: Limits,
+    closed: Counter,
     web: WebConfig,
 ) -> Result<()> {
     let tls = web.tls.map(tokio_rustls::TlsAcceptor::from);
-    let slots = Arc::new(Semaphore::new(max_connections));
+    let open = Arc::new(Mutex::new(Open::default()));
     let mut failing = false;
     loop {
-        let stream = match listener.accept().await {
-            Ok((stream, _)) => {
+        let (stream, peer) = match listener.accept().await {
+            Ok((stream, peer)) => {
                 failing = false;
-                stream
+                (stream, peer.ip())
             }
             Err(error) => {
                 if !failing {
@@ -71,56 +172,102 @@ pub async fn serve(
                 continue;
             }
         };
-        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
-            refused.inc();
+        let Ok(mut registry) = open.lock() else {
+            break Ok(());
+        };
+        if !registry.make_room(peer, limits, &closed) {
+            closed.inc();
             drop(stream);
             continue;
-        };
-        let latest = latest.clone();
-        let (tls, auth) = (tls.clone(), web.auth.clone());
-        tokio::spawn(async move {
-            match tls {
-                None => serve_connection(stream, latest, auth).await,
-                Some(acceptor) => {
-                    match tokio::time::timeout(HEADER_TIMEOUT, acceptor.accept(stream)).await {
-                        Ok(Ok(stream)) => serve_connection(stream, latest, auth).await,
-                        Ok(Err(error)) => log::debug!("TLS handshake: {error}"),
-                        Err(_) => log::debug!("TLS handshake: timed out"),
+        }
+        let id = registry.next;
+        registry.next += 1;
+        let (latest, tls, auth) = (latest.clone(), tls.clone(), web.auth.clone());
+        let mine = Arc::clone(&open);
+        let task = tokio::spawn(async move {
+            let answering = Answering {
+                open: Arc::clone(&mine),
+                id,
+            };
+            let served = async {
+                match tls {
+                    None => serve_connection(stream, latest, auth, answering, peer).await,
+                    Some(acceptor) => {
+                        match tokio::time::timeout(HEADER_TIMEOUT, acceptor.accept(stream)).await {
+                            Ok(Ok(stream)) => {
+                                serve_connection(stream, latest, auth, answering, peer).await;
+                            }
+                            Ok(Err(error)) => log::debug!("TLS handshake: {error}"),
+                            Err(_) => log::debug!("TLS handshake: timed out"),
+                        }
                     }
                 }
+            };
+            if tokio::time::timeout(CONNECTION_LIFETIME, served)
+                .await
+                .is_err()
+            {
+                log::debug!("scrape connection: closed after {CONNECTION_LIFETIME:?}");
             }
-            drop(slot);
+            if let Ok(mut registry) = mine.lock() {
+                registry.connections.remove(&id);
+            }
         });
+        // Under the lock: the task removes its entry only after it is in.
+        registry.connections.insert(
+            id,
+            Connection {
+                peer,
+                idle_since: Instant::now(),
+                busy: false,
+                abort: task.abort_handle(),
+            },
+        );
     }
 }
 
-/// Answers the requests of one connection (any byte stream) until it closes, or its headers
-/// take longer than [`HEADER_TIMEOUT`]; with `auth`, only those with its credentials.
-pub async fn serve_connection<S>(
+/// Marks one connection busy while a request of it is answered (it is then never closed to
+/// make room), idle from when the answer is ready.
+#[derive(Clone)]
+pub struct Answering {
+    open: Arc<Mutex<Open>>,
+    id: u64,
+}
+
+impl Answering {
+    fn set(&self, busy: bool) {
+        if let Ok(mut open) = self.open.lock() {
+            open.set_busy(self.id, busy);
+        }
+    }
+}
+
+/// Answers the requests of one connection (any byte stream) until it closes, its headers take
+/// longer than [`HEADER_TIMEOUT`], or it made [`REQUESTS_PER_CONNECTION`] requests; with
+/// `auth`, only those with its credentials.
+async fn serve_connection<S>(
     stream: S,
     latest: watch::Receiver<Arc<String>>,
     auth: Option<Arc<BasicAuth>>,
+    answering: Answering,
+    peer: IpAddr,
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    let requests = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let service = service_fn(move |request| {
-        let (latest, auth) = (latest.clone(), auth.clone());
+        let (latest, auth, answering) = (latest.clone(), auth.clone(), answering.clone());
+        let made = requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         async move {
-            if let Some(auth) = auth {
-                let header = request
-                    .headers()
-                    .get(hyper::header::AUTHORIZATION)
-                    .and_then(|v| v.to_str().ok())
-                    .map(str::to_owned);
-                // bcrypt takes tens of milliseconds: off the runtime's thread.
-                let allowed = tokio::task::spawn_blocking(move || auth.allows(header.as_deref()))
-                    .await
-                    .unwrap_or(false);
-                if !allowed {
-                    return Ok(unauthorized());
-                }
+            answering.set(true);
+            let mut response = respond(request, latest, auth, peer).await;
+            if made >= REQUESTS_PER_CONNECTION {
+                response
+                    .headers_mut()
+                    .insert(CONNECTION, hyper::header::HeaderValue::from_static("close"));
             }
-            answer(request, latest).await
+            answering.set(false);
+            Ok::<_, Infallible>(response)
         }
     });
     if let Err(error) = http1::Builder::new()
@@ -131,6 +278,47 @@ pub async fn serve_connection<S>(
     {
         log::debug!("scrape connection: {error}");
     }
+}
+
+/// The answer to one request: its credentials checked first, with `auth`.
+async fn respond(
+    request: Request<hyper::body::Incoming>,
+    latest: watch::Receiver<Arc<String>>,
+    auth: Option<Arc<BasicAuth>>,
+    peer: IpAddr,
+) -> Response<Full<Bytes>> {
+    if let Some(auth) = auth {
+        let header = request
+            .headers()
+            .get(hyper::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        // bcrypt takes tens of milliseconds: off the runtime's thread.
+        let verdict = tokio::task::spawn_blocking(move || auth.check(header.as_deref(), peer))
+            .await
+            .unwrap_or(Verdict::Refused);
+        match verdict {
+            Verdict::Allowed => {}
+            Verdict::Refused => return unauthorized(),
+            Verdict::Busy => return busy(),
+            Verdict::Penalized(left) => {
+                tokio::time::sleep(left).await;
+                return busy();
+            }
+        }
+    }
+    answer(request, latest)
+}
+
+/// 429: credentials were not checked, the bcrypt budget being spent.
+fn busy() -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(StatusCode::TOO_MANY_REQUESTS)
+        .header(hyper::header::RETRY_AFTER, "1")
+        .body(Full::new(Bytes::from_static(
+            b"429 Too Many Requests: credentials not checked, try again\n",
+        )))
+        .unwrap_or_else(|_| Response::new(Full::new(Bytes::new())))
 }
 
 /// 401, asking for basic credentials; the same whatever was wrong.
@@ -145,10 +333,10 @@ fn unauthorized() -> Response<Full<Bytes>> {
         .unwrap_or_else(|_| Response::new(Full::new(Bytes::new())))
 }
 
-async fn answer(
+fn answer(
     request: Request<hyper::body::Incoming>,
     latest: watch::Receiver<Arc<String>>,
-) -> Result<Response<Full<Bytes>>, Infallible> {
+) -> Response<Full<Bytes>> {
     let method = request.method();
     let response = match (method, request.uri().path()) {
         (&Method::GET | &Method::HEAD, "/metrics") => {
@@ -179,5 +367,5 @@ async fn answer(
             .status(StatusCode::NOT_FOUND)
             .body(Full::new(Bytes::from_static(b"not found: try /metrics\n"))),
     };
-    Ok(response.unwrap_or_else(|_| Response::new(Full::new(Bytes::new()))))
+    response.unwrap_or_else(|_| Response::new(Full::new(Bytes::new())))
 }

@@ -3,8 +3,22 @@
 //! exporter of a fleet. Supported: `tls_server_config` (`cert_file`, `key_file`,
 //! `client_auth_type`, `client_ca_file`) and `basic_auth_users` (bcrypt hashes). Anything else
 //! is refused at start, with what is supported: a setting silently ignored is a hole.
+//!
+//! It fails closed: a file that authenticates nobody (no users, no required client
+//! certificate) is refused, and so is one without TLS unless the endpoint listens on loopback;
+//! a bcrypt cost above [`MAX_BCRYPT_COST`] is refused (a check would take seconds); a file or
+//! key that group or others can read is said. Credentials that passed bcrypt once are
+//! remembered (as a salted SHA-256, as exporter-toolkit caches them), so a scrape pays bcrypt
+//! once; the bcrypt work for the others is bounded ([`BcryptBudget`]).
 
-use std::{collections::BTreeMap, path::Path, sync::Arc};
+use std::{
+    collections::{BTreeMap, HashMap, HashSet},
+    net::{IpAddr, SocketAddr},
+    os::unix::fs::PermissionsExt as _,
+    path::Path,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
 
 use anyhow::{Context as _, Result, bail};
 use base64::Engine as _;
@@ -21,7 +35,43 @@ use serde::Deserialize;
 #[serde(deny_unknown_fields)]
 struct File {
     tls_server_config: Option<TlsFile>,
+    #[serde(default, deserialize_with = "unique_users")]
     basic_auth_users: Option<BTreeMap<String, String>>,
+}
+
+/// `basic_auth_users`, refusing a user named twice (YAML takes the last one silently).
+fn unique_users<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<BTreeMap<String, String>>, D::Error> {
+    struct Users;
+    impl<'de> serde::de::Visitor<'de> for Users {
+        type Value = BTreeMap<String, String>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("users and their bcrypt hashes")
+        }
+
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(BTreeMap::new())
+        }
+
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut users = BTreeMap::new();
+            while let Some((user, hash)) = map.next_entry::<String, String>()? {
+                if users.contains_key(&user) {
+                    return Err(serde::de::Error::custom(format!(
+                        "basic_auth_users: user `{user}` is named twice (a duplicate)"
+                    )));
+                }
+                users.insert(user, hash);
+            }
+            Ok(users)
+        }
+    }
+    deserializer.deserialize_any(Users).map(Some)
 }
 
 /// `tls_server_config`.
@@ -43,6 +93,14 @@ pub struct WebConfig {
     pub auth: Option<Arc<BasicAuth>>,
 }
 
+/// Highest bcrypt cost a user's hash may have: each step doubles a check's work (cost 10 took
+/// 51 ms of a core on these machines, so 14 takes about 0.8 s); above it a single wrong
+/// password would hold a core for seconds, and 31 makes even the start spin for days.
+pub const MAX_BCRYPT_COST: u32 = 14;
+
+/// Credentials that passed bcrypt are remembered, at most this many (then forgotten at once).
+const CACHED_CREDENTIALS: usize = 256;
+
 /// Users and their bcrypt hashes.
 #[derive(Debug)]
 pub struct BasicAuth {
@@ -50,6 +108,37 @@ pub struct BasicAuth {
     /// A hash checked for unknown users, at the users' cost, so that an unknown name and a
     /// wrong password take the same time.
     no_user: String,
+    /// Salted SHA-256 of `user:password:hash` for credentials bcrypt accepted.
+    passed: Mutex<HashSet<[u8; 32]>>,
+    /// A random salt for those digests (never stored anywhere).
+    salt: [u8; 32],
+    /// The bcrypt work the endpoint may spend.
+    budget: BcryptBudget,
+    /// When each address last sent credentials that failed: its next check waits
+    /// [`FAILURE_PENALTY`].
+    failed: Mutex<HashMap<IpAddr, Instant>>,
+}
+
+/// After a failed check, an address's credentials are not checked again for this long: a
+/// password flood from one address costs at most one bcrypt check per penalty.
+pub const FAILURE_PENALTY: Duration = Duration::from_secs(1);
+
+/// Addresses whose failures are remembered, at most (then forgotten at once).
+const REMEMBERED_FAILURES: usize = 4096;
+
+/// What checking credentials decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// The right user and password.
+    Allowed,
+    /// Missing or wrong credentials.
+    Refused,
+    /// Not checked: the bcrypt budget is spent (answer 429, try again later).
+    Busy,
+    /// Not checked: this address failed within [`FAILURE_PENALTY`]; the answer (429) waits for
+    /// the rest of the penalty, so a flood from one address gets at most one answer per
+    /// penalty per connection it holds.
+    Penalized(Duration),
 }
 
 impl BasicAuth {
@@ -60,24 +149,161 @@ impl BasicAuth {
             .max()
             .unwrap_or(bcrypt::DEFAULT_COST);
         let no_user = bcrypt::hash("no such user", cost).context("a bcrypt hash")?;
-        Ok(Self { users, no_user })
+        let mut salt = [0u8; 32];
+        ::ring::rand::SecureRandom::fill(&::ring::rand::SystemRandom::new(), &mut salt)
+            .map_err(|_| anyhow::anyhow!("no random bytes for the credential cache"))?;
+        Ok(Self {
+            users,
+            no_user,
+            passed: Mutex::new(HashSet::new()),
+            salt,
+            budget: BcryptBudget::new(BCRYPT_SHARE),
+            failed: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Whether `header` (an `Authorization` value), sent from `peer`, names a user with the
+    /// right password: at once for credentials that passed before, else with bcrypt (slow on
+    /// purpose: call it off the runtime's thread) when the budget allows and `peer` has not
+    /// failed within [`FAILURE_PENALTY`].
+    pub fn check(&self, header: Option<&str>, peer: IpAddr) -> Verdict {
+        let Some((user, password)) = header.and_then(credentials) else {
+            return Verdict::Refused;
+        };
+        let hash = self.users.get(&user).unwrap_or(&self.no_user);
+        let digest = self.digest(&user, &password, hash);
+        if self
+            .passed
+            .lock()
+            .is_ok_and(|passed| passed.contains(&digest))
+        {
+            return Verdict::Allowed;
+        }
+        let left = self.failed.lock().ok().and_then(|failed| {
+            FAILURE_PENALTY
+                .checked_sub(failed.get(&peer)?.elapsed())
+                .filter(|left| !left.is_zero())
+        });
+        if let Some(left) = left {
+            return Verdict::Penalized(left);
+        }
+        let Some(_turn) = self.budget.start() else {
+            return Verdict::Busy;
+        };
+        let right = bcrypt::verify(&password, hash).unwrap_or(false);
+        if !right || !self.users.contains_key(&user) {
+            if let Ok(mut failed) = self.failed.lock() {
+                if failed.len() >= REMEMBERED_FAILURES {
+                    failed.clear();
+                }
+                failed.insert(peer, Instant::now());
+            }
+            return Verdict::Refused;
+        }
+        if let Ok(mut passed) = self.passed.lock() {
+            if passed.len() >= CACHED_CREDENTIALS {
+                passed.clear();
+            }
+            passed.insert(digest);
+        }
+        Verdict::Allowed
+    }
+
+    fn digest(&self, user: &str, password: &str, hash: &str) -> [u8; 32] {
+        let mut context = ::ring::digest::Context::new(&::ring::digest::SHA256);
+        for part in [
+            &self.salt[..],
+            user.as_bytes(),
+            b":",
+            password.as_bytes(),
+            b":",
+        ] {
+            context.update(part);
+        }
+        context.update(hash.as_bytes());
+        let mut digest = [0u8; 32];
+        digest.copy_from_slice(context.finish().as_ref());
+        digest
     }
 }
 
-impl BasicAuth {
-    /// Whether `header` (an `Authorization` value) names a user with the right password.
-    /// Slow on purpose (bcrypt): call it off the runtime's thread.
-    pub fn allows(&self, header: Option<&str>) -> bool {
-        let Some((user, password)) = header.and_then(credentials) else {
-            return false;
-        };
-        match self.users.get(&user) {
-            Some(hash) => bcrypt::verify(password, hash).unwrap_or(false),
-            None => {
-                let _ = bcrypt::verify(password, &self.no_user);
-                false
-            }
+/// Share of one core that bcrypt checks may take, averaged over [`BUDGET_WINDOW`].
+const BCRYPT_SHARE: f64 = 0.25;
+/// The window the share is kept over: a burst may spend that share of it at once.
+const BUDGET_WINDOW: Duration = Duration::from_secs(2);
+
+/// The bcrypt work allowed: one check at a time (one core at most), and over any
+/// [`BUDGET_WINDOW`] at most `share` of one core (a token bucket of CPU time, refilled at
+/// `share` seconds per second; a check starts only while the bucket is not empty and is
+/// charged what it took).
+#[derive(Debug)]
+pub struct BcryptBudget {
+    share: f64,
+    state: Mutex<Bucket>,
+    /// Signalled when a check ends.
+    ended: std::sync::Condvar,
+}
+
+/// How long a check waits for the one running to end.
+const TURN_WAIT: Duration = Duration::from_millis(500);
+
+#[derive(Debug)]
+struct Bucket {
+    /// CPU time that may still be spent, in seconds (negative after an expensive check).
+    left: f64,
+    at: Instant,
+    busy: bool,
+}
+
+/// A check in progress: charges its time to the budget when dropped.
+pub struct Turn<'a> {
+    budget: &'a BcryptBudget,
+    started: Instant,
+}
+
+impl BcryptBudget {
+    fn new(share: f64) -> Self {
+        Self {
+            share,
+            state: Mutex::new(Bucket {
+                left: share * BUDGET_WINDOW.as_secs_f64(),
+                at: Instant::now(),
+                busy: false,
+            }),
+            ended: std::sync::Condvar::new(),
         }
+    }
+
+    /// A turn to run one check (after the one running, waiting at most [`TURN_WAIT`]), or
+    /// `None` when the budget is spent or the wait ran out.
+    fn start(&self) -> Option<Turn<'_>> {
+        let bucket = self.state.lock().ok()?;
+        let (mut bucket, _) = self
+            .ended
+            .wait_timeout_while(bucket, TURN_WAIT, |bucket| bucket.busy)
+            .ok()?;
+        let now = Instant::now();
+        let full = self.share * BUDGET_WINDOW.as_secs_f64();
+        bucket.left = (bucket.left + self.share * (now - bucket.at).as_secs_f64()).min(full);
+        bucket.at = now;
+        if bucket.busy || bucket.left <= 0.0 {
+            return None;
+        }
+        bucket.busy = true;
+        Some(Turn {
+            budget: self,
+            started: now,
+        })
+    }
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut bucket) = self.budget.state.lock() {
+            bucket.left -= self.started.elapsed().as_secs_f64();
+            bucket.busy = false;
+        }
+        self.budget.ended.notify_one();
     }
 }
 
@@ -94,9 +320,9 @@ fn credentials(header: &str) -> Option<(String, String)> {
     Some((user.to_owned(), password.to_owned()))
 }
 
-/// Reads and checks `path`; file names in it are relative to its folder, as exporter-toolkit
-/// reads them. Every problem is one line naming the setting.
-pub fn load(path: &Path) -> Result<WebConfig> {
+/// Reads and checks `path` for an endpoint on `listen`; file names in it are relative to its
+/// folder, as exporter-toolkit reads them. Every problem is one line naming the setting.
+pub fn load(path: &Path, listen: SocketAddr) -> Result<WebConfig> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read --web-config {}", path.display()))?;
     let file: File = if text.trim().is_empty() {
@@ -111,10 +337,16 @@ pub fn load(path: &Path) -> Result<WebConfig> {
             )
         })?
     };
+    let shown = path.display();
     let base = path.parent().unwrap_or_else(|| Path::new("."));
+    let client_certificates = file
+        .tls_server_config
+        .as_ref()
+        .is_some_and(|tls| tls.client_auth_type.as_deref() == Some("RequireAndVerifyClientCert"));
     let tls = file
         .tls_server_config
-        .map(|tls| tls_config(&tls, base, path))
+        .as_ref()
+        .map(|tls| tls_config(tls, base, path))
         .transpose()?;
     let auth = match file.basic_auth_users {
         Some(users) if !users.is_empty() => {
@@ -132,12 +364,64 @@ pub fn load(path: &Path) -> Result<WebConfig> {
                         path.display()
                     );
                 }
+                let cost: u32 = hash[4..6].parse().unwrap_or(u32::MAX);
+                if !(4..=MAX_BCRYPT_COST).contains(&cost) {
+                    bail!(
+                        "--web-config {shown}: user `{user}`: bcrypt cost {cost} is out of 4 to \
+                         {MAX_BCRYPT_COST} (each step doubles every check's work: cost 10 takes \
+                         about 50 ms); hash it again, e.g. `htpasswd -nbBC 10 '' PASSWORD`"
+                    );
+                }
             }
             Some(Arc::new(BasicAuth::new(users)?))
         }
         _ => None,
     };
+    if auth.is_none() && !client_certificates {
+        bail!(
+            "--web-config {shown} authenticates nobody (no basic_auth_users, and client \
+             certificates are not required): the endpoint would be open to anyone who reaches \
+             it; add basic_auth_users (bcrypt hashes) or client_auth_type: \
+             RequireAndVerifyClientCert"
+        );
+    }
+    if tls.is_none() {
+        if !listen.ip().is_loopback() {
+            bail!(
+                "--web-config {shown} has no tls_server_config: passwords would cross the \
+                 network in clear to {listen}; add tls_server_config (cert_file, key_file), or \
+                 listen on loopback"
+            );
+        }
+        log::warn!(
+            "--web-config {shown}: basic authentication without TLS: passwords cross loopback \
+             in clear"
+        );
+    }
+    warn_if_readable(path, "the file");
+    if let Some(key) = file
+        .tls_server_config
+        .as_ref()
+        .and_then(|t| t.key_file.as_ref())
+    {
+        warn_if_readable(&base.join(key), "its key_file");
+    }
     Ok(WebConfig { tls, auth })
+}
+
+/// Says (a warning) when `path` can be read by its group or by others.
+fn warn_if_readable(path: &Path, what: &str) {
+    if let Ok(metadata) = std::fs::metadata(path) {
+        let mode = metadata.permissions().mode();
+        if mode & 0o044 != 0 {
+            log::warn!(
+                "--web-config: {what} {} can be read by group or others (mode {:o}): `chmod 600` \
+                 it",
+                path.display(),
+                mode & 0o777
+            );
+        }
+    }
 }
 
 /// `$2a$`, `$2b$` or `$2y$`, a two-digit cost, and 53 characters of salt and hash.
@@ -249,12 +533,129 @@ mod tests {
                 base64::engine::general_purpose::STANDARD.encode(pair)
             )
         };
-        assert!(auth.allows(Some(&header("prom", "right"))));
-        assert!(!auth.allows(Some(&header("prom", "wrong"))));
-        assert!(!auth.allows(Some(&header("nobody", "right"))));
-        assert!(!auth.allows(None));
+        let peer = |n: u8| IpAddr::from([10, 0, 0, n]);
+        assert_eq!(
+            auth.check(Some(&header("prom", "right")), peer(1)),
+            Verdict::Allowed
+        );
+        assert_eq!(
+            auth.check(Some(&header("prom", "wrong")), peer(2)),
+            Verdict::Refused
+        );
+        assert_eq!(
+            auth.check(Some(&header("nobody", "right")), peer(3)),
+            Verdict::Refused
+        );
+        assert_eq!(auth.check(None, peer(4)), Verdict::Refused);
+        // A failed address waits its penalty; others do not.
+        assert!(matches!(
+            auth.check(Some(&header("prom", "wrong")), peer(2)),
+            Verdict::Penalized(left) if left <= FAILURE_PENALTY
+        ));
+        assert_eq!(
+            auth.check(Some(&header("prom", "wrong")), peer(5)),
+            Verdict::Refused
+        );
+        std::thread::sleep(FAILURE_PENALTY);
+        assert_eq!(
+            auth.check(Some(&header("prom", "wrong")), peer(2)),
+            Verdict::Refused
+        );
         assert!(is_bcrypt(&auth.no_user), "{}", auth.no_user);
         assert_eq!(&auth.no_user[..7], "$2b$04$", "at the users' cost");
+    }
+
+    /// Credentials that passed are remembered: checked again at once, without bcrypt; a wrong
+    /// password never is.
+    #[test]
+    fn credentials_that_passed_are_checked_again_at_once() {
+        let hash = bcrypt::hash("right", 8).unwrap();
+        let auth = BasicAuth::new(BTreeMap::from([("prom".to_owned(), hash)])).unwrap();
+        let header = format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode("prom:right")
+        );
+        let peer = IpAddr::from([10, 0, 0, 1]);
+        let first = Instant::now();
+        assert_eq!(auth.check(Some(&header), peer), Verdict::Allowed);
+        let bcrypt_took = first.elapsed();
+        let again = Instant::now();
+        assert_eq!(auth.check(Some(&header), peer), Verdict::Allowed);
+        assert!(
+            again.elapsed() * 10 < bcrypt_took,
+            "cached: {:?} against bcrypt's {bcrypt_took:?}",
+            again.elapsed()
+        );
+        assert_eq!(auth.passed.lock().unwrap().len(), 1);
+    }
+
+    /// One check at a time, and no more than the budget's share of a core over its window: a
+    /// check that finds the bucket empty (or another check running) is not run.
+    #[test]
+    fn the_bcrypt_budget_bounds_the_work_of_checks() {
+        let budget = BcryptBudget::new(0.25);
+        // A check that takes the whole bucket (half a second: 25 % of a 2 s window), while
+        // another waits for its turn and gives up.
+        let turn = budget.start().expect("a full bucket");
+        let waited = Instant::now();
+        assert!(budget.start().is_none(), "one check at a time");
+        assert!(
+            waited.elapsed() >= TURN_WAIT,
+            "after waiting for the running one"
+        );
+        drop(turn);
+        assert!(budget.start().is_none(), "spent: no check until it refills");
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(
+            budget.start().is_some(),
+            "refilled at a quarter second per second"
+        );
+    }
+
+    /// Fail closed: a file that authenticates nobody, or that sends passwords in clear beyond
+    /// loopback, is refused; so are bcrypt costs out of bounds.
+    #[test]
+    fn configs_that_would_leave_the_endpoint_open_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let loopback: SocketAddr = "127.0.0.1:9464".parse().unwrap();
+        let everywhere: SocketAddr = "0.0.0.0:9464".parse().unwrap();
+        let hash = |cost| bcrypt::hash("pw", cost).unwrap();
+        let mut costly = hash(4);
+        costly.replace_range(4..6, "31");
+        let cases = [
+            ("", loopback, "authenticates nobody"),
+            ("basic_auth_users: {}\n", loopback, "authenticates nobody"),
+            (
+                &format!("basic_auth_users:\n  prom: {}\n", hash(4)),
+                everywhere,
+                "no tls_server_config",
+            ),
+            (
+                &format!("basic_auth_users:\n  prom: {costly}\n"),
+                loopback,
+                "bcrypt cost 31 is out of 4 to 14",
+            ),
+            (
+                &format!(
+                    "basic_auth_users:\n  prom: {}\n  prom: {}\n",
+                    hash(4),
+                    hash(4)
+                ),
+                loopback,
+                "duplicate",
+            ),
+        ];
+        for (text, listen, expected) in cases {
+            let path = dir.path().join("web.yml");
+            std::fs::write(&path, text).unwrap();
+            let error = format!("{:#}", load(&path, listen).err().expect(text));
+            assert!(error.contains(expected), "{text:?}: {error}");
+            assert_eq!(error.lines().count(), 1, "{error}");
+        }
+        let path = dir.path().join("web.yml");
+        std::fs::write(&path, format!("basic_auth_users:\n  prom: {}\n", hash(4))).unwrap();
+        let config = load(&path, loopback).expect("users without TLS, on loopback");
+        assert!(config.auth.is_some() && config.tls.is_none());
     }
 
     #[test]
@@ -282,13 +683,10 @@ mod tests {
         for (text, expected) in cases {
             let path = dir.path().join("web.yml");
             std::fs::write(&path, text).unwrap();
-            let error = format!("{:#}", load(&path).err().expect(text));
+            let listen = "127.0.0.1:9464".parse().unwrap();
+            let error = format!("{:#}", load(&path, listen).err().expect(text));
             assert!(error.contains(expected), "{text:?}: {error}");
             assert_eq!(error.lines().count(), 1, "{error}");
         }
-        let empty = dir.path().join("empty.yml");
-        std::fs::write(&empty, "").unwrap();
-        let config = load(&empty).unwrap();
-        assert!(config.tls.is_none() && config.auth.is_none());
     }
 }
