@@ -263,9 +263,15 @@ pub struct ReportArgs {
     #[arg(short = 'o', long, value_name = "FILE")]
     pub output: Option<PathBuf>,
 
-    /// Replace the --trace, --parquet or --screenshot file when it exists (never the input).
+    /// Replace the -o, --trace, --parquet or --screenshot file when it exists (never the
+    /// input).
     #[arg(long)]
     pub force: bool,
+
+    /// Memory the recording's rows may take while read, in MiB (default: half of what the
+    /// system has available).
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=1 << 30))]
+    pub max_memory: Option<u64>,
 }
 
 /// `topdown-bpf plot`.
@@ -305,6 +311,11 @@ pub struct PlotArgs {
     /// Replace the picture when it exists (never the input).
     #[arg(long)]
     pub force: bool,
+
+    /// Memory the recording's rows may take while read, in MiB (default: half of what the
+    /// system has available).
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=1 << 30))]
+    pub max_memory: Option<u64>,
 }
 
 /// `topdown-bpf serve`.

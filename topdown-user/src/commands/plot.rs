@@ -14,7 +14,12 @@ use crate::{
 pub fn run(args: &PlotArgs) -> Result<()> {
     // The format first: a bad name is said before the recording is read.
     picture::is_png(&args.output)?;
-    let mut recording = Recording::read(&args.input)?;
+    let budget = args
+        .max_memory
+        .map_or_else(crate::recording::reader::default_memory_budget, |mib| {
+            mib << 20
+        });
+    let mut recording = Recording::read_within(&args.input, budget)?;
     let by = if args.per_container {
         Some(GroupBy::Container)
     } else if args.per_cgroup {

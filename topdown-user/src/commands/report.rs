@@ -35,7 +35,12 @@ use crate::{
 pub async fn run(args: &ReportArgs, verbose: bool) -> Result<()> {
     let format = format_of(args);
     let sort: SortKey = args.sort.parse().unwrap_or(SortKey::OnCpu);
-    let mut recording = Recording::read(&args.input)?;
+    let budget = args
+        .max_memory
+        .map_or_else(crate::recording::reader::default_memory_budget, |mib| {
+            mib << 20
+        });
+    let mut recording = Recording::read_within(&args.input, budget)?;
     sort.validate(&recording.set)?;
     if let Some(why) = &recording.cut_short {
         eprintln!(
@@ -59,7 +64,16 @@ pub async fn run(args: &ReportArgs, verbose: bool) -> Result<()> {
     }
     let group = grouping(args);
     let windows = merged(&recording, args.interval_ms)?;
-    let out = open_output(args.output.as_deref())?;
+    // A report to a file is whole or absent, like the other outputs.
+    let new = args
+        .output
+        .as_deref()
+        .map(|path| NewFile::create(path, "the report", &[&args.input], args.force))
+        .transpose()?;
+    let out: Box<dyn std::io::Write> = match &new {
+        Some(new) => Box::new(new.handle()?),
+        None => open_output(None)?,
+    };
     let options = RowOptions {
         sort: sort.clone(),
         top: args.top,
@@ -106,7 +120,10 @@ pub async fn run(args: &ReportArgs, verbose: bool) -> Result<()> {
         &recording.set,
         renderer.options(),
     );
-    renderer.summary(&totals, &rows)
+    renderer.summary(&totals, &rows)?;
+    // Every draw was flushed to the file: it is whole.
+    drop(renderer);
+    new.map_or(Ok(()), NewFile::commit)
 }
 
 /// Writes the recording's windows as a Trace Event timeline into `new`.

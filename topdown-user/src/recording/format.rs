@@ -26,7 +26,10 @@ use crate::{
 /// What the first line's `format` says.
 pub const FORMAT: &str = "topdown-bpf-recording";
 /// The version this build writes and reads.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
+
+/// The oldest version this build reads (1: one zstd frame for the whole file, no checksum).
+pub const OLDEST_VERSION: u32 = 1;
 
 /// One line of a recording.
 #[derive(Debug, Serialize, Deserialize)]

@@ -54,7 +54,7 @@ mod tests {
     use std::{io::Write as _, time::Duration};
 
     use super::{fixtures::*, format::WindowLine, reader::Recording, *};
-    use crate::attrib::Window;
+    use crate::attrib::{Window, usage::ThreadUsage};
 
     fn same(a: &Window, b: &Window) {
         assert_eq!(a.start, b.start);
@@ -135,7 +135,10 @@ mod tests {
         encoder.write_all(b"\n").unwrap();
         encoder.finish().unwrap();
         let error = Recording::read(&path).err().unwrap().to_string();
-        assert!(error.contains("version 2 recording"), "{error}");
+        assert!(
+            error.contains(&format!("version {} recording", VERSION + 1)),
+            "{error}"
+        );
     }
 
     /// An event the PMU did not count in a window reads back as not counted in every row of
@@ -168,6 +171,109 @@ mod tests {
         line.silent.push(2);
         let error = line.window(2).unwrap_err().to_string();
         assert!(error.contains("counter 2 as not counting"), "{error}");
+    }
+
+    /// Every single-bit flip of a recording is an error (one line), or reads back the recorded
+    /// numbers (a bit the decoder never uses, or a file that then looks cut short, whose
+    /// windows are the recorded ones): never other numbers.
+    #[test]
+    fn a_flipped_bit_is_an_error_never_other_numbers() {
+        let windows: Vec<Window> = (1..=3).map(window).collect();
+        let totals = Window::merge(&windows).unwrap();
+        let (dir, path) = recorded(&windows, Some(&totals));
+        let bytes = std::fs::read(&path).unwrap();
+        let flipped = dir.path().join("flipped.rec");
+        let (mut errors, mut cut) = (0, 0);
+        for at in 0..bytes.len() {
+            for bit in [0, 3, 7] {
+                let mut damaged = bytes.clone();
+                damaged[at] ^= 1 << bit;
+                std::fs::write(&flipped, &damaged).unwrap();
+                match Recording::read(&flipped) {
+                    Err(error) => {
+                        let text = format!("{error:#}");
+                        assert_eq!(text.lines().count(), 1, "{text}");
+                        errors += 1;
+                    }
+                    Ok(read) => {
+                        assert!(read.windows.len() <= 3);
+                        for (a, b) in windows.iter().zip(&read.windows) {
+                            same(a, b);
+                        }
+                        assert_eq!(read.set, set(), "byte {at} bit {bit}");
+                        match (&read.cut_short, &read.totals) {
+                            (None, Some(read_totals)) => {
+                                assert_eq!(read.windows.len(), 3, "byte {at} bit {bit}");
+                                same(read_totals, &totals);
+                            }
+                            (Some(_), _) => cut += 1,
+                            (None, None) => panic!("byte {at} bit {bit}: no totals, not cut"),
+                        }
+                    }
+                }
+            }
+        }
+        eprintln!(
+            "{} flips: {errors} errors, {cut} read as cut short",
+            3 * bytes.len()
+        );
+        assert!(errors > 0);
+        let corrupt = {
+            let mut damaged = bytes.clone();
+            let middle = damaged.len() / 2;
+            damaged[middle] ^= 0x10;
+            std::fs::write(&flipped, &damaged).unwrap();
+            Recording::read(&flipped).err().map(|e| format!("{e:#}"))
+        };
+        if let Some(text) = corrupt {
+            assert!(text.contains("window") || text.contains("not a"), "{text}");
+        }
+    }
+
+    /// A window of 100,000 rows compresses to a few kilobytes; read within a 1 MiB budget it is
+    /// refused in one line before it is parsed, and read with room it is whole.
+    #[test]
+    fn rows_past_the_memory_budget_are_refused_before_they_are_read() {
+        let mut big = window(1);
+        let row = big.threads[0].clone();
+        big.threads = (0..100_000u32)
+            .map(|tid| ThreadUsage { tid, ..row.clone() })
+            .collect();
+        let (_dir, path) = recorded(&[big], None);
+        assert!(std::fs::metadata(&path).unwrap().len() < 200_000);
+        let error = format!(
+            "{:#}",
+            Recording::read_within(&path, 1 << 20).err().unwrap()
+        );
+        assert!(error.contains("1 MiB memory budget"), "{error}");
+        assert!(
+            error.contains("--max-memory") && error.lines().count() == 1,
+            "{error}"
+        );
+        let read = Recording::read_within(&path, 1 << 30).unwrap();
+        assert_eq!(read.windows[0].threads.len(), 100_000);
+    }
+
+    /// Version 1 (one zstd frame for the whole file, no checksum) is still read.
+    #[test]
+    fn version_1_recordings_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v1.rec");
+        let mut head = header(&set(), None, 100, String::new(), 1);
+        head.version = 1;
+        let mut encoder = zstd::Encoder::new(std::fs::File::create(&path).unwrap(), 3).unwrap();
+        for line in [
+            format::Line::Header(head),
+            format::Line::Window(WindowLine::of(&window(1))),
+        ] {
+            serde_json::to_writer(&mut encoder, &line).unwrap();
+            encoder.write_all(b"\n").unwrap();
+        }
+        encoder.finish().unwrap();
+        let read = Recording::read(&path).unwrap();
+        assert_eq!(read.windows.len(), 1);
+        same(&read.windows[0], &window(1));
+        assert!(read.cut_short.is_some(), "no totals line");
     }
 
     #[test]

@@ -1,9 +1,12 @@
 //! Reads a recording back: its header, counter set and TopDown view, every window, the run's
 //! totals and the cgroup paths it names. Nothing in the file is trusted: the format and version
-//! are checked, every row must carry one value per counter, lines have a bounded length, and a
-//! file cut short is read up to its last whole line and said to be so.
+//! are checked, every line's frame must pass zstd's checksum (a flipped bit is an error naming
+//! the window it follows, never different numbers), every row must carry one value per
+//! counter, lines have a bounded length, the rows held stay within a memory budget, and a file
+//! cut short is read up to its last whole line and said to be so.
 
 use std::{
+    collections::VecDeque,
     fs::File,
     io::{BufRead as _, BufReader, IsTerminal as _, Read as _},
     path::Path,
@@ -12,7 +15,7 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 
-use super::format::{FORMAT, Header, Line, VERSION};
+use super::format::{FORMAT, Header, Line, OLDEST_VERSION, VERSION};
 use crate::{
     attrib::{Window, cgroups::CgroupNames},
     pmu::counter_set::CounterSet,
@@ -43,9 +46,35 @@ pub struct Recording {
     pub cut_short: Option<String>,
 }
 
+/// Memory the rows of a recording may take while read, when not given: half of what the system
+/// has available, at least 256 MiB.
+pub fn default_memory_budget() -> u64 {
+    let available_kib = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find_map(|l| l.strip_prefix("MemAvailable:"))
+                .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        })
+        .unwrap_or(1 << 20);
+    (available_kib * 1024 / 2).max(256 << 20)
+}
+
+/// Bytes one row (a thread's or a cgroup's) takes once read, for `counters` counters, counted
+/// high: the parsed line and the window it becomes are both held for a moment.
+fn row_bytes(counters: usize) -> u64 {
+    2 * (160 + 40 * counters as u64)
+}
+
 impl Recording {
-    /// Reads the recording at `path`, showing progress on a terminal for long ones.
+    /// Reads the recording at `path`, showing progress on a terminal for long ones, within
+    /// [`default_memory_budget`].
     pub fn read(path: &Path) -> Result<Self> {
+        Self::read_within(path, default_memory_budget())
+    }
+
+    /// Reads the recording at `path`, its rows taking at most `budget` bytes of memory.
+    pub fn read_within(path: &Path, budget: u64) -> Result<Self> {
         let shown = path.display();
         let mut file =
             File::open(path).with_context(|| format!("cannot open the recording {shown}"))?;
@@ -59,15 +88,13 @@ impl Recording {
         }
         let file =
             File::open(path).with_context(|| format!("cannot open the recording {shown}"))?;
-        let decoder =
-            zstd::Decoder::new(file).with_context(|| format!("reading the recording {shown}"))?;
-        let mut lines = LineReader {
-            input: BufReader::new(decoder),
-            number: 0,
-        };
-        let header = match lines.next() {
-            Ok(Some(Line::Header(header))) => header,
-            Ok(_) | Err(_) => bail!("{shown} is not a topdown-bpf recording (no header line)"),
+        let mut lines = FrameLines::new(file);
+        let header = match lines.next_line() {
+            Ok(Some(line)) => match parse(&line) {
+                Ok(Line::Header(header)) => header,
+                _ => bail!("{shown} is not a topdown-bpf recording (no header line)"),
+            },
+            _ => bail!("{shown} is not a topdown-bpf recording (no header line)"),
         };
         if header.format != FORMAT {
             bail!(
@@ -75,10 +102,10 @@ impl Recording {
                 header.format
             );
         }
-        if header.version != VERSION {
+        if !(OLDEST_VERSION..=VERSION).contains(&header.version) {
             bail!(
-                "{shown} is a version {} recording and this topdown-bpf ({}) reads version \
-                 {VERSION}: use the topdown-bpf that wrote it ({})",
+                "{shown} is a version {} recording and this topdown-bpf ({}) reads versions \
+                 {OLDEST_VERSION} to {VERSION}: use the topdown-bpf that wrote it ({})",
                 header.version,
                 env!("CARGO_PKG_VERSION"),
                 header.tool_version
@@ -92,15 +119,41 @@ impl Recording {
         let mut totals = None;
         let mut cut_short = None;
         let mut progress = Progress::new(path);
+        let (mut held, per_row) = (0u64, row_bytes(nr));
         loop {
-            let line = match lines.next() {
-                Ok(Some(line)) => line,
+            let where_ = || match windows.len() {
+                0 => "the first window".to_owned(),
+                n => format!("the line after window {n}"),
+            };
+            let bytes = match lines.next_line() {
+                Ok(Some(bytes)) => bytes,
                 Ok(None) => break,
-                Err(error) => {
-                    cut_short = Some(format!("{error:#}"));
+                Err(Stop::CutShort(why)) => {
+                    cut_short = Some(why);
                     break;
                 }
+                Err(Stop::Corrupt(why)) => {
+                    bail!(
+                        "{shown}: {} is corrupt ({why}): the file was damaged",
+                        where_()
+                    )
+                }
             };
+            held += rows_in(&bytes) * per_row;
+            if held > budget {
+                bail!(
+                    "{shown}: {} takes its rows past the {} MiB memory budget: give \
+                     --max-memory MIB to allow more (a crafted or enormous recording)",
+                    where_(),
+                    budget >> 20
+                );
+            }
+            let line = parse(&bytes).with_context(|| {
+                format!(
+                    "{shown}: {} is not a recording line (a corrupt file)",
+                    where_()
+                )
+            })?;
             if totals.is_some() {
                 bail!(
                     "{shown}: line {} follows the run's totals (a corrupt file)",
@@ -156,34 +209,123 @@ impl Recording {
     }
 }
 
-/// Reads one JSON line at a time, bounded in length.
-struct LineReader<R> {
-    input: BufReader<R>,
-    number: u64,
+/// How reading lines stopped before the end.
+enum Stop {
+    /// The file ends inside a frame or a line: a run that was killed.
+    CutShort(String),
+    /// A frame fails zstd's checks (its checksum, or its coding): the file was damaged.
+    Corrupt(String),
 }
 
-impl<R: std::io::Read> LineReader<R> {
-    /// The next line; `None` at the end. An error for a line that is not whole (a file cut
-    /// short) or not a line of the format.
-    fn next(&mut self) -> Result<Option<Line>> {
-        let mut buffer = Vec::new();
-        let read = (&mut self.input)
-            .take(MAX_LINE + 1)
-            .read_until(b'\n', &mut buffer)
-            .context("it ends inside its compressed data: the recording was cut short")?;
-        if read == 0 {
-            return Ok(None);
+/// A line's JSON.
+fn parse(bytes: &[u8]) -> Result<Line> {
+    serde_json::from_slice(bytes).context("not a line of the format")
+}
+
+/// The rows (threads and cgroups) a window line holds, counted from its text before it is
+/// parsed: `"tid":` once per thread row, `"id":` once per cgroup row.
+fn rows_in(bytes: &[u8]) -> u64 {
+    let count = |needle: &[u8]| bytes.windows(needle.len()).filter(|w| w == &needle).count();
+    (count(b"\"tid\":") + count(b"\"id\":")) as u64
+}
+
+/// Reads the file's lines frame by frame: each frame is decoded whole (at most [`MAX_LINE`]
+/// bytes) and its checksum checked by zstd at its end before any of its lines is handed out.
+/// Version 2 writes one frame per line; version 1 wrote one frame for the whole file, whose
+/// whole lines are kept when it is cut short.
+struct FrameLines {
+    input: Option<BufReader<File>>,
+    lines: VecDeque<Vec<u8>>,
+    frames: u64,
+    /// Lines handed out.
+    number: u64,
+    /// Why the input ended early, once its lines are handed out.
+    stop: Option<Stop>,
+}
+
+impl FrameLines {
+    fn new(file: File) -> Self {
+        Self {
+            input: Some(BufReader::new(file)),
+            lines: VecDeque::new(),
+            frames: 0,
+            number: 0,
+            stop: None,
+        }
+    }
+
+    /// The next whole line; `None` at the end of the file.
+    fn next_line(&mut self) -> Result<Option<Vec<u8>>, Stop> {
+        while self.lines.is_empty() {
+            if let Some(stop) = self.stop.take() {
+                return Err(stop);
+            }
+            let Some(input) = self.input.take() else {
+                return Ok(None);
+            };
+            self.next_frame(input);
         }
         self.number += 1;
-        if buffer.last() != Some(&b'\n') {
-            if read as u64 > MAX_LINE {
-                bail!("line {} is longer than {MAX_LINE} bytes", self.number);
+        Ok(self.lines.pop_front())
+    }
+
+    fn next_frame(&mut self, mut input: BufReader<File>) {
+        match input.fill_buf() {
+            Ok([]) => return,
+            Ok(_) => {}
+            Err(error) => {
+                self.stop = Some(Stop::CutShort(format!("it cannot be read: {error}")));
+                return;
             }
-            bail!("line {} is cut short", self.number);
         }
-        serde_json::from_slice(&buffer)
-            .with_context(|| format!("line {} is not a recording line", self.number))
-            .map(Some)
+        self.frames += 1;
+        let decoder = match zstd::stream::read::Decoder::with_buffer(input) {
+            Ok(decoder) => decoder,
+            Err(error) => {
+                self.stop = Some(Stop::Corrupt(error.to_string()));
+                return;
+            }
+        };
+        let mut decoder = decoder.single_frame();
+        let mut content = Vec::new();
+        let read = (&mut decoder).take(MAX_LINE + 1).read_to_end(&mut content);
+        let rest = decoder.finish();
+        let mut whole = content.split_inclusive(|&b| b == b'\n').peekable();
+        let mut lines = Vec::new();
+        let mut partial = false;
+        while let Some(line) = whole.next() {
+            if line.last() == Some(&b'\n') {
+                lines.push(line.to_vec());
+            } else {
+                partial = whole.peek().is_none();
+            }
+        }
+        match read {
+            Ok(_) if content.len() as u64 > MAX_LINE => {
+                self.stop = Some(Stop::Corrupt(format!(
+                    "a frame holds more than {MAX_LINE} bytes"
+                )));
+            }
+            Ok(_) => {
+                self.lines.extend(lines);
+                if partial {
+                    self.stop = Some(Stop::CutShort("its last line is cut short".into()));
+                } else {
+                    self.input = Some(rest);
+                }
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => {
+                // Version 1 (one frame): keep its whole lines. Version 2: the frame's checksum
+                // never came, so its line is not trusted.
+                if self.frames == 1 {
+                    self.lines.extend(lines);
+                }
+                self.stop = Some(Stop::CutShort(
+                    "it ends inside its compressed data: the recording was cut short".into(),
+                ));
+            }
+            Err(error) => self.stop = Some(Stop::Corrupt(error.to_string())),
+        }
     }
 }
 

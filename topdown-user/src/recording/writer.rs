@@ -1,6 +1,8 @@
 //! Writes a live run as a recording: the header, then each window (with the paths of cgroups it
-//! names for the first time), then the run's totals. Every window is flushed as a zstd block,
-//! so a run that is killed leaves a file readable up to its last window.
+//! names for the first time), then the run's totals. Every line is its own zstd frame with
+//! zstd's checksum of its content (so a flipped bit is an error that names the line, never
+//! different numbers), flushed as it is written (so a run that is killed leaves a file readable
+//! up to its last window).
 
 use std::{
     collections::HashSet,
@@ -20,7 +22,9 @@ const LEVEL: i32 = 3;
 /// An open recording.
 pub struct Recorder {
     path: PathBuf,
-    out: zstd::Encoder<'static, BufWriter<File>>,
+    out: BufWriter<File>,
+    /// Compresses one line into one frame, with its checksum.
+    frames: zstd::bulk::Compressor<'static>,
     /// cgroup ids whose path is written.
     named: HashSet<u64>,
     /// Windows written.
@@ -32,11 +36,15 @@ impl Recorder {
     pub fn create(path: &Path, header: Header) -> Result<Self> {
         let file = File::create(path)
             .with_context(|| format!("cannot create the recording {}", path.display()))?;
-        let out = zstd::Encoder::new(BufWriter::new(file), LEVEL)
+        let mut frames =
+            zstd::bulk::Compressor::new(LEVEL).context("starting the recording's compression")?;
+        frames
+            .set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true))
             .context("starting the recording's compression")?;
         let mut recorder = Self {
             path: path.to_owned(),
-            out,
+            out: BufWriter::new(file),
+            frames,
             named: HashSet::new(),
             windows: 0,
         };
@@ -58,10 +66,7 @@ impl Recorder {
     pub fn finish(mut self, totals: &Window, names: &mut CgroupNames) -> Result<u64> {
         self.names(totals, names)?;
         self.line(&Line::Totals(WindowLine::of(totals)))?;
-        self.out
-            .finish()
-            .and_then(|mut out| out.flush())
-            .with_context(|| format!("writing the recording {}", self.path.display()))?;
+        self.flush()?;
         Ok(self.windows)
     }
 
@@ -93,9 +98,14 @@ impl Recorder {
     }
 
     fn line(&mut self, line: &Line) -> Result<()> {
-        serde_json::to_writer(&mut self.out, line)
-            .map_err(anyhow::Error::from)
-            .and_then(|()| Ok(self.out.write_all(b"\n")?))
+        let mut text = serde_json::to_vec(line).context("a recording line")?;
+        text.push(b'\n');
+        let frame = self
+            .frames
+            .compress(&text)
+            .context("compressing a recording line")?;
+        self.out
+            .write_all(&frame)
             .with_context(|| format!("writing the recording {}", self.path.display()))
     }
 
