@@ -9,7 +9,7 @@ use tokio::{
     io::{AsyncReadExt as _, AsyncWriteExt as _},
     sync::watch,
 };
-use topdown_user::serve::http::serve_connection;
+use topdown_user::serve::http::serve_alone;
 
 fuzz_target!(|data: &[u8]| {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -19,7 +19,8 @@ fuzz_target!(|data: &[u8]| {
     runtime.block_on(async {
         let (_sender, latest) = watch::channel(Arc::new("topdown_info 1\n# EOF\n".to_owned()));
         let (mut client, server) = tokio::io::duplex(1 << 16);
-        let served = tokio::spawn(serve_connection(server, latest, None));
+        let peer = std::net::IpAddr::from([127, 0, 0, 1]);
+        let served = tokio::spawn(serve_alone(server, latest, None, peer));
         let _ = client.write_all(data).await;
         let _ = client.shutdown().await;
         let mut response = Vec::new();

@@ -381,6 +381,20 @@ fn paths_that_are_not_utf8_are_written_and_read() {
     );
     let files = std::fs::read_dir(&parquet).unwrap().count();
     assert!(files >= 1, "Parquet files in the folder: {files}");
+    // The recording exists now: another run does not write over it without --force.
+    let again = topdown()
+        .arg("record")
+        .arg("-o")
+        .arg(&file)
+        .args(["--duration", "0.2"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert_eq!(again.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("--force") && stderr.lines().count() == 1,
+        "{stderr}"
+    );
     let documents = documents(&report(&file, &["--json"]));
     assert_eq!(documents.last().unwrap()["final"], true);
 }

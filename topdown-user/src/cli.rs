@@ -157,6 +157,10 @@ pub struct RecordArgs {
     #[arg(long, value_name = "DIR")]
     pub parquet: Option<PathBuf>,
 
+    /// Replace the recording when it exists.
+    #[arg(long)]
+    pub force: bool,
+
     /// With --parquet: windows per Parquet file (a killed run loses at most these, and they
     /// are in the recording).
     #[arg(long, value_name = "N", default_value_t = 60, value_parser = at_least_one, requires = "parquet")]

@@ -56,6 +56,7 @@ fn main() -> ExitCode {
                 parquet: args.parquet,
                 parquet_windows: args.parquet_windows,
                 user,
+                force: args.force,
             };
             let run = stat::run(args.stat, None, Some(to), cli.verbose > 0);
             match runtime.block_on(run) {

@@ -124,7 +124,7 @@ const FUZZ_TARGETS: [&str; 5] = [
 ];
 
 /// Seconds `cargo xtask test` runs each fuzz target (`TOPDOWN_FUZZ_SECONDS` overrides).
-const TEST_FUZZ_SECONDS: u64 = 20;
+const TEST_FUZZ_SECONDS: u64 = 10;
 
 /// The benchmarks `cargo xtask bench` runs.
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

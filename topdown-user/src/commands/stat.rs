@@ -58,6 +58,8 @@ pub struct RecordTo {
     pub parquet_windows: usize,
     /// The user to run as once set up (and to run `-- COMMAND` as).
     pub user: Option<User>,
+    /// Replace the recording when it exists.
+    pub force: bool,
 }
 
 /// Runs the per-thread session the command line describes, writing the report to `output`
@@ -71,6 +73,15 @@ pub async fn run(
 ) -> Result<ExitCode> {
     if recording.is_some() && cli.per_core {
         bail!("record keeps threads and cgroups, not cores: run --per-core without record");
+    }
+    if let Some(to) = recording
+        .as_ref()
+        .filter(|to| !to.force && to.path.exists())
+    {
+        bail!(
+            "the recording {} exists: give another name (-o), or --force to replace it",
+            to.path.display()
+        );
     }
     let format = format_of(&cli, output.as_deref());
     let sort: SortKey = cli.sort.parse().unwrap_or(SortKey::OnCpu);

@@ -242,6 +242,23 @@ impl Answering {
     }
 }
 
+/// Answers one connection (any byte stream) from `peer` on its own, outside a listener: there
+/// is no other connection to make room for (the fuzz target's way in).
+pub async fn serve_alone<S>(
+    stream: S,
+    latest: watch::Receiver<Arc<String>>,
+    auth: Option<Arc<BasicAuth>>,
+    peer: IpAddr,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let answering = Answering {
+        open: Arc::new(Mutex::new(Open::default())),
+        id: 0,
+    };
+    serve_connection(stream, latest, auth, answering, peer).await;
+}
+
 /// Answers the requests of one connection (any byte stream) until it closes, its headers take
 /// longer than [`HEADER_TIMEOUT`], or it made [`REQUESTS_PER_CONNECTION`] requests; with
 /// `auth`, only those with its credentials.
