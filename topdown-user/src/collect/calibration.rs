@@ -25,7 +25,7 @@ use std::{
 use anyhow::{Context as _, Result};
 use perf_event_open_sys::ioctls;
 
-use super::perf_open;
+use super::{canary::thread_cputime, perf_open};
 use crate::pmu::counter_set::{Counter, CounterSet};
 
 /// How long the calibration loop runs (its thread's CPU time).
@@ -87,12 +87,12 @@ impl Calibration {
         if silent.is_empty() {
             return None;
         }
-        let names = names(set, &silent);
+        let names = set.names_of(&silent).join(", ");
         let loop_ms = SPIN.as_millis();
         let what = match self.busiest() {
             Some((slot, count)) => format!(
                 "each read 0 over a {loop_ms} ms start-up loop while {} counted {count}",
-                names_of(set, slot)
+                name_of(set, slot)
             ),
             None => format!("no event of the set counted over a {loop_ms} ms start-up loop"),
         };
@@ -219,26 +219,7 @@ fn exercise(spin: Duration) -> u64 {
     steps
 }
 
-fn thread_cputime() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid timespec to fill.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
-
-/// The names of `slots` in `set`, joined.
-fn names(set: &CounterSet, slots: &[usize]) -> String {
-    slots
-        .iter()
-        .map(|&slot| names_of(set, slot))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-fn names_of(set: &CounterSet, slot: usize) -> &str {
+fn name_of(set: &CounterSet, slot: usize) -> &str {
     set.counters.get(slot).map_or("?", |c| c.name.as_str())
 }
 

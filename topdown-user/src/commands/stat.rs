@@ -412,10 +412,7 @@ fn tell_not_counted(set: &CounterSet, window: &crate::attrib::Window) -> bool {
     if slots.is_empty() {
         return false;
     }
-    let names: Vec<&str> = slots
-        .iter()
-        .filter_map(|&i| set.counters.get(i).map(|c| c.name.as_str()))
-        .collect();
+    let names = set.names_of(&slots);
     eprintln!(
         "topdown-bpf: {} not counted for some threads (enabled, never running: another \
          program holds the PMU's counters, or the kernel multiplexed them out): shown as \

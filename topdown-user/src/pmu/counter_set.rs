@@ -151,6 +151,14 @@ impl CounterSet {
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.counters.iter().map(|c| c.name.as_str())
     }
+
+    /// The names of the counters in `slots` (slots the set does not have are left out).
+    pub fn names_of(&self, slots: &[usize]) -> Vec<&str> {
+        slots
+            .iter()
+            .filter_map(|&slot| self.counters.get(slot).map(|c| c.name.as_str()))
+            .collect()
+    }
 }
 
 #[cfg(test)]

@@ -258,11 +258,7 @@ pub fn write_document(
             name: set.name,
             reason: &set.reason,
             counters: set.names().collect(),
-            not_counting: window
-                .silent()
-                .into_iter()
-                .filter_map(|slot| set.counters.get(slot).map(|c| c.name.as_str()))
-                .collect(),
+            not_counting: set.names_of(&window.silent()),
         },
         interval: IntervalDoc {
             start_s: window.start.as_secs_f64(),

@@ -139,10 +139,7 @@ pub fn not_counting_line(window: &Window, set: &CounterSet) -> Option<String> {
     if silent.is_empty() {
         return None;
     }
-    let names: Vec<&str> = silent
-        .iter()
-        .filter_map(|&slot| set.counters.get(slot).map(|c| c.name.as_str()))
-        .collect();
+    let names = set.names_of(&silent);
     Some(format!(
         "NOT COUNTING on this PMU: {} (read 0 while others counted; no TopDown node built on \
          them is shown)",

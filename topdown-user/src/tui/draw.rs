@@ -593,6 +593,17 @@ mod tests {
         }
     }
 
+    /// Rows sorted by on-CPU time, no TopDown, no grouping.
+    fn plain() -> RowOptions {
+        RowOptions {
+            sort: SortKey::OnCpu,
+            top: None,
+            topdown: None,
+            verbose: false,
+            group: None,
+        }
+    }
+
     /// The screen's lines after drawing `rows` at `width` x `height` in `state`.
     fn screen(rows: &[Row], width: u16, height: u16, state: &mut ViewState) -> Vec<String> {
         screen_with(rows, width, height, state, &History::default())
@@ -605,13 +616,7 @@ mod tests {
         state: &mut ViewState,
         history: &History,
     ) -> Vec<String> {
-        let options = RowOptions {
-            sort: SortKey::OnCpu,
-            top: None,
-            topdown: None,
-            verbose: false,
-            group: None,
-        };
+        let options = plain();
         let buffer = render(rows, width, height, state, history, &options);
         (0..height)
             .map(|y| {
@@ -716,13 +721,7 @@ mod tests {
             cgroups: vec![],
             stats: Stats::default(),
         };
-        let options = RowOptions {
-            sort: SortKey::OnCpu,
-            top: None,
-            topdown: None,
-            verbose: false,
-            group: None,
-        };
+        let options = plain();
         let line = status_line(&Screenful {
             window: &window,
             rows: std::slice::from_ref(&row),
