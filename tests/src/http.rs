@@ -45,11 +45,21 @@ pub fn free_port() -> u16 {
 
 /// `METHOD path` over HTTP/1.0: the status line and the body, or `None` when nothing answers.
 pub fn request(port: u16, method: &str, path: &str) -> Option<(String, String)> {
+    request_with(port, method, path, "")
+}
+
+/// [`request`] with more header lines (`headers`, each ending in `\r\n`).
+pub fn request_with(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &str,
+) -> Option<(String, String)> {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     write!(
         stream,
-        "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n"
+        "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n{headers}\r\n"
     )
     .ok()?;
     let mut response = String::new();

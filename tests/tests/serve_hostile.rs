@@ -6,7 +6,7 @@
 
 use std::{
     io::{Read as _, Write as _},
-    net::{Ipv4Addr, SocketAddrV4, TcpStream},
+    net::{Ipv4Addr, TcpStream},
     os::{fd::FromRawFd as _, unix::process::CommandExt as _},
     sync::{
         Arc,
@@ -19,7 +19,7 @@ use std::{
 use base64::Engine as _;
 
 use topdown_tests::{
-    http::{Running, free_port, get, request, serve_command, wait_for},
+    http::{Running, free_port, get, request, request_with, serve_command, wait_for},
     privileged,
 };
 
@@ -150,18 +150,13 @@ fn connect_from(from: Ipv4Addr, port: u16) -> Option<TcpStream> {
 /// `GET /metrics` with basic credentials over one new connection: the status line and the
 /// body.
 fn scrape_as(port: u16, user: &str, password: &str) -> Option<(String, String)> {
-    let mut stream = TcpStream::connect(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
-    write!(
-        stream,
-        "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\nAuthorization: Basic {token}\r\n\r\n"
+    request_with(
+        port,
+        "GET",
+        "/metrics",
+        &format!("Authorization: Basic {token}\r\n"),
     )
-    .ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    let (head, body) = response.split_once("\r\n\r\n")?;
-    Some((head.lines().next()?.to_owned(), body.to_owned()))
 }
 
 /// User and system CPU time of process `pid` so far, in seconds.
