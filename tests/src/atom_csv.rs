@@ -4,23 +4,21 @@
 //! E-core file's `#SLOTS` and `#CLKS`) substituted, `>0.20` thresholds as `NAME > 0.20`, and
 //! `>0.15 & P` as that and the parent's own threshold.
 
-use std::{collections::HashMap, path::PathBuf};
+use std::collections::HashMap;
 
 /// `name -> (formula, threshold)` for the CSV files in `files` (paths relative to
-/// `shared/data/linux-pmu-events`), in model column `column`; empty when there are none.
+/// `data/linux-pmu-events`), in model column `column`; empty when there are none.
 pub fn metrics(files: &[&str], column: Option<&str>) -> HashMap<String, (String, Option<String>)> {
     let mut out = HashMap::new();
     for file in files.iter().filter(|f| f.ends_with(".csv")) {
-        let path = PathBuf::from(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../shared/data/linux-pmu-events"
-        ))
-        .join(file);
+        let path = crate::pmu_events::data_dir()
+            .join("linux-pmu-events")
+            .join(file);
         let mut reader = csv::ReaderBuilder::new()
             .has_headers(false)
             .flexible(true)
             .from_path(&path)
-            .expect("../shared/data beside the repository");
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let rows: Vec<Vec<String>> = reader
             .records()
             .map(|r| {

@@ -550,6 +550,54 @@ pub fn assert_cycles_track_time(
     );
 }
 
+/// Asserts one thread's reading of a multiplexed CPU_CYCLES event under QEMU's emulated Arm
+/// PMU: `raw` counted while the event was on a counter for `running_ns` of its `enabled_ns`,
+/// at `rate` cycles per ns, over `charges` reads (the thread's switches and ticks), and the
+/// tool's `value` scaled from them. The rules that bound the difference:
+/// - One clock: QEMU counts CPU_CYCLES from its virtual clock, which also drives the clock
+///   perf's enabled and running times come from (the Arm generic timer): while the event is on
+///   a counter, `raw` grows `rate` per ns of `running_ns`, whatever the host does to the
+///   guest (a stalled vCPU thread stalls both). (The thread's on-CPU time, the scheduler's
+///   runtime, is another matter: a wakeup's clock update and the host stalling the guest
+///   between it and the switch move time between threads; [`assert_cycles_track_time`]
+///   bounds that for an event that is never multiplexed.)
+/// - Reads and rotations: `perf_event_read_local` reads the counter, then the times, so each
+///   read may skew them by the path between (up to [`switch_lag_ns`]); each time the kernel
+///   rotates the event onto or off a counter (every [`MUX_INTERVAL_NS`] of enabled time) its
+///   running time starts before, or stops after, the counter, by as much. In the emulated
+///   guest, the host may preempt the vCPU in one of those gaps ([`EMULATED_HOST_STALL_NS`]).
+/// - Scaling: `value` is `raw x enabled / running`, to rounding.
+pub fn assert_multiplexed_clock(
+    what: &str,
+    (raw, enabled_ns, running_ns): (u64, u64, u64),
+    value: f64,
+    rate: f64,
+    charges: u64,
+) {
+    assert!(running_ns > 0, "{what}: counted without running");
+    let scaled = raw as f64 * enabled_ns as f64 / running_ns as f64;
+    assert!(
+        (value - scaled).abs() <= 1e-9 * scaled.max(1.0),
+        "{what}: value {value}, but raw x enabled / running is {scaled}"
+    );
+    let gaps = charges + enabled_ns / MUX_INTERVAL_NS + 1;
+    let tolerance_ns = gaps * switch_lag_ns()
+        + if emulated() {
+            EMULATED_HOST_STALL_NS
+        } else {
+            0
+        };
+    let counted_ns = (raw as f64 / rate).round() as u64;
+    eprintln!(
+        "{what}: {counted_ns} ns of cycles over {running_ns} ns running ({enabled_ns} ns enabled)"
+    );
+    assert!(
+        counted_ns.abs_diff(running_ns) <= tolerance_ns,
+        "{what}: {raw} cycles are {counted_ns} ns at {rate}/ns, but it ran {running_ns} ns \
+         (tolerance {tolerance_ns} ns for {gaps} reads and rotations)"
+    );
+}
+
 pub mod atom_csv;
 pub mod cgroup_tree;
 pub mod http;

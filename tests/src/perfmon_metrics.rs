@@ -18,7 +18,7 @@ pub struct PerfmonMetrics {
 }
 
 impl PerfmonMetrics {
-    /// The TMA metrics of `path` (relative to `shared/data/intel-perfmon`).
+    /// The TMA metrics of `path` (relative to `data/intel-perfmon`).
     pub fn read(path: &str) -> Self {
         let file = crate::pmu_events::data_dir()
             .join("intel-perfmon")

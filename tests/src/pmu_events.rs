@@ -1,16 +1,17 @@
-//! The reference data the TopDown tests read (../shared/data): each model's metric formulas and
+//! The reference data the TopDown tests read (`data/`, see its README): each model's metric formulas and
 //! thresholds, merged as perf merges them, and event names normalised as perf treats them.
 
 use std::{collections::HashMap, path::PathBuf};
 
 use serde_json::Value;
 
-/// `../shared/data`, beside the repository.
+/// The repository's `data/` folder.
 pub fn data_dir() -> PathBuf {
-    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data"));
+    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../data"));
     assert!(
         dir.join("linux-pmu-events").is_dir(),
-        "the reference data is missing: ../shared/data must sit beside the repository"
+        "the reference data is missing: {} has no linux-pmu-events",
+        dir.display()
     );
     dir
 }

@@ -1,7 +1,7 @@
 //! `topdown-bpf analyze` end to end, for every model: the events `analyze --events` says to
 //! record are written as `perf stat -x,` would (names holding commas included) with random counts,
 //! and the values `analyze --json` computes equal an independent evaluation of the pmu-events
-//! JSON in ../shared/data (within 1e-9).
+//! JSON in data/ (within 1e-9).
 
 use std::{collections::HashMap, process::Command};
 

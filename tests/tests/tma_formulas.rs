@@ -1,4 +1,4 @@
-//! The built-in TopDown formulas against the data they come from (../shared/data): the checked-in
+//! The built-in TopDown formulas against the data they come from (data/): the checked-in
 //! generated code and event tables are what the generators write today, and for every model its
 //! Level 1, 2 and 3 values (and threshold verdicts) on random counts equal an independent
 //! interpretation of the same data within 1e-9.

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Generates topdown-user/src/pmu/events/<table>.tsv: every core event of a CPU as
 `NAME<TAB>perf terms<TAB>counters` (`INT_MISC.UOP_DROPPING<TAB>event=0xad,umask=0x10<TAB>0-7`),
-from Intel's perfmon event JSON and Linux perf's AMD pmu-events JSON in ../shared/data. The
+from Intel's perfmon event JSON and Linux perf's AMD pmu-events JSON in data/. The
 PMU's sysfs `format/` files turn the terms into perf_event_attr config bits at run time, as perf
 does (the fixed-counter events as perf's jevents.py spells them); the counters the event may use
 (`0-3`, `0,1`, `fixed1`) plan the groups the kernel can schedule. AMD's files give no counters:
@@ -17,7 +17,7 @@ import re
 import sys
 
 HERE = os.path.dirname(__file__)
-DATA = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "../../../shared/data")
+DATA = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "../../data")
 OUT = sys.argv[2] if len(sys.argv) > 2 else os.path.join(HERE, "../../topdown-user/src/pmu/events")
 
 TABLES = {

@@ -132,7 +132,7 @@ fn blocked_runtime(tid: u32) -> Result<u64> {
 }
 
 /// The calling thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`).
-pub(super) fn thread_cputime() -> Duration {
+pub(crate) fn thread_cputime() -> Duration {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

@@ -1,4 +1,4 @@
-//! Each CPU's core events by name, generated from ../shared/data by
+//! Each CPU's core events by name, generated from the repository's data/ by
 //! `xtask/gen/event_tables.py` into `events/<table>.tsv` (`NAME<TAB>perf terms<TAB>counters`).
 
 /// The tables, by name.
@@ -58,7 +58,7 @@ impl EventTable {
     }
 
     /// The table a TopDown model's events are encoded from (none for models whose event data
-    /// is not in ../shared/data). Arm's tables hold perf's common and recommended events (and
+    /// is not in data/). Arm's tables hold perf's common and recommended events (and
     /// the core's own where the data has them): a kernel's sysfs names only some of them.
     pub fn for_model(model: &str) -> Option<Self> {
         Self::named(match model {

@@ -107,7 +107,7 @@ enum Arm {
 
 /// Arm cores: implementer and part number of `MIDR_EL1`, the name `--cpuid` takes, perf's
 /// pmu-events directory for them (`arch/arm64/mapfile.csv`, the newer copy in
-/// ../shared/data: a test checks both), and what they run. Perf files MIDR part 0xd83 (which
+/// data/: a test checks both), and what they run. Perf files MIDR part 0xd83 (which
 /// Linux's `cputype.h` calls Neoverse V3AE) under `neoverse-v3`; the kernel calls 0xd84 Neoverse
 /// V3, which perf's map does not list yet: both run the V3 model (V3AE is V3's core).
 const ARM: &[(u32, u32, &str, &str, Arm)] = &[
@@ -443,10 +443,10 @@ mod tests {
     fn arm_parts_agree_with_perfs_arm64_mapfile() {
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../../shared/data/linux-pmu-events/arm64/mapfile-newer.csv"
+            "/../data/linux-pmu-events/arm64/mapfile-newer.csv"
         );
         let Ok(mapfile) = std::fs::read_to_string(path) else {
-            panic!("{path} missing: ../shared must sit beside the repository");
+            panic!("{path} missing: the repository's data/ folder");
         };
         let rows: Vec<(CpuId, &str)> = mapfile
             .lines()
@@ -482,10 +482,10 @@ mod tests {
     fn model_numbers_agree_with_perfs_mapfile() {
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../../shared/data/linux-pmu-events/x86/mapfile.csv"
+            "/../data/linux-pmu-events/x86/mapfile.csv"
         );
         let Ok(mapfile) = std::fs::read_to_string(path) else {
-            panic!("{path} missing: ../shared must sit beside the repository");
+            panic!("{path} missing: the repository's data/ folder");
         };
         let rows: Vec<(regex::Regex, String)> = mapfile
             .lines()

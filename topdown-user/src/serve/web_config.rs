@@ -507,6 +507,7 @@ fn tls_config(tls: &TlsFile, base: &Path, path: &Path) -> Result<Arc<ServerConfi
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::collect::canary::thread_cputime;
 
     #[test]
     fn credentials_are_read_from_the_basic_header() {
@@ -576,15 +577,16 @@ mod tests {
             base64::engine::general_purpose::STANDARD.encode("prom:right")
         );
         let peer = IpAddr::from([10, 0, 0, 1]);
-        let first = Instant::now();
+        // This thread's CPU time, not the wall clock: a busy machine may preempt either check.
+        let first = thread_cputime();
         assert_eq!(auth.check(Some(&header), peer), Verdict::Allowed);
-        let bcrypt_took = first.elapsed();
-        let again = Instant::now();
+        let bcrypt_took = thread_cputime() - first;
+        let again = thread_cputime();
         assert_eq!(auth.check(Some(&header), peer), Verdict::Allowed);
+        let cached_took = thread_cputime() - again;
         assert!(
-            again.elapsed() * 10 < bcrypt_took,
-            "cached: {:?} against bcrypt's {bcrypt_took:?}",
-            again.elapsed()
+            cached_took * 10 < bcrypt_took,
+            "cached: {cached_took:?} against bcrypt's {bcrypt_took:?}"
         );
         assert_eq!(auth.passed.lock().unwrap().len(), 1);
     }
@@ -596,6 +598,7 @@ mod tests {
         let budget = BcryptBudget::new(0.25);
         // A check that takes the whole bucket (half a second: 25 % of a 2 s window), while
         // another waits for its turn and gives up.
+        let held = Instant::now();
         let turn = budget.start().expect("a full bucket");
         let waited = Instant::now();
         assert!(budget.start().is_none(), "one check at a time");
@@ -604,8 +607,12 @@ mod tests {
             "after waiting for the running one"
         );
         drop(turn);
+        // The turn took at most this long: it overdrew the bucket by what it took past the
+        // half second (a busy machine may have kept this thread waiting).
+        let overdrawn = held.elapsed().saturating_sub(TURN_WAIT);
         assert!(budget.start().is_none(), "spent: no check until it refills");
-        std::thread::sleep(Duration::from_millis(200));
+        // Refilling at a quarter second per second: the overdraft, then 50 ms.
+        std::thread::sleep(overdrawn * 4 + Duration::from_millis(200));
         assert!(
             budget.start().is_some(),
             "refilled at a quarter second per second"

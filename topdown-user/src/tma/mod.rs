@@ -1,7 +1,7 @@
 //! The TopDown (TMA) model: pure functions from counts to Level 1 and Level 2 nodes.
 //!
 //! The formulas are Linux perf's pmu-events metrics, transpiled into [`generated`] by
-//! `xtask/gen/tma_formulas.py` from `../shared/data`; a test regenerates them and another
+//! `xtask/gen/tma_formulas.py` from `data/`; a test regenerates them and another
 //! checks them against an independent interpreter of the same JSON. [`node`] holds the tree
 //! (names, levels, parents, default thresholds); [`Model::evaluate`] turns counts into node values, marks
 //! nodes over their thresholds and picks the bottleneck. [`plan`] says which counters a model

@@ -512,7 +512,7 @@ mod tests {
     #[test]
     fn skylake_sp_smt_decides_between_per_thread_and_per_core() {
         // The fixtures are model 0x55 stepping 4: Skylake-SP, perf's skx-metrics.json.
-        // Encodings from SKX's event file (../shared/data/README.md lists them): the `*_ANY`
+        // Encodings from SKX's event file (data/README.md lists them): the `*_ANY`
         // forms add AnyThread (bit 21); both branches of `... if #SMT_on else ...` are counted.
         // Per thread, perf's core clocks are `#core_wide < 1`'s estimate, which reads
         // ONE_THREAD_ACTIVE and REF_XCLK. Groups: those two with Frontend's IDQ event and the
@@ -558,7 +558,7 @@ mod tests {
 
     /// One fixture machine of each family added from Intel's perfmon data, AMD's Zen 5 and
     /// Arm's Neoverse V3: the Level 1 set's exact attrs. Encodings are the data files' (code,
-    /// umask; ../shared/data/README.md lists most of them): AMD's event select bits 8-11 go to
+    /// umask; data/README.md lists most of them): AMD's event select bits 8-11 go to
     /// config bits 32-35; Intel's fixed-counter events are encoded as perf's jevents.py
     /// spells them (cycles 0x3c, instructions 0xc0); Skymont's fixed counters 5 and 6 keep
     /// the files' pseudo-encoding (event 0x00, umask = counter + 1), which perf does not rewrite.
