@@ -599,31 +599,11 @@ pub fn assert_multiplexed_clock(
 }
 
 pub mod atom_csv;
+pub mod c2c_spec;
 pub mod cgroup_tree;
 pub mod http;
 pub mod metric_expr;
 pub mod perfmon_metrics;
 pub mod pmu_events;
 
-/// Writes the perf.data of the c2c `spec` into `dir` with ../shared/tools/gen_perf_data.py
-/// (and the tiny ELF files perf symbolizes from).
-pub fn perf_data_of(spec: &std::path::Path, dir: &std::path::Path) -> PathBuf {
-    let tool = pmu_events::data_dir()
-        .parent()
-        .expect("../shared")
-        .join("tools/gen_perf_data.py");
-    let data = dir.join("perf.data");
-    let status = Command::new("python3")
-        .arg(&tool)
-        .arg(spec)
-        .arg(&data)
-        .current_dir(dir)
-        .status()
-        .expect("python3 runs gen_perf_data.py");
-    assert!(
-        status.success(),
-        "gen_perf_data.py failed on {}",
-        spec.display()
-    );
-    data
-}
+pub use c2c_spec::perf_data_of;

@@ -10,10 +10,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use topdown_tests::topdown_bpf_binary;
+use topdown_tests::{perf_data_of, topdown_bpf_binary};
 
-/// Runs `script` with `args` in `dir` (gen_perf_data.py writes the ELF objects a spec names
-/// relative to where it runs: never into the source tree).
+/// Runs `script` with `args` in `dir`.
 fn python(script: &Path, args: &[&Path], dir: &Path) {
     let status = Command::new("python3")
         .arg(script)
@@ -28,13 +27,8 @@ fn python(script: &Path, args: &[&Path], dir: &Path) {
 fn crafted_files_get_one_line_and_never_take_the_report_down() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = tempfile::tempdir().unwrap();
-    let valid = dir.path().join("valid.data");
+    let valid = perf_data_of(&root.join("fixtures/c2c/branches.json"), dir.path());
     let crafted = dir.path().join("crafted");
-    python(
-        &root.join("../../shared/tools/gen_perf_data.py"),
-        &[&root.join("fixtures/c2c/branches.json"), &valid],
-        dir.path(),
-    );
     python(
         &root.join("tools/craft_perf_data.py"),
         &[&valid, &crafted],
@@ -109,15 +103,8 @@ fn object_names_from_the_file_never_block_the_report() {
         .replace("c2c-bin/app", &object.display().to_string());
     let spec_path = dir.path().join("spec.json");
     std::fs::write(&spec_path, spec).unwrap();
-    let data = dir.path().join("fifo.data");
-    let generate = Command::new("python3")
-        .arg(root.join("../../shared/tools/gen_perf_data.py"))
-        .args([&spec_path, &data])
-        .current_dir(dir.path())
-        .status()
-        .unwrap();
-    assert!(generate.success());
-    // The generator wrote an ELF file there; a FIFO takes its place.
+    let data = perf_data_of(&spec_path, dir.path());
+    // The spec's writer wrote an ELF file there; a FIFO takes its place.
     std::fs::remove_file(&object).unwrap();
     let fifo = std::ffi::CString::new(object.display().to_string()).unwrap();
     // SAFETY: a valid NUL-terminated path.

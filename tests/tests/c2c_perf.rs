@@ -1,5 +1,5 @@
-//! `topdown-bpf c2c report --stats` against Linux perf itself: perf.data files written by
-//! ../shared/tools/gen_perf_data.py from the specs in tests/fixtures/c2c (every classification
+//! `topdown-bpf c2c report --stats` against Linux perf itself: perf.data files written by the
+//! tool's own writer from the specs in tests/fixtures/c2c (`topdown_tests::c2c_spec`; every classification
 //! branch and perf's quirks: unmapped addresses, address 0, unparsable data_src, Intel's remote
 //! HITM, peers, private anonymous vs shared file lines), reported by both, compared line by line.
 //! The real `perf` is run where installed (Debian's is 6.1); the recorded perf 6.1 output in the
@@ -10,15 +10,15 @@ use std::{
     process::Command,
 };
 
-use topdown_tests::{perf_data_of, topdown_bpf_binary};
+use topdown_tests::{c2c_spec::perf_data_with_cgroups, perf_data_of, topdown_bpf_binary};
 
 fn fixtures() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/c2c"))
 }
 
-/// A perf to compare with: Debian's (6.1, on PATH), or 6.12 unpacked by
-/// ../shared/tools/get-perf-6.12.sh (`cargo xtask test` does it into target/perf612 and names
-/// the folder in `TOPDOWN_PERF612_DIR`), which has `--double-cl`.
+/// A perf to compare with: Debian's (6.1, on PATH), or 6.12, which has `--double-cl`
+/// (`cargo xtask test` unpacks Debian's bookworm-backports `linux-perf` into target/perf612
+/// and names the folder in `TOPDOWN_PERF612_DIR`).
 #[derive(Clone, Copy)]
 enum Perf {
     Debian,
@@ -228,24 +228,16 @@ fn summary(text: &str) -> std::collections::BTreeMap<String, [u64; 4]> {
         .collect()
 }
 
-/// A recording with cgroups (`perf c2c record -- --all-cgroups`): tests/tools/add_cgroups.py
-/// adds them to what gen_perf_data.py writes. perf reads it as before (the same statistics), and
-/// names the same cgroups; our split of the shared lines per cgroup and per container adds up to
-/// what the spec says each process did.
+/// A recording with cgroups (`perf c2c record -- --all-cgroups`): the same spec written with
+/// each sample's cgroup. perf reads it as before (the same statistics), and names the same
+/// cgroups; our split of the shared lines per cgroup and per container adds up to what the spec
+/// says each process did.
 #[test]
 fn shared_lines_split_by_cgroup_and_container() {
     let dir = tempfile::tempdir().unwrap();
     let spec_path = fixtures().join("cgroups.json");
     let plain = perf_data_of(&spec_path, dir.path());
-    let data = dir.path().join("cgroups.data");
-    let status = Command::new("python3")
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tools/add_cgroups.py"))
-        .arg(&spec_path)
-        .arg(&plain)
-        .arg(&data)
-        .status()
-        .expect("python3 runs add_cgroups.py");
-    assert!(status.success());
+    let data = perf_data_with_cgroups(&spec_path, dir.path(), "cgroups.data");
 
     let stats = ours(&data, dir.path(), &["--stats"]);
     assert_eq!(

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # c2c report speed: `topdown-bpf c2c report --stdio` against `perf c2c report --stdio` on the
-# same generated perf.data (xtask/bench/c2c_spec.py -> ../shared/tools/gen_perf_data.py). Each
+# same generated perf.data (xtask/bench/c2c_spec.py, written by the c2c_spec_data test program
+# with the tool's own perf.data writer). Each
 # run times, back to back: perf and ours pinned to CPUs $CPUS (default 0-1; perf reads on one
 # thread, ours on two), then ours pinned to one CPU ($ONE, default 1). Medians, the median of
 # the per-run ratios (neighbouring runs share this noisy host's state), and peak RSS. Every
@@ -15,12 +16,14 @@ samples=${SAMPLES:-1000000}
 cpus=${CPUS:-0-1}
 one=${ONE:-1}
 here=$(cd "$(dirname "$0")" && pwd)
-gen=$(cd "$here/../../../shared/tools" && pwd)/gen_perf_data.py
+root=$(cd "$here/../.." && pwd)
+cargo build --release -q --manifest-path "$root/Cargo.toml" -p topdown-tests --bin c2c_spec_data
+gen="$root/target/release/c2c_spec_data"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 python3 "$here/c2c_spec.py" "$samples" spec.json ${INTERLEAVE:+--interleave} ${DISTINCT:+--distinct}
-python3 "$gen" spec.json perf.data
+"$gen" spec.json . > /dev/null
 
 # One timed run on CPUs $1 of the rest: "<seconds> <peak KB>", the report in $out.
 timed() {

@@ -153,25 +153,39 @@ fn ensure_python_package(name: &str, requirement: &str) -> Result<()> {
     bail!("pip install {requirement} failed")
 }
 
-/// Unpacks perf 6.12 (Debian bookworm-backports, for the `--double-cl` comparisons) into
-/// `dir` with ../shared/tools/get-perf-6.12.sh when it is not there yet; best effort: without
-/// it the tests compare against recorded perf 6.12 output. Returns the folder when usable.
-pub fn offer_perf_6_12(root: &Path, dir: &Path) -> Option<PathBuf> {
+/// Unpacks perf 6.12 (Debian bookworm-backports' `linux-perf`, with the `libtraceevent1` it
+/// loads, fetched through our private apt configuration: nothing is installed) into `dir` when
+/// it is not there yet, for the `--double-cl` comparisons; best effort: without it the tests
+/// compare against recorded perf 6.12 output. Returns the folder when usable.
+pub fn offer_perf_6_12(dir: &Path) -> Option<PathBuf> {
     let perf = dir.join("usr/bin/perf");
-    if !perf.exists() {
-        let script = root.join("../shared/tools/get-perf-6.12.sh");
-        let fetched = Command::new("bash")
-            .arg(&script)
-            .arg(dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-        if !fetched.is_ok_and(|s| s.success()) {
-            eprintln!("xtask: could not unpack perf 6.12; --double-cl tests use recorded output");
-            return None;
-        }
+    if !perf.exists()
+        && let Err(error) = unpack_perf_6_12(dir)
+    {
+        eprintln!(
+            "xtask: could not unpack perf 6.12 ({error:#}); --double-cl tests use recorded output"
+        );
+        return None;
     }
     perf.exists().then(|| dir.to_path_buf())
+}
+
+fn unpack_perf_6_12(dir: &Path) -> Result<()> {
+    let apt = crate::apt::PrivateApt::new(crate::build::Arch::X86_64)?;
+    for package in ["linux-perf/bookworm-backports", "libtraceevent1/bookworm"] {
+        let deb = apt.download(package)?;
+        let status = Command::new("dpkg")
+            .arg("-x")
+            .arg(&deb)
+            .arg(dir)
+            .status()
+            .context("running dpkg -x")?;
+        if !status.success() {
+            bail!("dpkg -x {} failed", deb.display());
+        }
+        let _ = std::fs::remove_file(&deb);
+    }
+    Ok(())
 }
 
 /// Makes sure an aarch64 build can run: Debian's cross gcc and arm64 C library, and the

@@ -8,6 +8,7 @@
 //! - `fuzz [TARGET] [--seconds N]`: the fuzz targets in `fuzz/` (cargo-fuzz, libFuzzer).
 //! - `install [--prefix DIR]`: the binary, its man pages and shell completions.
 
+mod apt;
 mod build;
 mod deps;
 mod guest;
@@ -176,7 +177,7 @@ fn run(cli: Cli) -> Result<()> {
             warn_if_disk_short(&root);
             build::user(&root, false, Arch::X86_64)?;
             deps::offer_test_tools();
-            let perf612 = deps::offer_perf_6_12(&root, &root.join("target/perf612"));
+            let perf612 = deps::offer_perf_6_12(&root.join("target/perf612"));
             let object = Arch::X86_64.ebpf_object(&root);
             let mut test = cargo();
             if let Some(dir) = perf612 {
