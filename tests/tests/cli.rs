@@ -155,6 +155,64 @@ fn assert_one_line_error(output: &std::process::Output, needle: &str) {
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
+/// `-o FILE` is refused over an existing file unless `--force`, and is written as the run
+/// goes, whole lines at a time (it can be followed while the run lasts).
+#[test]
+fn the_report_file_is_replaced_only_when_asked_and_follows_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("report.json");
+    std::fs::write(&report, "kept\n").unwrap();
+    let output = topdown()
+        .args(["--json", "--duration", "1", "-o"])
+        .arg(&report)
+        .output()
+        .unwrap();
+    assert_one_line_error(
+        &output,
+        "exists: give another name, or --force to replace it",
+    );
+    assert_eq!(std::fs::read_to_string(&report).unwrap(), "kept\n");
+    if !privileged("the_report_file_is_replaced_only_when_asked") {
+        return;
+    }
+    let run = topdown()
+        .args(["--json", "-I", "200", "--duration", "4", "--force", "-o"])
+        .arg(&report)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Windows show up while the run lasts, each a whole document.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let documents = |text: &str| -> Vec<Value> {
+        text.lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    };
+    while documents(&std::fs::read_to_string(&report).unwrap()).len() < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no window was written"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let output = run.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = std::fs::read_to_string(&report).unwrap();
+    assert!(!text.contains("kept"), "replaced");
+    let all = documents(&text);
+    assert_eq!(
+        all.len(),
+        text.lines().count(),
+        "every line a whole document"
+    );
+    assert!(all.len() >= 3, "{} documents", all.len());
+    assert_eq!(all.last().unwrap()["final"], true);
+}
+
 #[test]
 fn unknown_pid_and_unwritable_output_are_one_line_errors() {
     let output = topdown().args(["-p", "4000000000"]).output().unwrap();
@@ -167,7 +225,7 @@ fn unknown_pid_and_unwritable_output_are_one_line_errors() {
         .unwrap();
     assert_one_line_error(
         &output,
-        "cannot write the report to /nonexistent-dir/report.txt",
+        "cannot write the report /nonexistent-dir/report.txt",
     );
     let output = topdown().args(["--sort", "bogus"]).output().unwrap();
     assert_one_line_error(&output, "unknown sort field `bogus`");

@@ -23,7 +23,9 @@ fn known_instructions() -> std::path::PathBuf {
 fn run(events: &[&str]) -> (Value, HashMap<u64, u64>) {
     let report = std::env::temp_dir().join("exact.json");
     let mut command = Command::new(topdown_bpf_binary());
-    command.args(["--per-thread", "--json", "-o"]).arg(&report);
+    command
+        .args(["--per-thread", "--json", "--force", "-o"])
+        .arg(&report);
     for event in events {
         command.args(["-e", event]);
     }

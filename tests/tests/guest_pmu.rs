@@ -110,7 +110,7 @@ fn run_tool(args: &[&str], run_ms: u32) -> (Output, Vec<Value>) {
     let report = std::env::temp_dir().join("guest-report.json");
     let output = Command::new(topdown_bpf_binary())
         .args(args)
-        .args(["--json", "-o"])
+        .args(["--json", "--force", "-o"])
         .arg(&report)
         .arg("--")
         .arg(workload())

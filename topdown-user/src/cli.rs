@@ -21,9 +21,14 @@ pub struct Cli {
     #[command(flatten)]
     pub stat: StatArgs,
 
-    /// Write the report to FILE instead of standard output.
+    /// Write the report to FILE instead of standard output, as the run goes (a line or table
+    /// at a time: it can be followed). An existing FILE is refused without --force.
     #[arg(short = 'o', long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+
+    /// Replace FILE (-o) when it exists.
+    #[arg(long)]
+    pub force: bool,
 
     /// More diagnostics, including the kernel programs' messages (-v, -vv); or set RUST_LOG.
     /// In reports, also the TopDown nodes under their thresholds.

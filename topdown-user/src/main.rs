@@ -58,13 +58,19 @@ fn main() -> ExitCode {
                 user,
                 force: args.force,
             };
-            let run = stat::run(args.stat, None, Some(to), cli.verbose > 0);
+            let run = stat::run(args.stat, None, false, Some(to), cli.verbose > 0);
             match runtime.block_on(run) {
                 Ok(code) => code,
                 Err(error) => finish(Err(error)),
             }
         }
-        _ => match runtime.block_on(stat::run(cli.stat, cli.output, None, cli.verbose > 0)) {
+        _ => match runtime.block_on(stat::run(
+            cli.stat,
+            cli.output,
+            cli.force,
+            None,
+            cli.verbose > 0,
+        )) {
             Ok(code) => code,
             Err(error) => finish(Err(error)),
         },

@@ -32,7 +32,11 @@ use crate::{
     privileges::{self, User},
     process_exit::ProcessExits,
     recording::{self, writer::Recorder},
-    report::{Format, Renderer, open_output, parquet::ParquetParts},
+    report::{
+        Format, Renderer,
+        new_file::{keep_whole_lines, may_write},
+        parquet::ParquetParts,
+    },
     session::{Session, Wake},
     tma::{
         choice::{counter_set, topdown_models_here},
@@ -63,11 +67,38 @@ pub struct RecordTo {
 }
 
 /// Runs the per-thread session the command line describes, writing the report to `output`
-/// (standard output without one) and, with `recording`, every window to that file (and to
-/// Parquet); with `-- COMMAND`, the tool exits with the command's status, as `perf stat` does.
+/// (standard output without one; a file that exists only with `force`) and, with `recording`,
+/// every window to that file (and to Parquet); with `-- COMMAND`, the tool exits with the
+/// command's status, as `perf stat` does.
+///
+/// The report file is written as the run goes, a whole line (or table) at a time, so it can be
+/// followed (`tail -f`) and a killed run leaves what it measured; a run that ends in an error
+/// (a full disk) keeps its whole lines and loses the half-written one.
 pub async fn run(
     cli: StatArgs,
     output: Option<PathBuf>,
+    force: bool,
+    recording: Option<RecordTo>,
+    verbose: bool,
+) -> Result<ExitCode> {
+    let Some(path) = output else {
+        return session(cli, None, Box::new(std::io::stdout()), recording, verbose).await;
+    };
+    may_write(&path, "the report", &[], force)?;
+    let file = std::fs::File::create(&path)
+        .with_context(|| format!("cannot write the report {}", path.display()))?;
+    let result = session(cli, Some(&path), Box::new(file), recording, verbose).await;
+    if result.is_err() {
+        let _ = keep_whole_lines(&path);
+    }
+    result
+}
+
+/// The session of [`run`], its report written to `out` (`output` names the file, if any).
+async fn session(
+    cli: StatArgs,
+    output: Option<&Path>,
+    mut out: Box<dyn std::io::Write>,
     recording: Option<RecordTo>,
     verbose: bool,
 ) -> Result<ExitCode> {
@@ -83,7 +114,7 @@ pub async fn run(
             to.path.display()
         );
     }
-    let format = format_of(&cli, output.as_deref());
+    let format = format_of(&cli, output);
     let sort: SortKey = cli.sort.parse().unwrap_or(SortKey::OnCpu);
     if cli.drilldown && (cli.td_level != Some(3) || !cli.command.is_empty() || cli.per_core) {
         bail!(
@@ -109,7 +140,6 @@ pub async fn run(
     target.validate()?;
     let mut names = CgroupNames::host();
     let group = group_options(&cli.cgroups, names.mount())?;
-    let mut out = open_output(output.as_deref())?;
     preflight::check()?;
     if cli.per_core {
         per_core::run(

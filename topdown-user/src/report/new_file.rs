@@ -24,20 +24,10 @@ impl NewFile {
     /// `inputs` (the same file, by device and inode), or exists and `force` is not given.
     pub fn create(path: &Path, what: &str, inputs: &[&Path], force: bool) -> Result<Self> {
         let shown = path.display();
-        if let Ok(target) = std::fs::metadata(path) {
-            let same = |input: &&Path| {
-                std::fs::metadata(input)
-                    .is_ok_and(|m| m.dev() == target.dev() && m.ino() == target.ino())
-            };
-            if inputs.iter().any(same) {
-                bail!("{what} {shown} is this command's input: give another name");
-            }
-            if !force {
-                bail!("{what} {shown} exists: give another name, or --force to replace it");
-            }
-            if target.is_dir() {
-                bail!("{what} {shown} is a folder: give a file name");
-            }
+        may_write(path, what, inputs, force)?;
+        // Renamed into place, it would replace a device or FIFO with a file.
+        if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+            bail!("{what} {shown} is not a regular file: give a file name");
         }
         let dir = match path.parent() {
             Some(dir) if !dir.as_os_str().is_empty() => dir,
@@ -89,9 +79,92 @@ impl NewFile {
     }
 }
 
+/// Whether `path` (`what` names it in errors) may be written: refused when it is one of
+/// `inputs` (the same file, by device and inode), a folder, or a file that exists when `force`
+/// is not given. A device or FIFO (`/dev/null`, a pipe) holds nothing to lose: allowed.
+pub fn may_write(path: &Path, what: &str, inputs: &[&Path], force: bool) -> Result<()> {
+    let shown = path.display();
+    if let Ok(target) = std::fs::metadata(path) {
+        let same = |input: &&Path| {
+            std::fs::metadata(input)
+                .is_ok_and(|m| m.dev() == target.dev() && m.ino() == target.ino())
+        };
+        if inputs.iter().any(same) {
+            bail!("{what} {shown} is this command's input: give another name");
+        }
+        if !target.is_file() && !target.is_dir() {
+            return Ok(());
+        }
+        if !force {
+            bail!("{what} {shown} exists: give another name, or --force to replace it");
+        }
+        if target.is_dir() {
+            bail!("{what} {shown} is a folder: give a file name");
+        }
+    }
+    Ok(())
+}
+
+/// Cuts the file at `path` after its last newline: a stream of lines that an error stopped
+/// (a full disk) keeps its whole lines and loses the half-written one.
+pub fn keep_whole_lines(path: &Path) -> std::io::Result<()> {
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)?;
+    let whole = last_newline(&mut file)?;
+    file.set_len(whole)
+}
+
+/// The length of `file` up to and with its last newline (0: none), read backwards.
+fn last_newline(file: &mut File) -> std::io::Result<u64> {
+    use std::io::{Read as _, Seek as _, SeekFrom};
+    const CHUNK: u64 = 64 * 1024;
+    let mut end = file.metadata()?.len();
+    let mut buffer = vec![0; CHUNK as usize];
+    while end > 0 {
+        let start = end.saturating_sub(CHUNK);
+        let chunk = &mut buffer[..(end - start) as usize];
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(chunk)?;
+        if let Some(at) = chunk.iter().rposition(|&b| b == b'\n') {
+            return Ok(start + at as u64 + 1);
+        }
+        end = start;
+    }
+    Ok(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A stream of lines that an error stopped keeps its whole lines only.
+    #[test]
+    fn an_error_keeps_the_whole_lines_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("report.json");
+        let long = "x".repeat(100_000);
+        std::fs::write(&path, format!("{{\"a\":1}}\n{long}\n{{\"half")).unwrap();
+        keep_whole_lines(&path).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            format!("{{\"a\":1}}\n{long}\n")
+        );
+        std::fs::write(&path, "{\"half").unwrap();
+        keep_whole_lines(&path).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "");
+    }
+
+    /// A device holds nothing to lose: a stream may write to it without --force; a file
+    /// renamed into place never replaces it.
+    #[test]
+    fn devices_are_written_in_place_never_replaced() {
+        let null = Path::new("/dev/null");
+        may_write(null, "the report", &[], false).unwrap();
+        let error = NewFile::create(null, "the trace", &[], true).err().unwrap();
+        assert!(error.to_string().contains("not a regular file"), "{error}");
+    }
 
     /// Nothing appears under the name before the commit, and nothing stays when the writer
     /// gives up; an existing file is refused unless forced, the input always.
