@@ -1,6 +1,7 @@
 //! `topdown-bpf serve` stays up whoever connects: under a file limit of 128 it survives 200 idle
 //! connections and scrapes work afterwards; a slow, incomplete request does not stop scrapes and
-//! is closed after the header timeout; HEAD works, other methods are 405; with authentication,
+//! is closed after the header timeout, and so is one trickling a body; HEAD works, other
+//! methods are 405; with authentication,
 //! scrapes are answered within a second while 200 slow connections and a password flood run,
 //! and the flood costs the exporter a bounded share of a core. Needs root.
 
@@ -119,6 +120,60 @@ fn a_slow_request_neither_blocks_scrapes_nor_stays_forever() {
         started.elapsed() < Duration::from_secs(25),
         "the slow connection was closed by the server"
     );
+}
+
+/// A request whose body is trickled a byte at a time (a slow POST) is answered at once, the
+/// body never waited for, and its connection does not outlive the header timeout however
+/// long the trickle goes on: no body holds a connection.
+#[test]
+fn a_trickled_body_holds_no_connection() {
+    if !privileged("a_trickled_body_holds_no_connection") {
+        return;
+    }
+    let (_serve, port) = serve_with_few_files();
+    for method in ["POST", "GET"] {
+        let mut slow = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        write!(
+            slow,
+            "{method} /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000000\r\n\r\n"
+        )
+        .unwrap();
+        slow.set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        let started = Instant::now();
+        let (mut answer, mut closed) = (Vec::new(), false);
+        // Trickle for up to 30 s, reading what comes back.
+        while started.elapsed() < Duration::from_secs(30) {
+            let _ = slow.write_all(b"x");
+            let mut buffer = [0u8; 4096];
+            match slow.read(&mut buffer) {
+                Ok(0) => {
+                    closed = true;
+                    break;
+                }
+                Ok(n) => answer.extend_from_slice(&buffer[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                    closed = true;
+                    break;
+                }
+                Err(_) => {}
+            }
+        }
+        let took = started.elapsed();
+        let status = String::from_utf8_lossy(&answer)
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        let expected = if method == "POST" { " 405 " } else { " 200 " };
+        assert!(status.contains(expected), "{method}: answered: {status:?}");
+        assert!(
+            closed && took < Duration::from_secs(15),
+            "{method}: the connection closed after {took:?} (closed: {closed})"
+        );
+        let body = get(port, "/metrics").expect("a scrape after the trickle");
+        assert!(body.contains("topdown_info"));
+    }
 }
 
 /// A connection to `port` from the loopback address `from` (127.0.0.x: another peer).
