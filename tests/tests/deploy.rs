@@ -66,3 +66,23 @@ fn the_daemonset_runs_serve_with_arguments_the_binary_accepts() {
         );
     }
 }
+
+/// The DaemonSet names the image `cargo xtask dist` builds: this version's tag, and the
+/// OCI archive its comment tells how to push.
+#[test]
+fn the_daemonset_names_the_image_of_this_version() {
+    let manifest = daemonset();
+    let version = env!("CARGO_PKG_VERSION");
+    let image = manifest
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("image: "))
+        .expect("an image");
+    assert!(
+        image.ends_with(&format!("/topdown-bpf:{version}")),
+        "image {image} is not topdown-bpf:{version}"
+    );
+    assert!(
+        manifest.contains(&format!("target/dist/topdown-bpf-{version}-oci.tar")),
+        "the comment names the archive dist writes"
+    );
+}

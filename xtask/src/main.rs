@@ -11,6 +11,8 @@
 mod apt;
 mod build;
 mod deps;
+mod dist;
+mod dist_checks;
 mod guest;
 mod install;
 
@@ -101,6 +103,19 @@ enum Task {
         /// Seconds per target.
         #[arg(long, default_value_t = 60)]
         seconds: u64,
+    },
+    /// Build what an operator installs into target/dist: for each architecture a tarball
+    /// (static binary, man pages, completions, unit, licences) and a .deb, and one multi-arch
+    /// OCI image layout (`skopeo copy oci-archive:...` pushes it).
+    Dist {
+        /// Only this architecture (default: x86_64 and aarch64).
+        #[arg(long, value_enum)]
+        arch: Option<Arch>,
+        /// Build the amd64 artefacts and try them as an operator would (as `cargo xtask test`
+        /// does): install the .deb into a root of its own, run it, verify the unit, lintian,
+        /// skopeo.
+        #[arg(long, conflicts_with = "arch")]
+        check: bool,
     },
     /// Build topdown-bpf and install it with its man pages (share/man/man1) and bash, zsh and
     /// fish completions under PREFIX.
@@ -218,6 +233,12 @@ fn run(cli: Cli) -> Result<()> {
             });
             passed += guest.0;
             failed += guest.1;
+            let guests_done = started.elapsed();
+            // The packages, installed and run as an operator would.
+            let packaged = dist_checks::run(&root);
+            let (p, f) = dist_checks::print(&packaged);
+            passed += p;
+            failed += f;
             for (target, outcome) in &results {
                 let ok = *outcome == FuzzOutcome::NothingFound;
                 println!(
@@ -232,10 +253,12 @@ fn run(cli: Cli) -> Result<()> {
             }
             let all = started.elapsed();
             println!(
-                "xtask: builds and host tests {:.0} s, fuzzing {:.0} s, guests {:.0} s",
+                "xtask: builds and host tests {:.0} s, fuzzing {:.0} s, guests {:.0} s, \
+                 packages {:.0} s",
                 host_done.as_secs_f64(),
                 (fuzz_done - host_done).as_secs_f64(),
-                (all - fuzz_done).as_secs_f64()
+                (guests_done - fuzz_done).as_secs_f64(),
+                (all - guests_done).as_secs_f64()
             );
             // One closing line over every test binary (cargo's own last line is the doc tests')
             // and every fuzz target.
@@ -244,6 +267,9 @@ fn run(cli: Cli) -> Result<()> {
             fuzz_verdict(&results)?;
             if guest.1 > 0 {
                 bail!("the guests' suites failed (their output is above)");
+            }
+            if f > 0 {
+                bail!("the packages' checks failed (their lines are above)");
             }
             Ok(())
         }
@@ -270,6 +296,23 @@ fn run(cli: Cli) -> Result<()> {
             fuzz_verdict(&results)
         }
         Task::Screenshots => screenshots(&root),
+        Task::Dist { check: true, .. } => {
+            let (_, failed) = dist_checks::print(&dist_checks::run(&root));
+            if failed > 0 {
+                bail!("the packages' checks failed");
+            }
+            Ok(())
+        }
+        Task::Dist { arch, .. } => {
+            let arches = match arch {
+                Some(arch) => vec![arch],
+                None => vec![Arch::X86_64, Arch::Aarch64],
+            };
+            for path in dist::dist(&root, &arches)? {
+                println!("xtask: wrote {}", path.display());
+            }
+            Ok(())
+        }
         Task::Install { prefix, debug } => {
             for path in install::install(&root, &prefix, debug)? {
                 println!("xtask: installed {}", path.display());
