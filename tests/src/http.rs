@@ -1,4 +1,5 @@
-//! Talking to `topdown-bpf serve` from the tests: plain HTTP/1.0 over loopback, and a process
+//! Talking to `topdown-bpf serve` from the tests: plain HTTP/1.0 over loopback, certificates
+//! made with openssl for TLS, and a process
 //! that is killed when the test ends.
 
 use std::{
@@ -85,5 +86,63 @@ pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<
         }
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Makes a CA, a server certificate for 127.0.0.1 and a client certificate with openssl in
+/// `dir`.
+pub fn certificates(dir: &std::path::Path) {
+    let openssl = |args: &[&str]| {
+        let status = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("running openssl");
+        assert!(status.success(), "openssl {}", args.join(" "));
+    };
+    // A new P-256 key `NAME.key` and, from `req` with `first` arguments, `out` for `/CN=NAME`.
+    let new_key = |first: &[&str], name: &str, out: &str| {
+        let (key, subject) = (format!("{name}.key"), format!("/CN={name}"));
+        let mut args = vec!["req"];
+        args.extend(first);
+        args.extend([
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+        ]);
+        args.extend(["-keyout", &key, "-out", out, "-subj", &subject]);
+        openssl(&args);
+    };
+    new_key(&["-x509", "-days", "2"], "ca", "ca.crt");
+    std::fs::write(dir.join("server.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+    std::fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
+    for name in ["server", "client"] {
+        let (csr, crt, ext) = (
+            format!("{name}.csr"),
+            format!("{name}.crt"),
+            format!("{name}.ext"),
+        );
+        new_key(&[], name, &csr);
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            &crt,
+            "-days",
+            "2",
+            "-extfile",
+            &ext,
+        ]);
     }
 }

@@ -15,7 +15,7 @@ use std::{
 use serde_json::Value;
 use topdown_tests::{
     assert_books,
-    http::{Running, free_port, get, serve_command, wait_for},
+    http::{Running, certificates, free_port, get, serve_command, wait_for},
     privileged,
 };
 use topdown_user::attrib::cgroups::cgroup2_mount;
@@ -202,64 +202,6 @@ fn prometheus_scrapes_per_cgroup_series_with_the_kernels_numbers() {
         up["data"]["result"][0]["value"][1], "1",
         "the target is up: {up}"
     );
-}
-
-/// Makes a CA, a server certificate for 127.0.0.1 and a client certificate with openssl in
-/// `dir`.
-fn certificates(dir: &Path) {
-    let openssl = |args: &[&str]| {
-        let status = Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .expect("running openssl");
-        assert!(status.success(), "openssl {}", args.join(" "));
-    };
-    // A new P-256 key `NAME.key` and, from `req` with `first` arguments, `out` for `/CN=NAME`.
-    let new_key = |first: &[&str], name: &str, out: &str| {
-        let (key, subject) = (format!("{name}.key"), format!("/CN={name}"));
-        let mut args = vec!["req"];
-        args.extend(first);
-        args.extend([
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-        ]);
-        args.extend(["-keyout", &key, "-out", out, "-subj", &subject]);
-        openssl(&args);
-    };
-    new_key(&["-x509", "-days", "2"], "ca", "ca.crt");
-    fs::write(dir.join("server.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
-    fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
-    for name in ["server", "client"] {
-        let (csr, crt, ext) = (
-            format!("{name}.csr"),
-            format!("{name}.crt"),
-            format!("{name}.ext"),
-        );
-        new_key(&[], name, &csr);
-        openssl(&[
-            "x509",
-            "-req",
-            "-in",
-            &csr,
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-out",
-            &crt,
-            "-days",
-            "2",
-            "-extfile",
-            &ext,
-        ]);
-    }
 }
 
 /// `curl` of `https://127.0.0.1:port/metrics` with `extra` arguments: its exit status, the
