@@ -194,7 +194,7 @@ fn lintian(deb: &Path) -> Result<()> {
 /// skopeo reads the layout's index (tagged with the version) and copies the amd64 image out;
 /// its layer holds the binary, which runs, and the `nobody` that `--user nobody` needs.
 fn image(root: &Path, oci: &Path) -> Result<()> {
-    let reference = format!("oci-archive:{}:{VERSION}", oci.display());
+    let reference = format!("oci-archive:{}:topdown-bpf:{VERSION}", oci.display());
     let index = run_ok(Command::new("skopeo").args(["inspect", "--raw", &reference]))?;
     expect(&index, "\"architecture\":\"amd64\"")?;
     let copied = root.join("target/dist-check/image");
