@@ -509,6 +509,15 @@ mod tests {
     use super::*;
     use crate::collect::canary::thread_cputime;
 
+    /// `users` with a budget no test run exhausts: the budget counts wall time, which a
+    /// loaded machine stretches (a debug build's cost-4 bcrypt takes tens of milliseconds), and
+    /// these tests are about the verdicts (the budget has its own test).
+    fn without_budget(users: BTreeMap<String, String>) -> BasicAuth {
+        let mut auth = BasicAuth::new(users).unwrap();
+        auth.budget = BcryptBudget::new(1e6);
+        auth
+    }
+
     #[test]
     fn credentials_are_read_from_the_basic_header() {
         let header = format!(
@@ -526,7 +535,7 @@ mod tests {
     #[test]
     fn a_wrong_password_and_an_unknown_user_are_both_refused() {
         let hash = bcrypt::hash("right", 4).unwrap();
-        let auth = BasicAuth::new(BTreeMap::from([("prom".to_owned(), hash)])).unwrap();
+        let auth = without_budget(BTreeMap::from([("prom".to_owned(), hash)]));
         let header = |user: &str, password: &str| {
             let pair = format!("{user}:{password}");
             format!(
@@ -571,7 +580,7 @@ mod tests {
     #[test]
     fn credentials_that_passed_are_checked_again_at_once() {
         let hash = bcrypt::hash("right", 8).unwrap();
-        let auth = BasicAuth::new(BTreeMap::from([("prom".to_owned(), hash)])).unwrap();
+        let auth = without_budget(BTreeMap::from([("prom".to_owned(), hash)]));
         let header = format!(
             "Basic {}",
             base64::engine::general_purpose::STANDARD.encode("prom:right")
