@@ -304,6 +304,14 @@ fn a_command_recorded_reports_its_final_document() {
         .status()
         .is_ok_and(|s| s.success());
     if mounted {
+        // Unmounted however the test ends (a panic before the `umount` left one mounted).
+        struct Mounted<'a>(&'a std::path::Path);
+        impl Drop for Mounted<'_> {
+            fn drop(&mut self) {
+                let _ = Command::new("umount").arg(self.0).status();
+            }
+        }
+        let mount = Mounted(&full);
         // Its one page taken: the next write finds the disk full.
         let filler = full.join("filler");
         let _ = std::fs::write(&filler, vec![0u8; 4096]);
@@ -320,7 +328,7 @@ fn a_command_recorded_reports_its_final_document() {
             .flatten()
             .filter(|entry| entry.path() != filler)
             .collect();
-        let _ = Command::new("umount").arg(&full).status();
+        drop(mount);
         let stderr = String::from_utf8_lossy(&on_full.stderr);
         assert_eq!(
             on_full.status.code(),
