@@ -1,8 +1,9 @@
 //! `cargo xtask dist`: what an operator installs without a Rust toolchain, for each
 //! architecture, in `target/dist/`:
 //!
-//! - `topdown-bpf-VERSION-ARCH.tar.gz`: the static binary, man pages, bash/zsh/fish
-//!   completions, the systemd unit and web config, the licences and a short README;
+//! - `topdown-bpf-VERSION-ARCH.tar.gz`: a prefix tree (the static binary in `bin/`, man
+//!   pages and bash/zsh/fish completions in `share/`, as `cargo xtask install` lays them out),
+//!   the systemd unit and web config, the licences and a short README;
 //! - `topdown-bpf_VERSION_DEBARCH.deb`: the same in Debian's places, the web config a conffile;
 //! - `topdown-bpf-VERSION-oci.tar`: one OCI image layout holding an index of an amd64 and an
 //!   arm64 image (one layer each: the static binary, and an `/etc/passwd` naming `nobody` for
@@ -25,6 +26,7 @@ use sha2::{Digest as _, Sha256};
 use crate::{
     build::{self, Arch},
     check,
+    install::{self, copy, write},
 };
 
 /// The version every artefact carries (the workspace's).
@@ -60,12 +62,13 @@ fn tarball_readme(arch: Arch) -> String {
 TopDown (TMA) counters and CPU time per thread and per cgroup, read by BPF at every context
 switch; c2c false-sharing reports; a Prometheus exporter.
 
-  sudo ./topdown-bpf --per-thread            live view (q quits)
-  sudo ./topdown-bpf check                   what this kernel and CPU give
-  sudo ./topdown-bpf serve                   the exporter, on 127.0.0.1:9464
+  sudo bin/topdown-bpf --per-thread          live view (q quits)
+  sudo bin/topdown-bpf check                 what this kernel and CPU give
+  sudo bin/topdown-bpf serve                 the exporter, on 127.0.0.1:9464
 
-Install: copy topdown-bpf to /usr/local/bin, man/man1/* to /usr/local/share/man/man1, and the
-completions where your shell looks for them. topdown-bpf.service runs `serve` with TLS and
+Install: bin/ and share/ are a prefix tree (man pages, bash, zsh and fish completions):
+  sudo tar -xzf topdown-bpf-*.tar.gz -C /usr/local --strip-components=1 --wildcards '*/bin' '*/share'
+topdown-bpf.service runs `serve` with TLS and
 basic authentication from /etc/topdown-bpf/web-config.yml (see web-config.yml and
 `man topdown-bpf-serve`). Licence: MIT or Apache-2.0, at your option.
 ",
@@ -96,15 +99,21 @@ pub fn dist(root: &Path, arches: &[Arch]) -> Result<Vec<PathBuf>> {
     let out = root.join("target/dist");
     let _ = fs::remove_dir_all(&out);
     fs::create_dir_all(&out).context("creating target/dist")?;
-    let epoch = source_date_epoch(root);
-    // Man pages and completions are text: made once, by the binary this host runs.
+    // Man pages and completions are text: made once, by the binary this host runs, as
+    // `cargo xtask install` lays them out under a prefix.
     let host = build::user(root, true, Arch::X86_64)?;
-    let docs = out.join(".stage/docs");
-    generate_docs(&host, &docs)?;
+    let dist = Dist {
+        root,
+        stage: out.join(".stage"),
+        docs: out.join(".stage/docs"),
+        epoch: source_date_epoch(root),
+        out,
+    };
+    install::write_docs(&host, &dist.docs)?;
     let mut written = Vec::new();
     let mut images = Vec::new();
     for &arch in arches {
-        let binary = stripped(&build::user(root, true, arch)?, arch, &out)?;
+        let binary = stripped(&build::user(root, true, arch)?, arch, &dist.stage)?;
         let file = Command::new("file")
             .arg(&binary)
             .output()
@@ -113,21 +122,33 @@ pub fn dist(root: &Path, arches: &[Arch]) -> Result<Vec<PathBuf>> {
         if !said.contains("statically linked") && !said.contains("static-pie linked") {
             bail!("{} is not statically linked: {said}", binary.display());
         }
-        written.push(tarball(root, &out, arch, &binary, &docs, epoch)?);
-        written.push(deb(root, &out, arch, &binary, &docs, epoch)?);
-        images.push((arch, image_layer(&out, arch, &binary, epoch)?));
+        written.push(dist.tarball(arch, &binary)?);
+        written.push(dist.deb(arch, &binary)?);
+        images.push((arch, dist.image_layer(arch, &binary)?));
     }
-    written.push(oci_layout(&out, &images, epoch)?);
-    let _ = fs::remove_dir_all(out.join(".stage"));
+    written.push(dist.oci_layout(&images)?);
+    let _ = fs::remove_dir_all(&dist.stage);
     Ok(written)
 }
 
+/// Where one `dist` reads and writes.
+struct Dist<'a> {
+    /// The workspace.
+    root: &'a Path,
+    /// `target/dist`, the artefacts.
+    out: PathBuf,
+    /// Scratch trees, removed at the end.
+    stage: PathBuf,
+    /// The man pages and completions, as a prefix tree (`share/...`).
+    docs: PathBuf,
+    /// Every archive's timestamps.
+    epoch: u64,
+}
+
 /// A copy of `binary` without its symbols and debug sections (what packages ship).
-fn stripped(binary: &Path, arch: Arch, out: &Path) -> Result<PathBuf> {
-    let to = out
-        .join(".stage")
-        .join(format!("topdown-bpf-{}", arch.debian()));
-    fs::create_dir_all(out.join(".stage"))?;
+fn stripped(binary: &Path, arch: Arch, stage: &Path) -> Result<PathBuf> {
+    let to = stage.join(format!("topdown-bpf-{}", arch.debian()));
+    fs::create_dir_all(stage)?;
     let strip = match arch {
         Arch::X86_64 => "strip",
         Arch::Aarch64 => "aarch64-linux-gnu-strip",
@@ -160,63 +181,13 @@ fn source_date_epoch(root: &Path) -> u64 {
         .unwrap_or(0)
 }
 
-/// `man/man1/*.1` and `completions/{topdown-bpf.bash,_topdown-bpf,topdown-bpf.fish}`.
-fn generate_docs(binary: &Path, docs: &Path) -> Result<()> {
-    let man = docs.join("man/man1");
-    fs::create_dir_all(&man)?;
-    let status = Command::new(binary)
-        .args(["generate", "man"])
-        .arg(&man)
-        .status()
-        .context("running topdown-bpf generate man")?;
-    check(status, "writing the man pages")?;
-    fs::create_dir_all(docs.join("completions"))?;
-    for (shell, name) in completions() {
-        let output = Command::new(binary)
-            .args(["generate", "completions", shell])
-            .output()
-            .context("running topdown-bpf generate completions")?;
-        check(output.status, &format!("writing the {shell} completions"))?;
-        fs::write(docs.join("completions").join(name), output.stdout)?;
-    }
-    Ok(())
-}
-
-/// Each shell and its completion file's name.
-fn completions() -> [(&'static str, &'static str); 3] {
-    [
-        ("bash", "topdown-bpf.bash"),
-        ("zsh", "_topdown-bpf"),
-        ("fish", "topdown-bpf.fish"),
-    ]
-}
-
+/// The man pages in the docs tree, by name.
 fn man_pages(docs: &Path) -> Result<Vec<PathBuf>> {
-    let mut pages: Vec<PathBuf> = fs::read_dir(docs.join("man/man1"))?
+    let mut pages: Vec<PathBuf> = fs::read_dir(docs.join("share/man/man1"))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .collect();
     pages.sort();
     Ok(pages)
-}
-
-fn copy(from: &Path, to: &Path, mode: u32) -> Result<()> {
-    use std::os::unix::fs::PermissionsExt as _;
-    if let Some(parent) = to.parent() {
-        fs::create_dir_all(parent)?;
-    }
-    fs::copy(from, to).with_context(|| format!("copying {}", from.display()))?;
-    fs::set_permissions(to, fs::Permissions::from_mode(mode))?;
-    Ok(())
-}
-
-fn write(to: &Path, contents: &[u8], mode: u32) -> Result<()> {
-    use std::os::unix::fs::PermissionsExt as _;
-    if let Some(parent) = to.parent() {
-        fs::create_dir_all(parent)?;
-    }
-    fs::write(to, contents).with_context(|| format!("writing {}", to.display()))?;
-    fs::set_permissions(to, fs::Permissions::from_mode(mode))?;
-    Ok(())
 }
 
 /// `tar` of `dir`'s entries `names` (relative), reproducible, into `archive` (gzip-compressed
@@ -240,116 +211,72 @@ fn tar(dir: &Path, names: &[&str], archive: &Path, epoch: u64, gzip: bool) -> Re
     check(status, &format!("writing {}", archive.display()))
 }
 
-fn tarball(
-    root: &Path,
-    out: &Path,
-    arch: Arch,
-    binary: &Path,
-    docs: &Path,
-    epoch: u64,
-) -> Result<PathBuf> {
-    let name = format!("topdown-bpf-{VERSION}-{}", arch.debian());
-    let stage = out.join(".stage").join(&name);
-    copy(binary, &stage.join("topdown-bpf"), 0o755)?;
-    for page in man_pages(docs)? {
+impl Dist<'_> {
+    /// The tarball: a prefix tree (`bin/`, `share/man`, the completions where `cargo xtask
+    /// install` puts them) with the unit, the example web config, licences and a README.
+    fn tarball(&self, arch: Arch, binary: &Path) -> Result<PathBuf> {
+        let name = format!("topdown-bpf-{VERSION}-{}", arch.debian());
+        let tree = self.stage.join(&name);
+        copy(binary, &tree.join("bin/topdown-bpf"), 0o755)?;
+        for file in files_under(&self.docs)? {
+            copy(&file, &tree.join(file.strip_prefix(&self.docs)?), 0o644)?;
+        }
+        for file in ["LICENSE-MIT", "LICENSE-APACHE", "CHANGELOG.md"] {
+            copy(&self.root.join(file), &tree.join(file), 0o644)?;
+        }
         copy(
-            &page,
-            &stage.join("man/man1").join(page.file_name().unwrap()),
+            &self.root.join("deploy/web-config.yml"),
+            &tree.join("web-config.yml"),
             0o644,
         )?;
+        write(&tree.join("topdown-bpf.service"), UNIT.as_bytes(), 0o644)?;
+        write(&tree.join("README"), tarball_readme(arch).as_bytes(), 0o644)?;
+        let archive = self.out.join(format!("{name}.tar.gz"));
+        tar(&self.stage, &[&name], &archive, self.epoch, true)?;
+        Ok(archive)
     }
-    for (_, file) in completions() {
-        copy(
-            &docs.join("completions").join(file),
-            &stage.join("completions").join(file),
+    /// The .deb: Debian's places (man pages compressed; zsh's completion where Debian's zsh
+    /// looks for packages' ones), the web config a conffile.
+    fn deb(&self, arch: Arch, binary: &Path) -> Result<PathBuf> {
+        let (root, epoch) = (self.root, self.epoch);
+        let stage = self.stage.join(format!("deb-{}", arch.debian()));
+        copy(binary, &stage.join("usr/bin/topdown-bpf"), 0o755)?;
+        for page in man_pages(&self.docs)? {
+            let name = format!("{}.gz", page.file_name().unwrap().to_string_lossy());
+            gzip(&page, &stage.join("usr/share/man/man1").join(name))?;
+        }
+        for (_, place) in install::COMPLETIONS {
+            let debian = place.replace("zsh/site-functions", "zsh/vendor-completions");
+            copy(
+                &self.docs.join(place),
+                &stage.join("usr").join(debian),
+                0o644,
+            )?;
+        }
+        write(
+            &stage.join("lib/systemd/system/topdown-bpf.service"),
+            UNIT.as_bytes(),
             0o644,
         )?;
-    }
-    for licence in ["LICENSE-MIT", "LICENSE-APACHE"] {
-        copy(&root.join(licence), &stage.join(licence), 0o644)?;
-    }
-    copy(
-        &root.join("CHANGELOG.md"),
-        &stage.join("CHANGELOG.md"),
-        0o644,
-    )?;
-    copy(
-        &root.join("deploy/web-config.yml"),
-        &stage.join("web-config.yml"),
-        0o644,
-    )?;
-    write(&stage.join("topdown-bpf.service"), UNIT.as_bytes(), 0o644)?;
-    write(
-        &stage.join("README"),
-        tarball_readme(arch).as_bytes(),
-        0o644,
-    )?;
-    let archive = out.join(format!("{name}.tar.gz"));
-    tar(&out.join(".stage"), &[&name], &archive, epoch, true)?;
-    Ok(archive)
-}
-
-/// gzip -9n of `from` into `to`.
-fn gzip(from: &Path, to: &Path) -> Result<()> {
-    let output = Command::new("gzip")
-        .args(["-9n", "-c"])
-        .arg(from)
-        .output()
-        .context("running gzip")?;
-    check(output.status, "gzip")?;
-    write(to, &output.stdout, 0o644)
-}
-
-fn deb(
-    root: &Path,
-    out: &Path,
-    arch: Arch,
-    binary: &Path,
-    docs: &Path,
-    epoch: u64,
-) -> Result<PathBuf> {
-    let stage = out.join(".stage").join(format!("deb-{}", arch.debian()));
-    copy(binary, &stage.join("usr/bin/topdown-bpf"), 0o755)?;
-    for page in man_pages(docs)? {
-        let name = format!("{}.gz", page.file_name().unwrap().to_string_lossy());
-        gzip(&page, &stage.join("usr/share/man/man1").join(name))?;
-    }
-    let places = [
-        "usr/share/bash-completion/completions/topdown-bpf",
-        "usr/share/zsh/vendor-completions/_topdown-bpf",
-        "usr/share/fish/vendor_completions.d/topdown-bpf.fish",
-    ];
-    for ((_, file), place) in completions().iter().zip(places) {
         copy(
-            &docs.join("completions").join(file),
-            &stage.join(place),
+            &root.join("deploy/web-config.yml"),
+            &stage.join("etc/topdown-bpf/web-config.yml"),
             0o644,
         )?;
-    }
-    write(
-        &stage.join("lib/systemd/system/topdown-bpf.service"),
-        UNIT.as_bytes(),
-        0o644,
-    )?;
-    copy(
-        &root.join("deploy/web-config.yml"),
-        &stage.join("etc/topdown-bpf/web-config.yml"),
-        0o644,
-    )?;
-    write(
-        &stage.join("usr/share/lintian/overrides/topdown-bpf"),
-        LINTIAN_OVERRIDES.as_bytes(),
-        0o644,
-    )?;
-    let doc = stage.join("usr/share/doc/topdown-bpf");
-    write(&doc.join("copyright"), copyright(root)?.as_bytes(), 0o644)?;
-    let changelog = out.join(".stage/changelog");
-    fs::write(&changelog, debian_changelog(epoch))?;
-    gzip(&changelog, &doc.join("changelog.gz"))?;
-    // Control: what the package is, its conffile and every file's md5.
-    let installed_kib = du_kib(&stage)?;
-    let control = format!(
-        "Package: topdown-bpf\nVersion: {VERSION}\nArchitecture: {}\nMaintainer: {MAINTAINER}\n\
+        write(
+            &stage.join("usr/share/lintian/overrides/topdown-bpf"),
+            LINTIAN_OVERRIDES.as_bytes(),
+            0o644,
+        )?;
+        let doc = stage.join("usr/share/doc/topdown-bpf");
+        write(&doc.join("copyright"), copyright(root)?.as_bytes(), 0o644)?;
+        let changelog = self.stage.join("changelog");
+        fs::write(&changelog, debian_changelog(epoch))?;
+        gzip(&changelog, &doc.join("changelog.gz"))?;
+        // Control: what the package is, its conffile and every file's md5.
+        let installed_kib = du_kib(&stage)?;
+        let control = format!(
+            "Package: topdown-bpf\nVersion: {VERSION}\nArchitecture: {}\nMaintainer: {MAINTAINER}\n\
          Installed-Size: {installed_kib}\nSection: admin\nPriority: optional\n\
          Homepage: https://github.com/topdown-bpf/topdown-bpf\n\
          Description: TopDown and CPU time per thread and per cgroup, by BPF\n \
@@ -358,34 +285,37 @@ fn deb(
          view, recordings, c2c false-sharing reports and a Prometheus exporter\n \
          (topdown-bpf.service). The binary is static; it needs Linux 5.10 or\n \
          newer with BTF.\n",
-        arch.debian()
-    );
-    write(&stage.join("DEBIAN/control"), control.as_bytes(), 0o644)?;
-    write(
-        &stage.join("DEBIAN/conffiles"),
-        b"/etc/topdown-bpf/web-config.yml\n",
-        0o644,
-    )?;
-    let mut sums = String::new();
-    for file in files_under(&stage)? {
-        let relative = file.strip_prefix(&stage).unwrap();
-        if relative.starts_with("DEBIAN") {
-            continue;
+            arch.debian()
+        );
+        write(&stage.join("DEBIAN/control"), control.as_bytes(), 0o644)?;
+        write(
+            &stage.join("DEBIAN/conffiles"),
+            b"/etc/topdown-bpf/web-config.yml\n",
+            0o644,
+        )?;
+        let mut sums = String::new();
+        for file in files_under(&stage)? {
+            let relative = file.strip_prefix(&stage).unwrap();
+            if relative.starts_with("DEBIAN") {
+                continue;
+            }
+            let digest = md5(&file)?;
+            sums.push_str(&format!("{digest}  {}\n", relative.display()));
         }
-        let digest = md5(&file)?;
-        sums.push_str(&format!("{digest}  {}\n", relative.display()));
+        write(&stage.join("DEBIAN/md5sums"), sums.as_bytes(), 0o644)?;
+        let package = self
+            .out
+            .join(format!("topdown-bpf_{VERSION}_{}.deb", arch.debian()));
+        let status = Command::new("dpkg-deb")
+            .env("SOURCE_DATE_EPOCH", epoch.to_string())
+            .args(["--root-owner-group", "-Zxz", "--build"])
+            .arg(&stage)
+            .arg(&package)
+            .status()
+            .context("running dpkg-deb")?;
+        check(status, "building the .deb")?;
+        Ok(package)
     }
-    write(&stage.join("DEBIAN/md5sums"), sums.as_bytes(), 0o644)?;
-    let package = out.join(format!("topdown-bpf_{VERSION}_{}.deb", arch.debian()));
-    let status = Command::new("dpkg-deb")
-        .env("SOURCE_DATE_EPOCH", epoch.to_string())
-        .args(["--root-owner-group", "-Zxz", "--build"])
-        .arg(&stage)
-        .arg(&package)
-        .status()
-        .context("running dpkg-deb")?;
-    check(status, "building the .deb")?;
-    Ok(package)
 }
 
 /// The package's `copyright` in Debian's machine-readable format.
@@ -480,113 +410,126 @@ fn put_blob(layout: &Path, bytes: &[u8]) -> Result<Blob> {
     })
 }
 
-/// One architecture's layer, as a tar (uncompressed: its digest is the config's diff id).
-fn image_layer(out: &Path, arch: Arch, binary: &Path, epoch: u64) -> Result<PathBuf> {
-    let stage = out.join(".stage").join(format!("image-{}", arch.debian()));
-    copy(binary, &stage.join("usr/bin/topdown-bpf"), 0o755)?;
-    write(&stage.join("etc/passwd"), PASSWD.as_bytes(), 0o644)?;
-    write(&stage.join("etc/group"), GROUP.as_bytes(), 0o644)?;
-    let layer = out
-        .join(".stage")
-        .join(format!("layer-{}.tar", arch.debian()));
-    tar(&stage, &["etc", "usr"], &layer, epoch, false)?;
-    Ok(layer)
-}
+impl Dist<'_> {
+    /// One architecture's layer, as a tar (uncompressed: its digest is the config's diff id).
+    fn image_layer(&self, arch: Arch, binary: &Path) -> Result<PathBuf> {
+        let epoch = self.epoch;
+        let stage = self.stage.join(format!("image-{}", arch.debian()));
+        copy(binary, &stage.join("usr/bin/topdown-bpf"), 0o755)?;
+        write(&stage.join("etc/passwd"), PASSWD.as_bytes(), 0o644)?;
+        write(&stage.join("etc/group"), GROUP.as_bytes(), 0o644)?;
+        let layer = self.stage.join(format!("layer-{}.tar", arch.debian()));
+        tar(&stage, &["etc", "usr"], &layer, epoch, false)?;
+        Ok(layer)
+    }
 
-/// The OCI image layout: `index.json` names one image index (tagged with the version) whose
-/// manifests are the architectures' images.
-fn oci_layout(out: &Path, images: &[(Arch, PathBuf)], epoch: u64) -> Result<PathBuf> {
-    let layout = out.join(".stage/oci");
-    fs::create_dir_all(&layout)?;
-    write(
-        &layout.join("oci-layout"),
-        br#"{"imageLayoutVersion":"1.0.0"}"#,
-        0o644,
-    )?;
-    let created = Command::new("date")
-        .args(["-u", "+%Y-%m-%dT%H:%M:%SZ", "-d"])
-        .arg(format!("@{epoch}"))
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .unwrap_or_default();
-    let mut manifests = Vec::new();
-    for (arch, layer) in images {
-        let tar = fs::read(layer)?;
-        let diff_id = format!("sha256:{:x}", Sha256::digest(&tar));
-        let gzipped = {
-            let output = Command::new("gzip")
-                .args(["-9n", "-c"])
-                .arg(layer)
-                .output()
-                .context("running gzip")?;
-            check(output.status, "gzip")?;
-            output.stdout
-        };
-        let layer_blob = put_blob(&layout, &gzipped)?;
-        let config = json!({
-            "created": created,
-            "architecture": arch.debian(),
-            "os": "linux",
-            "config": {
-                "Entrypoint": ["/usr/bin/topdown-bpf"],
-                "Cmd": ["serve", "--listen", "0.0.0.0:9464"],
-                "Labels": {
-                    "org.opencontainers.image.title": "topdown-bpf",
-                    "org.opencontainers.image.version": VERSION,
+    /// The OCI image layout: `index.json` names one image index (named `topdown-bpf:VERSION`)
+    /// whose manifests are the architectures' images.
+    fn oci_layout(&self, images: &[(Arch, PathBuf)]) -> Result<PathBuf> {
+        let (out, epoch) = (&self.out, self.epoch);
+        let layout = self.stage.join("oci");
+        fs::create_dir_all(&layout)?;
+        write(
+            &layout.join("oci-layout"),
+            br#"{"imageLayoutVersion":"1.0.0"}"#,
+            0o644,
+        )?;
+        let created = Command::new("date")
+            .args(["-u", "+%Y-%m-%dT%H:%M:%SZ", "-d"])
+            .arg(format!("@{epoch}"))
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .unwrap_or_default();
+        let mut manifests = Vec::new();
+        for (arch, layer) in images {
+            let tar = fs::read(layer)?;
+            let diff_id = format!("sha256:{:x}", Sha256::digest(&tar));
+            let gzipped = {
+                let output = Command::new("gzip")
+                    .args(["-9n", "-c"])
+                    .arg(layer)
+                    .output()
+                    .context("running gzip")?;
+                check(output.status, "gzip")?;
+                output.stdout
+            };
+            let layer_blob = put_blob(&layout, &gzipped)?;
+            let config = json!({
+                "created": created,
+                "architecture": arch.debian(),
+                "os": "linux",
+                "config": {
+                    "Entrypoint": ["/usr/bin/topdown-bpf"],
+                    "Cmd": ["serve", "--listen", "0.0.0.0:9464"],
+                    "Labels": {
+                        "org.opencontainers.image.title": "topdown-bpf",
+                        "org.opencontainers.image.version": VERSION,
+                    },
                 },
-            },
-            "rootfs": {"type": "layers", "diff_ids": [diff_id]},
-            "history": [{"created": created, "created_by": "cargo xtask dist"}],
-        });
-        let config_blob = put_blob(&layout, &serde_json::to_vec(&config)?)?;
-        let manifest = json!({
+                "rootfs": {"type": "layers", "diff_ids": [diff_id]},
+                "history": [{"created": created, "created_by": "cargo xtask dist"}],
+            });
+            let config_blob = put_blob(&layout, &serde_json::to_vec(&config)?)?;
+            let manifest = json!({
+                "schemaVersion": 2,
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "config": {
+                    "mediaType": "application/vnd.oci.image.config.v1+json",
+                    "digest": config_blob.digest,
+                    "size": config_blob.size,
+                },
+                "layers": [{
+                    "mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
+                    "digest": layer_blob.digest,
+                    "size": layer_blob.size,
+                }],
+            });
+            let manifest_blob = put_blob(&layout, &serde_json::to_vec(&manifest)?)?;
+            manifests.push(json!({
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "digest": manifest_blob.digest,
+                "size": manifest_blob.size,
+                "platform": {"architecture": arch.debian(), "os": "linux"},
+            }));
+        }
+        let index = json!({
             "schemaVersion": 2,
-            "mediaType": "application/vnd.oci.image.manifest.v1+json",
-            "config": {
-                "mediaType": "application/vnd.oci.image.config.v1+json",
-                "digest": config_blob.digest,
-                "size": config_blob.size,
-            },
-            "layers": [{
-                "mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
-                "digest": layer_blob.digest,
-                "size": layer_blob.size,
+            "mediaType": "application/vnd.oci.image.index.v1+json",
+            "manifests": manifests,
+        });
+        let index_blob = put_blob(&layout, &serde_json::to_vec(&index)?)?;
+        let top: Value = json!({
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.index.v1+json",
+            "manifests": [{
+                "mediaType": "application/vnd.oci.image.index.v1+json",
+                "digest": index_blob.digest,
+                "size": index_blob.size,
+                "annotations": {"org.opencontainers.image.ref.name": format!("topdown-bpf:{VERSION}")},
             }],
         });
-        let manifest_blob = put_blob(&layout, &serde_json::to_vec(&manifest)?)?;
-        manifests.push(json!({
-            "mediaType": "application/vnd.oci.image.manifest.v1+json",
-            "digest": manifest_blob.digest,
-            "size": manifest_blob.size,
-            "platform": {"architecture": arch.debian(), "os": "linux"},
-        }));
+        let mut file = fs::File::create(layout.join("index.json"))?;
+        file.write_all(&serde_json::to_vec(&top)?)?;
+        drop(file);
+        let archive = out.join(format!("topdown-bpf-{VERSION}-oci.tar"));
+        tar(
+            &layout,
+            &["blobs", "index.json", "oci-layout"],
+            &archive,
+            epoch,
+            false,
+        )?;
+        Ok(archive)
     }
-    let index = json!({
-        "schemaVersion": 2,
-        "mediaType": "application/vnd.oci.image.index.v1+json",
-        "manifests": manifests,
-    });
-    let index_blob = put_blob(&layout, &serde_json::to_vec(&index)?)?;
-    let top: Value = json!({
-        "schemaVersion": 2,
-        "mediaType": "application/vnd.oci.image.index.v1+json",
-        "manifests": [{
-            "mediaType": "application/vnd.oci.image.index.v1+json",
-            "digest": index_blob.digest,
-            "size": index_blob.size,
-            "annotations": {"org.opencontainers.image.ref.name": format!("topdown-bpf:{VERSION}")},
-        }],
-    });
-    let mut file = fs::File::create(layout.join("index.json"))?;
-    file.write_all(&serde_json::to_vec(&top)?)?;
-    drop(file);
-    let archive = out.join(format!("topdown-bpf-{VERSION}-oci.tar"));
-    tar(
-        &layout,
-        &["blobs", "index.json", "oci-layout"],
-        &archive,
-        epoch,
-        false,
-    )?;
-    Ok(archive)
+}
+
+/// gzip -9n of `from` into `to`.
+fn gzip(from: &Path, to: &Path) -> Result<()> {
+    let output = Command::new("gzip")
+        .args(["-9n", "-c"])
+        .arg(from)
+        .output()
+        .context("running gzip")?;
+    check(output.status, "gzip")?;
+    write(to, &output.stdout, 0o644)
 }

@@ -51,9 +51,10 @@ pub struct TreeMark {
 }
 
 /// What to sort rows by (descending for numbers, ascending for ids and names).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum SortKey {
     /// On-CPU time (the default).
+    #[default]
     OnCpu,
     /// Switches out.
     Switches,
@@ -99,8 +100,8 @@ impl SortKey {
     }
 }
 
-/// How rows are chosen.
-#[derive(Clone, Debug)]
+/// How rows are chosen; the default: threads by on-CPU time, all of them, no TopDown.
+#[derive(Clone, Debug, Default)]
 pub struct RowOptions {
     /// Sort order.
     pub sort: SortKey,

@@ -200,13 +200,10 @@ fn cgroups(rows: Vec<Row>, reverse: bool) -> Vec<Row> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{
-        attrib::{
-            containers::Owner,
-            groups::{Group, GroupBy},
-            usage::CgroupUsage,
-        },
-        model::rows::SortKey,
+    use crate::attrib::{
+        containers::Owner,
+        groups::{Group, GroupBy},
+        usage::CgroupUsage,
     };
 
     fn values(ms: u64) -> (u64, f64, Vec<CounterValue>) {
@@ -265,16 +262,6 @@ mod tests {
         }
     }
 
-    fn options() -> RowOptions {
-        RowOptions {
-            sort: SortKey::OnCpu,
-            top: None,
-            topdown: None,
-            verbose: false,
-            group: None,
-        }
-    }
-
     /// `(tid or path, depth, children, last)` per row.
     fn shape(rows: &[Row]) -> Vec<(String, u8, usize, bool)> {
         rows.iter()
@@ -302,7 +289,7 @@ mod tests {
         let set = CounterSet::software(String::new());
         // Sorted by on-CPU time, as rows come: 11 (50 ms), 20 (30 ms), 10 (5 ms).
         let rows = vec![thread(11, 10, 50), thread(20, 20, 30), thread(10, 10, 5)];
-        let tree = arrange(rows.clone(), &set, &options(), false);
+        let tree = arrange(rows.clone(), &set, &RowOptions::default(), false);
         assert_eq!(
             shape(&tree),
             [
@@ -322,7 +309,7 @@ mod tests {
             "named as its main thread"
         );
 
-        let reversed = arrange(rows, &set, &options(), true);
+        let reversed = arrange(rows, &set, &RowOptions::default(), true);
         assert_eq!(
             shape(&reversed),
             [
@@ -345,7 +332,7 @@ mod tests {
             cgroup("/a", 5),
             cgroup("cgroup:99", 1),
         ];
-        let tree = arrange(rows, &set, &options(), false);
+        let tree = arrange(rows, &set, &RowOptions::default(), false);
         assert_eq!(
             shape(&tree),
             [

@@ -593,17 +593,6 @@ mod tests {
         }
     }
 
-    /// Rows sorted by on-CPU time, no TopDown, no grouping.
-    fn plain() -> RowOptions {
-        RowOptions {
-            sort: SortKey::OnCpu,
-            top: None,
-            topdown: None,
-            verbose: false,
-            group: None,
-        }
-    }
-
     /// The screen's lines after drawing `rows` at `width` x `height` in `state`.
     fn screen(rows: &[Row], width: u16, height: u16, state: &mut ViewState) -> Vec<String> {
         screen_with(rows, width, height, state, &History::default())
@@ -616,7 +605,7 @@ mod tests {
         state: &mut ViewState,
         history: &History,
     ) -> Vec<String> {
-        let options = plain();
+        let options = RowOptions::default();
         let buffer = render(rows, width, height, state, history, &options);
         (0..height)
             .map(|y| {
@@ -721,7 +710,7 @@ mod tests {
             cgroups: vec![],
             stats: Stats::default(),
         };
-        let options = plain();
+        let options = RowOptions::default();
         let line = status_line(&Screenful {
             window: &window,
             rows: std::slice::from_ref(&row),
@@ -803,13 +792,7 @@ mod tests {
                 thread(100, "main", "/", 100),
             ],
             &CounterSet::software(String::new()),
-            &RowOptions {
-                sort: SortKey::OnCpu,
-                top: None,
-                topdown: None,
-                verbose: false,
-                group: None,
-            },
+            &RowOptions::default(),
             false,
         );
         let mut state = ViewState::new(View::Threads, true, SortKey::OnCpu, &[]);
