@@ -342,14 +342,19 @@ fn copyright(root: &Path) -> Result<String> {
     ))
 }
 
-/// A native package's changelog, in Debian's format.
-fn debian_changelog(epoch: u64) -> String {
-    let date = Command::new("date")
-        .args(["-R", "-u", "-d"])
+/// `epoch` in UTC as `date FORMAT` writes it (`-R`: RFC 5322, as Debian's changelog wants).
+fn date_of(epoch: u64, format: &str) -> String {
+    Command::new("date")
+        .args(["-u", format, "-d"])
         .arg(format!("@{epoch}"))
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+/// A native package's changelog, in Debian's format.
+fn debian_changelog(epoch: u64) -> String {
+    let date = date_of(epoch, "-R");
     format!(
         "topdown-bpf ({VERSION}) unstable; urgency=medium\n\n  * Release {VERSION}: see \
          CHANGELOG.md in the source.\n\n -- {MAINTAINER}  {date}\n"
@@ -434,12 +439,7 @@ impl Dist<'_> {
             br#"{"imageLayoutVersion":"1.0.0"}"#,
             0o644,
         )?;
-        let created = Command::new("date")
-            .args(["-u", "+%Y-%m-%dT%H:%M:%SZ", "-d"])
-            .arg(format!("@{epoch}"))
-            .output()
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-            .unwrap_or_default();
+        let created = date_of(epoch, "+%Y-%m-%dT%H:%M:%SZ");
         let mut manifests = Vec::new();
         for (arch, layer) in images {
             let tar = fs::read(layer)?;
