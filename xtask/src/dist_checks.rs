@@ -65,7 +65,7 @@ pub fn run(root: &Path) -> Vec<(String, Result<()>)> {
         "lintian on the .deb",
         tools
             .and_then(|()| find("_amd64.deb"))
-            .and_then(|deb| lintian(&deb)),
+            .and_then(|deb| lintian(&deb, &root.join("target/dist-check/tmp"))),
     );
     if tools_ok {
         check(
@@ -182,9 +182,12 @@ fn verify_unit(root: &Path) -> Result<()> {
     .map(|_| ())
 }
 
-fn lintian(deb: &Path) -> Result<()> {
+/// lintian on `deb`, its temporary files (it leaves some) in `tmp`.
+fn lintian(deb: &Path, tmp: &Path) -> Result<()> {
+    fs::create_dir_all(tmp)?;
     run_ok(
         Command::new("lintian")
+            .env("TMPDIR", tmp)
             .args(["--fail-on", "error,warning"])
             .arg(deb),
     )
