@@ -1,7 +1,7 @@
 //! The collector under thread churn, end to end through the binary: a command whose two
 //! creator threads start and join threads as fast as they can for ~10 s, under
 //! `--per-thread -I 1000 --json -- CMD`. Every exited thread appears once in its interval's
-//! document, nothing is lost, the command's on-CPU time adds up to the kernel's books (its own
+//! document (its own row, or past the hottest 500 its process's fold), nothing is lost, the command's on-CPU time adds up to the kernel's books (its own
 //! cgroup's `cpu.stat`, and `getrusage` with the part of each exit it leaves out), and the
 //! tool's memory stays bounded. Needs root and cgroup2.
 
@@ -76,13 +76,44 @@ fn churn_loses_nothing_and_adds_up_to_getrusage() {
     assert!(windows.len() >= 2, "interval documents: {}", windows.len());
     assert!(windows.iter().all(|d| d["final"] == false));
 
-    // Every churned thread exited once, in the interval it exited in, and appears there once.
-    let churned_exits = windows
+    // Every churned thread exited once, in the interval it exited in, and appears there once:
+    // on its own row, or past the hottest 500 of its interval in its process's fold (the
+    // creators and the main thread, busy, are never among the folded).
+    let churn_pid = last["threads"]
+        .as_array()
+        .unwrap()
         .iter()
-        .flat_map(|d| d["threads"].as_array().unwrap())
-        .filter(|t| t["exited"] == true && t["comm"] == "churned")
-        .count() as u64;
-    assert_eq!(churned_exits, exits, "every exited thread, once");
+        .find(|t| t["comm"] == "churn" && t["tid"] == t["pid"])
+        .map(|t| t["pid"].clone())
+        .expect("the command's main thread carries its name after exec");
+    let (mut own, mut folded) = (0, 0);
+    for doc in windows {
+        let dead: Vec<&Value> = doc["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["exited"] == true)
+            .collect();
+        let folds = dead.iter().filter(|t| t["folded_threads"] != 0).count();
+        // The bound a recording's header writes down: 500 own rows, as many folds, the rest.
+        assert!(
+            dead.len() - folds <= 500 && folds <= 501,
+            "{} exited rows, {folds} folds in one interval",
+            dead.len()
+        );
+        for thread in dead.iter().filter(|t| t["pid"] == churn_pid) {
+            match thread["folded_threads"].as_u64().unwrap() {
+                0 if thread["comm"] == "churned" => own += 1,
+                0 => {}
+                n => {
+                    assert_eq!(thread["tid"], 0, "a fold is no one thread: {thread}");
+                    folded += n;
+                }
+            }
+        }
+    }
+    eprintln!("{own} exits on their own rows, {folded} folded per process and interval");
+    assert_eq!(own + folded, exits, "every exited thread, once");
     for doc in &docs {
         let threads = doc["threads"].as_array().unwrap();
         assert!(
@@ -90,14 +121,6 @@ fn churn_loses_nothing_and_adds_up_to_getrusage() {
             "the tool's own threads are never the command's"
         );
     }
-    assert!(
-        last["threads"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|t| t["comm"] == "churn" && t["tid"] == t["pid"]),
-        "the command's main thread carries its name after exec"
-    );
 
     assert_eq!(last["lost_anything"], false, "{}", last["kernel_stats"]);
     let charged: u64 = last["threads"]

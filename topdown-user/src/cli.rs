@@ -680,6 +680,12 @@ pub struct StatArgs {
     #[arg(long, value_name = "N", value_parser = at_least_one)]
     pub top: Option<usize>,
 
+    /// Every thread that exited in an interval on its own row. By default the hottest 500
+    /// (or --top N) do and the rest fold into one row per process, as in the run's totals,
+    /// so thread churn cannot flood interval output or a recording.
+    #[arg(long)]
+    pub every_exit: bool,
+
     /// Sort by oncpu (default), switches, tid, pid, comm, a counter name, or a TopDown node
     /// (`tma_backend_bound`, ...).
     #[arg(long, value_name = "FIELD", default_value = "oncpu")]

@@ -1,6 +1,8 @@
-//! Exited threads kept for the run's totals, in memory bounded by what a report shows, not by
-//! how many threads ever lived: the hottest `cap` threads keep their own rows; the others fold
-//! into one row per process, and processes beyond `cap` into one row. Every nanosecond stays.
+//! Exited threads, in rows bounded by what a report shows, not by how many threads exited: the
+//! hottest `cap` threads keep their own rows; the others fold into one row per process, and
+//! processes beyond `cap` into one row, so there are at most `2 * cap + 1` rows. Every
+//! nanosecond stays. The run's totals keep one of these for the whole run, and each window one
+//! for the threads that exited in it (so churn cannot flood interval output).
 
 use std::{
     cmp::{Ordering, Reverse},
@@ -33,7 +35,7 @@ impl PartialEq for ByOnCpu {
 
 impl Eq for ByOnCpu {}
 
-/// Exited threads' final usage over the run.
+/// Exited threads' usage (over the run, or over a window).
 #[derive(Debug)]
 pub struct ExitedThreads {
     cap: usize,
@@ -89,17 +91,40 @@ impl ExitedThreads {
     pub fn rows(&self) -> impl Iterator<Item = ThreadUsage> + '_ {
         let folds = self.processes.values().chain(&self.others).map(|row| {
             let mut row = row.clone();
-            row.comm = if row.pid == 0 {
-                format!("(exited threads of other processes: {})", row.folded)
-            } else {
-                format!("(exited threads: {})", row.folded)
-            };
+            row.comm = fold_name(row.pid, row.folded);
             row
         });
         self.threads
             .iter()
             .map(|Reverse(ByOnCpu(thread))| thread.clone())
             .chain(folds)
+    }
+
+    /// Every row, hottest threads first, then the folds by pid, then the rest (a window's
+    /// exits: nothing cloned).
+    pub fn into_rows(self) -> impl Iterator<Item = ThreadUsage> {
+        let mut processes: Vec<ThreadUsage> = self.processes.into_values().collect();
+        processes.sort_unstable_by_key(|row| row.pid);
+        let threads = self
+            .threads
+            .into_sorted_vec()
+            .into_iter()
+            .map(|Reverse(ByOnCpu(t))| t);
+        threads.chain(processes).chain(self.others).map(|mut row| {
+            if row.folded > 0 {
+                row.comm = fold_name(row.pid, row.folded);
+            }
+            row
+        })
+    }
+}
+
+/// The name of a row folding `folded` exited threads of process `pid` (0: of several).
+pub fn fold_name(pid: u32, folded: u64) -> String {
+    if pid == 0 {
+        format!("(exited threads of other processes: {folded})")
+    } else {
+        format!("(exited threads: {folded})")
     }
 }
 

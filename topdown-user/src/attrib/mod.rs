@@ -27,6 +27,17 @@ use crate::collect::{Snapshot, Stats, ThreadRecord};
 /// fold into per-process rows. See [`ExitedThreads`].
 pub const EXITED_ROWS: usize = 500;
 
+/// How a window holds the threads that exited in it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WindowExits {
+    /// As the run's totals do: the hottest keep their own rows, the rest fold per process
+    /// (see [`ExitedThreads`]), so churn cannot flood a window.
+    #[default]
+    Fold,
+    /// Every exited thread its own row (`--every-exit`).
+    Each,
+}
+
 /// Usage over one window of time.
 #[derive(Clone, Debug)]
 pub struct Window {
@@ -78,9 +89,10 @@ impl Window {
         slots
     }
 
-    /// Consecutive `windows` as one: each thread (by tid, pid and name) and cgroup summed, idle
-    /// summed per CPU, the kernel-side counts of the last. Rows keep their first window's order;
-    /// a thread keeps its latest cgroup. `None` for no windows.
+    /// Consecutive `windows` as one: each thread (by tid, pid and name) and cgroup summed, a
+    /// process's folded exited threads in one row, idle summed per CPU, the kernel-side counts
+    /// of the last. Rows keep their first window's order; a thread keeps its latest cgroup.
+    /// `None` for no windows.
     pub fn merge(windows: &[Self]) -> Option<Self> {
         let (first, last) = (windows.first()?, windows.last()?);
         let mut threads: Vec<ThreadUsage> = Vec::new();
@@ -90,9 +102,15 @@ impl Window {
         let mut idle: Vec<CounterValue> = Vec::new();
         for window in windows {
             for thread in &window.threads {
-                let key = (thread.tid, thread.pid, thread.comm.as_str());
+                // A fold's name says how many it holds: it is the process's fold in any window.
+                let name = if thread.folded > 0 { "" } else { &thread.comm };
+                let key = (thread.tid, thread.pid, name);
                 if let Some(&at) = thread_at.get(&key) {
-                    threads[at].add(thread);
+                    let row = &mut threads[at];
+                    row.add(thread);
+                    if row.folded > 0 {
+                        row.comm = exited::fold_name(row.pid, row.folded);
+                    }
                 } else {
                     thread_at.insert(key, threads.len());
                     threads.push(thread.clone());
@@ -129,6 +147,8 @@ pub struct Attributor {
     live: HashMap<u32, ThreadRecord>,
     /// Reported threads that died, for the run's totals.
     exited: ExitedThreads,
+    /// How many exited threads keep their own rows in a window (the rest fold per process).
+    window_exit_rows: usize,
     /// Idle totals per CPU at the previous snapshot.
     idle: Vec<Reading>,
     /// What every cgroup was charged since the start, by id.
@@ -144,16 +164,26 @@ pub struct Attributor {
 impl Attributor {
     /// Attributes a set of `nr_counters` counters to the threads `target` keeps.
     pub fn new(nr_counters: usize, target: Target) -> Self {
-        Self::with_exited_rows(nr_counters, target, EXITED_ROWS)
+        Self::with_exited_rows(nr_counters, target, EXITED_ROWS, WindowExits::Fold)
     }
 
-    /// As [`Attributor::new`], keeping `rows` exited threads' own rows in the run's totals.
-    pub fn with_exited_rows(nr_counters: usize, target: Target, rows: usize) -> Self {
+    /// As [`Attributor::new`], keeping `rows` exited threads' own rows in the run's totals, and
+    /// in each window as `exits` says.
+    pub fn with_exited_rows(
+        nr_counters: usize,
+        target: Target,
+        rows: usize,
+        exits: WindowExits,
+    ) -> Self {
         Self {
             nr_counters,
             target,
             live: HashMap::new(),
             exited: ExitedThreads::new(rows),
+            window_exit_rows: match exits {
+                WindowExits::Fold => rows,
+                WindowExits::Each => usize::MAX,
+            },
             idle: Vec::new(),
             cgroups: HashMap::new(),
             retired: Vec::new(),
@@ -207,6 +237,7 @@ impl Attributor {
         // Each thread's latest record of this snapshot, in the order they were sent.
         let mut latest: HashMap<u32, &ThreadRecord> = HashMap::new();
         let mut threads = Vec::new();
+        let mut exits = ExitedThreads::new(self.window_exit_rows);
         for record in &snapshot.records {
             let before = latest
                 .get(&record.tid())
@@ -218,9 +249,10 @@ impl Attributor {
             if record.exited() && self.target.keeps(&record.header) {
                 let usage = ThreadUsage::between(Self::before(&self.live, record), record, nr);
                 self.exited.add(ThreadUsage::between(None, record, nr));
-                threads.push(usage);
+                exits.add(usage);
             }
         }
+        threads.extend(exits.into_rows());
 
         let mut live = HashMap::with_capacity(snapshot.live.len());
         for now in &snapshot.live {
@@ -474,6 +506,74 @@ mod tests {
         let five = window.threads.iter().find(|t| t.tid == 5).unwrap();
         assert_eq!(five.counters[1].scaled(), Some(0.0), "a 0 that is a count");
         assert!(attrib.run_totals(&later).silent().is_empty());
+    }
+
+    /// Churn cannot flood a window: past the hottest `cap` exits, a process's exited threads
+    /// fold into one row, and processes past `cap` into one more, every nanosecond kept; with
+    /// `WindowExits::Each` every exit keeps its row. Merged windows keep one fold per process.
+    #[test]
+    fn a_windows_exits_fold_per_process_past_the_hottest() {
+        let exits: Vec<ThreadRecord> = (1..=40u32)
+            .map(|tid| {
+                let pid = 1000 + tid % 4;
+                record(
+                    tid,
+                    pid,
+                    1,
+                    u64::from(tid) * 10,
+                    1,
+                    ThreadHeader::FLAG_EXITED,
+                )
+            })
+            .collect();
+        let total: u64 = (1..=40u64).map(|tid| tid * 10).sum();
+        let t0 = Instant::now();
+        let window_of = |exits_kind| {
+            let mut attrib = Attributor::with_exited_rows(1, Target::All, 3, exits_kind);
+            attrib.start(t0);
+            let live = vec![record(7000, 7000, 1, 5, 1, 0)];
+            attrib.window(&snapshot(t0, live, exits.clone()))
+        };
+
+        let window = window_of(WindowExits::Fold);
+        let dead: Vec<&ThreadUsage> = window.threads.iter().filter(|t| t.exited).collect();
+        let own: Vec<u32> = dead
+            .iter()
+            .filter(|t| t.folded == 0)
+            .map(|t| t.tid)
+            .collect();
+        assert_eq!(own, [40, 39, 38], "the hottest, hottest first");
+        let folds: Vec<(u32, u64)> = dead
+            .iter()
+            .filter(|t| t.folded > 0)
+            .map(|t| (t.pid, t.folded))
+            .collect();
+        // Three processes get folds (cap 3), the fourth's threads go to the rest.
+        assert_eq!(folds.len(), 4, "{folds:?}");
+        assert_eq!(folds.iter().map(|(_, n)| n).sum::<u64>(), 37);
+        assert!(dead.len() <= 2 * 3 + 1, "the bound RowBounds writes down");
+        assert_eq!(dead.iter().map(|t| t.on_cpu_ns()).sum::<u64>(), total);
+        assert!(
+            dead.iter()
+                .filter(|t| t.folded > 0)
+                .all(|t| t.tid == 0 && t.comm == exited::fold_name(t.pid, t.folded))
+        );
+        assert!(window.threads.iter().any(|t| t.tid == 7000), "the live one");
+
+        let each = window_of(WindowExits::Each);
+        assert_eq!(each.threads.iter().filter(|t| t.exited).count(), 40);
+        assert!(each.threads.iter().all(|t| t.folded == 0));
+
+        // The same process's folds in two windows merge into one row, renamed for both.
+        let merged = Window::merge(&[window.clone(), window]).unwrap();
+        let folds: Vec<&ThreadUsage> = merged.threads.iter().filter(|t| t.folded > 0).collect();
+        assert_eq!(folds.len(), 4, "{folds:?}");
+        assert_eq!(folds.iter().map(|t| t.folded).sum::<u64>(), 74);
+        assert!(
+            folds
+                .iter()
+                .all(|t| t.comm == exited::fold_name(t.pid, t.folded))
+        );
     }
 
     #[test]

@@ -15,7 +15,7 @@ use tokio::process::Command;
 use super::{drilldown, per_core};
 use crate::{
     attrib::{
-        Attributor, EXITED_ROWS,
+        Attributor, EXITED_ROWS, WindowExits,
         cgroups::CgroupNames,
         groups::{GroupBy, GroupOptions, normalize},
         target::Target,
@@ -31,7 +31,7 @@ use crate::{
     preflight,
     privileges::{self, User},
     process_exit::ProcessExits,
-    recording::{self, writer::Recorder},
+    recording::{self, format::RowBounds, writer::Recorder},
     report::{
         Format, Renderer,
         new_file::{keep_whole_lines, may_write},
@@ -211,6 +211,14 @@ async fn session(
         (Target::Command(pid), Some(child))
     };
 
+    // The hottest exited threads keep their own rows (each window's, and the run's); the rest
+    // fold per process.
+    let exited_rows = cli.top.map_or(EXITED_ROWS, |top| top.max(EXITED_ROWS));
+    let exits = if cli.every_exit {
+        WindowExits::Each
+    } else {
+        WindowExits::Fold
+    };
     let mut parts = None;
     let mut recorder = match &recording {
         Some(to) => {
@@ -222,6 +230,10 @@ async fn session(
                 u64::try_from(period.as_millis()).unwrap_or(u64::MAX),
                 machine.cpu.to_string(),
                 cpus,
+                (exits == WindowExits::Fold).then_some(RowBounds {
+                    max_threads: cli.max_threads,
+                    exited_rows: exited_rows as u64,
+                }),
             );
             if let Some(dir) = &to.parquet {
                 parts = Some(ParquetParts::create(
@@ -279,9 +291,8 @@ async fn session(
     if live.is_none() {
         renderer.header()?;
     }
-    let exited_rows = cli.top.map_or(EXITED_ROWS, |top| top.max(EXITED_ROWS));
     let attrib_target = target.clone();
-    let mut attrib = Attributor::with_exited_rows(set.counters.len(), target, exited_rows);
+    let mut attrib = Attributor::with_exited_rows(set.counters.len(), target, exited_rows, exits);
     attrib.set_silent(&collector.calibration().silent());
     attrib.start(started);
 

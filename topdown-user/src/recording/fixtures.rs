@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use topdown_common::stats::Stat;
 
-use super::{header, reader::Recording, writer::Recorder};
+use super::{format::RowBounds, header, reader::Recording, writer::Recorder};
 use crate::{
     attrib::{
         Window,
@@ -80,11 +80,27 @@ pub fn recorded(
     windows: &[Window],
     totals: Option<&Window>,
 ) -> (tempfile::TempDir, std::path::PathBuf) {
+    recorded_within(windows, totals, None)
+}
+
+/// As [`recorded`], the header saying what bounds its thread rows.
+pub fn recorded_within(
+    windows: &[Window],
+    totals: Option<&Window>,
+    bounds: Option<RowBounds>,
+) -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("run.rec");
     let view =
         crate::tma::view::TopdownView::single(Model::named("sapphirerapids").unwrap(), 2, 8, false);
-    let head = header(&set(), Some(&view), 100, "GenuineIntel-6-8F".into(), 2);
+    let head = header(
+        &set(),
+        Some(&view),
+        100,
+        "GenuineIntel-6-8F".into(),
+        2,
+        bounds,
+    );
     let mut recorder = Recorder::create(&path, head).unwrap();
     let mut names = names();
     for w in windows {
@@ -149,7 +165,7 @@ pub fn topdown_recording() -> Recording {
         })
         .collect();
     Recording {
-        header: header(&set, Some(&view), 100, String::new(), 2),
+        header: header(&set, Some(&view), 100, String::new(), 2, None),
         set,
         topdown: Some(view),
         windows,

@@ -69,6 +69,31 @@ pub struct Header {
     pub counter_set: SetLine,
     /// TopDown's model, level and literals, when the set measures it.
     pub topdown: Option<TopdownLine>,
+    /// What bounds a window's thread rows; absent when every exit has its own row
+    /// (`--every-exit`) and in recordings made before it was written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub row_bounds: Option<RowBounds>,
+}
+
+/// What bounds the thread rows of a recording's windows (and its totals): the live-thread
+/// map's capacity (`--max-threads`), and the exited threads that keep their own rows, the rest
+/// folding into at most as many process rows and one row for the rest
+/// ([`crate::attrib::exited::ExitedThreads`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RowBounds {
+    /// The live-thread map's capacity.
+    pub max_threads: u32,
+    /// Exited threads with their own rows, per window and in the totals.
+    pub exited_rows: u64,
+}
+
+impl RowBounds {
+    /// The most thread rows a window (or the totals) can hold.
+    pub fn thread_rows(&self) -> u64 {
+        u64::from(self.max_threads)
+            .saturating_add(self.exited_rows.saturating_mul(2))
+            .saturating_add(1)
+    }
 }
 
 /// Where a recording was made.

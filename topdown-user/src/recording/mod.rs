@@ -10,20 +10,22 @@ pub mod writer;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use self::format::{FORMAT, Header, MachineLine, SetLine, TopdownLine, VERSION};
+use self::format::{FORMAT, Header, MachineLine, RowBounds, SetLine, TopdownLine, VERSION};
 use crate::{
     pmu::{counter_set::CounterSet, machine::host_names},
     tma::view::TopdownView,
 };
 
 /// The header of a recording of `set` (and `topdown` over it) started now, windows every
-/// `interval_ms`, on a machine with `cpu` and `cpus` online.
+/// `interval_ms`, on a machine with `cpu` and `cpus` online, its thread rows bounded by
+/// `row_bounds` (`None`: every exit its own row).
 pub fn header(
     set: &CounterSet,
     topdown: Option<&TopdownView>,
     interval_ms: u64,
     cpu: String,
     cpus: usize,
+    row_bounds: Option<RowBounds>,
 ) -> Header {
     let (hostname, kernel) = host_names();
     Header {
@@ -46,6 +48,7 @@ pub fn header(
         },
         counter_set: SetLine::of(set),
         topdown: topdown.map(TopdownLine::of),
+        row_bounds,
     }
 }
 
@@ -128,7 +131,7 @@ mod tests {
             .to_string();
         assert!(error.contains("cannot open"), "{error}");
 
-        let mut newer = header(&set(), None, 100, String::new(), 1);
+        let mut newer = header(&set(), None, 100, String::new(), 1, None);
         newer.version = VERSION + 1;
         let mut encoder = zstd::Encoder::new(std::fs::File::create(&path).unwrap(), 1).unwrap();
         serde_json::to_writer(&mut encoder, &format::Line::Header(newer)).unwrap();
@@ -254,12 +257,49 @@ mod tests {
         assert_eq!(read.windows[0].threads.len(), 100_000);
     }
 
+    /// A window holds at most the live-thread map's capacity plus the exited rows the header
+    /// names: one row more is refused in one line naming the window, before it is parsed.
+    #[test]
+    fn thread_rows_past_what_the_run_could_write_are_refused() {
+        let bounds = RowBounds {
+            max_threads: 10,
+            exited_rows: 2,
+        };
+        let with_rows = |n: u64| {
+            let mut w = window(1);
+            let row = w.threads[0].clone();
+            w.threads = (0..n)
+                .map(|tid| ThreadUsage {
+                    tid: tid as u32 + 1,
+                    ..row.clone()
+                })
+                .collect();
+            w
+        };
+        let most = bounds.thread_rows();
+        assert_eq!(most, 15);
+        let (_dir, path) = recorded_within(&[window(1), with_rows(most)], None, Some(bounds));
+        assert_eq!(Recording::read(&path).unwrap().windows[1].threads.len(), 15);
+
+        let (_dir, path) = recorded_within(&[window(1), with_rows(most + 1)], None, Some(bounds));
+        let error = format!("{:#}", Recording::read(&path).err().unwrap());
+        assert!(
+            error.contains("the line after window 1 holds 16 thread rows, more than the 15")
+                && error.contains("--max-threads 10")
+                && error.lines().count() == 1,
+            "{error}"
+        );
+        // Without bounds in the header (`--every-exit`, older files), the memory budget holds.
+        let (_dir, path) = recorded_within(&[with_rows(most + 1)], None, None);
+        assert!(Recording::read(&path).is_ok());
+    }
+
     /// Version 1 (one zstd frame for the whole file, no checksum) is still read.
     #[test]
     fn version_1_recordings_are_read() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("v1.rec");
-        let mut head = header(&set(), None, 100, String::new(), 1);
+        let mut head = header(&set(), None, 100, String::new(), 1, None);
         head.version = 1;
         let mut encoder = zstd::Encoder::new(std::fs::File::create(&path).unwrap(), 3).unwrap();
         for line in [

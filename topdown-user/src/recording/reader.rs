@@ -2,8 +2,9 @@
 //! totals and the cgroup paths it names. Nothing in the file is trusted: the format and version
 //! are checked, every line's frame must pass zstd's checksum (a flipped bit is an error naming
 //! the window it follows, never different numbers), every row must carry one value per
-//! counter, lines have a bounded length, the rows held stay within a memory budget, and a file
-//! cut short is read up to its last whole line and said to be so.
+//! counter, lines have a bounded length, a window holds no more thread rows than the run that
+//! wrote it could (its `--max-threads` and exited rows), the rows held stay within a memory
+//! budget, and a file cut short is read up to its last whole line and said to be so.
 
 use std::{
     collections::VecDeque,
@@ -139,7 +140,19 @@ impl Recording {
                     )
                 }
             };
-            held += rows_in(&bytes) * per_row;
+            let (thread_rows, cgroup_rows) = rows_in(&bytes);
+            if let Some(bounds) = header.row_bounds
+                && thread_rows > bounds.thread_rows()
+            {
+                bail!(
+                    "{shown}: {} holds {thread_rows} thread rows, more than the {} a recording \
+                     made with --max-threads {} can hold (a corrupt or crafted recording)",
+                    where_(),
+                    bounds.thread_rows(),
+                    bounds.max_threads
+                );
+            }
+            held += (thread_rows + cgroup_rows) * per_row;
             if held > budget {
                 bail!(
                     "{shown}: {} takes its rows past the {} MiB memory budget: give \
@@ -222,11 +235,12 @@ fn parse(bytes: &[u8]) -> Result<Line> {
     serde_json::from_slice(bytes).context("not a line of the format")
 }
 
-/// The rows (threads and cgroups) a window line holds, counted from its text before it is
-/// parsed: `"tid":` once per thread row, `"id":` once per cgroup row.
-fn rows_in(bytes: &[u8]) -> u64 {
+/// The thread and cgroup rows a window line holds, counted from its text before it is parsed:
+/// `"tid":` once per thread row, `"id":` once per cgroup row (never inside a string, where a
+/// quote is escaped).
+fn rows_in(bytes: &[u8]) -> (u64, u64) {
     let count = |needle: &[u8]| bytes.windows(needle.len()).filter(|w| w == &needle).count();
-    (count(b"\"tid\":") + count(b"\"id\":")) as u64
+    (count(b"\"tid\":") as u64, count(b"\"id\":") as u64)
 }
 
 /// Reads the file's lines frame by frame: each frame is decoded whole (at most [`MAX_LINE`]

@@ -7,7 +7,9 @@
 //! Only measured values are written: a counter that did not run is left out of a slice's
 //! arguments, a node that could not be computed has no sample. A thread that was alive and did
 //! not run in a window gets a 0 %CPU sample there (the kernel charged it nothing); one that
-//! exited gets an `exit` instant and a 0 %CPU sample where its last window ends.
+//! exited gets an `exit` instant and a 0 %CPU sample where its last window ends; exited threads
+//! folded per process in a window (`--every-exit` not given) are one slice on the process's
+//! track 0, named for how many it holds.
 
 use std::{
     collections::{BTreeMap, HashMap, HashSet},
@@ -197,7 +199,8 @@ impl<'a> TraceWriter<'a> {
             charged.insert(tid);
             // The latest name: a thread that execs takes the program's.
             self.threads.insert((pid, tid), thread.comm.clone());
-            if tid == pid || !self.processes.contains_key(&pid) {
+            let own = thread.folded == 0;
+            if own && (tid == pid || !self.processes.contains_key(&pid)) {
                 self.processes.insert(pid, thread.comm.clone());
             }
             let mut counters = Map::new();
@@ -242,7 +245,10 @@ impl<'a> TraceWriter<'a> {
                 }
             }
             if thread.exited {
-                self.event(&Event::instant("exit", end, pid, tid))?;
+                // A fold of exited threads (tid 0) is no one thread: no exit instant.
+                if own {
+                    self.event(&Event::instant("exit", end, pid, tid))?;
+                }
                 self.counter(CPU_PERCENT, end, pid, tid, 0.0)?;
             } else {
                 running.insert(tid, pid);
