@@ -75,6 +75,8 @@ const CASES: &[(&str, &[&str])] = &[
     ("skylakex", &["--cpu", "GenuineIntel-6-55-4", "--smt"]),
     // SMT on, `perf stat -a`: core-wide counts.
     ("skylakex", &["--cpu", "GenuineIntel-6-55-4", "--smt", "-a"]),
+    // Persistent memory on the recording machine: perf's `#has_pmem`.
+    ("sapphirerapids", &["--cpu", "GenuineIntel-6-8F", "--pmem"]),
 ];
 
 /// The formula spelling of an event as `perf stat` writes it: `pmu/E/` is `pmu@E@` (or E when
@@ -180,7 +182,10 @@ fn analyze_matches_an_independent_evaluation_for_every_model() {
                 "#smt_on".to_owned(),
                 if select.contains(&"--smt") { 1.0 } else { 0.0 },
             ),
-            ("#has_pmem".to_owned(), 0.0),
+            (
+                "#has_pmem".to_owned(),
+                if select.contains(&"--pmem") { 1.0 } else { 0.0 },
+            ),
             // Without `-a`: perf's per-thread estimate of the core's clocks.
             (
                 "#core_wide".to_owned(),
@@ -357,9 +362,15 @@ fn events_as_json_and_commands_with_every_option() {
         two.contains(&"topdown-heavy-ops".to_owned()) && one.iter().all(|e| two.contains(e)),
         "Level 2 reads Level 1's events and more: {two:?}"
     );
-    let text = run(&["--smt", "--td-level", "1", "-x", ";"]);
+    let text = run(&["--smt", "--pmem", "--td-level", "1", "-x", ";"]);
     let analyze = text.lines().nth(1).unwrap();
-    for option in ["--smt", "--td-level 1", "-x ';'", "--cpu GenuineIntel-6-8F"] {
+    for option in [
+        "--smt",
+        "--pmem",
+        "--td-level 1",
+        "-x ';'",
+        "--cpu GenuineIntel-6-8F",
+    ] {
         assert!(analyze.contains(option), "{option} in {analyze}");
     }
     assert!(text.starts_with("perf stat -x ';' "), "{text}");

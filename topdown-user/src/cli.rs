@@ -607,6 +607,11 @@ pub struct AnalyzeArgs {
     #[arg(long, value_name = "N")]
     pub slots: Option<u32>,
 
+    /// The recording machine had persistent memory (an ACPI NFIT table): perf's `#has_pmem`,
+    /// which Level 3 memory nodes (`tma_dram_bound`, `tma_pmm_bound`) account apart.
+    #[arg(long)]
+    pub pmem: bool,
+
     /// TopDown level: 1, 2 (Level 1 and 2) or 3 (and Level 3, where the model has it).
     #[arg(long = "td-level", value_name = "LEVEL", default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=3))]
     pub td_level: u8,

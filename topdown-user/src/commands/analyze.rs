@@ -19,7 +19,7 @@ use crate::{
     report::topdown,
     tma::{
         ESTIMATE_ASSUMES, Model,
-        inputs::NamedCounts,
+        inputs::{Literals, NamedCounts},
         plan::level_groups,
         spelling::{formula_name, perf_event_list, perf_event_names},
     },
@@ -97,6 +97,9 @@ pub fn run(args: &AnalyzeArgs, verbose: bool) -> Result<()> {
         }
         if args.smt {
             analyze.push_str(" --smt");
+        }
+        if args.pmem {
+            analyze.push_str(" --pmem");
         }
         if let Some(slots) = args.slots {
             analyze.push_str(&format!(" --slots {slots}"));
@@ -258,9 +261,12 @@ fn named_counts(
     }
     NamedCounts::new(
         counts,
-        args.slots.unwrap_or(default_slots),
-        args.smt,
-        args.system_wide,
+        Literals {
+            slots: args.slots.unwrap_or(default_slots),
+            smt_on: args.smt,
+            core_wide: args.system_wide,
+            has_pmem: args.pmem,
+        },
     )
 }
 

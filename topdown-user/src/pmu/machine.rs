@@ -112,6 +112,9 @@ pub struct Machine {
     pub smt_active: bool,
     /// Core PMUs, by name.
     pub core_pmus: Vec<CorePmu>,
+    /// Persistent memory: the ACPI has an NFIT table (`/sys/firmware/acpi/tables/NFIT`), as
+    /// perf decides its `#has_pmem`.
+    pub has_pmem: bool,
 }
 
 /// The CPU identity `--cpuid` / `TOPDOWN_CPUID` forces on this host, set once at start.
@@ -187,6 +190,7 @@ impl Machine {
             forced: is_forced,
             smt_active,
             core_pmus,
+            has_pmem: sys.path("sys/firmware/acpi/tables/NFIT").exists(),
         })
     }
 
@@ -373,6 +377,11 @@ mod tests {
             }
         );
         assert!(!machine.forced);
+        assert!(!machine.has_pmem, "no NFIT table");
+        let acpi = root.path().join("sys/firmware/acpi/tables");
+        std::fs::create_dir_all(&acpi).unwrap();
+        std::fs::write(acpi.join("NFIT"), b"NFIT").unwrap();
+        assert!(Machine::read(&sys).unwrap().has_pmem, "perf's #has_pmem");
         let n2 = parse_forced_cpu("neoverse-n2").unwrap();
         let forced = Machine::read_as(&sys, Some(n2.clone())).unwrap();
         assert_eq!((forced.cpu, forced.forced), (n2, true));

@@ -91,8 +91,10 @@ pub fn recorded_within(
 ) -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("run.rec");
-    let view =
+    let mut view =
         crate::tma::view::TopdownView::single(Model::named("sapphirerapids").unwrap(), 2, 8, false);
+    // As measured on a machine with persistent memory, whatever the viewing machine has.
+    view.has_pmem = true;
     let head = header(
         &set(),
         Some(&view),

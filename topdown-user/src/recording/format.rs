@@ -150,6 +150,10 @@ pub struct TopdownLine {
     /// written, which counted TopDown with SMT on per core only: `smt_on` then.
     #[serde(default)]
     pub core_wide: Option<bool>,
+    /// perf's `#has_pmem` on the recording machine (read as `false` from recordings made
+    /// before it was written, which took it from the machine that viewed them).
+    #[serde(default)]
+    pub has_pmem: bool,
 }
 
 /// One window: its time, every thread's and cgroup's usage, idle per CPU, kernel-side counts.
@@ -415,6 +419,7 @@ impl TopdownLine {
             slots: view.slots,
             smt_on: view.smt_on,
             core_wide: Some(view.core_wide),
+            has_pmem: view.has_pmem,
         }
     }
 
@@ -450,6 +455,7 @@ impl TopdownLine {
             slots: self.slots,
             smt_on: self.smt_on,
             core_wide: self.core_wide.unwrap_or(self.smt_on),
+            has_pmem: self.has_pmem,
         })
     }
 }

@@ -86,6 +86,7 @@ mod tests {
             (view.parts[0].model.name, view.level),
             ("sapphirerapids", 2)
         );
+        assert!(view.has_pmem, "the recording machine's #has_pmem");
         assert_eq!(read.header.interval_ms, 100);
         assert_eq!(read.header.machine.cpu, "GenuineIntel-6-8F");
         assert_eq!(read.names.name(7), "/a/b");

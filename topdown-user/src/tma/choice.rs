@@ -60,6 +60,7 @@ pub fn counter_set_on(
                 let mut view = TopdownView::single(*model, level, slots, machine.smt_active);
                 // Per-core counts cover whole cores (perf's `#core_wide`, as `perf stat -a`).
                 view.core_wide = per_core;
+                view.has_pmem = machine.has_pmem;
                 (set, Some(view))
             } else {
                 let with_cpus: Vec<HybridPart<'_>> = parts
@@ -87,6 +88,7 @@ pub fn counter_set_on(
                     slots,
                     smt_on: machine.smt_active,
                     core_wide: per_core,
+                    has_pmem: machine.has_pmem,
                 };
                 (set, Some(view))
             }

@@ -65,28 +65,34 @@ pub struct NamedCounts {
     missing: RefCell<BTreeSet<String>>,
 }
 
+/// The literals perf's formulas take from the measured machine and the way it was counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Literals {
+    /// `#slots`: the pipeline's width (issue slots per cycle).
+    pub slots: u32,
+    /// `#smt_on`: SMT siblings were active.
+    pub smt_on: bool,
+    /// `#core_wide` is perf's: the counts cover every thread of each core they count
+    /// (system-wide, all CPUs, or SMT off); per-thread counts with SMT on are not, and perf's
+    /// Haswell to Cascade Lake formulas then estimate the core's clocks (`#core_wide < 1`).
+    pub core_wide: bool,
+    /// `#has_pmem`: the measured machine has persistent memory, which some Level 3 memory
+    /// nodes account apart (perf decides it from whether the machine's ACPI has an NFIT table:
+    /// [`crate::pmu::machine::Machine::has_pmem`]).
+    pub has_pmem: bool,
+}
+
 impl NamedCounts {
-    /// Counts from `(formula name, value)` pairs, with `#slots`, `#smt_on`, `#core_wide` and
-    /// `#has_pmem` (persistent memory, which some Level 3 memory nodes account apart: as perf
-    /// decides it, from whether this machine's ACPI has an NFIT table). `#core_wide` is perf's:
-    /// the counts cover every thread of each core they count (system-wide, all CPUs, or SMT
-    /// off); per-thread counts with SMT on are not, and perf's Haswell to Cascade Lake formulas
-    /// then estimate the core's clocks (`#core_wide < 1`).
-    pub fn new(
-        counts: impl IntoIterator<Item = (String, f64)>,
-        slots: u32,
-        smt_on: bool,
-        core_wide: bool,
-    ) -> Self {
-        let pmem = std::path::Path::new("/sys/firmware/acpi/tables/NFIT").exists();
-        let truth = |b: bool| if b { 1.0 } else { 0.0 };
+    /// Counts from `(formula name, value)` pairs, with the machine's `literals`. Reads
+    /// nothing from the system: the literals say what was measured where.
+    pub fn new(counts: impl IntoIterator<Item = (String, f64)>, literals: Literals) -> Self {
         Self {
             counts: counts.into_iter().collect(),
             literals: HashMap::from([
-                ("#slots", f64::from(slots)),
-                ("#smt_on", truth(smt_on)),
-                ("#core_wide", truth(core_wide)),
-                ("#has_pmem", truth(pmem)),
+                ("#slots", f64::from(literals.slots)),
+                ("#smt_on", truth(literals.smt_on)),
+                ("#core_wide", truth(literals.core_wide)),
+                ("#has_pmem", truth(literals.has_pmem)),
             ]),
             missing: RefCell::default(),
         }

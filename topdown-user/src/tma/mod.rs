@@ -26,7 +26,7 @@ use std::{
 use anyhow::{Result, bail};
 
 use self::{
-    inputs::{Evaluation, Inputs, NamedCounts},
+    inputs::{Evaluation, Inputs, Literals, NamedCounts},
     node::Node,
 };
 
@@ -228,9 +228,12 @@ impl Model {
                     .enumerate()
                     .filter(|(_, e)| Some(**e) != without)
                     .map(|(i, e)| ((*e).to_owned(), 1e9 + 7_919.0 * i as f64)),
-                8,
-                smt_on,
-                core_wide,
+                Literals {
+                    slots: 8,
+                    smt_on,
+                    core_wide,
+                    has_pmem: false,
+                },
             )
         };
         let full = self.values(&all(None));

@@ -6,7 +6,10 @@ use std::collections::HashMap;
 use crate::{
     attrib::usage::CounterValue,
     pmu::counter_set::CounterSet,
-    tma::{Model, TopDown, inputs::NamedCounts},
+    tma::{
+        Model, TopDown,
+        inputs::{Literals, NamedCounts},
+    },
 };
 
 /// The Level 1 nodes every model has, which split the pipeline's slots between them.
@@ -43,6 +46,8 @@ pub struct TopdownView {
     /// CPU); per-thread counts are not, and with SMT on the Haswell to Cascade Lake formulas
     /// then estimate the core's clocks.
     pub core_wide: bool,
+    /// perf's `#has_pmem`: the measured machine has persistent memory.
+    pub has_pmem: bool,
 }
 
 impl TopdownView {
@@ -58,6 +63,17 @@ impl TopdownView {
             slots,
             smt_on,
             core_wide: false,
+            has_pmem: false,
+        }
+    }
+
+    /// The literals its formulas take.
+    pub fn literals(&self) -> Literals {
+        Literals {
+            slots: self.slots,
+            smt_on: self.smt_on,
+            core_wide: self.core_wide,
+            has_pmem: self.has_pmem,
         }
     }
 
@@ -96,7 +112,7 @@ impl TopdownView {
                     let name = name.strip_prefix(part.prefix.as_str())?;
                     Some((name.to_owned(), value.scaled()?))
                 });
-                let inputs = NamedCounts::new(counts, self.slots, self.smt_on, self.core_wide);
+                let inputs = NamedCounts::new(counts, self.literals());
                 let mut td = part.model.evaluate(&inputs, self.level);
                 td.nodes.retain(|n| n.value.is_finite());
                 // The four Level 1 nodes split the slots: with one of them not computed (an
@@ -274,5 +290,48 @@ mod tests {
             true_td.value("tma_retiring"),
             "PERF_METRICS nodes are pinned"
         );
+    }
+
+    /// `#has_pmem` is the measured machine's, carried by the view (and the recording), never
+    /// read from the machine that evaluates: Sapphire Rapids' `tma_dram_bound` takes persistent
+    /// memory's share out only where the view says it had some.
+    #[test]
+    fn persistent_memory_comes_from_the_view() {
+        let model = Model::named("sapphirerapids").unwrap();
+        let mut set = CounterSet::software("test".into());
+        let mut counts = vec![CounterValue {
+            raw: 1_000,
+            enabled_ns: 1_000,
+            running_ns: 1_000,
+            silent: false,
+        }];
+        for (i, event) in model.events.iter().enumerate() {
+            let mut counter = set.counters[0].clone();
+            counter.name = (*event).to_owned();
+            set.counters.push(counter);
+            // Distinct, plausible counts; the PMM loads many, so pmm_bound is not 0.
+            let raw = if event.contains("PMM") {
+                50_000_000
+            } else {
+                1_000_000_000 + 7_919 * i as u64
+            };
+            counts.push(CounterValue {
+                raw,
+                enabled_ns: 1_000,
+                running_ns: 1_000,
+                silent: false,
+            });
+        }
+        let mut view = TopdownView::single(model, 3, 6, false);
+        let dram = |view: &TopdownView| {
+            view.of(&set, &counts)[0]
+                .as_ref()
+                .and_then(|td| td.value("tma_dram_bound"))
+                .unwrap()
+        };
+        let without = dram(&view);
+        view.has_pmem = true;
+        let with = dram(&view);
+        assert!(with < without, "pmm's share taken out: {with} vs {without}");
     }
 }
