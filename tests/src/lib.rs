@@ -607,3 +607,13 @@ pub mod perfmon_metrics;
 pub mod pmu_events;
 
 pub use c2c_spec::perf_data_of;
+
+/// The thread rows of a `topdown-bpf/threads/v1` document, by tid.
+pub fn threads_by_tid(document: &Value) -> std::collections::HashMap<u64, &Value> {
+    document["threads"]
+        .as_array()
+        .expect("threads")
+        .iter()
+        .map(|t| (t["tid"].as_u64().unwrap(), t))
+        .collect()
+}

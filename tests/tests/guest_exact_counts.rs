@@ -7,7 +7,7 @@
 use std::{collections::HashMap, process::Command};
 
 use serde_json::Value;
-use topdown_tests::{assert_known_instructions, privileged, topdown_bpf_binary};
+use topdown_tests::{assert_known_instructions, privileged, threads_by_tid, topdown_bpf_binary};
 
 /// The loop lengths the threads run: a calibration thread (0) and several others, up to 1e8.
 const LOOPS: [u64; 7] = [0, 1, 1_000, 1_000_000, 10_000_000, 50_000_000, 100_000_000];
@@ -66,12 +66,7 @@ fn each_thread_is_charged_exactly_the_user_instructions_it_retired() {
             "{}",
             document["kernel_stats"]
         );
-        let threads: HashMap<u64, &Value> = document["threads"]
-            .as_array()
-            .expect("threads")
-            .iter()
-            .map(|t| (t["tid"].as_u64().unwrap(), t))
-            .collect();
+        let threads = threads_by_tid(&document);
         let count = |tid: u64, event: &str| -> u64 {
             let thread = threads
                 .get(&tid)
@@ -109,4 +104,38 @@ fn each_thread_is_charged_exactly_the_user_instructions_it_retired() {
             );
         }
     }
+}
+
+/// IPC on a real PMU driver: with `-e cycles -e instructions` every thread's row carries `ipc`,
+/// its scaled instructions over its scaled cycles, and the table has the column.
+#[test]
+fn ipc_is_each_threads_instructions_over_its_cycles() {
+    if !privileged("IPC from the PMU") {
+        return;
+    }
+    let (document, loops) = run(&["cycles", "instructions"]);
+    let threads = threads_by_tid(&document);
+    for tid in loops.keys() {
+        let thread = threads[tid];
+        let value = |event: &str| thread["counters"][event]["value"].as_f64();
+        let (cycles, instructions) = (value("cycles").unwrap(), value("instructions").unwrap());
+        assert!(cycles > 0.0 && instructions > 0.0, "{thread}");
+        let ipc = thread["ipc"].as_f64().expect("an IPC where both counted");
+        assert!(
+            (ipc - instructions / cycles).abs() <= 1e-12 * ipc,
+            "thread {tid}: ipc {ipc}, {instructions} / {cycles}"
+        );
+    }
+    let table = Command::new(topdown_bpf_binary())
+        .args(["--per-thread", "-e", "cycles", "-e", "instructions", "--"])
+        .arg(known_instructions())
+        .arg("1000")
+        .output()
+        .expect("running topdown-bpf");
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.contains("SWITCHES") && l.contains("IPC")),
+        "{text}"
+    );
 }

@@ -6,7 +6,6 @@
 #![cfg(target_arch = "aarch64")]
 
 use std::{
-    collections::HashMap,
     os::fd::{FromRawFd as _, OwnedFd},
     process::{Command, Output},
     thread,
@@ -17,7 +16,7 @@ use serde_json::Value;
 use topdown_tests::{
     ClockRun, TICK_NS, assert_cycles_track_time, assert_multiplexed_clock,
     http::{Running, free_port, get, serve_command, wait_for},
-    privileged, stolen_ns, thread_cputime_ns, topdown_bpf_binary,
+    privileged, stolen_ns, thread_cputime_ns, threads_by_tid, topdown_bpf_binary,
 };
 
 /// The emulated machine's CPU PMU (QEMU's `virt` board describes it in its device tree).
@@ -130,16 +129,6 @@ fn run_tool(args: &[&str], run_ms: u32) -> (Output, Vec<Value>) {
     (output, documents)
 }
 
-/// The threads of a document, by tid.
-fn threads(document: &Value) -> HashMap<u64, &Value> {
-    document["threads"]
-        .as_array()
-        .expect("threads")
-        .iter()
-        .map(|t| (t["tid"].as_u64().unwrap(), t))
-        .collect()
-}
-
 #[test]
 fn cycles_per_thread_follow_each_threads_on_cpu_time() {
     if !privileged("cycles per thread") {
@@ -150,7 +139,7 @@ fn cycles_per_thread_follow_each_threads_on_cpu_time() {
     let ((_, documents), run) = run_tool_measured(&["--per-thread", "-e", &event], 2000);
     let last = documents.last().unwrap();
     let mut checked = 0;
-    for thread in threads(last).values() {
+    for thread in threads_by_tid(last).values() {
         let counter = &thread["counters"][event.as_str()];
         assert_eq!(
             counter["enabled_ns"], counter["running_ns"],
@@ -202,7 +191,7 @@ fn more_cycle_events_than_counters_are_multiplexed_and_scaled_per_thread() {
     let (_, documents) = run_tool(&args, 3000);
     let last = documents.last().unwrap();
     let mut multiplexed = 0;
-    for thread in threads(last).values() {
+    for thread in threads_by_tid(last).values() {
         let on_cpu = thread["on_cpu_ns"].as_u64().unwrap();
         for event in TEN_CYCLES {
             let counter = &thread["counters"][event];
@@ -293,7 +282,7 @@ fn counters_another_pmu_user_holds_are_not_counted_then_resume() {
     let documents = documents_in(&report);
     let (mut before, mut not_counted, mut after) = (0, 0, 0);
     for document in documents.iter().filter(|d| d["final"] == false) {
-        let busy = threads(document)
+        let busy = threads_by_tid(document)
             .into_values()
             .find(|t| t["comm"] == "busy");
         let Some(busy) = busy else { continue };
@@ -436,7 +425,7 @@ fn topdown_sets_forced_on_a_pmu_that_counts_only_cycles_show_no_node() {
                 .filter_map(Value::as_str)
                 .collect();
             assert_eq!(listed, silent, "{model}");
-            for thread in threads(document).values() {
+            for thread in threads_by_tid(document).values() {
                 let counters = thread["counters"].as_object().unwrap();
                 for (name, counter) in counters {
                     if counts_here(name) {

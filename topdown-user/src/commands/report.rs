@@ -167,7 +167,7 @@ async fn browse(
 ) -> Result<()> {
     let state = first_state(recording, windows, grouping, sort);
     let mut sigterm = signal(SignalKind::terminate()).context("installing a SIGTERM handler")?;
-    let mut view = LiveView::open(state)?;
+    let mut view = LiveView::open(state, &recording.set)?;
     let (set, base, names) = (&recording.set, renderer.options(), &mut recording.names);
     let mut shown = view.model.state.view;
     view.model.replay(windows, set, base, grouping, names);
@@ -234,7 +234,10 @@ fn screenshot(
     if windows.is_empty() {
         bail!("{} holds no window: nothing to show", args.input.display());
     }
-    let mut model = ViewModel::new(first_state(recording, windows, grouping, sort));
+    let mut model = ViewModel::new(
+        first_state(recording, windows, grouping, sort),
+        &recording.set,
+    );
     let (set, base, names) = (&recording.set, renderer.options(), &mut recording.names);
     let (columns, rows) = args.size;
     let mut terminal =

@@ -271,7 +271,7 @@ async fn session(
             sort.clone(),
             &nodes,
         );
-        Some(LiveView::open(state)?)
+        Some(LiveView::open(state, &set)?)
     } else {
         None
     };

@@ -1,6 +1,7 @@
 //! The fleet's model step (`serve`): each cgroup of a window with its path, usage and TopDown,
 //! computed on the collector's tick, so the exporter only turns them into series.
 
+use super::columns;
 use crate::{
     attrib::{
         Window,
@@ -28,6 +29,9 @@ pub struct CgroupRow {
     pub counters: Vec<CounterValue>,
     /// TopDown per core type of the view (none without a TopDown set).
     pub topdown: Vec<Option<TopDown>>,
+    /// Instructions per cycle, where the set counts both and they counted
+    /// ([`columns::ipc`]).
+    pub ipc: Option<f64>,
 }
 
 /// `window`'s cgroups, named (the tick's /sys reads) and with TopDown where `view` asks.
@@ -38,6 +42,7 @@ pub fn rows(
     view: Option<&TopdownView>,
 ) -> Vec<CgroupRow> {
     names.allow_rescan();
+    let ipc_slots = columns::ipc_slots(set);
     window
         .cgroups
         .iter()
@@ -48,6 +53,9 @@ pub fn rows(
             switches: usage.switches,
             counters: further(&usage.counters).to_vec(),
             topdown: view.map_or_else(Vec::new, |v| v.of(set, &usage.counters)),
+            ipc: ipc_slots.and_then(|(cycles, instructions)| {
+                columns::ipc(&usage.counters, cycles, instructions)
+            }),
         })
         .collect()
 }

@@ -3,6 +3,7 @@
 //! recording's windows (timelines). Renderers (`report`, `tui`, `picture`) only format it.
 
 pub mod cgroups;
+pub mod columns;
 pub mod cores;
 pub mod export;
 pub mod rows;

@@ -1,7 +1,8 @@
 //! Separated values (`--csv`, `-x SEP`), one line per thread (or group) per window.
 
+use super::Shown;
 use crate::model::rows::{Row, RowOptions, Who};
-use crate::{attrib::Window, pmu::counter_set::CounterSet, tma::node::Node};
+use crate::{attrib::Window, tma::node::Node};
 
 /// Every part's node columns as (part index, column name, node); empty without TopDown.
 fn nodes(options: &RowOptions) -> Vec<(usize, String, Node)> {
@@ -21,10 +22,15 @@ fn nodes(options: &RowOptions) -> Vec<(usize, String, Node)> {
 }
 
 /// The header line.
-pub fn header(set: &CounterSet, options: &RowOptions, sep: u8) -> String {
+pub fn header(shown: &Shown<'_>, sep: u8) -> String {
+    let Shown {
+        set,
+        columns,
+        options,
+    } = *shown;
     let mut fields: Vec<String> = std::iter::once("time_s")
         .chain(Who::key_names(options.group_by()).iter().copied())
-        .chain(["on_cpu_ns", "cpu_percent", "switches"])
+        .chain(columns.iter().map(|c| c.key))
         .map(String::from)
         .collect();
     for name in set.names() {
@@ -42,14 +48,12 @@ pub fn header(set: &CounterSet, options: &RowOptions, sep: u8) -> String {
 }
 
 /// One line per row; the time field is the window's end, or `total` for the run summary.
-pub fn lines(
-    window: &Window,
-    rows: &[Row],
-    set: &CounterSet,
-    options: &RowOptions,
-    sep: u8,
-    is_final: bool,
-) -> String {
+pub fn lines(window: &Window, rows: &[Row], shown: &Shown<'_>, sep: u8, is_final: bool) -> String {
+    let Shown {
+        set,
+        columns,
+        options,
+    } = *shown;
     let nodes = nodes(options);
     let time = if is_final {
         "total".to_owned()
@@ -61,11 +65,7 @@ pub fn lines(
         rows.iter().map(|row| {
             let mut fields = vec![time.clone()];
             fields.extend(row.who.key_values(false));
-            fields.extend([
-                row.on_cpu_ns.to_string(),
-                format!("{:.2}", row.cpu_percent),
-                row.switches.to_string(),
-            ]);
+            fields.extend(columns.iter().map(|c| c.field(row)));
             for value in row.counters.iter().take(set.counters.len()) {
                 fields.push(super::count_cell(value.scaled()));
                 fields.push(format!("{:.2}", value.running_fraction() * 100.0));

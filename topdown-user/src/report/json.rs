@@ -7,7 +7,11 @@ use serde::Serialize;
 use serde_json::Value;
 use topdown_common::stats::Stat;
 
-use crate::model::rows::{Row, Who};
+use super::Shown;
+use crate::model::{
+    columns::{Column, Number},
+    rows::{Row, Who},
+};
 use crate::tma::view::TopdownView;
 use crate::{
     attrib::{Window, containers::Owner, groups::GroupBy, usage::CounterValue},
@@ -155,12 +159,32 @@ struct GroupDoc<'a> {
     values: ValuesDoc<'a>,
 }
 
+/// A row's value columns, `{key: value}`, in column order (null where not measured).
+struct ColumnsDoc<'a> {
+    columns: &'a [Column],
+    row: &'a Row,
+}
+
+impl Serialize for ColumnsDoc<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = serializer.serialize_map(Some(self.columns.len()))?;
+        for column in self.columns {
+            match column.value(self.row) {
+                Some(Number::Int(n)) => map.serialize_entry(column.key, &n)?,
+                Some(Number::Float(x)) => map.serialize_entry(column.key, &x)?,
+                None => map.serialize_entry(column.key, &None::<f64>)?,
+            }
+        }
+        map.end()
+    }
+}
+
 /// A row's values.
 #[derive(Serialize)]
 struct ValuesDoc<'a> {
-    on_cpu_ns: u64,
-    cpu_percent: f64,
-    switches: u64,
+    #[serde(flatten)]
+    columns: ColumnsDoc<'a>,
     counters: CountersDoc<'a>,
     run_percent: f64,
     /// One entry per core type it ran on; null without TopDown.
@@ -239,11 +263,11 @@ pub fn write_document(
     out: &mut dyn Write,
     window: &Window,
     rows: &[Row],
-    set: &CounterSet,
-    view: Option<&TopdownView>,
-    group_by: Option<GroupBy>,
+    shown: &Shown<'_>,
     is_final: bool,
 ) -> Result<()> {
+    let (set, view) = (shown.set, shown.options.topdown.as_ref());
+    let group_by = shown.options.group_by();
     let head = Head {
         schema: match group_by {
             None => "topdown-bpf/threads/v1",
@@ -284,7 +308,7 @@ pub fn write_document(
         if i > 0 {
             out.write_all(b",")?;
         }
-        write_entry(&mut *out, row, set, &order, view)?;
+        write_entry(&mut *out, row, shown.columns, set, &order, view)?;
     }
     out.write_all(b"]}\n")?;
     Ok(())
@@ -294,14 +318,13 @@ pub fn write_document(
 fn write_entry(
     out: &mut dyn Write,
     row: &Row,
+    columns: &[Column],
     set: &CounterSet,
     order: &[usize],
     view: Option<&TopdownView>,
 ) -> Result<()> {
     let values = ValuesDoc {
-        on_cpu_ns: row.on_cpu_ns,
-        cpu_percent: row.cpu_percent,
-        switches: row.switches,
+        columns: ColumnsDoc { columns, row },
         counters: CountersDoc::new(set, &row.counters, order),
         run_percent: row.run_fraction * 100.0,
         topdown: topdown(row, view),

@@ -24,7 +24,11 @@ pub fn count_cell(count: Option<f64>) -> String {
 }
 use crate::{
     attrib::Window,
-    model::{WindowRows, rows::RowOptions},
+    model::{
+        WindowRows,
+        columns::{self, Column},
+        rows::RowOptions,
+    },
     pmu::counter_set::CounterSet,
 };
 
@@ -57,12 +61,24 @@ pub enum Format {
     },
 }
 
+/// What a report shows of each row: the set, its value columns, how rows were chosen.
+pub struct Shown<'a> {
+    /// The counter set.
+    pub set: &'a CounterSet,
+    /// The value columns ([`columns::columns`] of the set).
+    pub columns: &'a [Column],
+    /// How rows were chosen (TopDown, grouping, verbosity).
+    pub options: &'a RowOptions,
+}
+
 /// Writes windows of usage in one format to one output.
 pub struct Renderer {
     out: BufWriter<Box<dyn Write>>,
     format: Format,
     rows: RowOptions,
     set: CounterSet,
+    /// The value columns of `set`'s rows, built once.
+    columns: Vec<Column>,
     csv_header_written: bool,
     /// The reader of the output went away (`| head -1`): nothing more is written.
     closed: bool,
@@ -75,6 +91,7 @@ impl Renderer {
             out: BufWriter::new(out),
             format,
             rows,
+            columns: columns::columns(&set),
             set,
             csv_header_written: false,
             closed: false,
@@ -116,37 +133,34 @@ impl Renderer {
         }
         let WindowRows { rows, total } = rows;
         let total = *total;
+        let shown = Shown {
+            set: &self.set,
+            columns: &self.columns,
+            options: &self.rows,
+        };
         let text = match &self.format {
             Format::Refresh if !is_final => {
                 format!(
                     "\x1b[H\x1b[2J{}\n{}",
                     table::set_line(&self.set),
-                    table::block(window, rows, total, &self.set, &self.rows, false)
+                    table::block(window, rows, total, &shown, false)
                 )
             }
             Format::Refresh | Format::Interval | Format::Summary => {
-                table::block(window, rows, total, &self.set, &self.rows, is_final)
+                table::block(window, rows, total, &shown, is_final)
             }
             Format::Json => {
-                let written = json::write_document(
-                    &mut self.out,
-                    window,
-                    rows,
-                    &self.set,
-                    self.rows.topdown.as_ref(),
-                    self.rows.group_by(),
-                    is_final,
-                )
-                .and_then(|()| self.out.flush().map_err(anyhow::Error::from));
+                let written = json::write_document(&mut self.out, window, rows, &shown, is_final)
+                    .and_then(|()| self.out.flush().map_err(anyhow::Error::from));
                 return self.unless_closed(written);
             }
             Format::Csv { separator } => {
                 let mut text = String::new();
                 if !self.csv_header_written {
                     self.csv_header_written = true;
-                    text = csv::header(&self.set, &self.rows, *separator);
+                    text = csv::header(&shown, *separator);
                 }
-                text + &csv::lines(window, rows, &self.set, &self.rows, *separator, is_final)
+                text + &csv::lines(window, rows, &shown, *separator, is_final)
             }
         };
         self.write(&text)
@@ -281,17 +295,45 @@ mod tests {
         set: &CounterSet,
     ) -> serde_json::Value {
         let mut out = Vec::new();
-        json::write_document(
-            &mut out,
-            window,
-            rows,
-            set,
-            options().topdown.as_ref(),
-            None,
-            false,
-        )
-        .unwrap();
+        showing(set, &options(), |shown| {
+            json::write_document(&mut out, window, rows, shown, false).unwrap();
+        });
         serde_json::from_slice(&out).unwrap()
+    }
+
+    /// Calls `draw` with what a renderer of `set`'s rows chosen by `options` shows.
+    fn showing<T>(set: &CounterSet, options: &RowOptions, draw: impl FnOnce(&Shown<'_>) -> T) -> T {
+        let columns = columns::columns(set);
+        draw(&Shown {
+            set,
+            columns: &columns,
+            options,
+        })
+    }
+
+    /// The table block of `rows`, as the live run prints it.
+    fn block(
+        window: &Window,
+        rows: &[crate::model::rows::Row],
+        total: usize,
+        set: &CounterSet,
+        options: &RowOptions,
+    ) -> String {
+        showing(set, options, |shown| {
+            table::block(window, rows, total, shown, false)
+        })
+    }
+
+    /// The CSV header and the final lines of `rows`.
+    fn csv_text(
+        window: &Window,
+        rows: &[crate::model::rows::Row],
+        set: &CounterSet,
+        options: &RowOptions,
+    ) -> String {
+        showing(set, options, |shown| {
+            csv::header(shown, b',') + &csv::lines(window, rows, shown, b',', true)
+        })
     }
 
     fn options() -> RowOptions {
@@ -314,7 +356,7 @@ mod tests {
         let (window, set) = spr_window();
         let mut names = CgroupNames::at(None);
         let (rows, total) = rows(&window, name(&window, &mut names, None), &set, &options());
-        let text = table::block(&window, &rows, total, &set, &options(), false);
+        let text = block(&window, &rows, total, &set, &options());
         let header = text.lines().nth(1).unwrap();
         for column in [
             "Frontend%",
@@ -340,8 +382,7 @@ mod tests {
             "{line}"
         );
 
-        let csv_text = csv::header(&set, &options(), b',')
-            + &csv::lines(&window, &rows, &set, &options(), b',', true);
+        let csv_text = csv_text(&window, &rows, &set, &options());
         let mut lines = csv_text.lines();
         let header: Vec<&str> = lines.next().unwrap().split(',').collect();
         let row: Vec<&str> = lines.next().unwrap().split(',').collect();
@@ -355,6 +396,83 @@ mod tests {
         assert_eq!(thread["topdown"][0]["bottleneck"], "tma_backend_bound");
         assert_eq!(thread["topdown"][0]["model"], "sapphirerapids");
         assert_eq!(thread["run_percent"], 50.0);
+    }
+
+    /// IPC is one column entry: the table, CSV and JSON show it where the set counts cycles
+    /// and instructions, from the scaled counts, and show no number for a row whose cycles
+    /// never ran on a counter.
+    #[test]
+    fn ipc_is_shown_where_both_counted_and_nowhere_else() {
+        let generic = |name: &str, config: u64| Counter {
+            name: name.into(),
+            unit: Unit::Events,
+            attr: EventAttr {
+                pmu_type: 0,
+                config,
+                ..EventAttr::default()
+            },
+            cpus: None,
+        };
+        let mut set = CounterSet::software(String::new());
+        set.counters
+            .extend([generic("cycles", 0), generic("instructions", 1)]);
+        let value = |raw: u64, running_ns: u64| CounterValue {
+            raw,
+            enabled_ns: 1_000_000,
+            running_ns,
+            silent: false,
+        };
+        let thread = |tid: u32, cycles: CounterValue| ThreadUsage {
+            tid,
+            pid: tid,
+            comm: format!("t{tid}"),
+            cgroup_id: 1,
+            switches: 1,
+            // Cycles scaled to 4,000,000 when running half the time.
+            counters: vec![
+                value(1_000_000 - u64::from(tid), 1_000_000),
+                cycles,
+                value(3_000_000, 1_000_000),
+            ],
+            exited: false,
+            folded: 0,
+        };
+        let window = Window {
+            start: Duration::ZERO,
+            length: Duration::from_secs(1),
+            threads: vec![thread(1, value(2_000_000, 500_000)), thread(2, value(0, 0))],
+            idle: vec![],
+            cgroups: vec![],
+            stats: Stats::default(),
+        };
+        let plain = RowOptions::default();
+        let mut names = CgroupNames::at(None);
+        let (rows, total) = rows(&window, name(&window, &mut names, None), &set, &plain);
+        let text = block(&window, &rows, total, &set, &plain);
+        let mut lines = text.lines().skip(1);
+        let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+        assert!(header.contains(&"IPC"), "{header:?}");
+        let one = lines.next().unwrap();
+        let two = lines.next().unwrap();
+        assert!(one.contains(" 0.75 "), "{one}");
+        assert!(!two.contains("0.00") && two.contains(" - "), "{two}");
+
+        let csv_text = csv_text(&window, &rows, &set, &plain);
+        let mut lines = csv_text.lines();
+        let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+        let at = header.iter().position(|h| *h == "ipc").unwrap();
+        let ipc: Vec<String> = lines
+            .map(|l| l.split(',').nth(at).unwrap().to_owned())
+            .collect();
+        assert_eq!(ipc, ["0.7500", ""]);
+
+        let doc = json_doc(&window, &rows, &set);
+        assert_eq!(doc["threads"][0]["ipc"], 0.75);
+        assert!(doc["threads"][1]["ipc"].is_null());
+
+        let software = CounterSet::software(String::new());
+        let keys: Vec<&str> = columns::columns(&software).iter().map(|c| c.key).collect();
+        assert!(!keys.contains(&"ipc"), "no column without both: {keys:?}");
     }
 
     #[test]
@@ -375,7 +493,7 @@ mod tests {
             (frontend - (0.1 - 0.25)).abs() < 1e-12,
             "not clamped: {frontend}"
         );
-        let text = table::block(&window, &rows, total, &set, &options(), false);
+        let text = block(&window, &rows, total, &set, &options());
         assert!(text.contains("-15.0!"), "marked in the table: {text}");
 
         let doc = json_doc(&window, &rows, &set);
@@ -427,7 +545,7 @@ mod tests {
         assert!((run("tma_bad_speculation") - 0.1).abs() < 1e-12);
         assert!((run("tma_backend_bound") - 0.4).abs() < 1e-12);
         assert!((run("tma_retiring") - 0.4).abs() < 1e-12);
-        let text = table::block(&sampled, &scaled, total, &set, &options(), false);
+        let text = block(&sampled, &scaled, total, &set, &options());
         assert!(
             text.contains("10.0?"),
             "frontend ran 10 % of the time: marked: {text}"
@@ -477,15 +595,14 @@ mod tests {
             "not all of the slots are accounted for"
         );
 
-        let text = table::block(&window, &rows, total, &set, &verbose, false);
+        let text = block(&window, &rows, total, &set, &verbose);
         let line = text.lines().nth(2).unwrap();
         assert!(line.trim_end().ends_with(NOT_COUNTED), "{line}");
         assert!(
             text.contains("NOT COUNTING on this PMU: INT_MISC.UOP_DROPPING"),
             "{text}"
         );
-        let csv_text = csv::header(&set, &verbose, b',')
-            + &csv::lines(&window, &rows, &set, &verbose, b',', true);
+        let csv_text = csv_text(&window, &rows, &set, &verbose);
         assert!(csv_text.contains(NOT_COUNTED), "{csv_text}");
 
         let doc = json_doc(&window, &rows, &set);

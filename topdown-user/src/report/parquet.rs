@@ -23,6 +23,7 @@ use parquet::{
 use crate::{
     attrib::Window,
     model::{
+        columns::{self, Column as ValueColumn, Kind as ValueKind, Number},
         export::{ExportRow, ExportWindow, RunMeta},
         rows::Who,
     },
@@ -136,8 +137,8 @@ fn write_cells<T: DataType>(
     Ok(())
 }
 
-/// The columns before the counters', in the order [`ParquetWriter::push`] fills them.
-const FIXED_COLUMNS: [(&str, Kind, bool); 16] = [
+/// The columns before the value columns, in the order [`ParquetWriter::push`] fills them.
+const FIXED_COLUMNS: [(&str, Kind, bool); 12] = [
     ("kind", Kind::Text, false),
     ("time", Kind::Time, false),
     ("window_start_ns", Kind::Int, false),
@@ -150,10 +151,6 @@ const FIXED_COLUMNS: [(&str, Kind, bool); 16] = [
     ("cgroup", Kind::Text, false),
     ("cgroup_id", Kind::Int, false),
     ("container", Kind::Text, true),
-    ("on_cpu_ns", Kind::Int, false),
-    ("cpu_percent", Kind::Float, false),
-    ("switches", Kind::Int, false),
-    ("run_percent", Kind::Float, false),
 ];
 
 /// A column name SQL can use unquoted: lowercase letters, digits and `_`.
@@ -219,6 +216,8 @@ pub struct ParquetWriter {
     writer: SerializedFileWriter<BufWriter<File>>,
     meta: RunMeta,
     columns: Vec<Column>,
+    /// The value columns of the set's rows, after the fixed ones (then `run_percent`).
+    values: Vec<ValueColumn>,
     /// How many counters the set has (four columns each).
     counters: usize,
     /// Nodes: (part, node name) per TopDown column, in column order.
@@ -250,6 +249,15 @@ impl ParquetWriter {
             .iter()
             .map(|&(name, kind, nullable)| Column::new(name, kind, nullable))
             .collect();
+        let values = columns::columns(set);
+        for value in &values {
+            let kind = match value.kind {
+                ValueKind::Nanoseconds | ValueKind::Count => Kind::Int,
+                ValueKind::Percent | ValueKind::Ratio => Kind::Float,
+            };
+            columns.push(Column::new(value.key, kind, value.may_be_missing()));
+        }
+        columns.push(Column::new("run_percent", Kind::Float, false));
         let prefixes = counter_prefixes(set);
         for prefix in &prefixes {
             columns.push(Column::new(format!("{prefix}_value"), Kind::Int, true));
@@ -302,6 +310,7 @@ impl ParquetWriter {
             writer,
             meta,
             columns,
+            values,
             counters: set.counters.len(),
             nodes: node_columns.iter().map(|&(i, node, _)| (i, node)).collect(),
             rows: 0,
@@ -336,7 +345,8 @@ impl ParquetWriter {
             ),
             Who::Group { group, .. } => (None, None, None, None, group.path.clone(), group.id),
         };
-        // In column order: FIXED_COLUMNS, four per counter, then the nodes.
+        // In column order: FIXED_COLUMNS, the value columns, run_percent, four per counter,
+        // then the nodes.
         let mut cells = vec![
             Cell::Text(Some(kind.to_owned())),
             Cell::Int(Some(
@@ -352,11 +362,16 @@ impl ParquetWriter {
             Cell::Text(Some(cgroup)),
             Cell::Int(Some(cgroup_id as i64)),
             Cell::Text(export.container.clone()),
-            Cell::Int(Some(row.on_cpu_ns as i64)),
-            Cell::Float(Some(row.cpu_percent)),
-            Cell::Int(Some(row.switches as i64)),
-            Cell::Float(Some(row.run_fraction * 100.0)),
         ];
+        for value in &self.values {
+            cells.push(match (value.value(row), value.kind) {
+                (Some(Number::Int(n)), _) => Cell::Int(Some(n as i64)),
+                (Some(Number::Float(x)), _) => Cell::Float(Some(x)),
+                (None, ValueKind::Nanoseconds | ValueKind::Count) => Cell::Int(None),
+                (None, ValueKind::Percent | ValueKind::Ratio) => Cell::Float(None),
+            });
+        }
+        cells.push(Cell::Float(Some(row.run_fraction * 100.0)));
         for i in 0..self.counters {
             let value = row.counters.get(i).copied().unwrap_or_default();
             let counted = value.running_ns > 0;

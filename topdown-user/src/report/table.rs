@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use comfy_table::{CellAlignment, Table, presets::NOTHING};
 
-use super::count_cell;
+use super::{Shown, count_cell};
 use crate::tma::view::TopdownView;
 use crate::{
     attrib::{Window, usage},
@@ -28,10 +28,14 @@ pub fn block(
     window: &Window,
     rows: &[Row],
     total: usize,
-    set: &CounterSet,
-    options: &RowOptions,
+    shown: &Shown<'_>,
     is_final: bool,
 ) -> String {
+    let Shown {
+        set,
+        columns,
+        options,
+    } = *shown;
     let mut out = String::new();
     let end = (window.start + window.length).as_secs_f64();
     let noun = options.noun();
@@ -50,7 +54,7 @@ pub fn block(
     let mut header: Vec<String> = keys
         .iter()
         .map(|k| k.to_uppercase().replace('_', "-"))
-        .chain(["ON-CPU ms", "%CPU", "SWITCHES"].map(String::from))
+        .chain(columns.iter().map(|c| c.header.to_owned()))
         .collect();
     let nodes = node_columns(rows, options);
     header.extend(nodes.iter().map(|(label, _, n)| {
@@ -77,11 +81,7 @@ pub fn block(
     table.set_header(header);
     for row in rows {
         let mut cells = row.who.key_values(true);
-        cells.extend([
-            format!("{:.3}", row.on_cpu_ns as f64 / 1e6),
-            format!("{:.1}", row.cpu_percent),
-            row.switches.to_string(),
-        ]);
+        cells.extend(columns.iter().map(|c| c.cell(row)));
         for (_, part, node) in &nodes {
             cells.push(node_cell(row, *part, node, options.verbose));
         }

@@ -60,6 +60,7 @@ pub struct Exporter {
     cycles: Family<Labels, FloatCounter>,
     event_seconds: Family<Labels, FloatCounter>,
     tma: Family<Labels, FloatGauge>,
+    ipc: Family<Labels, FloatGauge>,
     not_counting: Family<Labels, Gauge>,
     losses: Family<Labels, Counter>,
     c2c: Family<Labels, Counter>,
@@ -99,6 +100,7 @@ impl Exporter {
             cycles: Family::default(),
             event_seconds: Family::default(),
             tma: Family::default(),
+            ipc: Family::default(),
             not_counting: Family::default(),
             losses: Family::default(),
             c2c: Family::default(),
@@ -163,6 +165,13 @@ impl Exporter {
             "TopDown (TMA) node as a fraction of pipeline slots over the latest window; only \
              measured nodes, never with software counters",
             self.tma.clone(),
+        );
+        r.register(
+            "topdown_cgroup_ipc",
+            "Instructions retired per cycle of the cgroup's threads over the latest window in \
+             which both counted (a set that counts cycles and instructions alike: -e \
+             cycles,instructions)",
+            self.ipc.clone(),
         );
         r.register(
             "topdown_event_not_counting",
@@ -326,6 +335,9 @@ impl Exporter {
                 entry.event_labels.push(event);
             }
         }
+        if let Some(ipc) = row.ipc {
+            self.ipc.get_or_create(&labels).set(ipc);
+        }
         if let Some(view) = &self.view {
             for (part, td) in view.parts.iter().zip(&row.topdown) {
                 for node in td.iter().flat_map(|td| &td.nodes) {
@@ -362,6 +374,7 @@ impl Exporter {
             if let Some(entry) = self.exported.remove(id) {
                 self.cpu.remove(&entry.labels);
                 self.switches.remove(&entry.labels);
+                self.ipc.remove(&entry.labels);
                 for labels in &entry.event_labels {
                     self.events.remove(labels);
                     self.cycles.remove(labels);
@@ -481,6 +494,58 @@ mod tests {
 
     fn line<'a>(text: &'a str, start: &str) -> Option<&'a str> {
         text.lines().find(|l| l.starts_with(start))
+    }
+
+    /// With cycles and instructions in the set, each cgroup has an IPC gauge over the latest
+    /// window in which both counted; without them, the family has no series.
+    #[test]
+    fn ipc_is_a_gauge_per_cgroup_where_the_set_counts_both() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("a")).unwrap();
+        let a = fs::metadata(dir.path().join("a")).unwrap().ino();
+        let mut names = CgroupNames::at(Some(dir.path().to_path_buf()));
+        let limits = Limits {
+            grace: Duration::from_secs(10),
+            max_cgroups: 10,
+        };
+        let generic = |name: &str, config: u64| Counter {
+            name: name.into(),
+            unit: CounterUnit::Events,
+            attr: EventAttr {
+                pmu_type: 0,
+                config,
+                ..EventAttr::default()
+            },
+            cpus: None,
+        };
+        let mut set = CounterSet::software("test".into());
+        set.counters
+            .extend([generic("cycles", 0), generic("instructions", 1)]);
+        let counted = |raw| CounterValue::new(raw, 10, 10);
+        let usage = CgroupUsage {
+            id: a,
+            switches: 1,
+            counters: vec![counted(10), counted(4_000), counted(6_000)],
+        };
+        let mut exporter = Exporter::new(&set, None, limits);
+        let rows = model::cgroups::rows(&window(vec![usage.clone()]), &mut names, &set, None);
+        exporter.update(&rows, &Stats::default(), &[], Instant::now());
+        let text = exporter.encode();
+        assert_eq!(
+            line(&text, "topdown_cgroup_ipc{"),
+            Some("topdown_cgroup_ipc{cgroup=\"/a\"} 1.5"),
+            "{text}"
+        );
+
+        let software = CounterSet::software("test".into());
+        let mut exporter = Exporter::new(&software, None, limits);
+        let plain = CgroupUsage {
+            counters: vec![counted(10)],
+            ..usage
+        };
+        let rows = model::cgroups::rows(&window(vec![plain]), &mut names, &software, None);
+        exporter.update(&rows, &Stats::default(), &[], Instant::now());
+        assert_eq!(line(&exporter.encode(), "topdown_cgroup_ipc{"), None);
     }
 
     #[test]

@@ -17,7 +17,10 @@ use super::{
 };
 use crate::{
     attrib::{Window, groups::GroupBy},
-    model::rows::{Row, RowOptions, SortKey, TreeMark, Who},
+    model::{
+        columns::Column as ValueColumn,
+        rows::{Row, RowOptions, SortKey, TreeMark, Who},
+    },
     pmu::counter_set::CounterSet,
     report::table::{bottlenecks, losses_line, node_cell, node_columns, not_counting_line},
     tma::TopDown,
@@ -33,6 +36,8 @@ pub struct Screenful<'a> {
     pub total: usize,
     /// The counter set.
     pub set: &'a CounterSet,
+    /// The value columns of its rows.
+    pub columns: &'a [ValueColumn],
     /// TopDown and grouping of the rows.
     pub options: &'a RowOptions,
     /// The rows' recent values.
@@ -241,28 +246,14 @@ fn columns(rows: &[Row], data: &Screenful<'_>) -> Vec<Column> {
             )
         })
         .collect();
-    columns.push(column(
-        "ON-CPU ms".into(),
-        rows.iter()
-            .map(|r| format!("{:.1}", r.on_cpu_ns as f64 / 1e6))
-            .collect(),
-        true,
-        u8::MAX,
-    ));
-    columns.push(column(
-        "%CPU".into(),
-        rows.iter()
-            .map(|r| format!("{:.1}", r.cpu_percent))
-            .collect(),
-        true,
-        u8::MAX,
-    ));
-    columns.push(column(
-        "SWITCHES".into(),
-        rows.iter().map(|r| r.switches.to_string()).collect(),
-        true,
-        3,
-    ));
+    for value in data.columns {
+        columns.push(column(
+            value.header.into(),
+            rows.iter().map(|r| value.cell(r)).collect(),
+            true,
+            value.keep,
+        ));
+    }
     for (label, part, node) in node_columns(rows, data.options) {
         let header = if label.is_empty() {
             format!("{}%", node.short())
@@ -656,6 +647,7 @@ mod tests {
                         rows,
                         total: rows.len(),
                         set: &set,
+                        columns: &crate::model::columns::columns(&set),
                         options,
                         history,
                     },
@@ -716,6 +708,7 @@ mod tests {
             rows: std::slice::from_ref(&row),
             total: 1,
             set: &set,
+            columns: &crate::model::columns::columns(&set),
             options: &options,
             history: &History::default(),
         });

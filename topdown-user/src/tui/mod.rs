@@ -30,6 +30,7 @@ use crate::{
     },
     model::{
         self,
+        columns::{self, Column},
         rows::{Row, RowOptions, SortKey, rows},
         tree,
     },
@@ -115,11 +116,12 @@ pub struct LiveView {
 }
 
 impl LiveView {
-    /// Takes over the terminal (alternate screen, raw mode) and starts reading keys.
-    pub fn open(state: ViewState) -> Result<Self> {
+    /// Takes over the terminal (alternate screen, raw mode) and starts reading keys, to show
+    /// rows of `set` in `state`.
+    pub fn open(state: ViewState, set: &CounterSet) -> Result<Self> {
         Ok(Self {
             screen: Screen::open()?,
-            model: ViewModel::new(state),
+            model: ViewModel::new(state, set),
         })
     }
 
@@ -199,13 +201,16 @@ pub struct ViewModel {
     history: History,
     /// The view `history` holds.
     history_view: View,
+    /// The value columns of the set's rows, built once.
+    columns: Vec<Column>,
 }
 
 impl ViewModel {
-    /// Nothing shown yet, in `state`.
-    pub fn new(state: ViewState) -> Self {
+    /// Nothing shown yet, in `state`, for rows of `set`.
+    pub fn new(state: ViewState, set: &CounterSet) -> Self {
         let history_view = state.view;
         Self {
+            columns: columns::columns(set),
             state,
             latest: None,
             computed: None,
@@ -330,6 +335,7 @@ impl ViewModel {
                 rows: &computed.shown,
                 total: computed.total,
                 set,
+                columns: &self.columns,
                 options: &options,
                 history: &self.history,
             },

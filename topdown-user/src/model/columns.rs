@@ -1,0 +1,315 @@
+//! The value columns of a row, built once per counter set: on-CPU time, %CPU, switches and, where
+//! the set counts both cycles and instructions, IPC. Each says its machine name (JSON key, CSV
+//! header, Parquet column), its header in tables and the live view, what it holds, and how a
+//! value is written for people and for machines; the table, the live view, CSV, JSON and Parquet
+//! format these columns, so adding one is an entry here. Key, thread and TopDown columns are
+//! their own (they are not one number per row).
+
+use crate::{
+    attrib::usage::CounterValue,
+    model::rows::Row,
+    pmu::counter_set::{Counter, CounterSet},
+};
+
+/// `PERF_TYPE_HARDWARE`.
+const PERF_TYPE_HARDWARE: u32 = 0;
+/// `PERF_COUNT_HW_CPU_CYCLES` and `PERF_COUNT_HW_INSTRUCTIONS` (the low 32 bits of `config`; a
+/// hybrid part's PMU type sits above them).
+const HW_CYCLES: u64 = 0;
+const HW_INSTRUCTIONS: u64 = 1;
+
+/// Core cycles, as perf's generic name and each vendor's table spell them (lower case, without
+/// a PMU prefix or modifiers).
+const CYCLES: [&str; 6] = [
+    "cycles",
+    "cpu-cycles",
+    "cpu_cycles",
+    "cpu_clk_unhalted.thread",
+    "cpu_clk_unhalted.core",
+    "ls_not_halted_cyc",
+];
+
+/// Instructions retired, spelt the same ways.
+const INSTRUCTIONS: [&str; 5] = [
+    "instructions",
+    "inst_retired",
+    "inst_retired.any",
+    "inst_retired.any_p",
+    "ex_ret_instr",
+];
+
+/// A column's value: exact integers stay integers.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Number {
+    /// A count or a time in nanoseconds.
+    Int(u64),
+    /// A share or a ratio.
+    Float(f64),
+}
+
+impl Number {
+    /// The value as a float.
+    pub fn as_f64(self) -> f64 {
+        match self {
+            Self::Int(n) => n as f64,
+            Self::Float(x) => x,
+        }
+    }
+}
+
+/// What a column holds: how it is scaled for people and how precisely it is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Nanoseconds; milliseconds for people.
+    Nanoseconds,
+    /// Percent of one CPU.
+    Percent,
+    /// A whole count.
+    Count,
+    /// A ratio of two counts.
+    Ratio,
+}
+
+/// Which value of a row a column reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Source {
+    OnCpu,
+    CpuPercent,
+    Switches,
+    /// Instructions over cycles, from these slots of the set.
+    Ipc {
+        cycles: usize,
+        instructions: usize,
+    },
+}
+
+/// One value column.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Column {
+    /// Its machine name: JSON key, CSV header, Parquet column.
+    pub key: &'static str,
+    /// Its header in tables and the live view.
+    pub header: &'static str,
+    /// What it holds (docs, the exporter's help).
+    pub help: &'static str,
+    /// How it is written.
+    pub kind: Kind,
+    /// In the live view, columns are dropped lowest `keep` first when the terminal is narrow
+    /// (`u8::MAX`: never).
+    pub keep: u8,
+    source: Source,
+}
+
+impl Column {
+    /// The row's value; `None` where it was not measured (IPC of a row whose cycles or
+    /// instructions did not run, or ran no cycle).
+    pub fn value(&self, row: &Row) -> Option<Number> {
+        match self.source {
+            Source::OnCpu => Some(Number::Int(row.on_cpu_ns)),
+            Source::CpuPercent => Some(Number::Float(row.cpu_percent)),
+            Source::Switches => Some(Number::Int(row.switches)),
+            Source::Ipc {
+                cycles,
+                instructions,
+            } => ipc(&row.counters, cycles, instructions).map(Number::Float),
+        }
+    }
+
+    /// Whether a row can have no value in it (not measured).
+    pub fn may_be_missing(&self) -> bool {
+        matches!(self.source, Source::Ipc { .. })
+    }
+
+    /// The value as tables and the live view show it (`-` where not measured).
+    pub fn cell(&self, row: &Row) -> String {
+        match (self.kind, self.value(row)) {
+            (_, None) => "-".into(),
+            (Kind::Nanoseconds, Some(v)) => format!("{:.3}", v.as_f64() / 1e6),
+            (Kind::Percent, Some(v)) => format!("{:.1}", v.as_f64()),
+            (Kind::Count, Some(v)) => format!("{:.0}", v.as_f64()),
+            (Kind::Ratio, Some(v)) => format!("{:.2}", v.as_f64()),
+        }
+    }
+
+    /// The value as CSV writes it (empty where not measured).
+    pub fn field(&self, row: &Row) -> String {
+        match self.value(row) {
+            None => String::new(),
+            Some(Number::Int(n)) => n.to_string(),
+            Some(Number::Float(x)) if self.kind == Kind::Ratio => format!("{x:.4}"),
+            Some(Number::Float(x)) => format!("{x:.2}"),
+        }
+    }
+}
+
+/// Instructions per cycle from a row's counters: `None` unless both counted and cycles ran.
+pub fn ipc(counters: &[CounterValue], cycles: usize, instructions: usize) -> Option<f64> {
+    let cycles = counters.get(cycles)?.scaled()?;
+    let instructions = counters.get(instructions)?.scaled()?;
+    (cycles > 0.0).then(|| instructions / cycles)
+}
+
+/// The slots of `set`'s cycles and instructions when it counts one of each over the same CPUs
+/// and privilege levels (a hybrid set counting them per core type has no one IPC: none).
+pub fn ipc_slots(set: &CounterSet) -> Option<(usize, usize)> {
+    let find = |names: &[&str], generic: u64| {
+        let slots: Vec<usize> = set
+            .counters
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| is_event(c, names, generic))
+            .map(|(i, _)| i)
+            .collect();
+        match slots.as_slice() {
+            [one] => Some(*one),
+            _ => None,
+        }
+    };
+    let (cycles, instructions) = (
+        find(&CYCLES, HW_CYCLES)?,
+        find(&INSTRUCTIONS, HW_INSTRUCTIONS)?,
+    );
+    let (c, i) = (&set.counters[cycles], &set.counters[instructions]);
+    let alike = c.cpus == i.cpus
+        && c.attr.exclude_user == i.attr.exclude_user
+        && c.attr.exclude_kernel == i.attr.exclude_kernel;
+    alike.then_some((cycles, instructions))
+}
+
+/// Whether `counter` is perf's generic hardware event `generic`, or an event `names` spell.
+fn is_event(counter: &Counter, names: &[&str], generic: u64) -> bool {
+    if counter.attr.pmu_type == PERF_TYPE_HARDWARE {
+        return counter.attr.config & 0xffff_ffff == generic;
+    }
+    // `cpu_core/INST_RETIRED.ANY/` or `INST_RETIRED.ANY`; modifiers (`:u`) are in the attr.
+    let name = counter.name.trim_end_matches('/');
+    let name = name.rsplit_once('/').map_or(name, |(_, event)| event);
+    let name = name.split_once(':').map_or(name, |(event, _)| event);
+    names.iter().any(|n| n.eq_ignore_ascii_case(name))
+}
+
+/// The value columns for rows of `set`, in the order they are shown.
+pub fn columns(set: &CounterSet) -> Vec<Column> {
+    let mut columns = vec![
+        Column {
+            key: "on_cpu_ns",
+            header: "ON-CPU ms",
+            help: "on-CPU time (nanoseconds; milliseconds in tables)",
+            kind: Kind::Nanoseconds,
+            keep: u8::MAX,
+            source: Source::OnCpu,
+        },
+        Column {
+            key: "cpu_percent",
+            header: "%CPU",
+            help: "on-CPU time over the window's wall time, in percent of one CPU",
+            kind: Kind::Percent,
+            keep: u8::MAX,
+            source: Source::CpuPercent,
+        },
+        Column {
+            key: "switches",
+            header: "SWITCHES",
+            help: "switches out",
+            kind: Kind::Count,
+            keep: 3,
+            source: Source::Switches,
+        },
+    ];
+    if let Some((cycles, instructions)) = ipc_slots(set) {
+        columns.push(Column {
+            key: "ipc",
+            header: "IPC",
+            help: "instructions retired per cycle (both scaled as perf scales them)",
+            kind: Kind::Ratio,
+            keep: 4,
+            source: Source::Ipc {
+                cycles,
+                instructions,
+            },
+        });
+    }
+    columns
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pmu::counter_set::{EventAttr, Unit};
+
+    fn counter(name: &str, pmu_type: u32, config: u64) -> Counter {
+        Counter {
+            name: name.into(),
+            unit: Unit::Events,
+            attr: EventAttr {
+                pmu_type,
+                config,
+                ..EventAttr::default()
+            },
+            cpus: None,
+        }
+    }
+
+    fn set(counters: Vec<Counter>) -> CounterSet {
+        let mut set = CounterSet::software(String::new());
+        set.counters.extend(counters);
+        set
+    }
+
+    #[test]
+    fn ipc_is_a_column_where_the_set_counts_cycles_and_instructions_alike() {
+        let generic = set(vec![counter("cycles", 0, 0), counter("instructions", 0, 1)]);
+        assert_eq!(ipc_slots(&generic), Some((1, 2)));
+        let keys: Vec<&str> = columns(&generic).iter().map(|c| c.key).collect();
+        assert_eq!(keys, ["on_cpu_ns", "cpu_percent", "switches", "ipc"]);
+
+        let arm = set(vec![
+            counter("INST_RETIRED", 8, 0x08),
+            counter("CPU_CYCLES", 8, 0x11),
+        ]);
+        assert_eq!(ipc_slots(&arm), Some((2, 1)));
+        let intel = set(vec![
+            counter("cpu/CPU_CLK_UNHALTED.THREAD/", 4, 0x3c),
+            counter("cpu/INST_RETIRED.ANY/", 4, 0xc0),
+        ]);
+        assert_eq!(ipc_slots(&intel), Some((1, 2)));
+
+        assert_eq!(ipc_slots(&set(vec![counter("cycles", 0, 0)])), None);
+        assert_eq!(columns(&set(vec![])).len(), 3, "no IPC without both");
+        // Two core types, each with its own pair: no one IPC.
+        let hybrid = set(vec![
+            counter("cpu_core/cycles/", 0, 4 << 32),
+            counter("cpu_atom/cycles/", 0, 8 << 32),
+            counter("cpu_core/instructions/", 0, (4 << 32) | 1),
+            counter("cpu_atom/instructions/", 0, (8 << 32) | 1),
+        ]);
+        assert_eq!(ipc_slots(&hybrid), None);
+        // User-only instructions over all cycles is no IPC.
+        let mut user = set(vec![
+            counter("cycles", 0, 0),
+            counter("instructions:u", 0, 1),
+        ]);
+        user.counters[2].attr.exclude_kernel = true;
+        assert_eq!(ipc_slots(&user), None);
+    }
+
+    #[test]
+    fn ipc_is_measured_or_absent_never_a_zero() {
+        let value = |raw: u64, running_ns: u64| CounterValue {
+            raw,
+            enabled_ns: 100,
+            running_ns,
+            silent: false,
+        };
+        let counted = [value(0, 100), value(2_000, 50), value(3_000, 100)];
+        // Cycles scaled to 4,000 (half the time on a counter), instructions 3,000.
+        assert_eq!(ipc(&counted, 1, 2), Some(0.75));
+        let not_running = [value(0, 100), value(0, 0), value(3_000, 100)];
+        assert_eq!(ipc(&not_running, 1, 2), None);
+        let no_cycles = [value(0, 100), value(0, 100), value(3_000, 100)];
+        assert_eq!(ipc(&no_cycles, 1, 2), None);
+        let mut silent = counted;
+        silent[2].silent = true;
+        assert_eq!(ipc(&silent, 1, 2), None);
+    }
+}
