@@ -18,13 +18,13 @@ use crate::{
         Attributor, EXITED_ROWS, WindowExits,
         cgroups::CgroupNames,
         groups::{GroupBy, GroupOptions, normalize},
+        sink::WindowSink,
         target::Target,
     },
     cli::{CgroupArgs, StatArgs},
     collect::{Collector, CollectorOptions, calibration},
     model::{
-        self,
-        export::{self, RunMeta},
+        export::RunMeta,
         rows::{RowOptions, SortKey},
     },
     pmu::{counter_set::CounterSet, machine::Machine, sysfs::SysRoot},
@@ -102,115 +102,36 @@ async fn session(
     recording: Option<RecordTo>,
     verbose: bool,
 ) -> Result<ExitCode> {
-    if recording.is_some() && cli.per_core {
-        bail!("record keeps threads and cgroups, not cores: run --per-core without record");
-    }
-    if let Some(to) = recording
-        .as_ref()
-        .filter(|to| !to.force && to.path.exists())
-    {
-        bail!(
-            "the recording {} exists: give another name (-o), or --force to replace it",
-            to.path.display()
-        );
-    }
-    let format = format_of(&cli, output);
-    let sort: SortKey = cli.sort.parse().unwrap_or(SortKey::OnCpu);
-    if cli.drilldown && (cli.td_level != Some(3) || !cli.command.is_empty() || cli.per_core) {
-        bail!(
-            "--drilldown probes the whole machine before the run: it needs --td-level 3, and \
-             not -- COMMAND or --per-core (for a command: record Level 2, then `analyze --events \
-             --td-level 3 --drilldown`, then --nodes)"
-        );
-    }
-    let nodes = if cli.drilldown {
-        drilldown_nodes()?
-    } else {
-        cli.nodes.clone()
-    };
-    let (set, topdown) = counter_set(cli.td_level, &nodes, cli.per_core, &cli.events)?;
-    sort.validate(&set)?;
-    let target = if !cli.pids.is_empty() {
-        Target::Pids(cli.pids.clone())
-    } else if !cli.tids.is_empty() {
-        Target::Tids(cli.tids.clone())
-    } else {
-        Target::All
-    };
-    target.validate()?;
-    let mut names = CgroupNames::host();
+    let plan = Plan::of(&cli, output, recording.as_ref())?;
+    let names = CgroupNames::host();
     let group = group_options(&cli.cgroups, names.mount())?;
     preflight::check()?;
     if cli.per_core {
         per_core::run(
-            &set,
-            topdown.as_ref(),
+            &plan.set,
+            plan.topdown.as_ref(),
             cli.interval_ms,
             cli.duration,
             cli.json,
-            format == Format::Refresh,
+            plan.format == Format::Refresh,
             &mut *out,
         )
         .await?;
         return Ok(ExitCode::SUCCESS);
     }
-
-    // A narrowed target charges only the processes it names (and their children); the
-    // cgroup views need every thread.
-    let narrow = group.is_none() && (target != Target::All || !cli.command.is_empty());
-    // Rows of cgroups only: no thread's own counts are shown (the full-screen view can switch
-    // to threads, a recording keeps them), so counters are read only at cgroup switches.
-    let cgroup_only = group.is_some() && format != Format::Refresh && recording.is_none();
-    let mut collector = Collector::start(
-        &set,
-        &CollectorOptions {
-            max_threads: cli.max_threads,
-            narrow,
-            cgroup_only,
-            ..CollectorOptions::default()
-        },
-    )?;
+    let mut collector = start_collector(&cli, &plan, group.is_some(), recording.is_some())?;
     let started = Instant::now();
-    for line in calibration::lines(collector.calibration(), &set) {
-        eprintln!("{line}");
-    }
-    match &target {
-        Target::Pids(pids) => pids.iter().try_for_each(|&pid| collector.follow(pid))?,
-        Target::Tids(tids) => tids
-            .iter()
-            .try_for_each(|&tid| collector.follow(process_of(tid)?))?,
-        Target::All | Target::Command(_) | Target::NoThreads => {}
-    }
-    let ends_with = match &target {
+    let ends_with = match &plan.target {
         Target::Pids(pids) => ProcessExits::watch(pids)?,
         _ => ProcessExits::watch(&[])?,
     };
-
     let period = cli
         .interval_ms
         .map_or(DEFAULT_REFRESH, Duration::from_millis);
     // Signals are ours before a command starts: a SIGTERM or Ctrl-C from then on reaches the
     // command and ends the run with its report, never kills the tool before its handlers.
     let mut session = Session::new(started, period, cli.duration)?;
-    let (target, child) = if cli.command.is_empty() {
-        (target, None)
-    } else {
-        let child = collector
-            .spawn_followed(|| {
-                let mut command = Command::new(&cli.command[0]);
-                command.args(&cli.command[1..]);
-                if let Some(user) = recording.as_ref().and_then(|to| to.user.as_ref()) {
-                    command.uid(user.uid).gid(user.gid);
-                }
-                command.spawn()
-            })?
-            .with_context(|| format!("cannot run `{}`", cli.command[0]))?;
-        let pid = child
-            .id()
-            .context("the command exited before it could be watched")?;
-        (Target::Command(pid), Some(child))
-    };
-
+    let (target, child) = start_command(&cli, &mut collector, plan.target.clone(), &recording)?;
     // The hottest exited threads keep their own rows (each window's, and the run's); the rest
     // fold per process.
     let exited_rows = cli.top.map_or(EXITED_ROWS, |top| top.max(EXITED_ROWS));
@@ -219,35 +140,11 @@ async fn session(
     } else {
         WindowExits::Fold
     };
-    let mut parts = None;
-    let mut recorder = match &recording {
-        Some(to) => {
-            let machine = Machine::read(&SysRoot::host())?;
-            let cpus = crate::collect::online_cpus()?.len();
-            let header = recording::header(
-                &set,
-                topdown.as_ref(),
-                u64::try_from(period.as_millis()).unwrap_or(u64::MAX),
-                machine.cpu.to_string(),
-                cpus,
-                (exits == WindowExits::Fold).then_some(RowBounds {
-                    max_threads: cli.max_threads,
-                    exited_rows: exited_rows as u64,
-                }),
-            );
-            if let Some(dir) = &to.parquet {
-                parts = Some(ParquetParts::create(
-                    dir,
-                    RunMeta::of(&header),
-                    &set,
-                    topdown.as_ref(),
-                    to.parquet_windows,
-                )?);
-            }
-            Some(Recorder::create(&to.path, header)?)
-        }
-        None => None,
-    };
+    let bounds = (exits == WindowExits::Fold).then_some(RowBounds {
+        max_threads: cli.max_threads,
+        exited_rows: exited_rows as u64,
+    });
+    let mut sinks = record_sinks(&plan, recording.as_ref(), period, bounds)?;
     if let Some(to) = &recording {
         // Everything privileged is done: programs loaded, counters open, files created.
         if let (Some(user), Some(dir)) = (&to.user, &to.parquet) {
@@ -256,194 +153,367 @@ async fn session(
         }
         privileges::drop_all(to.user.as_ref(), |phase| collector.drop_privileges(phase))?;
     }
-
-    let draw_windows = cli.interval_ms.is_some() || format == Format::Refresh;
-    // On a terminal the live table is the full-screen view; the run's totals then go to the
+    // The full-screen view on a terminal; the totals (and what was recorded) follow on the
     // normal screen when it closes.
-    let mut live = if format == Format::Refresh {
-        let nodes = topdown
+    let live = if plan.format == Format::Refresh {
+        let nodes = plan
+            .topdown
             .as_ref()
             .map(TopdownView::node_names)
             .unwrap_or_default();
         let state = ViewState::new(
             tui::first_view(group.as_ref()),
             names.mount().is_some(),
-            sort.clone(),
+            plan.sort.clone(),
             &nodes,
         );
-        Some(LiveView::open(state, &set)?)
+        Some(LiveView::open(state, &plan.set)?)
     } else {
         None
     };
-    let grouping = group.clone();
-    let mut renderer = Renderer::new(
-        out,
-        format,
-        RowOptions {
-            sort,
-            top: cli.top,
-            topdown,
-            verbose,
-            group,
-        },
-        set.clone(),
-    );
+    let options = RowOptions {
+        sort: plan.sort.clone(),
+        top: cli.top,
+        topdown: plan.topdown.clone(),
+        verbose,
+        group: group.clone(),
+    };
+    let mut renderer = Renderer::new(out, plan.format.clone(), options.clone(), plan.set.clone())
+        .drawing_intervals(cli.interval_ms.is_some() && live.is_none());
     if live.is_none() {
         renderer.header()?;
     }
-    let attrib_target = target.clone();
-    let mut attrib = Attributor::with_exited_rows(set.counters.len(), target, exited_rows, exits);
+    sinks.push(Box::new(renderer));
+    let mut attrib =
+        Attributor::with_exited_rows(plan.set.counters.len(), target.clone(), exited_rows, exits);
     attrib.set_silent(&collector.calibration().silent());
     attrib.start(started);
-
     if let Some(child) = child {
         session.watch(child);
     }
-
-    // Cgroups removed by the previous snapshot: their last charges are in by now.
-    let mut removed_before: Vec<u64> = Vec::new();
-    let mut status = None;
-    let mut all_ended = false;
-    // The full-screen view's status line says it every frame (its losses); other outputs once.
-    let mut told_not_counted = false;
-    let mut output_closed = false;
-    loop {
-        let stop = tokio::select! {
-            wake = session.wake() => match wake {
-                Wake::Tick => {
-                    let snapshot = collector.snapshot()?;
-                    names.learn_removed(&snapshot.removed_cgroups);
-                    let window = attrib.window(&snapshot);
-                    if !told_not_counted && live.is_none() {
-                        told_not_counted = tell_not_counted(&set, &window);
-                    }
-                    if let Some(recorder) = recorder.as_mut() {
-                        recorder.window(&window, &mut names)?;
-                    }
-                    if let Some(parts) = parts.as_mut() {
-                        let view = renderer.options().topdown.as_ref();
-                        parts.window(&window, &export::rows(&window, &mut names, &set, view))?;
-                    }
-                    // Keep their totals for the run and stop tracking them: memory then holds
-                    // live cgroups only, however many come and go.
-                    let removed = snapshot.removed_cgroups.iter().map(|(id, _)| *id).collect();
-                    attrib.retire_cgroups(std::mem::replace(&mut removed_before, removed));
-                    if let Some(live) = live.as_mut() {
-                        live.model.update(window, &mut names, grouping.as_ref());
-                        live.draw(&set, renderer.options(), grouping.as_ref())?;
-                    } else if draw_windows {
-                        let rows = model::step(&window, &mut names, &set, renderer.options());
-                        renderer.window(&window, &rows)?;
-                    }
-                    false
-                }
-                Wake::Deadline => true,
-                Wake::CommandExited(exit) => {
-                    let exit = exit.context("waiting for the command")?;
-                    log::info!("command exited: {exit}");
-                    status = Some(exit);
-                    true
-                }
-                // The command gets the signal and ends the session when it exits, as under
-                // perf stat; its last slices are then in the final report.
-                Wake::Signal(signal) => !session.forward(signal),
-            },
-            () = ends_with.all_ended() => {
-                log::info!("every watched process has exited");
-                all_ended = true;
-                true
-            }
-            key = next_key(&mut live) => {
-                let Some(view) = live.as_mut() else { continue };
-                match view.model.state.on_key(key) {
-                    // A command gets SIGINT and ends the session when it exits, as at Ctrl-C.
-                    Action::Quit => !session.forward(libc::SIGINT),
-                    Action::Redraw => {
-                        view.draw(&set, renderer.options(), grouping.as_ref())?;
-                        false
-                    }
-                    // A live view has no timeline to move in.
-                    Action::None | Action::Seek => false,
-                }
-            }
-        };
-        if stop {
-            break;
-        }
-        // `| head -1`: the reader went away. A run that records goes on into its file; one
-        // that only prints ends quietly, as at Ctrl-C.
-        if renderer.closed() && recording.is_none() && !output_closed {
-            output_closed = true;
-            log::info!("standard output was closed: ending the run");
-            if !session.forward(libc::SIGINT) {
-                break;
-            }
-        }
-    }
-
-    // Processes that ended: their threads' last switches, so they are reported exited.
-    let ended: Vec<u32> = match (&attrib_target, status.is_some(), all_ended) {
-        (Target::Command(pid), true, _) => vec![*pid],
-        (Target::Pids(pids), _, true) => pids.clone(),
-        _ => Vec::new(),
+    let mut run = LiveRun {
+        set: &plan.set,
+        options: &options,
+        grouping: group.as_ref(),
+        collector,
+        attrib,
+        names,
+        sinks,
+        live,
+        removed_before: Vec::new(),
+        told_not_counted: false,
     };
-    if !ended.is_empty() {
-        let left = collector
-            .await_final_switches(&ended, Duration::from_millis(500))
-            .await?;
-        if left > 0 {
-            log::warn!(
-                "{left} threads of the ended processes had not switched out for the last time \
-                 after 500 ms: reported live"
+    let end = run.windows(&mut session, &ends_with).await?;
+    run.finish(&target, end).await
+}
+
+/// What the command line asks of a session, checked: output format, sort, counter set and
+/// TopDown view, and the threads it is about.
+struct Plan {
+    format: Format,
+    sort: SortKey,
+    set: CounterSet,
+    topdown: Option<TopdownView>,
+    target: Target,
+}
+
+impl Plan {
+    fn of(cli: &StatArgs, output: Option<&Path>, recording: Option<&RecordTo>) -> Result<Self> {
+        if recording.is_some() && cli.per_core {
+            bail!("record keeps threads and cgroups, not cores: run --per-core without record");
+        }
+        if let Some(to) = recording.filter(|to| !to.force && to.path.exists()) {
+            bail!(
+                "the recording {} exists: give another name (-o), or --force to replace it",
+                to.path.display()
             );
         }
+        let format = format_of(cli, output);
+        let sort: SortKey = cli.sort.parse().unwrap_or(SortKey::OnCpu);
+        if cli.drilldown && (cli.td_level != Some(3) || !cli.command.is_empty() || cli.per_core) {
+            bail!(
+                "--drilldown probes the whole machine before the run: it needs --td-level 3, \
+                 and not -- COMMAND or --per-core (for a command: record Level 2, then `analyze \
+                 --events --td-level 3 --drilldown`, then --nodes)"
+            );
+        }
+        let nodes = if cli.drilldown {
+            drilldown_nodes()?
+        } else {
+            cli.nodes.clone()
+        };
+        let (set, topdown) = counter_set(cli.td_level, &nodes, cli.per_core, &cli.events)?;
+        sort.validate(&set)?;
+        let target = if !cli.pids.is_empty() {
+            Target::Pids(cli.pids.clone())
+        } else if !cli.tids.is_empty() {
+            Target::Tids(cli.tids.clone())
+        } else {
+            Target::All
+        };
+        target.validate()?;
+        Ok(Self {
+            format,
+            sort,
+            set,
+            topdown,
+            target,
+        })
     }
-    if live.take().is_some() {
+}
+
+/// Loads the programs and opens the counters for `plan`, following the processes it names.
+fn start_collector(
+    cli: &StatArgs,
+    plan: &Plan,
+    grouped: bool,
+    recording: bool,
+) -> Result<Collector> {
+    // A narrowed target charges only the processes it names (and their children); the
+    // cgroup views need every thread.
+    let narrow = !grouped && (plan.target != Target::All || !cli.command.is_empty());
+    // Rows of cgroups only: no thread's own counts are shown (the full-screen view can switch
+    // to threads, a recording keeps them), so counters are read only at cgroup switches.
+    let cgroup_only = grouped && plan.format != Format::Refresh && !recording;
+    let mut collector = Collector::start(
+        &plan.set,
+        &CollectorOptions {
+            max_threads: cli.max_threads,
+            narrow,
+            cgroup_only,
+            ..CollectorOptions::default()
+        },
+    )?;
+    for line in calibration::lines(collector.calibration(), &plan.set) {
+        eprintln!("{line}");
+    }
+    match &plan.target {
+        Target::Pids(pids) => pids.iter().try_for_each(|&pid| collector.follow(pid))?,
+        Target::Tids(tids) => tids
+            .iter()
+            .try_for_each(|&tid| collector.follow(process_of(tid)?))?,
+        Target::All | Target::Command(_) | Target::NoThreads => {}
+    }
+    Ok(collector)
+}
+
+/// Starts `-- COMMAND`, followed in the kernel (as `--user` when recording asks): the target
+/// becomes the command. Without one, `target` as it is.
+fn start_command(
+    cli: &StatArgs,
+    collector: &mut Collector,
+    target: Target,
+    recording: &Option<RecordTo>,
+) -> Result<(Target, Option<tokio::process::Child>)> {
+    if cli.command.is_empty() {
+        return Ok((target, None));
+    }
+    let child = collector
+        .spawn_followed(|| {
+            let mut command = Command::new(&cli.command[0]);
+            command.args(&cli.command[1..]);
+            if let Some(user) = recording.as_ref().and_then(|to| to.user.as_ref()) {
+                command.uid(user.uid).gid(user.gid);
+            }
+            command.spawn()
+        })?
+        .with_context(|| format!("cannot run `{}`", cli.command[0]))?;
+    let pid = child
+        .id()
+        .context("the command exited before it could be watched")?;
+    Ok((Target::Command(pid), Some(child)))
+}
+
+/// The recording's sinks: the recording itself and, when asked, its Parquet parts.
+fn record_sinks(
+    plan: &Plan,
+    recording: Option<&RecordTo>,
+    period: Duration,
+    bounds: Option<RowBounds>,
+) -> Result<Vec<Box<dyn WindowSink>>> {
+    let Some(to) = recording else {
+        return Ok(Vec::new());
+    };
+    let machine = Machine::read(&SysRoot::host())?;
+    let cpus = crate::collect::online_cpus()?.len();
+    let header = recording::header(
+        &plan.set,
+        plan.topdown.as_ref(),
+        u64::try_from(period.as_millis()).unwrap_or(u64::MAX),
+        machine.cpu.to_string(),
+        cpus,
+        bounds,
+    );
+    let mut sinks: Vec<Box<dyn WindowSink>> = Vec::new();
+    if let Some(dir) = &to.parquet {
+        sinks.push(Box::new(ParquetParts::create(
+            dir,
+            RunMeta::of(&header),
+            &plan.set,
+            plan.topdown.as_ref(),
+            to.parquet_windows,
+        )?));
+    }
+    // The recording first: it finishes first, and says so first.
+    sinks.insert(0, Box::new(Recorder::create(&to.path, header)?));
+    Ok(sinks)
+}
+
+/// How the windows of a session ended.
+struct End {
+    /// The command's exit status, when it exited.
+    status: Option<ExitStatus>,
+    /// Every watched process (`-p`) exited.
+    all_ended: bool,
+}
+
+/// A session while it runs: the collector read every interval, each window attributed and
+/// handed to every sink (and the full-screen view), the totals at the end.
+struct LiveRun<'a> {
+    set: &'a CounterSet,
+    options: &'a RowOptions,
+    grouping: Option<&'a GroupOptions>,
+    collector: Collector,
+    attrib: Attributor,
+    names: CgroupNames,
+    sinks: Vec<Box<dyn WindowSink>>,
+    live: Option<LiveView>,
+    /// Cgroups removed by the previous snapshot: their last charges are in by now.
+    removed_before: Vec<u64>,
+    /// Said on standard error that some counters were not counted (once).
+    told_not_counted: bool,
+}
+
+impl LiveRun<'_> {
+    /// Reads a window every interval until the duration, the command's exit, the watched
+    /// processes' exits, Ctrl-C, SIGTERM or `q`.
+    async fn windows(&mut self, session: &mut Session, ends_with: &ProcessExits) -> Result<End> {
+        let mut end = End {
+            status: None,
+            all_ended: false,
+        };
+        let mut output_closed = false;
+        loop {
+            let stop = tokio::select! {
+                wake = session.wake() => match wake {
+                    Wake::Tick => {
+                        self.tick()?;
+                        false
+                    }
+                    Wake::Deadline => true,
+                    Wake::CommandExited(exit) => {
+                        let exit = exit.context("waiting for the command")?;
+                        log::info!("command exited: {exit}");
+                        end.status = Some(exit);
+                        true
+                    }
+                    // The command gets the signal and ends the session when it exits, as under
+                    // perf stat; its last slices are then in the final report.
+                    Wake::Signal(signal) => !session.forward(signal),
+                },
+                () = ends_with.all_ended() => {
+                    log::info!("every watched process has exited");
+                    end.all_ended = true;
+                    true
+                }
+                key = next_key(&mut self.live) => self.key(key, session)?,
+            };
+            if stop {
+                return Ok(end);
+            }
+            // `| head -1`: the reader went away. A run that records goes on into its file; one
+            // that only prints ends quietly, as at Ctrl-C.
+            if !output_closed && self.sinks.iter().all(|sink| sink.closed()) {
+                output_closed = true;
+                log::info!("standard output was closed: ending the run");
+                if !session.forward(libc::SIGINT) {
+                    return Ok(end);
+                }
+            }
+        }
+    }
+
+    /// One interval: a snapshot attributed, handed to every sink and the view.
+    fn tick(&mut self) -> Result<()> {
+        let snapshot = self.collector.snapshot()?;
+        self.names.learn_removed(&snapshot.removed_cgroups);
+        let window = self.attrib.window(&snapshot);
+        if !self.told_not_counted && self.live.is_none() {
+            self.told_not_counted = tell_not_counted(self.set, &window);
+        }
+        for sink in &mut self.sinks {
+            sink.window(&window, &mut self.names)?;
+        }
+        // Keep their totals for the run and stop tracking them: memory then holds live cgroups
+        // only, however many come and go.
+        let removed = snapshot.removed_cgroups.iter().map(|(id, _)| *id).collect();
+        self.attrib
+            .retire_cgroups(std::mem::replace(&mut self.removed_before, removed));
+        if let Some(live) = self.live.as_mut() {
+            live.model.update(window, &mut self.names, self.grouping);
+            live.draw(self.set, self.options, self.grouping)?;
+        }
+        Ok(())
+    }
+
+    /// A key of the full-screen view; whether it ends the session.
+    fn key(&mut self, key: tui::state::Key, session: &mut Session) -> Result<bool> {
+        let Some(view) = self.live.as_mut() else {
+            return Ok(false);
+        };
+        Ok(match view.model.state.on_key(key) {
+            // A command gets SIGINT and ends the session when it exits, as at Ctrl-C.
+            Action::Quit => !session.forward(libc::SIGINT),
+            Action::Redraw => {
+                view.draw(self.set, self.options, self.grouping)?;
+                false
+            }
+            // A live view has no timeline to move in.
+            Action::None | Action::Seek => false,
+        })
+    }
+
+    /// The last, partial window and the run's totals, to every sink; the exit code (the
+    /// command's, with `-- COMMAND`).
+    async fn finish(mut self, target: &Target, end: End) -> Result<ExitCode> {
+        // Processes that ended: their threads' last switches, so they are reported exited.
+        let ended: Vec<u32> = match (target, end.status.is_some(), end.all_ended) {
+            (Target::Command(pid), true, _) => vec![*pid],
+            (Target::Pids(pids), _, true) => pids.clone(),
+            _ => Vec::new(),
+        };
+        if !ended.is_empty() {
+            let left = self
+                .collector
+                .await_final_switches(&ended, Duration::from_millis(500))
+                .await?;
+            if left > 0 {
+                log::warn!(
+                    "{left} threads of the ended processes had not switched out for the last \
+                     time after 500 ms: reported live"
+                );
+            }
+        }
         // The view is closed (the terminal restored): the totals follow on the normal screen.
-        renderer.header()?;
+        drop(self.live.take());
+        // The last, partial interval too: a stream of intervals then holds every exited thread.
+        let snapshot = self.collector.snapshot()?;
+        self.names.learn_removed(&snapshot.removed_cgroups);
+        let window = self.attrib.window(&snapshot);
+        for sink in &mut self.sinks {
+            sink.window(&window, &mut self.names)?;
+        }
+        let totals = self.attrib.run_totals(&snapshot);
+        for sink in self.sinks {
+            if let Some(line) = sink.finish(&totals, &mut self.names)? {
+                eprintln!("topdown-bpf: {line}");
+            }
+        }
+        if totals.stats.lost_anything() {
+            log::warn!("the kernel side lost data: see the losses line");
+        }
+        Ok(end.status.map_or(ExitCode::SUCCESS, exit_code))
     }
-    // The last, partial interval too: a stream of intervals then holds every exited thread.
-    let snapshot = collector.snapshot()?;
-    names.learn_removed(&snapshot.removed_cgroups);
-    let window = attrib.window(&snapshot);
-    if let Some(recorder) = recorder.as_mut() {
-        recorder.window(&window, &mut names)?;
-    }
-    if let Some(parts) = parts.as_mut() {
-        let view = renderer.options().topdown.as_ref();
-        parts.window(&window, &export::rows(&window, &mut names, &set, view))?;
-    }
-    if draw_windows && cli.interval_ms.is_some() {
-        let rows = model::step(&window, &mut names, &set, renderer.options());
-        renderer.window(&window, &rows)?;
-    }
-    let totals = attrib.run_totals(&snapshot);
-    if let (Some(recorder), Some(to)) = (recorder, &recording) {
-        let windows = recorder.finish(&totals, &mut names)?;
-        eprintln!(
-            "topdown-bpf: recorded {windows} windows to {} (`topdown-bpf report -i {0}`)",
-            to.path.display()
-        );
-    }
-    if let (
-        Some(parts),
-        Some(RecordTo {
-            parquet: Some(dir), ..
-        }),
-    ) = (parts, &recording)
-    {
-        let files = parts.finish()?;
-        eprintln!(
-            "topdown-bpf: wrote {files} Parquet files to {} (`read_parquet('{0}/*.parquet')`)",
-            dir.display()
-        );
-    }
-    let rows = model::step(&totals, &mut names, &set, renderer.options());
-    renderer.summary(&totals, &rows)?;
-    if totals.stats.lost_anything() {
-        log::warn!("the kernel side lost data: see the losses line");
-    }
-    Ok(status.map_or(ExitCode::SUCCESS, exit_code))
 }
 
 /// Says once, on standard error, that some counters of `window` were not counted for some
@@ -502,7 +572,9 @@ fn group_options(args: &CgroupArgs, mount: Option<&Path>) -> Result<Option<Group
     };
     let Some(mount) = mount else {
         bail!(
-            "per-cgroup attribution needs the unified cgroup2 hierarchy and this host has only              cgroup v1: boot with systemd.unified_cgroup_hierarchy=1 (or mount cgroup2), or run              without --per-cgroup/--per-container/-G/--rollup"
+            "per-cgroup attribution needs the unified cgroup2 hierarchy and this host has only \
+             cgroup v1: boot with systemd.unified_cgroup_hierarchy=1 (or mount cgroup2), or run \
+             without --per-cgroup/--per-container/-G/--rollup"
         );
     };
     let keep = args

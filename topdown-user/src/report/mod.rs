@@ -23,9 +23,9 @@ pub fn count_cell(count: Option<f64>) -> String {
     count.map_or_else(|| NOT_COUNTED.to_owned(), |c| format!("{c:.0}"))
 }
 use crate::{
-    attrib::Window,
+    attrib::{Window, cgroups::CgroupNames, sink::WindowSink},
     model::{
-        WindowRows,
+        self, WindowRows,
         columns::{self, Column},
         rows::RowOptions,
     },
@@ -80,6 +80,10 @@ pub struct Renderer {
     /// The value columns of `set`'s rows, built once.
     columns: Vec<Column>,
     csv_header_written: bool,
+    /// The first line ([`Renderer::header`]) is written (or the format has none).
+    header_written: bool,
+    /// As a [`WindowSink`], draws each window, not only the totals.
+    intervals: bool,
     /// The reader of the output went away (`| head -1`): nothing more is written.
     closed: bool,
 }
@@ -94,8 +98,17 @@ impl Renderer {
             columns: columns::columns(&set),
             set,
             csv_header_written: false,
+            header_written: false,
+            intervals: true,
             closed: false,
         }
+    }
+
+    /// As a [`WindowSink`], whether it draws each window (`-I`) or only the totals.
+    #[must_use]
+    pub fn drawing_intervals(mut self, intervals: bool) -> Self {
+        self.intervals = intervals;
+        self
     }
 
     /// Whether the output's reader went away (a closed pipe): the run can end quietly, as
@@ -109,8 +122,12 @@ impl Renderer {
         &self.rows
     }
 
-    /// The first line: which counter set is live, and why.
+    /// The first line: which counter set is live, and why (once; before the first block
+    /// otherwise).
     pub fn header(&mut self) -> Result<()> {
+        if std::mem::replace(&mut self.header_written, true) {
+            return Ok(());
+        }
         match self.format {
             Format::Json | Format::Csv { .. } => Ok(()),
             _ => self.write(&format!("{}\n", table::set_line(&self.set))),
@@ -130,6 +147,10 @@ impl Renderer {
     fn draw(&mut self, window: &Window, rows: &WindowRows, is_final: bool) -> Result<()> {
         if self.closed {
             return Ok(());
+        }
+        // A refreshing table redraws the set's line with each screen; the totals follow it.
+        if is_final || self.format != Format::Refresh {
+            self.header()?;
         }
         let WindowRows { rows, total } = rows;
         let total = *total;
@@ -187,6 +208,30 @@ impl Renderer {
             }
             other => other.context("writing the report"),
         }
+    }
+}
+
+impl WindowSink for Renderer {
+    fn window(&mut self, window: &Window, names: &mut CgroupNames) -> Result<()> {
+        if !self.intervals {
+            return Ok(());
+        }
+        let rows = model::step(window, names, &self.set, &self.rows);
+        self.draw(window, &rows, false)
+    }
+
+    fn finish(
+        mut self: Box<Self>,
+        totals: &Window,
+        names: &mut CgroupNames,
+    ) -> Result<Option<String>> {
+        let rows = model::step(totals, names, &self.set, &self.rows);
+        self.draw(totals, &rows, true)?;
+        Ok(None)
+    }
+
+    fn closed(&self) -> bool {
+        self.closed
     }
 }
 

@@ -21,10 +21,10 @@ use parquet::{
 };
 
 use crate::{
-    attrib::Window,
+    attrib::{Window, cgroups::CgroupNames, sink::WindowSink},
     model::{
         columns::{self, Column as ValueColumn, Kind as ValueKind, Number},
-        export::{ExportRow, ExportWindow, RunMeta},
+        export::{self, ExportRow, ExportWindow, RunMeta},
         rows::Who,
     },
     pmu::counter_set::CounterSet,
@@ -545,6 +545,22 @@ impl ParquetParts {
     pub fn finish(mut self) -> Result<usize> {
         self.close_part()?;
         Ok(self.written)
+    }
+}
+
+impl WindowSink for ParquetParts {
+    fn window(&mut self, window: &Window, names: &mut CgroupNames) -> Result<()> {
+        let rows = export::rows(window, names, &self.set, self.view.as_ref());
+        ParquetParts::window(self, window, &rows)
+    }
+
+    fn finish(self: Box<Self>, _: &Window, _: &mut CgroupNames) -> Result<Option<String>> {
+        let dir = self.dir.clone();
+        let files = ParquetParts::finish(*self)?;
+        Ok(Some(format!(
+            "wrote {files} Parquet files to {} (`read_parquet('{0}/*.parquet')`)",
+            dir.display()
+        )))
     }
 }
 
