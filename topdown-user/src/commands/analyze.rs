@@ -36,84 +36,97 @@ pub fn run(args: &AnalyzeArgs, verbose: bool) -> Result<()> {
         bail!("--nodes picks where Level 3 drills down: it needs --td-level 3");
     }
     if args.events {
-        // Level 3 under chosen Level 2 nodes: named, or those over their thresholds in a
-        // Level 2 recording (toplev's drilldown).
-        let expand = match &args.drilldown {
-            Some(file) => {
-                if args.td_level != 3 {
-                    bail!("--drilldown picks the Level 3 nodes to record: use --td-level 3");
-                }
-                let counts = perf_stat_csv::parse(&read_input(file)?, &args.separator)
-                    .with_context(|| format!("{}", file.display()))?;
-                let td = model.evaluate(&named_counts(&counts, &cpu, &model, args), 2);
-                let over: Vec<String> = model
-                    .drill_targets(&td)
-                    .into_iter()
-                    .map(str::to_owned)
-                    .collect();
-                if over.is_empty() {
-                    bail!(
-                        "no Level 2 node with Level 3 nodes under it is over its threshold in {}: \
-                         nothing to drill into (Level 2 is the answer)",
-                        file.display()
-                    );
-                }
-                eprintln!("drilling down under {}", over.join(", "));
-                over
-            }
-            None => args.nodes.clone(),
-        };
-        // What the level asked for reads, the general-counter events in the groups the
-        // kernel can schedule (as live runs open them).
-        let chosen;
-        let events: &[&'static str] = if expand.is_empty() {
-            model.events_for_level(args.td_level)
-        } else {
-            chosen = model.drilldown_events(&expand)?;
-            &chosen
-        };
-        let rest: Vec<&'static str> = events
-            .iter()
-            .copied()
-            .filter(|e| !e.starts_with("topdown-") && *e != "TOPDOWN.SLOTS")
-            .collect();
-        let plan = level_groups(&model, args.td_level, &rest);
-        if args.json {
-            println!("{}", serde_json::to_string(&perf_event_names(events))?);
-            return Ok(());
-        }
-        let separator = match args.separator.as_str() {
-            "," => "-x,".to_owned(),
-            other => format!("-x '{other}'"),
-        };
-        println!(
-            "perf stat {separator} -o stat.csv -e '{}' -a -- sleep 10",
-            perf_event_list(events, &plan.groups)
-        );
-        // The analysis of that file, with every option given here.
-        let mut analyze = format!("topdown-bpf analyze stat.csv --cpu {cpu}");
-        if args.pmu != "cpu_core" {
-            analyze.push_str(&format!(" --pmu {}", args.pmu));
-        }
-        if args.smt {
-            analyze.push_str(" --smt");
-        }
-        if args.pmem {
-            analyze.push_str(" --pmem");
-        }
-        if let Some(slots) = args.slots {
-            analyze.push_str(&format!(" --slots {slots}"));
-        }
-        analyze.push_str(&format!(" --td-level {}", args.td_level));
-        if !expand.is_empty() {
-            analyze.push_str(&format!(" --nodes {}", expand.join(",")));
-        }
-        if args.separator != "," {
-            analyze.push_str(&format!(" -x '{}'", args.separator));
-        }
-        println!("{analyze}   # model {}: {}", model.name, model.description);
+        events_command(args, &cpu, &model)
+    } else {
+        analysis(args, &cpu, &model, verbose)
+    }
+}
+
+/// `--events`: the `perf stat` command that records what the level needs, and the `analyze`
+/// command for its output (or, with `--json`, the events as perf names them).
+fn events_command(args: &AnalyzeArgs, cpu: &CpuId, model: &Model) -> Result<()> {
+    let expand = drill_nodes(args, cpu, model)?;
+    // What the level asked for reads, the general-counter events in the groups the kernel can
+    // schedule (as live runs open them).
+    let chosen;
+    let events: &[&'static str] = if expand.is_empty() {
+        model.events_for_level(args.td_level)
+    } else {
+        chosen = model.drilldown_events(&expand)?;
+        &chosen
+    };
+    let rest: Vec<&'static str> = events
+        .iter()
+        .copied()
+        .filter(|e| !e.starts_with("topdown-") && *e != "TOPDOWN.SLOTS")
+        .collect();
+    let plan = level_groups(model, args.td_level, &rest);
+    if args.json {
+        println!("{}", serde_json::to_string(&perf_event_names(events))?);
         return Ok(());
     }
+    let separator = match args.separator.as_str() {
+        "," => "-x,".to_owned(),
+        other => format!("-x '{other}'"),
+    };
+    println!(
+        "perf stat {separator} -o stat.csv -e '{}' -a -- sleep 10",
+        perf_event_list(events, &plan.groups)
+    );
+    // The analysis of that file, with every option given here.
+    let mut analyze = format!("topdown-bpf analyze stat.csv --cpu {cpu}");
+    if args.pmu != "cpu_core" {
+        analyze.push_str(&format!(" --pmu {}", args.pmu));
+    }
+    for (given, flag) in [(args.smt, " --smt"), (args.pmem, " --pmem")] {
+        if given {
+            analyze.push_str(flag);
+        }
+    }
+    if let Some(slots) = args.slots {
+        analyze.push_str(&format!(" --slots {slots}"));
+    }
+    analyze.push_str(&format!(" --td-level {}", args.td_level));
+    if !expand.is_empty() {
+        analyze.push_str(&format!(" --nodes {}", expand.join(",")));
+    }
+    if args.separator != "," {
+        analyze.push_str(&format!(" -x '{}'", args.separator));
+    }
+    println!("{analyze}   # model {}: {}", model.name, model.description);
+    Ok(())
+}
+
+/// The Level 2 nodes Level 3 is recorded under: named (`--nodes`), or those over their
+/// thresholds in a Level 2 recording (`--drilldown FILE`, toplev's drilldown).
+fn drill_nodes(args: &AnalyzeArgs, cpu: &CpuId, model: &Model) -> Result<Vec<String>> {
+    let Some(file) = &args.drilldown else {
+        return Ok(args.nodes.clone());
+    };
+    if args.td_level != 3 {
+        bail!("--drilldown picks the Level 3 nodes to record: use --td-level 3");
+    }
+    let counts = perf_stat_csv::parse(&read_input(file)?, &args.separator)
+        .with_context(|| format!("{}", file.display()))?;
+    let td = model.evaluate(&named_counts(&counts, cpu, model, args), 2);
+    let over: Vec<String> = model
+        .drill_targets(&td)
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    if over.is_empty() {
+        bail!(
+            "no Level 2 node with Level 3 nodes under it is over its threshold in {}: nothing \
+             to drill into (Level 2 is the answer)",
+            file.display()
+        );
+    }
+    eprintln!("drilling down under {}", over.join(", "));
+    Ok(over)
+}
+
+/// TopDown of a `perf stat -x` file, as JSON or as a tree with what it could not compute.
+fn analysis(args: &AnalyzeArgs, cpu: &CpuId, model: &Model, verbose: bool) -> Result<()> {
     let path = args
         .file
         .as_deref()
@@ -121,8 +134,8 @@ pub fn run(args: &AnalyzeArgs, verbose: bool) -> Result<()> {
     let text = read_input(path)?;
     let counts = perf_stat_csv::parse(&text, &args.separator)
         .with_context(|| format!("{}", path.display()))?;
-    let inputs = named_counts(&counts, &cpu, &model, args);
-    let td = model.evaluate(&inputs, args.td_level);
+    let inputs = named_counts(&counts, cpu, model, args);
+    let mut td = model.evaluate(&inputs, args.td_level);
     // With --nodes, events of Level 3 nodes not asked for are not missing.
     let asked = if args.nodes.is_empty() {
         None
@@ -134,8 +147,8 @@ pub fn run(args: &AnalyzeArgs, verbose: bool) -> Result<()> {
         .into_iter()
         .filter(|e| asked.as_ref().is_none_or(|a| a.contains(&e.as_str())))
         .collect();
-    let measured: Vec<_> = td.nodes.iter().filter(|n| n.value.is_finite()).collect();
-    if measured.is_empty() {
+    td.nodes.retain(|n| n.value.is_finite());
+    if td.nodes.is_empty() {
         bail!(
             "no Level {} node can be computed from {}: missing events {}; record them with the \
              command `topdown-bpf analyze --events --cpu {cpu}` prints",
@@ -144,8 +157,6 @@ pub fn run(args: &AnalyzeArgs, verbose: bool) -> Result<()> {
             missing.join(", ")
         );
     }
-    let mut td = td;
-    td.nodes.retain(|n| n.value.is_finite());
     let out_of_range = model.out_of_range(&td, &inputs, args.td_level);
     let min_run = counts
         .events
@@ -153,6 +164,11 @@ pub fn run(args: &AnalyzeArgs, verbose: bool) -> Result<()> {
         .map(|c| c.min_run_percent)
         .fold(100.0, f64::min);
     let estimate = model.is_estimate(args.smt, args.system_wide);
+    let unmeasurable: &[&str] = if args.td_level >= 3 {
+        model.unmeasurable
+    } else {
+        &[]
+    };
     if args.json {
         let doc = json!({
             "cpu": cpu.to_string(),
@@ -163,7 +179,7 @@ pub fn run(args: &AnalyzeArgs, verbose: bool) -> Result<()> {
             "bottleneck": td.bottleneck,
             "over_threshold": td.nodes.iter().filter(|n| n.over_threshold).map(|n| n.node.name).collect::<Vec<_>>(),
             "missing_events": missing,
-            "not_measurable": if args.td_level >= 3 { model.unmeasurable } else { &[] },
+            "not_measurable": unmeasurable,
             "min_run_percent": min_run,
             "out_of_range": out_of_range.iter().map(|o| json!({
                 "node": o.node,
@@ -172,45 +188,45 @@ pub fn run(args: &AnalyzeArgs, verbose: bool) -> Result<()> {
             })).collect::<Vec<_>>(),
         });
         println!("{doc}");
-    } else {
+        return Ok(());
+    }
+    println!(
+        "TopDown of {} (CPU {cpu}, model {}: {})",
+        path.display(),
+        model.name,
+        model.description
+    );
+    print!("{}", topdown::tree(&td, verbose));
+    if estimate {
+        println!("per-thread estimate (SMT on, no -a): {ESTIMATE_ASSUMES}");
+    }
+    if min_run < 100.0 {
         println!(
-            "TopDown of {} (CPU {cpu}, model {}: {})",
-            path.display(),
-            model.name,
-            model.description
+            "some events counted only {min_run:.1} % of the time (multiplexed; perf scaled them)"
         );
-        print!("{}", topdown::tree(&td, verbose));
-        if estimate {
-            println!("per-thread estimate (SMT on, no -a): {ESTIMATE_ASSUMES}");
-        }
-        if min_run < 100.0 {
-            println!(
-                "some events counted only {min_run:.1} % of the time (multiplexed; perf scaled them)"
-            );
-        }
-        if !missing.is_empty() {
-            println!("not computed: nodes that need {}", missing.join(", "));
-        }
-        if args.td_level >= 3 && !model.unmeasurable.is_empty() {
-            println!(
-                "not measurable by counting (they read a sampled retirement latency): {}",
-                model.unmeasurable.join(", ")
-            );
-        }
-        for o in &out_of_range {
-            let inputs: Vec<String> = o
-                .inputs
-                .iter()
-                .map(|(name, value)| format!("{name} = {value}"))
-                .collect();
-            println!(
-                "{} is {:.1} %, outside 0..100 %: the counts it is computed from contradict each \
-                 other ({})",
-                o.node,
-                o.value * 100.0,
-                inputs.join(", ")
-            );
-        }
+    }
+    if !missing.is_empty() {
+        println!("not computed: nodes that need {}", missing.join(", "));
+    }
+    if !unmeasurable.is_empty() {
+        println!(
+            "not measurable by counting (they read a sampled retirement latency): {}",
+            unmeasurable.join(", ")
+        );
+    }
+    for o in &out_of_range {
+        let inputs: Vec<String> = o
+            .inputs
+            .iter()
+            .map(|(name, value)| format!("{name} = {value}"))
+            .collect();
+        println!(
+            "{} is {:.1} %, outside 0..100 %: the counts it is computed from contradict each \
+             other ({})",
+            o.node,
+            o.value * 100.0,
+            inputs.join(", ")
+        );
     }
     Ok(())
 }

@@ -10,7 +10,7 @@ use std::{
 use anyhow::{Context as _, Result};
 
 use crate::{
-    attrib::cores::CoreAggregator,
+    attrib::cores::{CoreAggregator, CoreUsage},
     collect::{self, calibration, perf_open::OpenCounters},
     model::cores::{self as core_rows, CoreRow},
     pmu::{counter_set::CounterSet, sysfs::SysRoot, topology},
@@ -73,6 +73,7 @@ pub async fn run(
     };
     let mut shown: Vec<CoreRow> = Vec::new();
     let mut title = String::new();
+    let report = Report { set, view, json };
     loop {
         let key = async {
             match screen.as_mut() {
@@ -116,22 +117,9 @@ pub async fn run(
         let now = Instant::now();
         let (start, length) = (last.duration_since(started), now.duration_since(last));
         last = now;
-        let text = if json {
-            cores::document(
-                &usage,
-                &rows,
-                set,
-                start.as_secs_f64(),
-                length.as_secs_f64(),
-                false,
-            )
-        } else {
-            let title = format!("# {:>10.3} s", (start + length).as_secs_f64());
-            cores::block(&rows, set, view, &title)
-        };
-        out.write_all(text.as_bytes())
-            .and_then(|()| out.flush())
-            .context("writing the report")?;
+        let title = format!("# {:>10.3} s", (start + length).as_secs_f64());
+        let span = (start.as_secs_f64(), length.as_secs_f64());
+        report.write(out, (&usage, &rows), span, &title, false)?;
     }
     // The terminal is restored before the totals are printed on it.
     if screen.take().is_some() {
@@ -141,17 +129,35 @@ pub async fn run(
     let totals = aggregator.totals();
     let rows = core_rows::rows(&totals, set, view);
     let length = started.elapsed().as_secs_f64();
-    let text = if json {
-        cores::document(&totals, &rows, set, 0.0, length, true)
-    } else {
-        cores::block(
-            &rows,
-            set,
-            view,
-            &format!("\n# totals over {length:.3} s, per core"),
-        )
-    };
-    out.write_all(text.as_bytes())
-        .and_then(|()| out.flush())
-        .context("writing the report")
+    let title = format!("\n# totals over {length:.3} s, per core");
+    report.write(out, (&totals, &rows), (0.0, length), &title, true)
+}
+
+/// How per-core blocks are written: JSON documents or tables, of `set` (and `view`).
+struct Report<'a> {
+    set: &'a CounterSet,
+    view: Option<&'a TopdownView>,
+    json: bool,
+}
+
+impl Report<'_> {
+    /// Writes the block of `(usage, rows)` over `(start, length)` seconds, titled `title` as a
+    /// table; the run's totals when `is_final`.
+    fn write(
+        &self,
+        out: &mut dyn Write,
+        (usage, rows): (&[CoreUsage], &[CoreRow]),
+        (start, length): (f64, f64),
+        title: &str,
+        is_final: bool,
+    ) -> Result<()> {
+        let text = if self.json {
+            cores::document(usage, rows, self.set, start, length, is_final)
+        } else {
+            cores::block(rows, self.set, self.view, title)
+        };
+        out.write_all(text.as_bytes())
+            .and_then(|()| out.flush())
+            .context("writing the report")
+    }
 }

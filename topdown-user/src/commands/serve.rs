@@ -17,13 +17,15 @@ use crate::{
     collect::{Collector, CollectorOptions, c2c::C2cCollector, calibration},
     model,
     pmu::{
+        counter_set::CounterSet,
         memory_events::{self, Rate},
         sysfs::SysRoot,
     },
     preflight, privileges,
     serve::{
         exporter::{Exporter, Limits},
-        http, web_config,
+        http,
+        web_config::{self, WebConfig},
     },
     session::{Session, Wake},
     tma::choice::counter_set,
@@ -37,21 +39,7 @@ const C2C_RING_BYTES: u32 = 16 << 20;
 
 /// Collects per cgroup and serves the metrics until Ctrl-C, SIGTERM or `--duration`.
 pub async fn run(args: &ServeArgs) -> Result<()> {
-    let address: SocketAddr = args.listen.parse().with_context(|| {
-        format!(
-            "--listen {}: give an address and port, e.g. 127.0.0.1:9464",
-            args.listen
-        )
-    })?;
-    if !address.ip().is_loopback() && args.web_config.is_none() {
-        if !args.no_auth {
-            bail!(
-                "--listen {address} serves beyond this machine: give --web-config (TLS and \
-                 authentication), or --no-auth to serve plain HTTP to anyone who reaches it"
-            );
-        }
-        log::warn!("serving metrics on {address} without TLS or authentication (--no-auth)");
-    }
+    let address = listen_address(args)?;
     let (set, view) = counter_set(args.td_level, &args.nodes, false, &args.events)?;
     let mut names = CgroupNames::host();
     if names.mount().is_none() {
@@ -81,22 +69,7 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
             ..CollectorOptions::default()
         },
     )?;
-    let mut c2c = if args.c2c {
-        let events = memory_events::choose(
-            &SysRoot::host(),
-            args.c2c_event.as_deref(),
-            args.threshold,
-            Rate::Frequency(4000),
-        )?;
-        Some(C2cCollector::start(
-            &events,
-            args.threshold,
-            C2C_RING_BYTES,
-            false,
-        )?)
-    } else {
-        None
-    };
+    let mut c2c = args.c2c.then(|| start_c2c(args)).transpose()?;
     let started = Instant::now();
     let mut attrib = Attributor::new(set.counters.len(), Target::NoThreads);
     attrib.set_silent(&collector.calibration().silent());
@@ -113,17 +86,7 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
         },
     );
     let (latest, scrapes) = watch::channel(Arc::new(exporter.encode()));
-    let scheme = if web.tls.is_some() { "https" } else { "http" };
-    eprintln!(
-        "topdown-bpf: counter set `{}`: {}; metrics on {scheme}://{address}/metrics{}",
-        set.name,
-        set.reason,
-        if web.auth.is_some() {
-            " (basic authentication)"
-        } else {
-            ""
-        }
-    );
+    eprintln!("topdown-bpf: {}", banner(&set, &web, address));
     // Everything privileged is done: the BPF programs are loaded, the counters opened, the
     // maps mapped, the port bound.
     privileges::drop_all(user.as_ref(), |phase| collector.drop_privileges(phase))?;
@@ -172,4 +135,49 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
     };
     server.abort();
     result
+}
+
+/// `--listen`, checked: beyond loopback only with `--web-config`, or `--no-auth` said.
+fn listen_address(args: &ServeArgs) -> Result<SocketAddr> {
+    let address: SocketAddr = args.listen.parse().with_context(|| {
+        format!(
+            "--listen {}: give an address and port, e.g. 127.0.0.1:9464",
+            args.listen
+        )
+    })?;
+    if !address.ip().is_loopback() && args.web_config.is_none() {
+        if !args.no_auth {
+            bail!(
+                "--listen {address} serves beyond this machine: give --web-config (TLS and \
+                 authentication), or --no-auth to serve plain HTTP to anyone who reaches it"
+            );
+        }
+        log::warn!("serving metrics on {address} without TLS or authentication (--no-auth)");
+    }
+    Ok(address)
+}
+
+/// The c2c filter for `--c2c`, on the memory-sampling event chosen for this machine.
+fn start_c2c(args: &ServeArgs) -> Result<C2cCollector> {
+    let events = memory_events::choose(
+        &SysRoot::host(),
+        args.c2c_event.as_deref(),
+        args.threshold,
+        Rate::Frequency(4000),
+    )?;
+    C2cCollector::start(&events, args.threshold, C2C_RING_BYTES, false)
+}
+
+/// The line saying what runs and where the metrics are.
+fn banner(set: &CounterSet, web: &WebConfig, address: SocketAddr) -> String {
+    let scheme = if web.tls.is_some() { "https" } else { "http" };
+    let auth = if web.auth.is_some() {
+        " (basic authentication)"
+    } else {
+        ""
+    };
+    format!(
+        "counter set `{}`: {}; metrics on {scheme}://{address}/metrics{auth}",
+        set.name, set.reason
+    )
 }
