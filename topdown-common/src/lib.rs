@@ -4,13 +4,15 @@
 //!
 //! One module per concept: what a counter reading is ([`reading`]), what a thread has been
 //! charged and the records sent about it ([`thread`]), what each CPU keeps ([`cpu`]), a removed
-//! cgroup's name ([`cgroup`]), and what the kernel side could not do ([`stats`]).
+//! cgroup's name ([`cgroup`]), what the kernel side could not do ([`stats`]), and the names of
+//! the maps, globals and programs both sides use ([`names`]).
 #![cfg_attr(not(test), no_std)]
 
 pub mod c2c;
 pub mod cgroup;
 pub mod cpu;
 pub mod data_src;
+pub mod names;
 pub mod reading;
 pub mod stats;
 pub mod thread;

@@ -14,7 +14,10 @@ use aya::{
     programs::PerfEvent,
 };
 use perf_event_open_sys::{bindings, ioctls};
-use topdown_common::c2c::{C2cRecord, C2cStats, counter};
+use topdown_common::{
+    c2c::{C2cRecord, C2cStats, counter},
+    names::{global, map, program},
+};
 
 use super::{btf::KernelBtf, object};
 use crate::{
@@ -126,7 +129,7 @@ impl C2cCollector {
             }
         }
         let samples = RingBuf::try_from(
-            bpf.take_map("C2C_SAMPLES")
+            bpf.take_map(map::C2C_SAMPLES)
                 .context("the BPF object has no C2C_SAMPLES map")?,
         )?;
         Ok(Self {
@@ -166,14 +169,14 @@ impl C2cCollector {
     /// The counts so far, summed over CPUs.
     pub fn counts(&self) -> Result<C2cCounts> {
         let stats: PerCpuArray<_, C2cStats> =
-            PerCpuArray::try_from(self.bpf.map("C2C_STATS").context("no C2C_STATS map")?)?;
+            PerCpuArray::try_from(self.bpf.map(map::C2C_STATS).context("no C2C_STATS map")?)?;
         let mut counts = C2cCounts::default();
         for per_cpu in stats.get(&0, 0)?.iter() {
             counts.stats.add(per_cpu);
         }
         let counters: PerCpuArray<_, u64> = PerCpuArray::try_from(
             self.bpf
-                .map("C2C_COUNTERS")
+                .map(map::C2C_COUNTERS)
                 .context("no C2C_COUNTERS map")?,
         )?;
         let sum = |index| -> Result<u64> { Ok(counters.get(&index, 0)?.iter().sum()) };
@@ -189,7 +192,7 @@ impl C2cCollector {
 /// Loads the object's c2c filter into the kernel (the verifier checks it).
 fn load_filter(bpf: &mut Ebpf) -> Result<&mut PerfEvent> {
     let program: &mut PerfEvent = bpf
-        .program_mut("c2c_filter")
+        .program_mut(program::C2C_FILTER)
         .context("the BPF object has no c2c_filter program")?
         .try_into()?;
     program
@@ -216,11 +219,15 @@ fn load(ldlat: u64, ring_bytes: u32, stores_contended: bool) -> Result<Ebpf> {
         member("pt_regs", "ip").or_else(|_| member("pt_regs", "pc"))?,
     ];
     EbpfLoader::new()
-        .override_global("C2C_OFFSETS", &offsets, true)
-        .override_global("C2C_LDLAT", &ldlat, true)
-        .override_global("C2C_STORES_CONTENDED", &u64::from(stores_contended), true)
-        .map_max_entries("C2C_SAMPLES", ring_bytes)
-        .map_max_entries("THREADS", 1)
+        .override_global(global::C2C_OFFSETS, &offsets, true)
+        .override_global(global::C2C_LDLAT, &ldlat, true)
+        .override_global(
+            global::C2C_STORES_CONTENDED,
+            &u64::from(stores_contended),
+            true,
+        )
+        .map_max_entries(map::C2C_SAMPLES, ring_bytes)
+        .map_max_entries(map::THREADS, 1)
         .load(object::bytes()?)
         .context("loading the BPF programs for c2c")
 }

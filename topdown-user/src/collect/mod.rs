@@ -23,7 +23,12 @@ use aya::{
 };
 pub use snapshot::{Snapshot, Stats, ThreadRecord};
 use topdown_common::{
-    MAX_COUNTERS, cgroup::CgroupRemoved, cpu::CpuState, reading::Reading, stats::Stat,
+    MAX_COUNTERS,
+    cgroup::CgroupRemoved,
+    cpu::CpuState,
+    names::{global, map, program},
+    reading::Reading,
+    stats::Stat,
     thread::ThreadTotals,
 };
 
@@ -139,34 +144,42 @@ impl Collector {
         let narrow = u32::from(options.narrow);
         let cgroup_only = u32::from(options.cgroup_only);
         let mut bpf = EbpfLoader::new()
-            .override_global("SET_SLOTS", &set_slots, true)
-            .override_global("NARROW", &narrow, true)
-            .override_global("CGROUP_ONLY", &cgroup_only, true)
-            .override_global("TASK_CGROUPS_OFFSET", &task_cgroups_offset, true)
-            .override_global("CSS_SET_DFL_CGRP_OFFSET", &css_set_dfl_cgrp_offset, true)
-            .override_global("TASK_PID_OFFSET", &task_pid_offset, true)
-            .override_global("TASK_TGID_OFFSET", &task_tgid_offset, true)
-            .override_global("TASK_STATE_OFFSET", &task_state_offset, true)
-            .override_global("TASK_EXEC_START_OFFSET", &task_exec_start_offset, true)
+            .override_global(global::SET_SLOTS, &set_slots, true)
+            .override_global(global::NARROW, &narrow, true)
+            .override_global(global::CGROUP_ONLY, &cgroup_only, true)
+            .override_global(global::TASK_CGROUPS_OFFSET, &task_cgroups_offset, true)
             .override_global(
-                "TASK_SUM_EXEC_RUNTIME_OFFSET",
+                global::CSS_SET_DFL_CGRP_OFFSET,
+                &css_set_dfl_cgrp_offset,
+                true,
+            )
+            .override_global(global::TASK_PID_OFFSET, &task_pid_offset, true)
+            .override_global(global::TASK_TGID_OFFSET, &task_tgid_offset, true)
+            .override_global(global::TASK_STATE_OFFSET, &task_state_offset, true)
+            .override_global(
+                global::TASK_EXEC_START_OFFSET,
+                &task_exec_start_offset,
+                true,
+            )
+            .override_global(
+                global::TASK_SUM_EXEC_RUNTIME_OFFSET,
                 &task_sum_exec_runtime_offset,
                 true,
             )
-            .override_global("TASK_COMM_OFFSET", &task_comm_offset, true)
-            .override_global("TASK_NVCSW_OFFSET", &task_nvcsw_offset, true)
-            .override_global("TASK_NIVCSW_OFFSET", &task_nivcsw_offset, true)
-            .override_global("CGROUP_KN_OFFSET", &cgroup_kn_offset, true)
-            .override_global("KERNFS_NODE_ID_OFFSET", &kernfs_node_id_offset, true)
-            .override_global("CGROUP_ROOT_OFFSET", &cgroup_root_offset, true)
-            .override_global("HIERARCHY_ID_OFFSET", &hierarchy_id_offset, true)
-            .map_max_entries("THREADS", options.max_threads)
-            .map_max_entries("COUNTERS", possible.get() * MAX_COUNTERS as u32)
+            .override_global(global::TASK_COMM_OFFSET, &task_comm_offset, true)
+            .override_global(global::TASK_NVCSW_OFFSET, &task_nvcsw_offset, true)
+            .override_global(global::TASK_NIVCSW_OFFSET, &task_nivcsw_offset, true)
+            .override_global(global::CGROUP_KN_OFFSET, &cgroup_kn_offset, true)
+            .override_global(global::KERNFS_NODE_ID_OFFSET, &kernfs_node_id_offset, true)
+            .override_global(global::CGROUP_ROOT_OFFSET, &cgroup_root_offset, true)
+            .override_global(global::HIERARCHY_ID_OFFSET, &hierarchy_id_offset, true)
+            .map_max_entries(map::THREADS, options.max_threads)
+            .map_max_entries(map::COUNTERS, possible.get() * MAX_COUNTERS as u32)
             .load(object::bytes()?)
             .map_err(|error| explain_bpf_error(error.into()))
             .context("loading the BPF programs")?;
 
-        let mut slots = PerfEventArray::try_from(map(&mut bpf, "COUNTERS")?)?;
+        let mut slots = PerfEventArray::try_from(map(&mut bpf, map::COUNTERS)?)?;
         for (cpu, index, fd) in counters.iter() {
             slots
                 .set(cpu * MAX_COUNTERS as u32 + index as u32, &fd)
@@ -187,7 +200,7 @@ impl Collector {
                 .map_err(|error| explain_bpf_error(error.into()))
                 .with_context(|| format!("loading the {name} program"))?;
         }
-        let tick: &mut PerfEvent = program(&mut bpf, "tick")?.try_into()?;
+        let tick: &mut PerfEvent = program(&mut bpf, program::TICK)?.try_into()?;
         tick.load()
             .map_err(|error| explain_bpf_error(error.into()))
             .context("loading the tick program")?;
@@ -199,7 +212,7 @@ impl Collector {
             .map(|cpu| CpuState::new(set.slot_mask(cpu)))
             .collect();
         let mut cpu_state: PerCpuArray<_, CpuState> =
-            PerCpuArray::try_from(map(&mut bpf, "CPU_STATE")?)?;
+            PerCpuArray::try_from(map(&mut bpf, map::CPU_STATE)?)?;
         cpu_state
             .set(0, PerCpuValues::try_from(states)?, 0)
             .context("setting each CPU's counter slots")?;
@@ -210,7 +223,7 @@ impl Collector {
                 .attach()
                 .with_context(|| format!("attaching to tp_btf/{name}"))?;
         }
-        let tick: &mut PerfEvent = program(&mut bpf, "tick")?.try_into()?;
+        let tick: &mut PerfEvent = program(&mut bpf, program::TICK)?.try_into()?;
         let period = u64::try_from(options.tick.as_nanos())
             .unwrap_or(u64::MAX)
             .max(1);
@@ -227,13 +240,13 @@ impl Collector {
         let nr = set.counters.len();
         let records = RecordStream::start(
             RingBuf::try_from(
-                bpf.take_map("THREAD_RECORDS")
+                bpf.take_map(map::THREAD_RECORDS)
                     .context("the BPF object has no THREAD_RECORDS map")?,
             )?,
             nr,
         )?;
         let removed_cgroups = RingBuf::try_from(
-            bpf.take_map("CGROUPS_REMOVED")
+            bpf.take_map(map::CGROUPS_REMOVED)
                 .context("the BPF object has no CGROUPS_REMOVED map")?,
         )?;
         Ok(Self {
@@ -258,7 +271,8 @@ impl Collector {
             program
                 .attach()
                 .with_context(|| format!("attaching to tp_btf/{FORGET_PROGRAM}"))?;
-            let mut following: Array<_, u32> = Array::try_from(map(&mut self.bpf, "FOLLOWING")?)?;
+            let mut following: Array<_, u32> =
+                Array::try_from(map(&mut self.bpf, map::FOLLOWING)?)?;
             following
                 .set(0, &1, 0)
                 .context("turning following on in the kernel")?;
@@ -272,7 +286,8 @@ impl Collector {
     /// processes are charged.
     pub fn follow(&mut self, pid: u32) -> Result<()> {
         self.start_following()?;
-        let mut followed: HashMap<_, u32, u8> = HashMap::try_from(map(&mut self.bpf, "FOLLOWED")?)?;
+        let mut followed: HashMap<_, u32, u8> =
+            HashMap::try_from(map(&mut self.bpf, map::FOLLOWED)?)?;
         followed
             .insert(&pid, &1, 0)
             .with_context(|| format!("following process {pid}"))
@@ -284,7 +299,7 @@ impl Collector {
         self.start_following()?;
         // SAFETY: gettid has no preconditions.
         let tid = unsafe { libc::gettid() } as u32;
-        let mut spawner: Array<_, u32> = Array::try_from(map(&mut self.bpf, "SPAWNER")?)?;
+        let mut spawner: Array<_, u32> = Array::try_from(map(&mut self.bpf, map::SPAWNER)?)?;
         spawner
             .set(0, &tid, 0)
             .context("following the command we start")?;
@@ -307,13 +322,13 @@ impl Collector {
     /// which is counted), and a record may be newer than the thread's map value.
     pub fn snapshot(&mut self) -> Result<Snapshot> {
         let live = self
-            .values_of::<u32, ThreadTotals>("THREADS")?
+            .values_of::<u32, ThreadTotals>(map::THREADS)?
             .iter()
             .map(|totals| ThreadRecord::from_totals(totals, self.nr))
             .collect();
         let records = self.records.take();
         let states: PerCpuArray<_, CpuState> =
-            PerCpuArray::try_from(self.bpf.map("CPU_STATE").context("no CPU_STATE map")?)?;
+            PerCpuArray::try_from(self.bpf.map(map::CPU_STATE).context("no CPU_STATE map")?)?;
         let states = states.get(&0, 0).context("reading each CPU's state")?;
         let idle = if self.narrow {
             Vec::new()
@@ -351,7 +366,7 @@ impl Collector {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
             let left = self
-                .values_of::<u32, ThreadTotals>("THREADS")?
+                .values_of::<u32, ThreadTotals>(map::THREADS)?
                 .iter()
                 .filter(|totals| ended.contains(&totals.header.tgid))
                 .count();
@@ -365,7 +380,7 @@ impl Collector {
     /// The totals of live thread `tid` as the kernel holds them now (`None`: not in the map).
     pub fn thread(&self, tid: u32) -> Result<Option<ThreadTotals>> {
         let map: HashMap<_, u32, ThreadTotals> =
-            HashMap::try_from(self.bpf.map("THREADS").context("no THREADS map")?)?;
+            HashMap::try_from(self.bpf.map(map::THREADS).context("no THREADS map")?)?;
         match map.get(&tid, 0) {
             Ok(totals) => Ok(Some(totals)),
             Err(aya::maps::MapError::KeyNotFound) => Ok(None),
@@ -417,16 +432,16 @@ impl Collector {
 /// The tracepoint programs, in the order they are loaded and attached: moves are counted
 /// before the switch program relies on the count.
 const PROGRAMS: [&str; 5] = [
-    "cgroup_attach_task",
-    "sched_switch",
-    "sched_process_fork",
-    "sched_process_exec",
-    "cgroup_rmdir",
+    program::CGROUP_ATTACH_TASK,
+    program::SCHED_SWITCH,
+    program::SCHED_PROCESS_FORK,
+    program::SCHED_PROCESS_EXEC,
+    program::CGROUP_RMDIR,
 ];
 
 /// The program that forgets followed processes once they are freed: loaded with the others,
 /// attached only when something is followed (it runs at every task's free).
-const FORGET_PROGRAM: &str = "sched_process_free";
+const FORGET_PROGRAM: &str = program::SCHED_PROCESS_FREE;
 
 /// The CPUs online now, as the kernel lists them.
 pub fn online_cpus() -> Result<Vec<u32>> {
