@@ -4,7 +4,8 @@
 //! - `build-ebpf`: builds the BPF object (installing bpf-linker and its LLVM when missing).
 //! - `run -- ARGS`: builds everything and runs `topdown-bpf ARGS` (through sudo when not root).
 //! - `test`: builds everything and runs the whole test suite.
-//! - `bench [collector|c2c-report|churn|cgroup-reads]`: the benchmarks (see BENCHMARKS.md).
+//! - `bench [collector|c2c-report|churn|cgroup-reads|model-step]`: the benchmarks (see
+//!   BENCHMARKS.md).
 //! - `fuzz [TARGET] [--seconds N]`: the fuzz targets in `fuzz/` (cargo-fuzz, libFuzzer).
 //! - `install [--prefix DIR]`: the binary, its man pages and shell completions.
 
@@ -154,6 +155,9 @@ enum Bench {
     /// `xtask/bench/cgroup-reads.sh`: counter reads per switch for two containers, every
     /// switch against cgroup switches only.
     CgroupReads,
+    /// `topdown-user/benches/model_step.rs`: the model step over a window of 30,000 threads,
+    /// with the software set and with a TopDown Level 2 set.
+    ModelStep,
 }
 
 fn main() -> ExitCode {
@@ -320,14 +324,22 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Task::Bench { which, runs } => {
-            let binary = build::user(&root, true, Arch::X86_64)?;
-            deps::ensure_bench_tools()?;
             let script = match which {
                 Bench::Collector => "xtask/bench/collector-cost.sh",
                 Bench::C2cReport => "xtask/bench/c2c-report.sh",
                 Bench::Churn => "xtask/bench/churn.sh",
                 Bench::CgroupReads => "xtask/bench/cgroup-reads.sh",
+                Bench::ModelStep => {
+                    let status = Command::new("cargo")
+                        .current_dir(&root)
+                        .args(["bench", "-p", "topdown-user", "--bench", "model_step"])
+                        .status()
+                        .context("running cargo bench")?;
+                    return check(status, "the benchmark");
+                }
             };
+            let binary = build::user(&root, true, Arch::X86_64)?;
+            deps::ensure_bench_tools()?;
             let status = Command::new("bash")
                 .arg(root.join(script))
                 .arg(&binary)

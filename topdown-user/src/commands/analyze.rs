@@ -157,7 +157,8 @@ fn analysis(args: &AnalyzeArgs, cpu: &CpuId, model: &Model, verbose: bool) -> Re
             missing.join(", ")
         );
     }
-    let out_of_range = model.out_of_range(&td, &inputs, args.td_level);
+    let reads = model.node_inputs(args.smt, args.system_wide);
+    let out_of_range = Model::out_of_range(&td, &reads, |event| inputs.count(event));
     let min_run = counts
         .events
         .values()

@@ -43,6 +43,7 @@ pub fn rows(
 ) -> Vec<CgroupRow> {
     names.allow_rescan();
     let ipc_slots = columns::ipc_slots(set);
+    let view = view.map(|view| view.bind(set));
     window
         .cgroups
         .iter()
@@ -52,7 +53,9 @@ pub fn rows(
             on_cpu_ns: usage.on_cpu_ns(),
             switches: usage.switches,
             counters: further(&usage.counters).to_vec(),
-            topdown: view.map_or_else(Vec::new, |v| v.of(set, &usage.counters)),
+            topdown: view
+                .as_ref()
+                .map_or_else(Vec::new, |v| v.of(&usage.counters)),
             ipc: ipc_slots.and_then(|(cycles, instructions)| {
                 columns::ipc(&usage.counters, cycles, instructions)
             }),

@@ -140,6 +140,7 @@ pub fn rows(
     options: &RowOptions,
 ) -> (Vec<Row>, usize) {
     let wall_ns = window.length.as_nanos().max(1) as f64;
+    let topdown = options.topdown.as_ref().map(|view| view.bind(set));
     let mut rows: Vec<Row> = named
         .into_iter()
         .map(
@@ -154,10 +155,9 @@ pub fn rows(
                     on_cpu_ns,
                     cpu_percent: on_cpu_ns as f64 * 100.0 / wall_ns,
                     switches,
-                    topdown: options
-                        .topdown
+                    topdown: topdown
                         .as_ref()
-                        .map_or_else(Vec::new, |view| view.of(set, &counters)),
+                        .map_or_else(Vec::new, |view| view.of(&counters)),
                     run_fraction: usage::further(&counters)
                         .iter()
                         .map(CounterValue::running_fraction)

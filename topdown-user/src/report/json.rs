@@ -200,7 +200,7 @@ struct TopdownDoc<'a> {
     /// `{metric name: fraction}`, as the formulas give them (not clamped).
     nodes: Value,
     bottleneck: Option<&'static str>,
-    /// Nodes outside [0, 1], with the counts that move them.
+    /// Nodes outside [0, 1], with the counts their formulas read.
     out_of_range: Vec<OutOfRangeDoc<'a>>,
     /// `{metric name: percent}`: how much of the time each node's least measured input ran.
     run_percent: BTreeMap<&'static str, f64>,
@@ -211,7 +211,7 @@ struct TopdownDoc<'a> {
     estimate: bool,
 }
 
-/// A node outside [0, 1] and the counts (by formula name) that move it.
+/// A node outside [0, 1] and the counts (by formula name) its formula reads.
 #[derive(Serialize)]
 struct OutOfRangeDoc<'a> {
     node: &'static str,

@@ -61,12 +61,12 @@ pub fn truth(condition: bool) -> f64 {
 #[derive(Debug, Default)]
 pub struct NamedCounts {
     counts: HashMap<String, f64>,
-    literals: HashMap<&'static str, f64>,
+    literals: Literals,
     missing: RefCell<BTreeSet<String>>,
 }
 
 /// The literals perf's formulas take from the measured machine and the way it was counted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Literals {
     /// `#slots`: the pipeline's width (issue slots per cycle).
     pub slots: u32,
@@ -82,38 +82,65 @@ pub struct Literals {
     pub has_pmem: bool,
 }
 
+impl Literals {
+    /// The literal `name` (with its `#`, as the generated formulas spell it); NaN for one
+    /// the formulas do not take from the machine.
+    pub fn get(&self, name: &str) -> f64 {
+        match name {
+            "#slots" => f64::from(self.slots),
+            "#smt_on" => truth(self.smt_on),
+            "#core_wide" => truth(self.core_wide),
+            "#has_pmem" => truth(self.has_pmem),
+            _ => f64::NAN,
+        }
+    }
+}
+
+/// A row's counts by formula name without a map of its own: the names bound to slots once
+/// per counter set (`index`), the row's scaled values by slot (`None`: not counted). An event
+/// the set lacks, or that did not count, reads as NaN.
+pub struct SlotCounts<'a> {
+    /// Formula name to slot.
+    pub index: &'a HashMap<&'a str, usize>,
+    /// Each slot's scaled count.
+    pub values: &'a [Option<f64>],
+    /// The machine's literals.
+    pub literals: Literals,
+}
+
+impl SlotCounts<'_> {
+    /// The count of event `name`, if the set has it and it counted.
+    pub fn count(&self, name: &str) -> Option<f64> {
+        self.index
+            .get(name)
+            .and_then(|&slot| self.values.get(slot).copied().flatten())
+    }
+}
+
+impl Inputs for SlotCounts<'_> {
+    fn event(&self, name: &str) -> f64 {
+        self.count(name).unwrap_or(f64::NAN)
+    }
+
+    fn literal(&self, name: &str) -> f64 {
+        self.literals.get(name)
+    }
+}
+
 impl NamedCounts {
     /// Counts from `(formula name, value)` pairs, with the machine's `literals`. Reads
     /// nothing from the system: the literals say what was measured where.
     pub fn new(counts: impl IntoIterator<Item = (String, f64)>, literals: Literals) -> Self {
         Self {
             counts: counts.into_iter().collect(),
-            literals: HashMap::from([
-                ("#slots", f64::from(literals.slots)),
-                ("#smt_on", truth(literals.smt_on)),
-                ("#core_wide", truth(literals.core_wide)),
-                ("#has_pmem", truth(literals.has_pmem)),
-            ]),
+            literals,
             missing: RefCell::default(),
         }
     }
 
-    /// The counts, by formula name.
-    pub fn counts(&self) -> impl Iterator<Item = (&str, f64)> {
-        self.counts
-            .iter()
-            .map(|(name, &value)| (name.as_str(), value))
-    }
-
-    /// The same counts and literals with `name` counting `value`.
-    pub fn with_count(&self, name: &str, value: f64) -> Self {
-        let mut counts = self.counts.clone();
-        counts.insert(name.to_owned(), value);
-        Self {
-            counts,
-            literals: self.literals.clone(),
-            missing: RefCell::default(),
-        }
+    /// The count of event `name`, if it is there.
+    pub fn count(&self, name: &str) -> Option<f64> {
+        self.counts.get(name).copied()
     }
 
     /// Events the formulas asked for that were not there.
@@ -132,6 +159,6 @@ impl Inputs for NamedCounts {
 
     /// `name` in lower case, as the generated formulas spell every literal.
     fn literal(&self, name: &str) -> f64 {
-        self.literals.get(name).copied().unwrap_or(f64::NAN)
+        self.literals.get(name)
     }
 }

@@ -166,30 +166,28 @@ impl Model {
         (self.evaluate)(inputs)
     }
 
-    /// The nodes of `td` (evaluated from `counts` down to `max_level`) outside [0, 1], each
-    /// with the counts that move it: found by changing one count at a time, as the generated
-    /// formulas do not list their inputs per node.
+    /// The nodes of `td` outside [0, 1], each with the counts its formula reads (`reads`:
+    /// [`Model::node_inputs`]) as `count` gives them: only counts that contradict each other
+    /// give such a node (perf's formulas subtract measured counts).
     pub fn out_of_range(
-        &self,
         td: &TopDown,
-        counts: &NamedCounts,
-        max_level: u8,
+        reads: &[(&'static str, Vec<&'static str>)],
+        count: impl Fn(&str) -> Option<f64>,
     ) -> Vec<OutOfRange> {
         td.nodes
             .iter()
             .filter(|n| n.value.is_finite() && !(0.0..=1.0).contains(&n.value))
             .map(|n| {
-                let mut inputs: Vec<(String, f64)> = counts
-                    .counts()
-                    .filter(|&(name, value)| {
-                        let changed = counts.with_count(name, value * 2.0 + 1.0);
-                        self.evaluate(&changed, max_level)
-                            .value(n.node.name)
-                            .is_none_or(|v| v.to_bits() != n.value.to_bits())
-                    })
-                    .map(|(name, value)| (name.to_owned(), value))
+                let events = reads
+                    .iter()
+                    .find(|(node, _)| *node == n.node.name)
+                    .map_or(&[][..], |(_, events)| events.as_slice());
+                let mut inputs: Vec<(String, f64)> = events
+                    .iter()
+                    .filter_map(|&event| Some((event.to_owned(), count(event)?)))
                     .collect();
                 inputs.sort_by(|a, b| a.0.cmp(&b.0));
+                inputs.dedup_by(|a, b| a.0 == b.0);
                 OutOfRange {
                     node: n.node.name,
                     value: n.value,
@@ -197,6 +195,33 @@ impl Model {
                 }
             })
             .collect()
+    }
+
+    /// For each value the generated formulas return, in their order (the same at every call):
+    /// its node as this model has it, and where its threshold verdict is. Found once per model.
+    fn value_nodes(&self, evaluation: &Evaluation) -> ValueNodes {
+        static CACHE: OnceLock<Mutex<HashMap<&'static str, ValueNodes>>> = OnceLock::new();
+        let cache = CACHE.get_or_init(Mutex::default);
+        let mut cache = cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Arc::clone(cache.entry(self.name).or_insert_with(|| {
+            let has = |name: &str| evaluation.values.iter().any(|(n, _)| *n == name);
+            Arc::new(
+                evaluation
+                    .values
+                    .iter()
+                    .map(|&(name, _)| {
+                        let node = Node::named(name).map(|node| node.in_model(has));
+                        let over = evaluation
+                            .over_threshold
+                            .iter()
+                            .position(|(n, _)| *n == name);
+                        (node, over)
+                    })
+                    .collect(),
+            )
+        }))
     }
 
     /// The events each node's formula reads (every level) for `#smt_on` and `#core_wide` (the
@@ -272,21 +297,21 @@ impl Model {
     /// The node values down to `max_level`, with thresholds and the bottleneck.
     pub fn evaluate(&self, inputs: &dyn Inputs, max_level: u8) -> TopDown {
         let evaluation = self.values(inputs);
+        let table = self.value_nodes(&evaluation);
         let mut nodes: Vec<NodeValue> = evaluation
             .values
             .iter()
-            .filter_map(|&(name, value)| {
-                let has = |name: &str| evaluation.values.iter().any(|(n, _)| *n == name);
-                let node = Node::named(name)?.in_model(has);
+            .zip(table.iter())
+            .filter_map(|(&(_, value), &(node, over_at))| {
+                let node = node?;
                 (node.level <= max_level).then(|| NodeValue {
                     node,
                     value,
                     run_fraction: 1.0,
-                    over_threshold: evaluation
-                        .over_threshold
-                        .iter()
-                        .find(|(n, _)| *n == name)
-                        .map_or_else(|| node.default_over(value), |&(_, over)| over),
+                    over_threshold: over_at.map_or_else(
+                        || node.default_over(value),
+                        |at| evaluation.over_threshold[at].1,
+                    ),
                 })
             })
             .collect();
@@ -301,18 +326,21 @@ impl Model {
     }
 }
 
+/// Each formula value's node and threshold position ([`Model::value_nodes`]).
+type ValueNodes = Arc<Vec<(Option<Node>, Option<usize>)>>;
+
 /// Each node's input events, by node name ([`Model::node_inputs`]).
 pub type NodeInputs = Arc<Vec<(&'static str, Vec<&'static str>)>>;
 
 /// A node outside [0, 1]: only counts that contradict each other give one (perf's formulas
-/// subtract measured counts), so it is flagged with the counts it moves with.
+/// subtract measured counts), so it is flagged with the counts its formula reads.
 #[derive(Clone, Debug, PartialEq)]
 pub struct OutOfRange {
     /// The node's perf metric name.
     pub node: &'static str,
     /// Its value.
     pub value: f64,
-    /// The counts (formula name, value) that change it, sorted by name.
+    /// The counts (formula name, value) its formula reads, sorted by name.
     pub inputs: Vec<(String, f64)>,
 }
 
@@ -337,7 +365,7 @@ pub struct TopDown {
     pub nodes: Vec<NodeValue>,
     /// The deepest node over its threshold whose parent is over its own (toplev's `<==`).
     pub bottleneck: Option<&'static str>,
-    /// Nodes outside [0, 1] and the counts that move them (filled where the counts are at
+    /// Nodes outside [0, 1] and the counts their formulas read (filled where the counts are at
     /// hand: [`view::TopdownView::of`]).
     pub out_of_range: Vec<OutOfRange>,
     /// Nodes whose inputs were counted in counter groups the kernel multiplexed apart: each

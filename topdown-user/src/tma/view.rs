@@ -7,8 +7,8 @@ use crate::{
     attrib::usage::CounterValue,
     pmu::counter_set::CounterSet,
     tma::{
-        Model, TopDown,
-        inputs::{Literals, NamedCounts},
+        Model, NodeInputs, TopDown,
+        inputs::{Literals, SlotCounts},
     },
 };
 
@@ -100,20 +100,87 @@ impl TopdownView {
     }
 
     /// The thread's TopDown per part from its counters (named as the set names them); `None`
-    /// for a part where no node could be computed (it never ran on that core type's PMU).
+    /// for a part where no node could be computed (it never ran on that core type's PMU). For
+    /// many rows, [`TopdownView::bind`] once and evaluate each row with [`BoundView::of`].
     pub fn of(&self, set: &CounterSet, counters: &[CounterValue]) -> Vec<Option<TopDown>> {
-        self.parts
+        self.bind(set).of(counters)
+    }
+
+    /// This view over `set`'s counters: which slot each formula name is, and which slots each
+    /// node reads, found once for every row evaluated with it.
+    pub fn bind<'a>(&'a self, set: &'a CounterSet) -> BoundView<'a> {
+        let parts = self
+            .parts
             .iter()
             .map(|part| {
-                // A counter enabled but never running (its group never got the PMU) has no
-                // count: it is left out, so the nodes that read it are not computed, never
-                // computed from a 0.
-                let counts = set.names().zip(counters).filter_map(|(name, value)| {
-                    let name = name.strip_prefix(part.prefix.as_str())?;
-                    Some((name.to_owned(), value.scaled()?))
-                });
-                let inputs = NamedCounts::new(counts, self.literals());
-                let mut td = part.model.evaluate(&inputs, self.level);
+                let index: HashMap<&str, usize> = set
+                    .counters
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, c)| Some((c.name.strip_prefix(part.prefix.as_str())?, i)))
+                    .collect();
+                let node_inputs = part.model.node_inputs(self.smt_on, self.core_wide);
+                let reads = node_inputs
+                    .iter()
+                    .map(|(node, events)| {
+                        let slots = events.iter().filter_map(|e| index.get(e).copied());
+                        (*node, slots.collect())
+                    })
+                    .collect();
+                BoundPart {
+                    index,
+                    node_inputs,
+                    reads,
+                }
+            })
+            .collect();
+        BoundView {
+            view: self,
+            groups: set
+                .counters
+                .iter()
+                .enumerate()
+                .map(|(i, c)| c.attr.leader.unwrap_or(i))
+                .collect(),
+            parts,
+        }
+    }
+}
+
+/// A [`TopdownView`] bound to a counter set ([`TopdownView::bind`]).
+pub struct BoundView<'a> {
+    view: &'a TopdownView,
+    /// Each slot's counter group: its leader's slot, its own when it leads.
+    groups: Vec<usize>,
+    parts: Vec<BoundPart<'a>>,
+}
+
+/// One part's binding: formula names to slots, nodes to the events and slots they read.
+struct BoundPart<'a> {
+    index: HashMap<&'a str, usize>,
+    node_inputs: NodeInputs,
+    reads: HashMap<&'static str, Vec<usize>>,
+}
+
+impl BoundView<'_> {
+    /// A row's TopDown per part from its counters (one per slot of the bound set); see
+    /// [`TopdownView::of`].
+    pub fn of(&self, counters: &[CounterValue]) -> Vec<Option<TopDown>> {
+        // A counter enabled but never running (its group never got the PMU) has no count: the
+        // nodes that read it are not computed, never computed from a 0.
+        let values: Vec<Option<f64>> = counters.iter().map(CounterValue::scaled).collect();
+        let literals = self.view.literals();
+        self.view
+            .parts
+            .iter()
+            .zip(&self.parts)
+            .map(|(part, bound)| {
+                let inputs = SlotCounts {
+                    index: &bound.index,
+                    values: &values,
+                    literals,
+                };
+                let mut td = part.model.evaluate(&inputs, self.view.level);
                 td.nodes.retain(|n| n.value.is_finite());
                 // The four Level 1 nodes split the slots: with one of them not computed (an
                 // input not counted), no node can be said to be the bottleneck.
@@ -123,42 +190,30 @@ impl TopdownView {
                 // Each node's run %: the least its own inputs ran (a multiplexed counter is
                 // scaled by its own enabled/running time; a node is only as sure as its least
                 // measured input).
-                let reads = part.model.node_inputs(self.smt_on, self.core_wide);
-                // This part's counters by formula name, once: each node input's running share
-                // and group (its leader's slot, its own when it leads).
-                let slot: HashMap<&str, (f64, usize)> = set
-                    .counters
-                    .iter()
-                    .zip(counters)
-                    .enumerate()
-                    .filter_map(|(i, (c, value))| {
-                        let name = c.name.strip_prefix(part.prefix.as_str())?;
-                        Some((name, (value.running_fraction(), c.attr.leader.unwrap_or(i))))
-                    })
-                    .collect();
-                let running = |event: &str| slot.get(event).map(|&(run, _)| run);
-                let group = |event: &str| slot.get(event).map(|&(_, group)| group);
+                let running = |slot: usize| counters.get(slot).map(CounterValue::running_fraction);
                 for node in &mut td.nodes {
-                    if let Some((_, events)) = reads.iter().find(|(n, _)| *n == node.node.name) {
-                        node.run_fraction =
-                            events.iter().filter_map(|e| running(e)).fold(1.0, f64::min);
-                        // Inputs that ran only part of the time, in different groups: scaled
-                        // each on its own, not measured over the same moments.
-                        let mut groups: Vec<usize> = events
-                            .iter()
-                            .filter(|e| running(e).is_some_and(|r| r < 1.0))
-                            .filter_map(|e| group(e))
-                            .collect();
-                        groups.sort_unstable();
-                        groups.dedup();
-                        if groups.len() > 1 {
-                            td.multiplexed_apart.push(node.node.name);
-                        }
+                    let Some(slots) = bound.reads.get(node.node.name) else {
+                        continue;
+                    };
+                    node.run_fraction =
+                        slots.iter().filter_map(|&s| running(s)).fold(1.0, f64::min);
+                    // Inputs that ran only part of the time, in different groups: scaled each
+                    // on its own, not measured over the same moments.
+                    let mut groups: Vec<usize> = slots
+                        .iter()
+                        .filter(|&&s| running(s).is_some_and(|r| r < 1.0))
+                        .filter_map(|&s| self.groups.get(s).copied())
+                        .collect();
+                    groups.sort_unstable();
+                    groups.dedup();
+                    if groups.len() > 1 {
+                        td.multiplexed_apart.push(node.node.name);
                     }
                 }
                 // Values stay as the formulas give them; those outside [0, 1] are flagged with
                 // the counts behind them.
-                td.out_of_range = part.model.out_of_range(&td, &inputs, self.level);
+                let count = |event: &str| inputs.count(event);
+                td.out_of_range = Model::out_of_range(&td, &bound.node_inputs, count);
                 (!td.nodes.is_empty()).then_some(td)
             })
             .collect()
