@@ -1,7 +1,7 @@
 //! A workload that keeps its own books: `--threads N` threads (24 by default), each spinning a
 //! different amount in short bursts between sleeps (so it is switched out often), then printing
 //! `{"tid": T, "cputime_ns": C}` from its own `CLOCK_THREAD_CPUTIME_ID` as its last act and
-//! exiting (after one warm-up thread that prints `{"warm_up": T, ...}` and exits). Nothing in it knows about the tool: the kernel matrix compares what the tool
+//! exiting. Nothing in it knows about the tool: the kernel matrix compares what the tool
 //! charged each thread with what the thread measured itself.
 
 use std::{
@@ -11,22 +11,8 @@ use std::{
 
 use topdown_tests::{flag_value, thread_cputime_ns};
 
-/// Prints `{"<key>": tid, "cputime_ns": C}` from the calling thread's own clock.
-fn print_own_clock(key: &str) {
-    // SAFETY: gettid has no preconditions.
-    let tid = unsafe { libc::gettid() };
-    println!(r#"{{"{key}":{tid},"cputime_ns":{}}}"#, thread_cputime_ns());
-}
-
 fn main() {
     let threads: u64 = flag_value("--threads", 24);
-    // A thread that only prints its clock and exits, first: under QEMU's TCG the first run of
-    // any code is translated on the guest CPU's time, so the first thread to print and exit
-    // would pay tens of milliseconds after reading its clock (seen: 26 and 46 ms in the arm64
-    // guest). Its line is not a measured thread's (`warm_up`, not `tid`).
-    thread::spawn(|| print_own_clock("warm_up"))
-        .join()
-        .expect("the warm-up thread");
     let handles: Vec<_> = (0..threads)
         .map(|i| {
             thread::Builder::new()
@@ -44,7 +30,9 @@ fn main() {
                         }
                         thread::sleep(Duration::from_millis(2));
                     }
-                    print_own_clock("tid");
+                    // SAFETY: gettid has no preconditions.
+                    let tid = unsafe { libc::gettid() };
+                    println!(r#"{{"tid":{tid},"cputime_ns":{}}}"#, thread_cputime_ns());
                 })
                 .expect("spawning a thread")
         })
