@@ -21,7 +21,7 @@ use topdown_tests::{
     assert_books, assert_charged_through_exit, assert_ran,
     cgroup_tree::{TestTree, unified_mount},
     http::{Running, free_port, get, serve_command, wait_for},
-    privileged, topdown_bpf_binary,
+    privileged, threads_by_tid, topdown_bpf_binary,
 };
 
 /// The `clocked` program beside the tool (packed at its build path in the guests).
@@ -65,7 +65,7 @@ fn assert_charged_own_clocks(what: &str, document: &Value, clocks: &HashMap<u64,
         "{what}: {}",
         document["kernel_stats"]
     );
-    let rows = rows_by_tid(document);
+    let rows = threads_by_tid(document);
     for (tid, own) in clocks {
         let row = rows
             .get(tid)
@@ -220,7 +220,7 @@ fn a_recording_reports_what_each_thread_ran() {
         "{}",
         reported["kernel_stats"]
     );
-    let (live_rows, reported_rows) = (rows_by_tid(&live), rows_by_tid(&reported));
+    let (live_rows, reported_rows) = (threads_by_tid(&live), threads_by_tid(&reported));
     for tid in clocks.keys() {
         let (was, is) = (live_rows.get(tid), reported_rows.get(tid));
         let is = is.unwrap_or_else(|| panic!("thread {tid} is not in the report"));
@@ -242,16 +242,6 @@ fn a_recording_reports_what_each_thread_ran() {
             "thread {tid} was charged"
         );
     }
-}
-
-/// The thread rows of a final document, by tid.
-fn rows_by_tid(document: &Value) -> HashMap<u64, &Value> {
-    document["threads"]
-        .as_array()
-        .expect("threads")
-        .iter()
-        .filter_map(|t| Some((t["tid"].as_u64()?, t)))
-        .collect()
 }
 
 #[test]

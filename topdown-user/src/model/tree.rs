@@ -9,6 +9,7 @@ use super::rows::{Row, RowOptions, ThreadKey, TreeMark, Who, order};
 use crate::{
     attrib::usage::{CounterValue, add_counters},
     pmu::counter_set::CounterSet,
+    tma::view::BoundView,
 };
 
 /// `rows` (sorted, filtered) arranged as a tree; `reverse` reverses every level's order.
@@ -30,6 +31,7 @@ fn is_cgroups(rows: &[Row]) -> bool {
 
 /// Threads under a row per process (the sum of its threads), for processes with several.
 fn processes(rows: Vec<Row>, set: &CounterSet, options: &RowOptions, reverse: bool) -> Vec<Row> {
+    let topdown = options.topdown.as_ref().map(|view| view.bind(set));
     let mut by_pid: HashMap<u32, Vec<Row>> = HashMap::new();
     let mut pids = Vec::new();
     for row in rows {
@@ -47,7 +49,7 @@ fn processes(rows: Vec<Row>, set: &CounterSet, options: &RowOptions, reverse: bo
         .filter_map(|pid| by_pid.remove(&pid))
         .map(|threads| match threads.len() {
             1 => (threads.into_iter().next(), Vec::new()),
-            _ => (Some(process_row(&threads, set, options)), threads),
+            _ => (Some(process_row(&threads, set, topdown.as_ref())), threads),
         })
         .filter_map(|(head, threads)| Some((head?, threads)))
         .collect();
@@ -77,7 +79,7 @@ fn processes(rows: Vec<Row>, set: &CounterSet, options: &RowOptions, reverse: bo
 }
 
 /// A process's row: its threads summed, named as its main thread (or its first thread).
-fn process_row(threads: &[Row], set: &CounterSet, options: &RowOptions) -> Row {
+fn process_row(threads: &[Row], set: &CounterSet, topdown: Option<&BoundView<'_>>) -> Row {
     let first = threads[0]
         .who
         .thread()
@@ -112,10 +114,7 @@ fn process_row(threads: &[Row], set: &CounterSet, options: &RowOptions) -> Row {
         on_cpu_ns: threads.iter().map(|r| r.on_cpu_ns).sum(),
         cpu_percent: threads.iter().map(|r| r.cpu_percent).sum(),
         switches: threads.iter().map(|r| r.switches).sum(),
-        topdown: options
-            .topdown
-            .as_ref()
-            .map_or_else(Vec::new, |view| view.of(set, &counters)),
+        topdown: topdown.map_or_else(Vec::new, |view| view.of(&counters)),
         run_fraction: threads.iter().map(|r| r.run_fraction).fold(1.0, f64::min),
         counters,
         tree: Some(TreeMark {
