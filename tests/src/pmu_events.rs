@@ -63,6 +63,33 @@ pub fn formulas(
     (exprs, thresholds)
 }
 
+/// The TopDown nodes of Levels 1 to 3 a model's pmu-events JSON files define for `unit`: every
+/// `tma_` metric in a `TopdownL1`, `TopdownL2` or `TopdownL3` group (what `perf stat -M
+/// TopdownL1,TopdownL2,TopdownL3` evaluates).
+pub fn topdown_nodes(files: &[&str], unit: Option<&str>) -> std::collections::BTreeSet<String> {
+    let mut nodes = std::collections::BTreeSet::new();
+    for file in files.iter().filter(|f| f.ends_with(".json")) {
+        let path = data_dir().join("linux-pmu-events").join(file);
+        let list: Vec<Value> =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        for metric in list {
+            let (Some(name), Some(groups)) = (
+                metric["MetricName"].as_str(),
+                metric["MetricGroup"].as_str(),
+            ) else {
+                continue;
+            };
+            let levels = groups
+                .split(';')
+                .any(|g| matches!(g, "TopdownL1" | "TopdownL2" | "TopdownL3"));
+            if levels && name.starts_with("tma_") && unit.is_none_or(|u| metric["Unit"] == u) {
+                nodes.insert(name.to_owned());
+            }
+        }
+    }
+    nodes
+}
+
 /// Whether a formula is written in percent: `100 * ...` (Neoverse V1's overrides), or a sum
 /// whose every term is multiplied by 100 at its end (Neoverse V3's and N3's), while sbsa's
 /// formulas they override are fractions (`ScaleUnit` 100%).

@@ -13,7 +13,7 @@ use std::{
 use topdown_tests::{
     metric_expr::{Env, parse},
     perfmon_metrics::{PerfmonMetrics, perfmon_name},
-    pmu_events::{data_dir, formulas, is_percent, normalize},
+    pmu_events::{data_dir, formulas, is_percent, normalize, topdown_nodes},
 };
 use topdown_user::tma::{Model, generated::SOURCES, inputs::Inputs};
 
@@ -201,6 +201,52 @@ fn every_model_matches_an_independent_evaluation_of_the_data() {
         }
     }
     assert!(checked > 1000, "checked {checked} values");
+}
+
+/// Every model generated from perf's own metric files computes every Level 1 to 3 node those
+/// files define for its PMU, or names it as unmeasurable (it reads a retire latency, which is
+/// sampled): nothing perf shows at `-M TopdownL1,TopdownL2,TopdownL3` is missing from ours.
+/// (The value test above checks the nodes a model computes; this one, that none is left out.)
+#[test]
+fn models_from_perfs_files_compute_every_level_one_to_three_node() {
+    let mut models = 0;
+    for &(model, files, unit, mapping) in SOURCES {
+        if !mapping.is_empty() || !files.iter().all(|f| f.starts_with("x86-perf/")) {
+            continue;
+        }
+        let built_in = Model::named(model).unwrap();
+        let literals = HashMap::from([
+            ("#slots".to_owned(), 8.0),
+            ("#smt_on".to_owned(), 1.0),
+            ("#core_wide".to_owned(), 1.0),
+            ("#has_pmem".to_owned(), 0.0),
+        ]);
+        let evaluation = built_in.values(&Random {
+            seed: 1,
+            arm: false,
+            perfmon: false,
+            literals: &literals,
+        });
+        let mut ours: std::collections::BTreeSet<String> = evaluation
+            .values
+            .iter()
+            .map(|(node, _)| (*node).to_owned())
+            .collect();
+        ours.extend(built_in.unmeasurable.iter().map(|n| (*n).to_owned()));
+        let perfs = topdown_nodes(files, unit);
+        assert_eq!(
+            ours.difference(&perfs).collect::<Vec<_>>(),
+            Vec::<&String>::new(),
+            "{model}: nodes not in perf's Level 1-3"
+        );
+        assert_eq!(
+            perfs.difference(&ours).collect::<Vec<_>>(),
+            Vec::<&String>::new(),
+            "{model}: perf's Level 1-3 nodes we do not compute"
+        );
+        models += 1;
+    }
+    assert!(models >= 15, "checked {models} models from perf's files");
 }
 
 /// A model generated from Intel's perfmon metric JSON against the file's own formulas,
