@@ -14,6 +14,89 @@ pub trait Inputs {
     fn literal(&self, name: &str) -> f64;
 }
 
+/// A literal perf's formulas take from the measured machine ([`Literals`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Literal {
+    /// `#slots`.
+    Slots,
+    /// `#smt_on`.
+    SmtOn,
+    /// `#core_wide`.
+    CoreWide,
+    /// `#has_pmem`.
+    HasPmem,
+}
+
+impl Literal {
+    /// The name the formulas write (with its `#`, in lower case).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Slots => "#slots",
+            Self::SmtOn => "#smt_on",
+            Self::CoreWide => "#core_wide",
+            Self::HasPmem => "#has_pmem",
+        }
+    }
+}
+
+/// What the generated formulas read: the count of a model's event by its index in the model's
+/// event list ([`crate::tma::Model::events`]), and the machine's literals. A set bound once
+/// ([`Model::evaluate_bound`](crate::tma::Model::evaluate_bound)) reads a slot per index, with
+/// no name looked up per row.
+pub trait Counts {
+    /// The count of the model's event `index`; NaN when it was not counted.
+    fn event(&self, index: usize) -> f64;
+    /// The value of `literal`.
+    fn literal(&self, literal: Literal) -> f64;
+}
+
+/// [`Inputs`] read by index: a model's event list names each index.
+pub struct ByName<'a> {
+    /// The model's events, in the order its formulas index them.
+    pub events: &'a [&'static str],
+    /// Counts and literals by name.
+    pub inputs: &'a dyn Inputs,
+}
+
+impl Counts for ByName<'_> {
+    fn event(&self, index: usize) -> f64 {
+        self.events
+            .get(index)
+            .map_or(f64::NAN, |name| self.inputs.event(name))
+    }
+
+    fn literal(&self, literal: Literal) -> f64 {
+        self.inputs.literal(literal.name())
+    }
+}
+
+/// A row's counts through a binding made once per counter set: the slot of each of the model's
+/// events (`None`: the set does not count it), the row's scaled values by slot (`None`: did
+/// not count).
+pub struct BoundCounts<'a> {
+    /// The slot of each of the model's events.
+    pub slots: &'a [Option<usize>],
+    /// Each slot's scaled count.
+    pub values: &'a [Option<f64>],
+    /// The machine's literals.
+    pub literals: Literals,
+}
+
+impl Counts for BoundCounts<'_> {
+    fn event(&self, index: usize) -> f64 {
+        self.slots
+            .get(index)
+            .copied()
+            .flatten()
+            .and_then(|slot| self.values.get(slot).copied().flatten())
+            .unwrap_or(f64::NAN)
+    }
+
+    fn literal(&self, literal: Literal) -> f64 {
+        self.literals.value(literal)
+    }
+}
+
 /// A model's formula values (fractions of slots) and threshold verdicts, by perf metric name.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Evaluation {
@@ -86,44 +169,25 @@ impl Literals {
     /// The literal `name` (with its `#`, as the generated formulas spell it); NaN for one
     /// the formulas do not take from the machine.
     pub fn get(&self, name: &str) -> f64 {
-        match name {
-            "#slots" => f64::from(self.slots),
-            "#smt_on" => truth(self.smt_on),
-            "#core_wide" => truth(self.core_wide),
-            "#has_pmem" => truth(self.has_pmem),
-            _ => f64::NAN,
+        [
+            Literal::Slots,
+            Literal::SmtOn,
+            Literal::CoreWide,
+            Literal::HasPmem,
+        ]
+        .into_iter()
+        .find(|l| l.name() == name)
+        .map_or(f64::NAN, |l| self.value(l))
+    }
+
+    /// The value of `literal`.
+    pub fn value(&self, literal: Literal) -> f64 {
+        match literal {
+            Literal::Slots => f64::from(self.slots),
+            Literal::SmtOn => truth(self.smt_on),
+            Literal::CoreWide => truth(self.core_wide),
+            Literal::HasPmem => truth(self.has_pmem),
         }
-    }
-}
-
-/// A row's counts by formula name without a map of its own: the names bound to slots once
-/// per counter set (`index`), the row's scaled values by slot (`None`: not counted). An event
-/// the set lacks, or that did not count, reads as NaN.
-pub struct SlotCounts<'a> {
-    /// Formula name to slot.
-    pub index: &'a HashMap<&'a str, usize>,
-    /// Each slot's scaled count.
-    pub values: &'a [Option<f64>],
-    /// The machine's literals.
-    pub literals: Literals,
-}
-
-impl SlotCounts<'_> {
-    /// The count of event `name`, if the set has it and it counted.
-    pub fn count(&self, name: &str) -> Option<f64> {
-        self.index
-            .get(name)
-            .and_then(|&slot| self.values.get(slot).copied().flatten())
-    }
-}
-
-impl Inputs for SlotCounts<'_> {
-    fn event(&self, name: &str) -> f64 {
-        self.count(name).unwrap_or(f64::NAN)
-    }
-
-    fn literal(&self, name: &str) -> f64 {
-        self.literals.get(name)
     }
 }
 

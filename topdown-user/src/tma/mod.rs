@@ -26,7 +26,7 @@ use std::{
 use anyhow::{Result, bail};
 
 use self::{
-    inputs::{Evaluation, Inputs, Literals, NamedCounts},
+    inputs::{ByName, Counts, Evaluation, Inputs, Literals, NamedCounts},
     node::Node,
 };
 
@@ -37,8 +37,13 @@ pub struct Model {
     pub name: &'static str,
     /// What it covers.
     pub description: &'static str,
-    evaluate: fn(&dyn Inputs) -> Evaluation,
-    /// Events the formulas read (every level), as perf names them.
+    evaluate: fn(&dyn Counts, &mut [f64], &mut [bool]),
+    /// The nodes the formulas compute, in the order of their values (perf's metric names).
+    pub nodes: &'static [&'static str],
+    /// The nodes whose data gives a threshold, in the order of the formulas' verdicts.
+    pub thresholds: &'static [&'static str],
+    /// Events the formulas read (every level), as perf names them, in the order the formulas
+    /// index them.
     pub events: &'static [&'static str],
     /// The events the values of Level 1 nodes need.
     pub level1_events: &'static [&'static str],
@@ -150,11 +155,11 @@ impl Model {
 
     /// The nodes this model has down to `level`, in tree order.
     pub fn nodes(&self, level: u8) -> Vec<Node> {
-        let values = self.values(&NamedCounts::default()).values;
-        let has = |name: &str| values.iter().any(|(n, _)| *n == name);
-        let mut nodes: Vec<Node> = values
+        let has = |name: &str| self.nodes.contains(&name);
+        let mut nodes: Vec<Node> = self
+            .nodes
             .iter()
-            .filter_map(|(name, _)| Node::named(name).map(|node| node.in_model(has)))
+            .filter_map(|name| Node::named(name).map(|node| node.in_model(has)))
             .filter(|node| node.level <= level)
             .collect();
         nodes.sort_by_key(|n| n.order);
@@ -163,7 +168,19 @@ impl Model {
 
     /// The raw formula values (fractions of slots), by perf metric name.
     pub fn values(&self, inputs: &dyn Inputs) -> Evaluation {
-        (self.evaluate)(inputs)
+        let (mut values, mut over) = (
+            vec![0.0; self.nodes.len()],
+            vec![false; self.thresholds.len()],
+        );
+        let counts = ByName {
+            events: self.events,
+            inputs,
+        };
+        (self.evaluate)(&counts, &mut values, &mut over);
+        Evaluation {
+            values: self.nodes.iter().copied().zip(values).collect(),
+            over_threshold: self.thresholds.iter().copied().zip(over).collect(),
+        }
     }
 
     /// The nodes of `td` outside [0, 1], each with the counts its formula reads (`reads`:
@@ -197,27 +214,22 @@ impl Model {
             .collect()
     }
 
-    /// For each value the generated formulas return, in their order (the same at every call):
-    /// its node as this model has it, and where its threshold verdict is. Found once per model.
-    fn value_nodes(&self, evaluation: &Evaluation) -> ValueNodes {
+    /// For each value the generated formulas return, in their order: its node as this model
+    /// has it, and where its threshold verdict is. Found once per model.
+    fn value_nodes(&self) -> ValueNodes {
         static CACHE: OnceLock<Mutex<HashMap<&'static str, ValueNodes>>> = OnceLock::new();
         let cache = CACHE.get_or_init(Mutex::default);
         let mut cache = cache
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         Arc::clone(cache.entry(self.name).or_insert_with(|| {
-            let has = |name: &str| evaluation.values.iter().any(|(n, _)| *n == name);
+            let has = |name: &str| self.nodes.contains(&name);
             Arc::new(
-                evaluation
-                    .values
+                self.nodes
                     .iter()
-                    .map(|&(name, _)| {
+                    .map(|&name| {
                         let node = Node::named(name).map(|node| node.in_model(has));
-                        let over = evaluation
-                            .over_threshold
-                            .iter()
-                            .position(|(n, _)| *n == name);
-                        (node, over)
+                        (node, self.thresholds.iter().position(|n| *n == name))
                     })
                     .collect(),
             )
@@ -294,24 +306,43 @@ impl Model {
         self.per_thread_estimate && smt_on && !core_wide
     }
 
-    /// The node values down to `max_level`, with thresholds and the bottleneck.
+    /// The node values down to `max_level`, with thresholds and the bottleneck, from counts
+    /// and literals by name.
     pub fn evaluate(&self, inputs: &dyn Inputs, max_level: u8) -> TopDown {
-        let evaluation = self.values(inputs);
-        let table = self.value_nodes(&evaluation);
-        let mut nodes: Vec<NodeValue> = evaluation
+        let counts = ByName {
+            events: self.events,
+            inputs,
+        };
+        self.evaluate_bound(&counts, max_level, &mut Scratch::default())
+    }
+
+    /// [`Model::evaluate`] from counts by index (a counter set bound once: [`inputs::BoundCounts`]),
+    /// the formulas writing into `scratch` (reused from row to row: no allocation but the
+    /// result's).
+    pub fn evaluate_bound(
+        &self,
+        counts: &dyn Counts,
+        max_level: u8,
+        scratch: &mut Scratch,
+    ) -> TopDown {
+        scratch.values.clear();
+        scratch.values.resize(self.nodes.len(), 0.0);
+        scratch.over.clear();
+        scratch.over.resize(self.thresholds.len(), false);
+        (self.evaluate)(counts, &mut scratch.values, &mut scratch.over);
+        let table = self.value_nodes();
+        let mut nodes: Vec<NodeValue> = scratch
             .values
             .iter()
             .zip(table.iter())
-            .filter_map(|(&(_, value), &(node, over_at))| {
+            .filter_map(|(&value, &(node, over_at))| {
                 let node = node?;
                 (node.level <= max_level).then(|| NodeValue {
                     node,
                     value,
                     run_fraction: 1.0,
-                    over_threshold: over_at.map_or_else(
-                        || node.default_over(value),
-                        |at| evaluation.over_threshold[at].1,
-                    ),
+                    over_threshold: over_at
+                        .map_or_else(|| node.default_over(value), |at| scratch.over[at]),
                 })
             })
             .collect();
@@ -324,6 +355,13 @@ impl Model {
             multiplexed_apart: Vec::new(),
         }
     }
+}
+
+/// The buffers a model's formulas write their values and verdicts into, kept from row to row.
+#[derive(Debug, Default)]
+pub struct Scratch {
+    values: Vec<f64>,
+    over: Vec<bool>,
 }
 
 /// Each formula value's node and threshold position ([`Model::value_nodes`]).

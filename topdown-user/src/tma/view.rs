@@ -1,14 +1,14 @@
 //! TopDown over a counter set's values: which model reads which counters (one part per core
 //! type on hybrid parts), at which level, with which literals.
 
-use std::collections::HashMap;
+use std::{cell::RefCell, collections::HashMap};
 
 use crate::{
     attrib::usage::CounterValue,
     pmu::counter_set::CounterSet,
     tma::{
-        Model, NodeInputs, TopDown,
-        inputs::{Literals, SlotCounts},
+        Model, NodeInputs, Scratch, TopDown,
+        inputs::{BoundCounts, Literals},
     },
 };
 
@@ -119,6 +119,12 @@ impl TopdownView {
                     .enumerate()
                     .filter_map(|(i, c)| Some((c.name.strip_prefix(part.prefix.as_str())?, i)))
                     .collect();
+                let slots = part
+                    .model
+                    .events
+                    .iter()
+                    .map(|e| index.get(e).copied())
+                    .collect();
                 let node_inputs = part.model.node_inputs(self.smt_on, self.core_wide);
                 let reads = node_inputs
                     .iter()
@@ -129,6 +135,8 @@ impl TopdownView {
                     .collect();
                 BoundPart {
                     index,
+                    slots,
+                    scratch: RefCell::default(),
                     node_inputs,
                     reads,
                 }
@@ -155,9 +163,12 @@ pub struct BoundView<'a> {
     parts: Vec<BoundPart<'a>>,
 }
 
-/// One part's binding: formula names to slots, nodes to the events and slots they read.
+/// One part's binding: formula names to slots, the model's events to slots, nodes to the events
+/// and slots they read; the buffers its formulas write into, reused from row to row.
 struct BoundPart<'a> {
     index: HashMap<&'a str, usize>,
+    slots: Vec<Option<usize>>,
+    scratch: RefCell<Scratch>,
     node_inputs: NodeInputs,
     reads: HashMap<&'static str, Vec<usize>>,
 }
@@ -175,12 +186,16 @@ impl BoundView<'_> {
             .iter()
             .zip(&self.parts)
             .map(|(part, bound)| {
-                let inputs = SlotCounts {
-                    index: &bound.index,
+                let counts = BoundCounts {
+                    slots: &bound.slots,
                     values: &values,
                     literals,
                 };
-                let mut td = part.model.evaluate(&inputs, self.view.level);
+                let mut td = part.model.evaluate_bound(
+                    &counts,
+                    self.view.level,
+                    &mut bound.scratch.borrow_mut(),
+                );
                 td.nodes.retain(|n| n.value.is_finite());
                 // The four Level 1 nodes split the slots: with one of them not computed (an
                 // input not counted), no node can be said to be the bottleneck.
@@ -212,7 +227,10 @@ impl BoundView<'_> {
                 }
                 // Values stay as the formulas give them; those outside [0, 1] are flagged with
                 // the counts behind them.
-                let count = |event: &str| inputs.count(event);
+                let count = |event: &str| {
+                    let slot = *bound.index.get(event)?;
+                    values.get(slot).copied().flatten()
+                };
                 td.out_of_range = Model::out_of_range(&td, &bound.node_inputs, count);
                 (!td.nodes.is_empty()).then_some(td)
             })
