@@ -1,6 +1,6 @@
 //! An interpreter for perf's metric expressions (`tools/perf/util/expr.y`), written for the
 //! tests only: it evaluates the pmu-events JSON strings directly, independently of the
-//! transpiler that generates `topdown-user/src/tma/generated.rs`.
+//! transpiler that generates `topdown-tma/src/generated.rs`.
 
 use std::collections::HashMap;
 

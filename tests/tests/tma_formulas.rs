@@ -15,7 +15,7 @@ use topdown_tests::{
     perfmon_metrics::{PerfmonMetrics, perfmon_name},
     pmu_events::{data_dir, formulas, is_percent, normalize, topdown_nodes},
 };
-use topdown_user::tma::{Model, generated::SOURCES, inputs::Inputs};
+use topdown_tma::{Model, generated::SOURCES, inputs::Inputs};
 
 fn root() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
@@ -39,10 +39,10 @@ fn generate(script: &str, args: &[&Path]) -> String {
 #[test]
 fn tma_formulas_are_generated_from_the_data() {
     let fresh = generate("tma_formulas.py", &[&data_dir().join("linux-pmu-events")]);
-    let kept = std::fs::read_to_string(root().join("topdown-user/src/tma/generated.rs")).unwrap();
+    let kept = std::fs::read_to_string(root().join("topdown-tma/src/generated.rs")).unwrap();
     assert!(
         fresh == kept,
-        "topdown-user/src/tma/generated.rs is stale: run python3 xtask/gen/tma_formulas.py > it"
+        "topdown-tma/src/generated.rs is stale: run python3 xtask/gen/tma_formulas.py > it"
     );
 }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generates topdown-user/src/tma/generated.rs from the metric data in data/: Linux
+"""Generates topdown-tma/src/generated.rs from the metric data in data/: Linux
 perf's pmu-events metric JSON (linux-pmu-events), Intel's perfmon metric JSON and Intel's Atom /
 E-core TMA CSV files (intel-perfmon). For each supported model, the TopDown Level 1 and Level 2
 metrics (and every metric they reference) transpiled to Rust, their thresholds, and the events
@@ -14,7 +14,7 @@ into perf's spelling as perf's converter does: `PERF_METRICS.FRONTEND_BOUND` is 
 each metric times 100; E-core thresholds (`metric_TMA_X(%) >0.20`) compare fractions, and see
 it as it is (perf's E-core metrics are fractions with `> 0.2` thresholds).
 
-    python3 xtask/gen/tma_formulas.py [DATA_DIR] > topdown-user/src/tma/generated.rs
+    python3 xtask/gen/tma_formulas.py [DATA_DIR] > topdown-tma/src/generated.rs
 
 The output is checked in; `tma_formulas_are_generated_from_the_data` (tests/) regenerates it
 and fails if it differs. An independent interpreter in the tests evaluates the same JSON strings

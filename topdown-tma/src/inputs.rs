@@ -40,8 +40,8 @@ impl Literal {
 }
 
 /// What the generated formulas read: the count of a model's event by its index in the model's
-/// event list ([`crate::tma::Model::events`]), and the machine's literals. A set bound once
-/// ([`Model::evaluate_bound`](crate::tma::Model::evaluate_bound)) reads a slot per index, with
+/// event list ([`crate::Model::events`]), and the machine's literals. A set bound once
+/// ([`Model::evaluate_bound`](crate::Model::evaluate_bound)) reads a slot per index, with
 /// no name looked up per row.
 pub trait Counts {
     /// The count of the model's event `index`; NaN when it was not counted.
@@ -161,7 +161,7 @@ pub struct Literals {
     pub core_wide: bool,
     /// `#has_pmem`: the measured machine has persistent memory, which some Level 3 memory
     /// nodes account apart (perf decides it from whether the machine's ACPI has an NFIT table:
-    /// [`crate::pmu::machine::Machine::has_pmem`]).
+    /// `topdown-user`'s `Machine::has_pmem`).
     pub has_pmem: bool,
 }
 
