@@ -1,5 +1,7 @@
-//! The model step's cost per window: `model::step` (rows named, TopDown per row, sorted) over a
-//! window of 30,000 threads that all ran, with Sapphire Rapids' Level 2 TopDown set (the
+//! The model step's cost per window: a window's frame (rows named, TopDown per row) and the
+//! report's rows from it (sorted), alone and with Parquet's rows beside them (each output
+//! computing its own, as before the frame, and from one frame), over a window of 30,000
+//! threads that all ran, with Sapphire Rapids' Level 2 TopDown set (the
 //! heaviest per-row work a live run does), and with the software set. Not a test: run with
 //! `cargo bench -p topdown-user --bench model_step`; results go to BENCHMARKS.md.
 //!
@@ -14,10 +16,15 @@ use topdown_user::{
     attrib::{
         Window,
         cgroups::CgroupNames,
-        usage::{CounterValue, ThreadUsage},
+        named,
+        usage::{self, CgroupUsage, CounterValue, ThreadUsage},
     },
     collect::Stats,
-    model::{self, rows::RowOptions},
+    model::{
+        export,
+        frame::Frame,
+        rows::{self, RowOptions},
+    },
     pmu::counter_set::{Counter, CounterSet, EventAttr, Unit},
     tma::{Model, view::TopdownView},
 };
@@ -82,7 +89,7 @@ fn counts(rng: &mut Lcg, slots: u64) -> Vec<(&'static str, u64)> {
 
 /// The window: every thread ran, with counts for every counter of `set`.
 fn window(set: &CounterSet, rng: &mut Lcg) -> Window {
-    let threads = (1..=THREADS)
+    let threads: Vec<ThreadUsage> = (1..=THREADS)
         .map(|tid| {
             let ns = 1_000 + rng.next() % 50_000_000;
             let slots = ns * 8 * (1 + rng.next() % 4) / 2;
@@ -121,32 +128,101 @@ fn window(set: &CounterSet, rng: &mut Lcg) -> Window {
             }
         })
         .collect();
+    // Each cgroup charged what its threads ran, as the kernel side charges both.
+    let mut cgroups: Vec<CgroupUsage> = (1..=200)
+        .map(|id| CgroupUsage::new(id, set.counters.len()))
+        .collect();
+    for thread in &threads {
+        let cgroup = &mut cgroups[(thread.cgroup_id - 1) as usize];
+        cgroup.switches += thread.switches;
+        usage::add_counters(&mut cgroup.counters, &thread.counters);
+    }
     Window {
         start: Duration::ZERO,
         length: Duration::from_secs(1),
         threads,
         idle: vec![],
-        cgroups: vec![],
+        cgroups,
         stats: Stats::default(),
     }
 }
 
-/// The median time of `model::step` over [`RUNS`] windows.
-fn median_step(set: &CounterSet, options: &RowOptions) -> Duration {
+/// What a window's outputs ask of the model.
+#[derive(Clone, Copy)]
+enum Outputs {
+    /// The report's rows computed for it alone (named, TopDown per row, sorted in place): the
+    /// model step before the frame.
+    TableAlone,
+    /// The report alone: its rows, sorted.
+    Table,
+    /// `record --parquet` on a report, each output computing its own rows (as before the
+    /// frame): the report's rows, the export's threads and its cgroups, three model steps.
+    TableAndParquetApart,
+    /// The same outputs from one frame: rows computed once, shared.
+    TableAndParquetShared,
+}
+
+/// Every case of [`Outputs`], in this order.
+const CASES: [Outputs; 4] = [
+    Outputs::TableAlone,
+    Outputs::Table,
+    Outputs::TableAndParquetApart,
+    Outputs::TableAndParquetShared,
+];
+
+/// The time of what `outputs` ask of the model over `window`.
+fn time(window: &Window, set: &CounterSet, options: &RowOptions, outputs: Outputs) -> Duration {
+    let mut names = CgroupNames::at(None);
+    let topdown = options.topdown.as_ref();
+    let started = Instant::now();
+    if let Outputs::TableAlone = outputs {
+        let named = named::name(window, &mut names, None);
+        let (rows, total) = rows::rows(window, named, set, options);
+        assert_eq!(total, rows.len());
+        return started.elapsed();
+    }
+    let frame = Frame::new(window, &mut names, set, topdown);
+    let rows = frame.rows(options);
+    assert_eq!(rows.total, THREADS as usize);
+    match outputs {
+        Outputs::TableAlone | Outputs::Table => {}
+        Outputs::TableAndParquetShared => {
+            let export = export::rows(&frame);
+            assert_eq!(export.threads.len(), THREADS as usize);
+            assert_eq!(export.cgroups.len(), 200);
+        }
+        Outputs::TableAndParquetApart => {
+            drop(frame);
+            let mut names = CgroupNames::at(None);
+            let threads = Frame::new(window, &mut names, set, topdown);
+            assert_eq!(threads.threads().len(), THREADS as usize);
+            drop(threads);
+            let mut names = CgroupNames::at(None);
+            let cgroups = Frame::new(window, &mut names, set, topdown);
+            assert_eq!(cgroups.cgroups().len(), 200);
+        }
+    }
+    started.elapsed()
+}
+
+/// The median time of each of [`CASES`] over [`RUNS`] rounds, the cases interleaved in each
+/// round (one warm-up round first), so none is favoured by when it ran.
+fn medians(set: &CounterSet, options: &RowOptions) -> [Duration; 4] {
     let mut rng = Lcg(0x5eed);
     let window = window(set, &mut rng);
-    let mut names = CgroupNames::at(None);
-    let mut times: Vec<Duration> = (0..RUNS)
-        .map(|_| {
-            let started = Instant::now();
-            let rows = model::step(&window, &mut names, set, options);
-            let took = started.elapsed();
-            assert_eq!(rows.total, THREADS as usize);
-            took
-        })
-        .collect();
-    times.sort_unstable();
-    times[RUNS / 2]
+    let mut times = [const { Vec::new() }; 4];
+    for round in 0..=RUNS {
+        for (at, outputs) in CASES.into_iter().enumerate() {
+            let took = time(&window, set, options, outputs);
+            if round > 0 {
+                times[at].push(took);
+            }
+        }
+    }
+    times.map(|mut t| {
+        t.sort_unstable();
+        t[RUNS / 2]
+    })
 }
 
 fn main() {
@@ -161,18 +237,25 @@ fn main() {
         ..RowOptions::default()
     };
     let software = CounterSet::software("bench".into());
-    println!("| window | counters | model::step, median of {RUNS} | per thread |");
-    println!("|---|---|---|---|");
+    println!(
+        "| window | counters | report, its rows alone (before) | report (frame rows) | report + Parquet, each its own rows | \
+         report + Parquet, one frame | report per thread |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    let ms = |d: Duration| format!("{:.1} ms", d.as_secs_f64() * 1e3);
     for (what, set, options) in [
         ("software set", &software, &RowOptions::default()),
         ("Sapphire Rapids Level 2", &topdown, &with_topdown),
     ] {
-        let took = median_step(set, options);
+        let [alone, table, apart, shared] = medians(set, options);
         println!(
-            "| {THREADS} threads, {what} | {} | {:.1} ms | {:.2} us |",
+            "| {THREADS} threads, {what} | {} | {} | {} | {} | {} | {:.2} us |",
             set.counters.len(),
-            took.as_secs_f64() * 1e3,
-            took.as_secs_f64() * 1e6 / f64::from(THREADS)
+            ms(alone),
+            ms(table),
+            ms(apart),
+            ms(shared),
+            table.as_secs_f64() * 1e6 / f64::from(THREADS)
         );
     }
 }

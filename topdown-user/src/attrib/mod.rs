@@ -8,7 +8,6 @@ pub mod exited;
 pub mod groups;
 pub mod named;
 pub mod silence;
-pub mod sink;
 pub mod target;
 pub mod usage;
 

@@ -159,6 +159,29 @@ pub struct CgroupUsage {
     pub counters: Vec<CounterValue>,
 }
 
+#[cfg(test)]
+impl ThreadUsage {
+    /// A live thread named `t<tid>` (tests): `ns` on the software set's one counter, never
+    /// multiplexed, `switches` switches out.
+    pub fn clocked(tid: u32, pid: u32, cgroup_id: u64, ns: u64, switches: u64) -> Self {
+        Self {
+            tid,
+            pid,
+            comm: format!("t{tid}"),
+            cgroup_id,
+            switches,
+            counters: vec![CounterValue {
+                raw: ns,
+                enabled_ns: ns,
+                running_ns: ns,
+                silent: false,
+            }],
+            exited: false,
+            folded: 0,
+        }
+    }
+}
+
 impl CgroupUsage {
     /// Nothing charged yet to cgroup `id`, for `nr` counters.
     pub fn new(id: u64, nr: usize) -> Self {

@@ -16,8 +16,8 @@ use crate::{
     },
     cli::ReportArgs,
     model::{
-        self,
         export::{self, RunMeta},
+        frame::Frame,
         rows::{RowOptions, SortKey},
     },
     recording::reader::Recording,
@@ -98,14 +98,10 @@ pub async fn run(args: &ReportArgs, verbose: bool) -> Result<()> {
     }
     renderer.header()?;
     if format != Format::Refresh && args.interval_ms.is_some() {
+        let topdown = recording.topdown.as_ref();
         for window in &windows {
-            let rows = model::step(
-                window,
-                &mut recording.names,
-                &recording.set,
-                renderer.options(),
-            );
-            renderer.window(window, &rows)?;
+            let frame = Frame::new(window, &mut recording.names, &recording.set, topdown);
+            renderer.window(window, &frame.rows(renderer.options()))?;
         }
     }
     let Some(totals) = recording.totals() else {
@@ -114,13 +110,13 @@ pub async fn run(args: &ReportArgs, verbose: bool) -> Result<()> {
             args.input.display()
         );
     };
-    let rows = model::step(
+    let frame = Frame::new(
         &totals,
         &mut recording.names,
         &recording.set,
-        renderer.options(),
+        recording.topdown.as_ref(),
     );
-    renderer.summary(&totals, &rows)?;
+    renderer.summary(&totals, &frame.rows(renderer.options()))?;
     // Every draw was flushed to the file: it is whole.
     drop(renderer);
     new.map_or(Ok(()), NewFile::commit)
@@ -137,7 +133,8 @@ fn trace(recording: &mut Recording, new: &NewFile) -> Result<()> {
     );
     let mut writer = TraceWriter::new(&mut out, &meta, set, view)?;
     for window in &recording.windows {
-        writer.window(window, &export::rows(window, names, set, view))?;
+        let frame = Frame::new(window, names, set, view);
+        writer.window(window, &export::rows(&frame))?;
     }
     writer.finish()
 }
@@ -152,7 +149,8 @@ fn parquet(recording: &mut Recording, new: &NewFile) -> Result<()> {
     );
     let mut writer = ParquetWriter::to_file(new.handle()?, meta, set, view)?;
     for window in &recording.windows {
-        writer.window(window, &export::rows(window, names, set, view))?;
+        let frame = Frame::new(window, names, set, view);
+        writer.window(window, &export::rows(&frame))?;
     }
     writer.finish()
 }
@@ -167,11 +165,11 @@ async fn browse(
 ) -> Result<()> {
     let state = first_state(recording, windows, grouping, sort);
     let mut sigterm = signal(SignalKind::terminate()).context("installing a SIGTERM handler")?;
-    let mut view = LiveView::open(state, &recording.set)?;
     let (set, base, names) = (&recording.set, renderer.options(), &mut recording.names);
+    let mut view = LiveView::open(state, set, base, grouping)?;
     let mut shown = view.model.state.view;
     view.model.replay(windows, set, base, grouping, names);
-    view.draw(set, base, grouping)?;
+    view.draw()?;
     loop {
         let key = tokio::select! {
             key = view.key() => key,
@@ -194,7 +192,7 @@ async fn browse(
             view.model
                 .replay(&windows[..=at], set, base, grouping, names);
         }
-        view.draw(set, base, grouping)?;
+        view.draw()?;
     }
     Ok(())
 }

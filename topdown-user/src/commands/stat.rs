@@ -18,14 +18,15 @@ use crate::{
         Attributor, EXITED_ROWS, WindowExits,
         cgroups::CgroupNames,
         groups::{GroupBy, GroupOptions, normalize},
-        sink::WindowSink,
         target::Target,
     },
     cli::{CgroupArgs, StatArgs},
     collect::{Collector, CollectorOptions, calibration},
     model::{
         export::RunMeta,
+        frame::Frame,
         rows::{RowOptions, SortKey},
+        sink::WindowSink,
     },
     pmu::{counter_set::CounterSet, machine::Machine, sysfs::SysRoot},
     preflight,
@@ -153,6 +154,13 @@ async fn session(
         }
         privileges::drop_all(to.user.as_ref(), |phase| collector.drop_privileges(phase))?;
     }
+    let options = RowOptions {
+        sort: plan.sort.clone(),
+        top: cli.top,
+        topdown: plan.topdown.clone(),
+        verbose,
+        group: group.clone(),
+    };
     // The full-screen view on a terminal; the totals (and what was recorded) follow on the
     // normal screen when it closes.
     let live = if plan.format == Format::Refresh {
@@ -167,16 +175,9 @@ async fn session(
             plan.sort.clone(),
             &nodes,
         );
-        Some(LiveView::open(state, &plan.set)?)
+        Some(LiveView::open(state, &plan.set, &options, group.as_ref())?)
     } else {
         None
-    };
-    let options = RowOptions {
-        sort: plan.sort.clone(),
-        top: cli.top,
-        topdown: plan.topdown.clone(),
-        verbose,
-        group: group.clone(),
     };
     let mut renderer = Renderer::new(out, plan.format.clone(), options.clone(), plan.set.clone())
         .drawing_intervals(cli.interval_ms.is_some() && live.is_none());
@@ -194,7 +195,6 @@ async fn session(
     let mut run = LiveRun {
         set: &plan.set,
         options: &options,
-        grouping: group.as_ref(),
         collector,
         attrib,
         names,
@@ -372,7 +372,6 @@ struct End {
 struct LiveRun<'a> {
     set: &'a CounterSet,
     options: &'a RowOptions,
-    grouping: Option<&'a GroupOptions>,
     collector: Collector,
     attrib: Attributor,
     names: CgroupNames,
@@ -441,18 +440,23 @@ impl LiveRun<'_> {
         if !self.told_not_counted && self.live.is_none() {
             self.told_not_counted = tell_not_counted(self.set, &window);
         }
+        let frame = Frame::new(
+            &window,
+            &mut self.names,
+            self.set,
+            self.options.topdown.as_ref(),
+        );
         for sink in &mut self.sinks {
-            sink.window(&window, &mut self.names)?;
+            sink.window(&frame)?;
+        }
+        if let Some(live) = self.live.as_mut() {
+            live.window(&frame)?;
         }
         // Keep their totals for the run and stop tracking them: memory then holds live cgroups
         // only, however many come and go.
         let removed = snapshot.removed_cgroups.iter().map(|(id, _)| *id).collect();
         self.attrib
             .retire_cgroups(std::mem::replace(&mut self.removed_before, removed));
-        if let Some(live) = self.live.as_mut() {
-            live.model.update(window, &mut self.names, self.grouping);
-            live.draw(self.set, self.options, self.grouping)?;
-        }
         Ok(())
     }
 
@@ -465,7 +469,7 @@ impl LiveRun<'_> {
             // A command gets SIGINT and ends the session when it exits, as at Ctrl-C.
             Action::Quit => !session.forward(libc::SIGINT),
             Action::Redraw => {
-                view.draw(self.set, self.options, self.grouping)?;
+                view.draw()?;
                 false
             }
             // A live view has no timeline to move in.
@@ -500,12 +504,16 @@ impl LiveRun<'_> {
         let snapshot = self.collector.snapshot()?;
         self.names.learn_removed(&snapshot.removed_cgroups);
         let window = self.attrib.window(&snapshot);
+        let topdown = self.options.topdown.as_ref();
+        let frame = Frame::new(&window, &mut self.names, self.set, topdown);
         for sink in &mut self.sinks {
-            sink.window(&window, &mut self.names)?;
+            sink.window(&frame)?;
         }
+        drop(frame);
         let totals = self.attrib.run_totals(&snapshot);
+        let frame = Frame::new(&totals, &mut self.names, self.set, topdown);
         for sink in self.sinks {
-            if let Some(line) = sink.finish(&totals, &mut self.names)? {
+            if let Some(line) = sink.finish(&frame)? {
                 eprintln!("topdown-bpf: {line}");
             }
         }

@@ -7,8 +7,9 @@
 
 use crate::{
     attrib::usage::CounterValue,
-    model::rows::Row,
+    model::rows::{Row, RowOptions},
     pmu::counter_set::{Counter, CounterSet},
+    tma::node::Node,
 };
 
 /// `PERF_TYPE_HARDWARE`.
@@ -228,6 +229,33 @@ pub fn columns(set: &CounterSet) -> Vec<Column> {
                 instructions,
             },
         });
+    }
+    columns
+}
+
+/// The node columns as (part label, part index, node): every Level 1 node the rows have; Level 2
+/// nodes only where some row is over the node's threshold, unless verbose.
+pub fn node_columns<'r>(
+    rows: impl Iterator<Item = &'r Row> + Clone,
+    options: &RowOptions,
+) -> Vec<(&'static str, usize, Node)> {
+    let Some(view) = &options.topdown else {
+        return Vec::new();
+    };
+    let mut columns = Vec::new();
+    for (index, part) in view.parts.iter().enumerate() {
+        for node in part.model.nodes(view.level) {
+            let mut values = rows
+                .clone()
+                .filter_map(|r| r.topdown.get(index)?.as_ref())
+                .flat_map(|td| td.nodes.iter().filter(|n| n.node.name == node.name))
+                .peekable();
+            if values.peek().is_some()
+                && (node.level == 1 || options.verbose || values.any(|n| n.over_threshold))
+            {
+                columns.push((part.label, index, node));
+            }
+        }
     }
     columns
 }

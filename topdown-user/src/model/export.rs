@@ -1,19 +1,12 @@
 //! A window as rows for other engines (Parquet files, trace timelines): every thread and every
-//! cgroup it charged, named, TopDown per row, none cut, each with the container it belongs to.
+//! cgroup it charged, named, TopDown per row, none cut (the frame's rows), each with the
+//! container it belongs to.
 
-use crate::{
-    attrib::{
-        Window,
-        cgroups::CgroupNames,
-        containers::Owner,
-        groups::{GroupBy, GroupOptions},
-    },
-    pmu::counter_set::CounterSet,
-    tma::view::TopdownView,
+use super::{
+    frame::Frame,
+    rows::{Row, Who},
 };
-
-use super::rows::{Row, RowOptions, SortKey, Who};
-use crate::recording::format::Header;
+use crate::{attrib::containers::Owner, recording::format::Header};
 
 /// What every exported row of a run shares.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -39,9 +32,9 @@ impl RunMeta {
 
 /// One exported row: a thread's or a cgroup's usage over a window.
 #[derive(Clone, Debug)]
-pub struct ExportRow {
+pub struct ExportRow<'a> {
     /// The row, as every view computes it.
-    pub row: Row,
+    pub row: &'a Row,
     /// The container, pod, service or user slice its cgroup belongs to
     /// (`docker:1a2b3c4d5e6f`, `pod:<uid>`, `nginx.service`); `None` for anything else.
     pub container: Option<String>,
@@ -49,43 +42,24 @@ pub struct ExportRow {
 
 /// A window's exported rows: threads by tid, cgroups by id.
 #[derive(Clone, Debug, Default)]
-pub struct ExportWindow {
+pub struct ExportWindow<'a> {
     /// Every thread that ran or exited in the window.
-    pub threads: Vec<ExportRow>,
+    pub threads: Vec<ExportRow<'a>>,
     /// Every cgroup charged in the window, each for itself (no descendants).
-    pub cgroups: Vec<ExportRow>,
+    pub cgroups: Vec<ExportRow<'a>>,
 }
 
-/// The export rows of `window` (the model step twice: per thread, per cgroup).
-pub fn rows(
-    window: &Window,
-    names: &mut CgroupNames,
-    set: &CounterSet,
-    topdown: Option<&TopdownView>,
-) -> ExportWindow {
-    let options = |group: Option<GroupOptions>| RowOptions {
-        sort: SortKey::Tid,
-        top: None,
-        topdown: topdown.cloned(),
-        verbose: false,
-        group,
-    };
-    let per_cgroup = GroupOptions {
-        by: GroupBy::Cgroup,
-        rollup: false,
-        keep: Vec::new(),
-    };
-    let with_container = |row: Row| {
+/// The export rows of `frame`'s window: its thread and cgroup rows with their containers.
+pub fn rows<'a>(frame: &'a Frame<'_>) -> ExportWindow<'a> {
+    let with_container = |row: &'a Row| {
         let container = match &row.who {
             Who::Thread(thread) => Owner::of(&thread.cgroup).key(),
             Who::Group { group, .. } => group.owner.key(),
         };
         ExportRow { row, container }
     };
-    let threads = super::step(window, names, set, &options(None)).rows;
-    let cgroups = super::step(window, names, set, &options(Some(per_cgroup))).rows;
     ExportWindow {
-        threads: threads.into_iter().map(with_container).collect(),
-        cgroups: cgroups.into_iter().map(with_container).collect(),
+        threads: frame.threads().iter().map(with_container).collect(),
+        cgroups: frame.cgroups().iter().map(with_container).collect(),
     }
 }

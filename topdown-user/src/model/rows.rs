@@ -230,21 +230,7 @@ mod tests {
     use crate::{attrib::usage::ThreadUsage, collect::Stats, pmu::counter_set::CounterSet};
 
     fn usage(tid: u32, ns: u64, switches: u64) -> ThreadUsage {
-        ThreadUsage {
-            tid,
-            pid: 1,
-            comm: format!("t{tid}"),
-            cgroup_id: 1,
-            switches,
-            counters: vec![CounterValue {
-                raw: ns,
-                enabled_ns: ns,
-                running_ns: ns,
-                silent: false,
-            }],
-            exited: false,
-            folded: 0,
-        }
+        ThreadUsage::clocked(tid, 1, 1, ns, switches)
     }
 
     #[test]

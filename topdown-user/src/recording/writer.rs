@@ -14,7 +14,7 @@ use std::{
 use anyhow::{Context as _, Result};
 
 use super::format::{Header, Line, WindowLine};
-use crate::attrib::{Window, cgroups::CgroupNames, groups::self_and_ancestors, sink::WindowSink};
+use crate::attrib::{Window, cgroups::CgroupNames, groups::self_and_ancestors};
 
 /// zstd level: fast enough for a live run (a window a second), a tenth of the JSON's size.
 const LEVEL: i32 = 3;
@@ -97,6 +97,11 @@ impl Recorder {
         self.line(&Line::Cgroups { names: new })
     }
 
+    /// Where it writes.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     fn line(&mut self, line: &Line) -> Result<()> {
         let mut text = serde_json::to_vec(line).context("a recording line")?;
         text.push(b'\n');
@@ -113,20 +118,5 @@ impl Recorder {
         self.out
             .flush()
             .with_context(|| format!("writing the recording {}", self.path.display()))
-    }
-}
-
-impl WindowSink for Recorder {
-    fn window(&mut self, window: &Window, names: &mut CgroupNames) -> Result<()> {
-        Recorder::window(self, window, names)
-    }
-
-    fn finish(self: Box<Self>, totals: &Window, names: &mut CgroupNames) -> Result<Option<String>> {
-        let path = self.path.clone();
-        let windows = Recorder::finish(*self, totals, names)?;
-        Ok(Some(format!(
-            "recorded {windows} windows to {} (`topdown-bpf report -i {0}`)",
-            path.display()
-        )))
     }
 }

@@ -48,7 +48,7 @@ pub fn header(shown: &Shown<'_>, sep: u8) -> String {
 }
 
 /// One line per row; the time field is the window's end, or `total` for the run summary.
-pub fn lines(window: &Window, rows: &[Row], shown: &Shown<'_>, sep: u8, is_final: bool) -> String {
+pub fn lines(window: &Window, rows: &[&Row], shown: &Shown<'_>, sep: u8, is_final: bool) -> String {
     let Shown {
         set,
         columns,

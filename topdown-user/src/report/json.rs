@@ -262,7 +262,7 @@ fn topdown<'a>(row: &'a Row, view: Option<&'a TopdownView>) -> Option<Vec<Topdow
 pub fn write_document(
     out: &mut dyn Write,
     window: &Window,
-    rows: &[Row],
+    rows: &[&Row],
     shown: &Shown<'_>,
     is_final: bool,
 ) -> Result<()> {

@@ -2,12 +2,13 @@
 //! reach back into collection.
 
 pub mod c2c;
+pub mod cells;
 pub mod cores;
 mod csv;
 mod json;
 pub mod new_file;
 pub mod parquet;
-pub(crate) mod table;
+mod table;
 pub mod topdown;
 pub mod trace;
 
@@ -23,11 +24,13 @@ pub fn count_cell(count: Option<f64>) -> String {
     count.map_or_else(|| NOT_COUNTED.to_owned(), |c| format!("{c:.0}"))
 }
 use crate::{
-    attrib::{Window, cgroups::CgroupNames, sink::WindowSink},
+    attrib::Window,
     model::{
-        self, WindowRows,
+        WindowRows,
         columns::{self, Column},
+        frame::Frame,
         rows::RowOptions,
+        sink::WindowSink,
     },
     pmu::counter_set::CounterSet,
 };
@@ -134,17 +137,17 @@ impl Renderer {
         }
     }
 
-    /// Draws one interval's rows (see [`crate::model::step`]).
-    pub fn window(&mut self, window: &Window, rows: &WindowRows) -> Result<()> {
+    /// Draws one interval's rows (see [`crate::model::frame::Frame::rows`]).
+    pub fn window(&mut self, window: &Window, rows: &WindowRows<'_>) -> Result<()> {
         self.draw(window, rows, false)
     }
 
     /// Draws the totals of the whole run.
-    pub fn summary(&mut self, window: &Window, rows: &WindowRows) -> Result<()> {
+    pub fn summary(&mut self, window: &Window, rows: &WindowRows<'_>) -> Result<()> {
         self.draw(window, rows, true)
     }
 
-    fn draw(&mut self, window: &Window, rows: &WindowRows, is_final: bool) -> Result<()> {
+    fn draw(&mut self, window: &Window, rows: &WindowRows<'_>, is_final: bool) -> Result<()> {
         if self.closed {
             return Ok(());
         }
@@ -212,21 +215,17 @@ impl Renderer {
 }
 
 impl WindowSink for Renderer {
-    fn window(&mut self, window: &Window, names: &mut CgroupNames) -> Result<()> {
+    fn window(&mut self, frame: &Frame<'_>) -> Result<()> {
         if !self.intervals {
             return Ok(());
         }
-        let rows = model::step(window, names, &self.set, &self.rows);
-        self.draw(window, &rows, false)
+        let rows = frame.rows(&self.rows);
+        self.draw(frame.window(), &rows, false)
     }
 
-    fn finish(
-        mut self: Box<Self>,
-        totals: &Window,
-        names: &mut CgroupNames,
-    ) -> Result<Option<String>> {
-        let rows = model::step(totals, names, &self.set, &self.rows);
-        self.draw(totals, &rows, true)?;
+    fn finish(mut self: Box<Self>, totals: &Frame<'_>) -> Result<Option<String>> {
+        let rows = totals.rows(&self.rows);
+        self.draw(totals.window(), &rows, true)?;
         Ok(None)
     }
 
@@ -341,7 +340,8 @@ mod tests {
     ) -> serde_json::Value {
         let mut out = Vec::new();
         showing(set, &options(), |shown| {
-            json::write_document(&mut out, window, rows, shown, false).unwrap();
+            let rows: Vec<_> = rows.iter().collect();
+            json::write_document(&mut out, window, &rows, shown, false).unwrap();
         });
         serde_json::from_slice(&out).unwrap()
     }
@@ -365,7 +365,13 @@ mod tests {
         options: &RowOptions,
     ) -> String {
         showing(set, options, |shown| {
-            table::block(window, rows, total, shown, false)
+            table::block(
+                window,
+                &rows.iter().collect::<Vec<_>>(),
+                total,
+                shown,
+                false,
+            )
         })
     }
 
@@ -377,7 +383,8 @@ mod tests {
         options: &RowOptions,
     ) -> String {
         showing(set, options, |shown| {
-            csv::header(shown, b',') + &csv::lines(window, rows, shown, b',', true)
+            let rows: Vec<_> = rows.iter().collect();
+            csv::header(shown, b',') + &csv::lines(window, &rows, shown, b',', true)
         })
     }
 

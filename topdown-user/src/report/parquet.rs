@@ -21,11 +21,13 @@ use parquet::{
 };
 
 use crate::{
-    attrib::{Window, cgroups::CgroupNames, sink::WindowSink},
+    attrib::Window,
     model::{
         columns::{self, Column as ValueColumn, Kind as ValueKind, Number},
         export::{self, ExportRow, ExportWindow, RunMeta},
+        frame::Frame,
         rows::Who,
+        sink::WindowSink,
     },
     pmu::counter_set::CounterSet,
     tma::view::TopdownView,
@@ -332,7 +334,7 @@ impl ParquetWriter {
     }
 
     fn push(&mut self, window: &Window, export: &ExportRow, kind: &str) {
-        let row = &export.row;
+        let row = export.row;
         let start_ns = window.start.as_nanos() as i64;
         let (tid, pid, comm, exited, cgroup, cgroup_id) = match &row.who {
             Who::Thread(t) => (
@@ -549,12 +551,11 @@ impl ParquetParts {
 }
 
 impl WindowSink for ParquetParts {
-    fn window(&mut self, window: &Window, names: &mut CgroupNames) -> Result<()> {
-        let rows = export::rows(window, names, &self.set, self.view.as_ref());
-        ParquetParts::window(self, window, &rows)
+    fn window(&mut self, frame: &Frame<'_>) -> Result<()> {
+        ParquetParts::window(self, frame.window(), &export::rows(frame))
     }
 
-    fn finish(self: Box<Self>, _: &Window, _: &mut CgroupNames) -> Result<Option<String>> {
+    fn finish(self: Box<Self>, _: &Frame<'_>) -> Result<Option<String>> {
         let dir = self.dir.clone();
         let files = ParquetParts::finish(*self)?;
         Ok(Some(format!(

@@ -4,13 +4,18 @@ use std::fmt::Write as _;
 
 use comfy_table::{CellAlignment, Table, presets::NOTHING};
 
-use super::{Shown, count_cell};
-use crate::tma::view::TopdownView;
+use super::{
+    Shown,
+    cells::{bottlenecks, losses_line, node_cell, not_counting_line},
+    count_cell,
+};
 use crate::{
     attrib::{Window, usage},
-    model::rows::{Row, RowOptions, Who},
+    model::{
+        columns::node_columns,
+        rows::{Row, Who},
+    },
     pmu::counter_set::{CounterSet, Unit},
-    tma::node::Node,
 };
 
 /// `counter set: software (no hardware PMU: software counters only)`.
@@ -26,7 +31,7 @@ pub fn set_line(set: &CounterSet) -> String {
 /// A title line, the thread table, and the idle and loss lines.
 pub fn block(
     window: &Window,
-    rows: &[Row],
+    rows: &[&Row],
     total: usize,
     shown: &Shown<'_>,
     is_final: bool,
@@ -56,7 +61,7 @@ pub fn block(
         .map(|k| k.to_uppercase().replace('_', "-"))
         .chain(columns.iter().map(|c| c.header.to_owned()))
         .collect();
-    let nodes = node_columns(rows, options);
+    let nodes = node_columns(rows.iter().copied(), options);
     header.extend(nodes.iter().map(|(label, _, n)| {
         if label.is_empty() {
             format!("{}%", n.short())
@@ -130,115 +135,4 @@ pub fn block(
         let _ = writeln!(out, "  {line}");
     }
     out
-}
-
-/// `not counting on this PMU: ...` for the events of `set` the window's rows have as silent
-/// (see `collect::calibration`); `None` when there are none.
-pub fn not_counting_line(window: &Window, set: &CounterSet) -> Option<String> {
-    let silent = window.silent();
-    if silent.is_empty() {
-        return None;
-    }
-    let names = set.names_of(&silent);
-    Some(format!(
-        "NOT COUNTING on this PMU: {} (read 0 while others counted; no TopDown node built on \
-         them is shown)",
-        names.join(", ")
-    ))
-}
-
-/// The node columns as (part label, part index, node): every Level 1 node the rows have; Level 2
-/// nodes only where some row is over the node's threshold, unless verbose.
-pub(crate) fn node_columns(rows: &[Row], options: &RowOptions) -> Vec<(&'static str, usize, Node)> {
-    let Some(view) = &options.topdown else {
-        return Vec::new();
-    };
-    let mut columns = Vec::new();
-    for (index, part) in view.parts.iter().enumerate() {
-        for node in part.model.nodes(view.level) {
-            let mut values = rows
-                .iter()
-                .filter_map(|r| r.topdown.get(index)?.as_ref())
-                .flat_map(|td| td.nodes.iter().filter(|n| n.node.name == node.name))
-                .peekable();
-            if values.peek().is_some()
-                && (node.level == 1 || options.verbose || values.any(|n| n.over_threshold))
-            {
-                columns.push((part.label, index, node));
-            }
-        }
-    }
-    columns
-}
-
-/// Each part's bottleneck (`P:Backend E:Frontend` on hybrid parts), `-` where there is none.
-pub(crate) fn bottlenecks(row: &Row, view: &TopdownView) -> String {
-    let names: Vec<String> = view
-        .parts
-        .iter()
-        .zip(&row.topdown)
-        .filter_map(|(part, td)| {
-            let short = td.as_ref()?.bottleneck.and_then(Node::named)?.short();
-            Some(if part.label.is_empty() {
-                short.to_owned()
-            } else {
-                format!("{}:{short}", part.label)
-            })
-        })
-        .collect();
-    if names.is_empty() {
-        "-".into()
-    } else {
-        names.join(" ")
-    }
-}
-
-/// A node's value in percent; `<` marks the thread's bottleneck; Level 2 values under their
-/// threshold are left blank unless verbose.
-/// Below this share of its enabled time, a node's least measured input makes it marked `?`.
-pub const LOW_RUN: f64 = 0.25;
-
-pub(crate) fn node_cell(row: &Row, part: usize, node: &Node, verbose: bool) -> String {
-    let Some(Some(td)) = row.topdown.get(part) else {
-        return "-".into();
-    };
-    let Some(value) = td.nodes.iter().find(|n| n.node.name == node.name) else {
-        return "-".into();
-    };
-    if node.level > 1 && !value.over_threshold && !verbose {
-        return String::new();
-    }
-    let mark = if td.bottleneck == Some(node.name) {
-        " <"
-    } else {
-        ""
-    };
-    // Outside [0, 1]: counts that contradict each other (multiplexing); JSON says which.
-    // `?`: its inputs ran less than a quarter of the time (scaled from little). `~`: its
-    // inputs were in counter groups multiplexed apart (not counted over the same moments).
-    let flag = if td.out_of_range.iter().any(|o| o.node == node.name) {
-        "!"
-    } else if value.run_fraction < LOW_RUN {
-        "?"
-    } else if td.multiplexed_apart.contains(&node.name) {
-        "~"
-    } else {
-        ""
-    };
-    format!("{:.1}{flag}{mark}", value.value * 100.0)
-}
-
-/// `losses: none` or the non-zero loss counters.
-pub fn losses_line(window: &Window) -> String {
-    let lost: Vec<String> = window
-        .stats
-        .losses()
-        .filter(|(_, v)| *v > 0)
-        .map(|(stat, v)| format!("{} {v}", stat.name()))
-        .collect();
-    if lost.is_empty() {
-        "losses: none".to_owned()
-    } else {
-        format!("LOSSES: {}", lost.join(", "))
-    }
 }

@@ -18,11 +18,11 @@ use super::{
 use crate::{
     attrib::{Window, groups::GroupBy},
     model::{
-        columns::Column as ValueColumn,
+        columns::{Column as ValueColumn, node_columns},
         rows::{Row, RowOptions, SortKey, TreeMark, Who},
     },
     pmu::counter_set::CounterSet,
-    report::table::{bottlenecks, losses_line, node_cell, node_columns, not_counting_line},
+    report::cells::{bottlenecks, losses_line, node_cell, not_counting_line},
     tma::TopDown,
 };
 
@@ -254,7 +254,7 @@ fn columns(rows: &[Row], data: &Screenful<'_>) -> Vec<Column> {
             value.keep,
         ));
     }
-    for (label, part, node) in node_columns(rows, data.options) {
+    for (label, part, node) in node_columns(rows.iter(), data.options) {
         let header = if label.is_empty() {
             format!("{}%", node.short())
         } else {

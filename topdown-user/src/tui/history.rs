@@ -43,11 +43,11 @@ impl History {
     /// has no future to watch); forgets rows not recorded for [`KEEP`] windows, and, past
     /// twice [`ROWS`] rows, those not recorded in this window. Memory is then bounded by
     /// `2 * ROWS * KEEP` samples, whatever the churn.
-    pub fn record(&mut self, rows: &[Row]) {
+    pub fn record<'r>(&mut self, rows: impl IntoIterator<Item = &'r Row>) {
         self.windows += 1;
         let now = self.windows;
         let alive = rows
-            .iter()
+            .into_iter()
             .filter(|row| row.who.thread().is_none_or(|t| !t.exited))
             .take(ROWS);
         for row in alive {

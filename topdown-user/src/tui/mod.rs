@@ -9,6 +9,8 @@ pub mod draw;
 pub mod history;
 pub mod state;
 
+use std::rc::Rc;
+
 use anyhow::{Context as _, Result};
 use ratatui::{
     DefaultTerminal,
@@ -29,9 +31,10 @@ use crate::{
         named::{self, Named},
     },
     model::{
-        self,
         columns::{self, Column},
-        rows::{Row, RowOptions, SortKey, rows},
+        frame::Frame,
+        rows::{Row, RowOptions, SortKey, order, rows},
+        sink::WindowSink,
         tree,
     },
     pmu::counter_set::CounterSet,
@@ -108,20 +111,34 @@ impl Drop for Screen {
     }
 }
 
-/// The open view: the terminal and its keys, and what it shows.
+/// The open view: the terminal and its keys, and what it shows. As a live session's sink it
+/// takes each window's frame and draws it; it also reads keys, so the session holds it apart
+/// from its other sinks.
 pub struct LiveView {
     screen: Screen,
     /// What it shows, and how.
     pub model: ViewModel,
+    set: CounterSet,
+    /// The command line's TopDown, sort and cgroup options.
+    base: RowOptions,
+    grouping: Option<GroupOptions>,
 }
 
 impl LiveView {
     /// Takes over the terminal (alternate screen, raw mode) and starts reading keys, to show
-    /// rows of `set` in `state`.
-    pub fn open(state: ViewState, set: &CounterSet) -> Result<Self> {
+    /// rows of `set` in `state`, with the command line's `base` options and `grouping`.
+    pub fn open(
+        state: ViewState,
+        set: &CounterSet,
+        base: &RowOptions,
+        grouping: Option<&GroupOptions>,
+    ) -> Result<Self> {
         Ok(Self {
             screen: Screen::open()?,
             model: ViewModel::new(state, set),
+            set: set.clone(),
+            base: base.clone(),
+            grouping: grouping.cloned(),
         })
     }
 
@@ -131,45 +148,62 @@ impl LiveView {
     }
 
     /// Draws the latest window on the terminal (see [`ViewModel::frame`]).
-    pub fn draw(
-        &mut self,
-        set: &CounterSet,
-        base: &RowOptions,
-        grouping: Option<&GroupOptions>,
-    ) -> Result<()> {
-        let model = &mut self.model;
+    pub fn draw(&mut self) -> Result<()> {
+        let (model, set, base, grouping) = (
+            &mut self.model,
+            &self.set,
+            &self.base,
+            self.grouping.as_ref(),
+        );
         self.screen
             .draw(|frame| model.frame(frame, set, base, grouping))
     }
 }
 
-/// Every view of one window: its usage named per thread, per cgroup and per container, once,
-/// when the window arrives (the only place the view reads cgroup names; keys and draws never
-/// do).
+impl WindowSink for LiveView {
+    fn window(&mut self, frame: &Frame<'_>) -> Result<()> {
+        self.model.update(frame, self.grouping.as_ref());
+        self.draw()
+    }
+
+    /// The view closes before the totals: they follow on the normal screen.
+    fn finish(self: Box<Self>, _: &Frame<'_>) -> Result<Option<String>> {
+        Ok(None)
+    }
+}
+
+/// Every view of one window, when it arrives: its thread rows as the frame computed them
+/// (TopDown per row, shared with the other outputs), its usage named per cgroup and per
+/// container (the only place the view reads cgroup names; keys and draws never do).
 #[derive(Clone, Debug)]
 struct NamedWindow {
     window: Window,
-    /// Indexed by [`view_index`].
-    views: [Vec<Named>; 3],
+    threads: Rc<Vec<Row>>,
+    /// The cgroup and container views, indexed by [`group_index`].
+    groups: [Vec<Named>; 2],
 }
 
-/// Where a view's named usage is kept in [`NamedWindow::views`].
-const fn view_index(view: View) -> usize {
+/// Where a grouped view's named usage is kept in [`NamedWindow::groups`].
+const fn group_index(view: View) -> Option<usize> {
     match view {
-        View::Threads => 0,
-        View::Cgroups => 1,
-        View::Containers => 2,
+        View::Threads => None,
+        View::Cgroups => Some(0),
+        View::Containers => Some(1),
     }
 }
 
 impl NamedWindow {
-    /// `window`, named in every view (`grouping`: the command line's roll-up and subtrees).
-    fn of(window: Window, names: &mut CgroupNames, grouping: Option<&GroupOptions>) -> Self {
-        let views = [View::Threads, View::Cgroups, View::Containers].map(|view| {
+    /// `frame`'s window in every view (`grouping`: the command line's roll-up and subtrees).
+    fn of(frame: &Frame<'_>, grouping: Option<&GroupOptions>) -> Self {
+        let groups = [View::Cgroups, View::Containers].map(|view| {
             let group = group_options(view, grouping);
-            named::name(&window, names, group.as_ref())
+            named::name(frame.window(), &mut frame.names(), group.as_ref())
         });
-        Self { window, views }
+        Self {
+            window: frame.window().clone(),
+            threads: Rc::clone(frame.threads()),
+            groups,
+        }
     }
 }
 
@@ -220,16 +254,11 @@ impl ViewModel {
         }
     }
 
-    /// Takes the latest window, unless paused, and names it in every view (the collector's
-    /// tick: the only time cgroup names are looked up).
-    pub fn update(
-        &mut self,
-        window: Window,
-        names: &mut CgroupNames,
-        grouping: Option<&GroupOptions>,
-    ) {
+    /// Takes the latest window's frame, unless paused, in every view (the collector's tick: the
+    /// only time cgroup names are looked up).
+    pub fn update(&mut self, frame: &Frame<'_>, grouping: Option<&GroupOptions>) {
         if !self.state.paused || self.latest.is_none() {
-            self.latest = Some(NamedWindow::of(window, names, grouping));
+            self.latest = Some(NamedWindow::of(frame, grouping));
             self.computed = None;
             self.fresh = true;
         }
@@ -250,13 +279,20 @@ impl ViewModel {
         self.history_view = self.state.view;
         let options = self.options(base, grouping);
         let first = windows.len().saturating_sub(history::KEEP);
-        for window in &windows[first..] {
-            self.history
-                .record(&model::step(window, names, set, &options).rows);
+        let (before, last) = match &windows[first..] {
+            [before @ .., last] => (before, Some(last)),
+            [] => (&[][..], None),
+        };
+        let topdown = base.topdown.as_ref();
+        for window in before {
+            let frame = Frame::new(window, names, set, topdown);
+            self.history.record(frame.rows(&options).rows);
         }
-        self.latest = windows
-            .last()
-            .map(|w| NamedWindow::of(w.clone(), names, grouping));
+        self.latest = last.map(|window| {
+            let frame = Frame::new(window, names, set, topdown);
+            self.history.record(frame.rows(&options).rows);
+            NamedWindow::of(&frame, grouping)
+        });
         self.computed = None;
         self.fresh = false;
     }
@@ -292,8 +328,15 @@ impl ViewModel {
             .as_ref()
             .is_none_or(|c| c.view != view || c.sort != sort);
         if stale {
-            let named = latest.views[view_index(view)].clone();
-            let (rows, total) = rows(&latest.window, named, set, &options);
+            let (rows, total) = match group_index(view) {
+                Some(at) => rows(&latest.window, latest.groups[at].clone(), set, &options),
+                None => {
+                    let mut rows = latest.threads.to_vec();
+                    rows.sort_by(order(set, &options.sort));
+                    let total = rows.len();
+                    (rows, total)
+                }
+            };
             self.computed = Some(Computed {
                 view,
                 sort,
