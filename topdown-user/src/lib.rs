@@ -19,7 +19,6 @@ pub mod collect;
 pub mod commands;
 pub mod import;
 pub mod model;
-pub mod perf_file;
 pub mod picture;
 pub mod pmu;
 pub mod preflight;
@@ -30,6 +29,7 @@ pub mod region;
 pub mod report;
 pub mod serve;
 pub mod session;
-pub mod symbols;
 pub mod tma;
 pub mod tui;
+
+pub use topdown_c2c::{perf_file, symbols};

@@ -2,6 +2,9 @@
 //! rooms below it in [`ORDER`], so data flows one way (kernel -> collect -> attribute -> model ->
 //! render -> commands). The test reads every `crate::` path in the code (comments left out) and
 //! fails on an import that runs up the order. docs/architecture.md says what each room holds.
+//! The rooms that stand alone are crates of their own, below all of these, and Cargo keeps
+//! them there: `topdown-tma` (TopDown) and `topdown-c2c` (perf.data, symbols, the c2c model)
+//! cannot name anything of this crate.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -11,6 +14,9 @@ use std::{
 
 /// The rooms, lowest first.
 const ORDER: &[&str] = &[
+    // Crates of their own, re-exported (`topdown-c2c`): perf.data and names of addresses.
+    "perf_file",
+    "symbols",
     // The host: privileges and limits, signal handling, process exits.
     "preflight",
     "privileges",
@@ -18,8 +24,6 @@ const ORDER: &[&str] = &[
     "process_exit",
     // What the machine can count: PMUs, events, counter sets.
     "pmu",
-    // perf.data: typed contents, reader, writer; the same contents from the live host.
-    "perf_file",
     // The kernel half's userspace side: loading, counters, snapshots, records.
     "collect",
     // Who used what: threads, cgroups, containers, per window.
@@ -32,9 +36,7 @@ const ORDER: &[&str] = &[
     "recording",
     // The model step: rows named and summed with TopDown, per-core rows, timelines.
     "model",
-    // Names of code and data addresses: symbols, DWARF variables, operand types.
-    "symbols",
-    // Cache-to-cache sharing, the model: aggregation, ranking, Pareto rows, sharing analysis.
+    // Cache-to-cache sharing by cgroup or container (the model itself is `topdown-c2c`).
     "c2c",
     // Renderers: tables, JSON, CSV (c2c's too); pictures; the full-screen view; metrics.
     "report",

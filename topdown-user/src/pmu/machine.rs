@@ -7,6 +7,7 @@ use std::{fmt, fs, str::FromStr, sync::OnceLock};
 use anyhow::{Context as _, Result, bail};
 
 use super::sysfs::SysRoot;
+pub use topdown_c2c::cpus::{MAX_CPUS, cpu_list, host_names, parse_cpu_list};
 
 /// CPU identity, as perf's and Intel's mapfiles key it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -237,66 +238,6 @@ impl CpuId {
     }
 }
 
-/// Ascending numbers as a kernel bitmap list (`0,2-3,5`): the inverse of [`parse_cpu_list`].
-pub fn cpu_list(numbers: impl IntoIterator<Item = u64>) -> String {
-    let mut spans: Vec<(u64, u64)> = Vec::new();
-    for n in numbers {
-        match spans.last_mut() {
-            Some((_, end)) if *end + 1 == n => *end = n,
-            _ => spans.push((n, n)),
-        }
-    }
-    spans
-        .iter()
-        .map(|&(a, b)| {
-            if a == b {
-                a.to_string()
-            } else {
-                format!("{a}-{b}")
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
-/// Parses a kernel CPU list such as `0-3,8,10-11`.
-pub fn parse_cpu_list(list: &str) -> Result<Vec<u32>> {
-    let cpu = |text: &str| -> Result<u32> {
-        let cpu: u32 = text.trim().parse()?;
-        if cpu >= MAX_CPUS {
-            bail!("CPU {cpu} in `{list}`: the kernel has at most {MAX_CPUS} CPUs");
-        }
-        Ok(cpu)
-    };
-    let mut cpus = Vec::new();
-    for part in list.trim().split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((lo, hi)) => cpus.extend(cpu(lo)?..=cpu(hi)?),
-            None => cpus.push(cpu(part)?),
-        }
-        if cpus.len() > MAX_CPUS as usize {
-            bail!("`{list}` names more than {MAX_CPUS} CPUs");
-        }
-    }
-    Ok(cpus)
-}
-
-/// The most CPUs a Linux kernel supports (`NR_CPUS` at most 8192): what a CPU list may name.
-pub const MAX_CPUS: u32 = 8192;
-
-/// This host's name and kernel release (`uname -n`, `uname -r`); empty where unreadable.
-pub fn host_names() -> (String, String) {
-    let read = |path| {
-        std::fs::read_to_string(path)
-            .map(|s| s.trim().to_owned())
-            .unwrap_or_default()
-    };
-    (
-        read("/proc/sys/kernel/hostname"),
-        read("/proc/sys/kernel/osrelease"),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -392,22 +333,5 @@ mod tests {
         );
         let error = parse_forced_cpu("pentium").unwrap_err();
         assert!(format!("{error:#}").contains("neoverse-n2"), "{error:#}");
-    }
-
-    #[test]
-    fn cpu_lists() {
-        assert_eq!(
-            parse_cpu_list("0-3,8,10-11\n").unwrap(),
-            [0, 1, 2, 3, 8, 10, 11]
-        );
-        assert!(parse_cpu_list("x").is_err());
-    }
-
-    #[test]
-    fn cpu_lists_name_no_cpu_a_kernel_cannot_have() {
-        assert!(parse_cpu_list("0-4294967295").is_err());
-        assert!(parse_cpu_list("8192").is_err());
-        assert_eq!(parse_cpu_list("8191").unwrap(), [8191]);
-        assert!(parse_cpu_list("x").is_err());
     }
 }

@@ -200,7 +200,7 @@ pub fn write(path: &Path, recording: &PerfData, totals: Option<&C2cStats>) -> Re
         b.perf_string(text);
         (feature, b)
     };
-    let uname = crate::pmu::machine::host_names();
+    let uname = crate::cpus::host_names();
     features.push((FEAT_BUILD_ID, Bytes::default()));
     features.push(string(FEAT_HOSTNAME, &uname.0));
     features.push(string(FEAT_OSRELEASE, &uname.1));
@@ -235,7 +235,7 @@ pub fn write(path: &Path, recording: &PerfData, totals: Option<&C2cStats>) -> Re
     let mut b = Bytes::default();
     b.u32(numa.len() as u32);
     for (node, cpus) in numa.iter().enumerate() {
-        let list = crate::pmu::machine::cpu_list(cpus.iter().map(|&c| u64::from(c)));
+        let list = crate::cpus::cpu_list(cpus.iter().map(|&c| u64::from(c)));
         b.u32(node as u32).u64(0).u64(0).perf_string(&list);
     }
     features.push((FEAT_NUMA_TOPOLOGY, b));

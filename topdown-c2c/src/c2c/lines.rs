@@ -68,7 +68,7 @@ impl PhysSeen {
         if self.nodes.is_empty() {
             return "N/A".into();
         }
-        crate::pmu::machine::cpu_list(self.nodes.iter().map(u64::from))
+        crate::cpus::cpu_list(self.nodes.iter().map(u64::from))
     }
 }
 

@@ -5,7 +5,7 @@
 use std::{fs, path::Path};
 
 use super::{contents::MemoryTopology, maps::Mapping};
-use crate::pmu::machine::parse_cpu_list;
+use crate::cpus::parse_cpu_list;
 
 /// The mappings of process `pid`, empty if it is gone.
 pub fn mappings(pid: u32) -> Vec<Mapping> {

@@ -11,7 +11,7 @@ use super::{
     contents::{MemSample, PerfData},
     maps::Mapping,
 };
-use crate::pmu::machine::parse_cpu_list;
+use crate::cpus::parse_cpu_list;
 
 /// perf.data record types and `misc` bits (`perf_event.h`), for reading and writing.
 #[allow(missing_docs, reason = "perf_event.h's names")]
