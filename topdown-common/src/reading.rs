@@ -23,6 +23,43 @@ impl Reading {
         enabled_ns: 0,
         running_ns: 0,
     };
+
+    /// A reading as `read(2)` of a perf event with both times returns it:
+    /// `[count, enabled ns, running ns]` (also how a recording writes one).
+    pub const fn from_values(values: [u64; 3]) -> Self {
+        Self {
+            count: values[0],
+            enabled_ns: values[1],
+            running_ns: values[2],
+        }
+    }
+
+    /// `[count, enabled ns, running ns]`.
+    pub const fn values(self) -> [u64; 3] {
+        [self.count, self.enabled_ns, self.running_ns]
+    }
+
+    /// What was counted since `before`, a reading of the same counter: each field's
+    /// difference, 0 where a field went back (a counter reset, or a reading of a thread
+    /// that was re-created under the same id).
+    #[must_use]
+    pub const fn since(self, before: Self) -> Self {
+        Self {
+            count: self.count.saturating_sub(before.count),
+            enabled_ns: self.enabled_ns.saturating_sub(before.enabled_ns),
+            running_ns: self.running_ns.saturating_sub(before.running_ns),
+        }
+    }
+
+    /// The sum of two readings (two slices, two CPUs of a core), saturating.
+    #[must_use]
+    pub const fn plus(self, other: Self) -> Self {
+        Self {
+            count: self.count.saturating_add(other.count),
+            enabled_ns: self.enabled_ns.saturating_add(other.enabled_ns),
+            running_ns: self.running_ns.saturating_add(other.running_ns),
+        }
+    }
 }
 
 /// Cumulative values of every counter slot of a set.

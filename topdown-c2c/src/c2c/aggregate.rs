@@ -23,7 +23,8 @@ use topdown_common::c2c::C2cStats;
 
 use super::{
     lines::{
-        Access, C2cData, ClassCount, Cycles, Entry, EntryKey, FirstSample, Line, LineKey, NO_NODE,
+        Access, C2cData, CacheLine, ClassCount, Cycles, Entry, EntryKey, FirstSample, LineKey,
+        NO_NODE,
     },
     options::{Coalesce, Field, ReportOptions},
     sharing,
@@ -338,7 +339,7 @@ impl Accumulator {
             hashbrown::hash_table::Entry::Occupied(found) => *found.get(),
             hashbrown::hash_table::Entry::Vacant(vacant) => {
                 let index = lines.len() as u32;
-                lines.push((line_key, Line::new(address)));
+                lines.push((line_key, CacheLine::new(address)));
                 vacant.insert(index);
                 index
             }

@@ -290,7 +290,7 @@ impl Contended {
 /// One cache line: where it is and its entries; its statistics come from them
 /// ([`C2cData::line_stats`]).
 #[derive(Clone, Debug, PartialEq)]
-pub struct Line {
+pub struct CacheLine {
     /// Its contended loads (the counts it is ranked by).
     pub contended: Contended,
     /// The line's virtual address, as its first sample saw it.
@@ -304,7 +304,7 @@ pub struct Line {
     last_entry: u32,
 }
 
-impl Line {
+impl CacheLine {
     /// A line at `address` without entries yet.
     pub(super) fn new(address: u64) -> Self {
         Self {
@@ -351,7 +351,7 @@ pub struct C2cData {
     /// All samples (perf's "Trace Event Information").
     pub total: C2cStats,
     /// Per cache line, in the order of their first samples.
-    pub lines: Vec<(LineKey, Line)>,
+    pub lines: Vec<(LineKey, CacheLine)>,
     /// Every line's entries.
     pub entries: Vec<(EntryKey, Entry)>,
     /// How one sample of each classification is counted, by [`ClassCount::class`].
@@ -386,7 +386,7 @@ impl C2cData {
     /// The entries of `line`, with their keys, in the order of their first samples.
     pub fn entries_of<'a>(
         &'a self,
-        line: &'a Line,
+        line: &'a CacheLine,
     ) -> impl Iterator<Item = (&'a EntryKey, &'a Entry)> + 'a {
         let mut next = line.first_entry;
         std::iter::from_fn(move || {
@@ -408,14 +408,14 @@ impl C2cData {
     }
 
     /// The index of `line` in [`Self::lines`] (a line has an entry from its first sample).
-    pub fn line_index(&self, line: &Line) -> Option<u32> {
+    pub fn line_index(&self, line: &CacheLine) -> Option<u32> {
         self.entries
             .get(line.first_entry as usize)
             .map(|(_, entry)| entry.line)
     }
 
     /// The stores and contended loads recorded for `line`, by word and thread.
-    pub fn accesses_of(&self, line: &Line) -> &[Access] {
+    pub fn accesses_of(&self, line: &CacheLine) -> &[Access] {
         let Some(index) = self.line_index(line) else {
             return &[];
         };
@@ -425,7 +425,7 @@ impl C2cData {
     }
 
     /// The classification of all of `line`'s samples.
-    pub fn line_stats(&self, line: &Line) -> C2cStats {
+    pub fn line_stats(&self, line: &CacheLine) -> C2cStats {
         let mut stats = C2cStats::default();
         for (_, entry) in self.entries_of(line) {
             for count in &entry.counts {

@@ -10,7 +10,7 @@
 use topdown_common::c2c::C2cStats;
 
 use super::{
-    lines::{C2cData, Cycles, Entry, Line},
+    lines::{C2cData, CacheLine, Cycles, Entry},
     options::{Field, ReportOptions},
     rank::Ranking,
 };
@@ -63,7 +63,7 @@ pub struct ParetoRow<'a> {
 /// One line of the table and its rows.
 pub struct ParetoLine<'a> {
     /// The line.
-    pub line: &'a Line,
+    pub line: &'a CacheLine,
     /// Its samples' classification.
     pub stats: C2cStats,
     /// Its rows, in perf's order.
@@ -119,7 +119,7 @@ pub fn lines_top<'a>(
 /// its entries).
 fn rows<'a>(
     data: &'a C2cData,
-    line: &'a Line,
+    line: &'a CacheLine,
     names: &mut CodeNames<'_>,
     offset_node: usize,
     nodes: usize,

@@ -2,7 +2,7 @@
 //! once per report, for every table, the JSON document and the browser.
 
 use super::{
-    lines::{C2cData, Line},
+    lines::{C2cData, CacheLine},
     options::ReportOptions,
     sharing,
 };
@@ -12,7 +12,7 @@ pub struct Ranking<'a> {
     /// The lines the reports show, in their order (their indexes): those with at least 0.1 % of
     /// the display's count (all with `--show-all`), most first (or, with `--by-gain`, the most
     /// worth fixing first).
-    pub lines: Vec<&'a Line>,
+    pub lines: Vec<&'a CacheLine>,
     /// The display's count over every line, shown or not (perf's `percent_costly_snoop`
     /// divides by it).
     pub total: u64,
@@ -20,7 +20,7 @@ pub struct Ranking<'a> {
 
 /// The lines of `data` as `options` rank them.
 pub fn rank(data: &C2cData, options: ReportOptions) -> Ranking<'_> {
-    let metric = |l: &Line| options.display.line_metric(&l.contended);
+    let metric = |l: &CacheLine| options.display.line_metric(&l.contended);
     let total: u64 = data.lines.iter().map(|(_, l)| metric(l)).sum();
     let mut lines: Vec<_> = data
         .lines
@@ -36,7 +36,7 @@ pub fn rank(data: &C2cData, options: ReportOptions) -> Ranking<'_> {
     });
     let lines = if options.by_gain {
         // Stable: lines of equal gain keep perf's order.
-        let mut by_gain: Vec<(f64, &Line)> = lines
+        let mut by_gain: Vec<(f64, &CacheLine)> = lines
             .into_iter()
             .map(|(_, line)| (sharing::gain(data, line).estimate, line))
             .collect();

@@ -19,7 +19,7 @@
 //! load latency (a memory-bound program; less otherwise): Cheetah's model without its per-thread
 //! critical-path refinement.
 
-use super::lines::{Access, C2cData, Cycles, Line};
+use super::lines::{Access, C2cData, CacheLine, Cycles};
 use crate::symbols::data_names::{DataName, DataNames};
 
 /// Bytes compared as one location.
@@ -99,7 +99,7 @@ pub struct Gain {
 }
 
 /// The gain of fixing `line` of `data`.
-pub fn gain(data: &C2cData, line: &Line) -> Gain {
+pub fn gain(data: &C2cData, line: &CacheLine) -> Gain {
     let (mut cycles, mut loads) = (0u64, 0u64);
     for (_, entry) in data.entries_of(line) {
         for count in &entry.counts {
@@ -160,7 +160,7 @@ pub struct LineFix {
 
 /// The words, label and fix of `line` of `data` (`names` names its data; `line_size` is 64, or
 /// 128 with `--double-cl`).
-pub fn fix(data: &C2cData, line: &Line, names: &mut DataNames<'_>, line_size: u64) -> LineFix {
+pub fn fix(data: &C2cData, line: &CacheLine, names: &mut DataNames<'_>, line_size: u64) -> LineFix {
     let accesses = data.accesses_of(line);
     let sharing = label(accesses);
     let pid = data.entries_of(line).next().map(|(_, e)| e.first.pid);

@@ -3,6 +3,7 @@
 //! TopDown with SMT on), so per-thread numbers would be wrong.
 
 use std::collections::{BTreeMap, HashMap};
+use topdown_common::reading::Reading;
 
 use super::{silence::Silence, usage::CounterValue};
 use crate::pmu::topology::CoreId;
@@ -23,8 +24,8 @@ pub struct CoreUsage {
 pub struct CoreAggregator {
     cores: BTreeMap<CoreId, Vec<u32>>,
     nr_counters: usize,
-    last: HashMap<(u32, usize), [u64; 3]>,
-    first: HashMap<(u32, usize), [u64; 3]>,
+    last: HashMap<(u32, usize), Reading>,
+    first: HashMap<(u32, usize), Reading>,
     silence: Silence,
 }
 
@@ -47,8 +48,8 @@ impl CoreAggregator {
     }
 
     /// Usage per core since the previous call (or since the first readings).
-    pub fn window(&mut self, readings: &[(u32, usize, [u64; 3])]) -> Vec<CoreUsage> {
-        let now: HashMap<(u32, usize), [u64; 3]> =
+    pub fn window(&mut self, readings: &[(u32, usize, Reading)]) -> Vec<CoreUsage> {
+        let now: HashMap<(u32, usize), Reading> =
             readings.iter().map(|&(cpu, i, v)| ((cpu, i), v)).collect();
         if self.first.is_empty() {
             self.first.clone_from(&now);
@@ -68,8 +69,8 @@ impl CoreAggregator {
 
     fn between(
         &self,
-        before: &HashMap<(u32, usize), [u64; 3]>,
-        now: &HashMap<(u32, usize), [u64; 3]>,
+        before: &HashMap<(u32, usize), Reading>,
+        now: &HashMap<(u32, usize), Reading>,
     ) -> Vec<CoreUsage> {
         self.cores
             .iter()
@@ -80,13 +81,8 @@ impl CoreAggregator {
                             let Some(now) = now.get(&(cpu, i)) else {
                                 return sum;
                             };
-                            let old = before.get(&(cpu, i)).copied().unwrap_or([0; 3]);
-                            CounterValue {
-                                raw: sum.raw + now[0].saturating_sub(old[0]),
-                                enabled_ns: sum.enabled_ns + now[1].saturating_sub(old[1]),
-                                running_ns: sum.running_ns + now[2].saturating_sub(old[2]),
-                                silent: false,
-                            }
+                            let old = before.get(&(cpu, i)).copied().unwrap_or(Reading::ZERO);
+                            CounterValue::of(sum.reading().plus(now.since(old)))
                         })
                     })
                     .collect();
@@ -116,13 +112,17 @@ mod tests {
         let core = |core| CoreId { package: 0, core };
         let cores = BTreeMap::from([(core(0), vec![0, 2]), (core(1), vec![1, 3])]);
         let mut aggregator = CoreAggregator::new(cores, 1);
-        let read = |scale: u64| -> Vec<(u32, usize, [u64; 3])> {
+        let read = |scale: u64| -> Vec<(u32, usize, Reading)> {
             (0..4)
                 .map(|cpu| {
                     (
                         cpu,
                         0,
-                        [scale * (u64::from(cpu) + 1), scale * 10, scale * 10],
+                        Reading::from_values([
+                            scale * (u64::from(cpu) + 1),
+                            scale * 10,
+                            scale * 10,
+                        ]),
                     )
                 })
                 .collect()

@@ -295,12 +295,7 @@ impl Attributor {
             .enumerate()
             .map(|(cpu, now)| {
                 let before = self.idle.get(cpu).copied().unwrap_or(Reading::ZERO);
-                CounterValue {
-                    raw: now.count.saturating_sub(before.count),
-                    enabled_ns: now.enabled_ns.saturating_sub(before.enabled_ns),
-                    running_ns: now.running_ns.saturating_sub(before.running_ns),
-                    silent: false,
-                }
+                CounterValue::of(now.since(before))
             })
             .collect();
         self.idle.clone_from(&snapshot.idle);

@@ -29,6 +29,25 @@ impl CounterValue {
         }
     }
 
+    /// A window's value from the kernel's reading (a delta: [`Reading::since`]).
+    pub const fn of(reading: Reading) -> Self {
+        Self {
+            raw: reading.count,
+            enabled_ns: reading.enabled_ns,
+            running_ns: reading.running_ns,
+            silent: false,
+        }
+    }
+
+    /// The reading it holds (what a recording writes).
+    pub const fn reading(&self) -> Reading {
+        Reading {
+            count: self.raw,
+            enabled_ns: self.enabled_ns,
+            running_ns: self.running_ns,
+        }
+    }
+
     /// The count scaled to the whole enabled time, as perf scales multiplexed counters; `None`
     /// when there is no count: the counter was enabled and never running (perf's `<not
     /// counted>`: another user held the PMU, or its group could not be scheduled), or the
@@ -250,12 +269,8 @@ pub fn deltas(before: Option<&[Reading]>, now: &[Reading], nr: usize) -> Vec<Cou
     let at = |slots: &[Reading], i: usize| slots.get(i).copied().unwrap_or(Reading::ZERO);
     (0..nr)
         .map(|i| {
-            let (old, new) = (before.map_or(Reading::ZERO, |b| at(b, i)), at(now, i));
-            CounterValue::new(
-                new.count.saturating_sub(old.count),
-                new.enabled_ns.saturating_sub(old.enabled_ns),
-                new.running_ns.saturating_sub(old.running_ns),
-            )
+            let old = before.map_or(Reading::ZERO, |b| at(b, i));
+            CounterValue::of(at(now, i).since(old))
         })
         .collect()
 }

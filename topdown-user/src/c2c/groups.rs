@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use anyhow::{Result, bail};
 use topdown_common::c2c::C2cStats;
 
-use super::lines::Line;
+use super::lines::CacheLine;
 use crate::attrib::{containers::Owner, groups::GroupBy};
 
 /// One ranked line, split by group.
@@ -54,7 +54,7 @@ fn group_name(cgroups: &HashMap<u64, String>, id: u64, by: GroupBy) -> String {
 
 /// `lines` (ranked) split `by` cgroup or container; `cgroups` are the recording's cgroup paths
 /// by id. One line of error for a recording without cgroups.
-pub fn group(lines: &[&Line], cgroups: &HashMap<u64, String>, by: GroupBy) -> Result<Grouped> {
+pub fn group(lines: &[&CacheLine], cgroups: &HashMap<u64, String>, by: GroupBy) -> Result<Grouped> {
     if cgroups.is_empty() {
         bail!(
             "this recording has no cgroups: record with `perf c2c record -- --all-cgroups ...` \

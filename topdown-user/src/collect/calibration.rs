@@ -41,7 +41,7 @@ const NOT_PMU_TYPES: [u32; 3] = [1, 2, 5];
 
 /// What the calibration loop read from one hardware event.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Reading {
+pub struct LoopReading {
     /// Slot of the event in the set.
     pub slot: usize,
     /// Its count over the loop.
@@ -54,7 +54,7 @@ pub struct Reading {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Calibration {
     /// Each hardware event that could be opened on the loop's thread.
-    pub readings: Vec<Reading>,
+    pub readings: Vec<LoopReading>,
     /// Hardware events that could not be opened on a thread (not judged), with why.
     pub unopened: Vec<(usize, String)>,
 }
@@ -164,12 +164,12 @@ fn on_this_thread(counters: &[Counter]) -> Result<Calibration> {
         }
     }
     for (slot, fd) in &open {
-        let [count, _enabled, running_ns] = perf_open::read_values(fd.as_fd())
+        let reading = perf_open::read_values(fd.as_fd())
             .with_context(|| format!("reading {} after calibration", counters[*slot].name))?;
-        calibration.readings.push(Reading {
+        calibration.readings.push(LoopReading {
             slot: *slot,
-            count,
-            running_ns,
+            count: reading.count,
+            running_ns: reading.running_ns,
         });
     }
     Ok(calibration)
@@ -285,8 +285,8 @@ mod tests {
         set
     }
 
-    fn reading(slot: usize, count: u64, running_ms: u64) -> Reading {
-        Reading {
+    fn reading(slot: usize, count: u64, running_ms: u64) -> LoopReading {
+        LoopReading {
             slot,
             count,
             running_ns: running_ms * 1_000_000,

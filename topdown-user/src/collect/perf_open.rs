@@ -5,6 +5,7 @@ use std::{
     io,
     os::fd::{AsFd, BorrowedFd, FromRawFd as _, OwnedFd},
 };
+use topdown_common::reading::Reading;
 
 use anyhow::{Context as _, Result};
 use perf_event_open_sys::{bindings, ioctls};
@@ -76,7 +77,7 @@ impl OpenCounters {
 
     /// Every counter's current `(cpu, counter index, count, enabled ns, running ns)`, read from
     /// userspace (`read(2)` with the enabled and running times).
-    pub fn read(&self) -> Result<Vec<(u32, usize, [u64; 3])>> {
+    pub fn read(&self) -> Result<Vec<(u32, usize, Reading)>> {
         self.iter()
             .map(|(cpu, index, fd)| {
                 let values = read_values(fd)
@@ -124,16 +125,15 @@ pub fn attr_for(event: &EventAttr, is_leader: bool) -> bindings::perf_event_attr
     attr
 }
 
-/// A counter's `[count, enabled ns, running ns]`, read from userspace (`read(2)` with the
-/// enabled and running times).
-pub fn read_values(fd: BorrowedFd<'_>) -> io::Result<[u64; 3]> {
+/// A counter's reading, from userspace (`read(2)` with the enabled and running times).
+pub fn read_values(fd: BorrowedFd<'_>) -> io::Result<Reading> {
     let mut values = [0u64; 3];
     // SAFETY: reading 24 bytes into a 24-byte buffer from a perf event fd.
     let n = unsafe { libc::read(raw(fd), values.as_mut_ptr().cast(), size_of_val(&values)) };
     if n != size_of_val(&values) as isize {
         return Err(io::Error::last_os_error());
     }
-    Ok(values)
+    Ok(Reading::from_values(values))
 }
 
 fn open_one(event: &EventAttr, cpu: u32, leader: Option<BorrowedFd<'_>>) -> Result<OwnedFd> {

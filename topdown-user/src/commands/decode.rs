@@ -5,7 +5,7 @@ use anyhow::{Result, bail};
 
 use crate::{
     cli::DecodeArgs,
-    region::decode::{self, Fractions, Reading},
+    region::decode::{self, Fractions, MetricsReading},
     tma::node::Node,
 };
 
@@ -34,11 +34,11 @@ pub fn decoded(args: &DecodeArgs) -> Result<Fractions> {
             args.metrics.len()
         );
     }
-    let readings: Vec<Reading> = args
+    let readings: Vec<MetricsReading> = args
         .slots
         .iter()
         .zip(&args.metrics)
-        .map(|(&slots, &metrics)| Reading { slots, metrics })
+        .map(|(&slots, &metrics)| MetricsReading { slots, metrics })
         .collect();
     match readings.as_slice() {
         [one] => decode::since_reset(*one, args.level),

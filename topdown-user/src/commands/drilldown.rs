@@ -7,6 +7,7 @@
 //! the counters per interval would need the collector to swap sets mid-run).
 
 use std::time::Duration;
+use topdown_common::reading::Reading;
 
 use anyhow::{Result, bail};
 
@@ -49,21 +50,11 @@ pub fn probe(set: &CounterSet, view: &TopdownView) -> Result<Vec<String>> {
 }
 
 /// Each counter's value, enabled and running times summed over the CPUs it was read on.
-pub fn sum_over_cpus(readings: &[(u32, usize, [u64; 3])], counters: usize) -> Vec<CounterValue> {
-    let mut summed = vec![
-        CounterValue {
-            raw: 0,
-            enabled_ns: 0,
-            running_ns: 0,
-            silent: false,
-        };
-        counters
-    ];
-    for &(_, index, [raw, enabled, running]) in readings {
+pub fn sum_over_cpus(readings: &[(u32, usize, Reading)], counters: usize) -> Vec<CounterValue> {
+    let mut summed = vec![CounterValue::default(); counters];
+    for &(_, index, reading) in readings {
         if let Some(value) = summed.get_mut(index) {
-            value.raw = value.raw.saturating_add(raw);
-            value.enabled_ns = value.enabled_ns.saturating_add(enabled);
-            value.running_ns = value.running_ns.saturating_add(running);
+            *value = CounterValue::of(value.reading().plus(reading));
         }
     }
     summed
@@ -80,7 +71,8 @@ mod tests {
             (1, 0, [20, 100, 50]),
             (0, 1, [5, 100, 100]),
             (1, 7, [1, 1, 1]),
-        ];
+        ]
+        .map(|(cpu, index, values)| (cpu, index, Reading::from_values(values)));
         let summed = sum_over_cpus(&readings, 2);
         assert_eq!(
             (summed[0].raw, summed[0].enabled_ns, summed[0].running_ns),

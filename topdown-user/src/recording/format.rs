@@ -5,6 +5,7 @@
 //! back when read, so the tool's internal types can change without changing the files.
 
 use std::collections::BTreeMap;
+use topdown_common::reading::Reading;
 
 use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
@@ -34,7 +35,7 @@ pub const OLDEST_VERSION: u32 = 1;
 /// One line of a recording.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-pub enum Line {
+pub enum RecordLine {
     /// The first line: what was measured, where and how.
     Header(Header),
     /// cgroup ids and their paths, first seen in the window that follows.
@@ -216,16 +217,11 @@ const fn is_zero(value: &u64) -> bool {
 }
 
 fn value_line(value: &CounterValue) -> [u64; 3] {
-    [value.raw, value.enabled_ns, value.running_ns]
+    value.reading().values()
 }
 
 fn value_of(line: [u64; 3]) -> CounterValue {
-    CounterValue {
-        raw: line[0],
-        enabled_ns: line[1],
-        running_ns: line[2],
-        silent: false,
-    }
+    CounterValue::of(Reading::from_values(line))
 }
 
 fn nanos(duration: std::time::Duration) -> u64 {

@@ -135,7 +135,7 @@ mod tests {
         let mut newer = header(&set(), None, 100, String::new(), 1, None);
         newer.version = VERSION + 1;
         let mut encoder = zstd::Encoder::new(std::fs::File::create(&path).unwrap(), 1).unwrap();
-        serde_json::to_writer(&mut encoder, &format::Line::Header(newer)).unwrap();
+        serde_json::to_writer(&mut encoder, &format::RecordLine::Header(newer)).unwrap();
         encoder.write_all(b"\n").unwrap();
         encoder.finish().unwrap();
         let error = Recording::read(&path).err().unwrap().to_string();
@@ -304,8 +304,8 @@ mod tests {
         head.version = 1;
         let mut encoder = zstd::Encoder::new(std::fs::File::create(&path).unwrap(), 3).unwrap();
         for line in [
-            format::Line::Header(head),
-            format::Line::Window(WindowLine::of(&window(1))),
+            format::RecordLine::Header(head),
+            format::RecordLine::Window(WindowLine::of(&window(1))),
         ] {
             serde_json::to_writer(&mut encoder, &line).unwrap();
             encoder.write_all(b"\n").unwrap();

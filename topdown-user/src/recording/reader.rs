@@ -16,7 +16,7 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 
-use super::format::{FORMAT, Header, Line, OLDEST_VERSION, VERSION};
+use super::format::{FORMAT, Header, OLDEST_VERSION, RecordLine, VERSION};
 use crate::{
     attrib::{Window, cgroups::CgroupNames},
     pmu::counter_set::CounterSet,
@@ -92,7 +92,7 @@ impl Recording {
         let mut lines = FrameLines::new(file);
         let header = match lines.next_line() {
             Ok(Some(line)) => match parse(&line) {
-                Ok(Line::Header(header)) => header,
+                Ok(RecordLine::Header(header)) => header,
                 _ => bail!("{shown} is not a topdown-bpf recording (no header line)"),
             },
             _ => bail!("{shown} is not a topdown-bpf recording (no header line)"),
@@ -174,20 +174,20 @@ impl Recording {
                 );
             }
             match line {
-                Line::Header(_) => bail!("{shown}: a second header at line {}", lines.number),
-                Line::Cgroups { names: pairs } => {
+                RecordLine::Header(_) => bail!("{shown}: a second header at line {}", lines.number),
+                RecordLine::Cgroups { names: pairs } => {
                     for (id, path) in pairs {
                         names.learn(id, path);
                     }
                 }
-                Line::Window(window) => {
+                RecordLine::Window(window) => {
                     let window = window
                         .window(nr)
                         .with_context(|| format!("{shown}: line {}", lines.number))?;
                     windows.push(window);
                     progress.show(windows.len());
                 }
-                Line::Totals(window) => {
+                RecordLine::Totals(window) => {
                     totals = Some(
                         window
                             .window(nr)
@@ -231,7 +231,7 @@ enum Stop {
 }
 
 /// A line's JSON.
-fn parse(bytes: &[u8]) -> Result<Line> {
+fn parse(bytes: &[u8]) -> Result<RecordLine> {
     serde_json::from_slice(bytes).context("not a line of the format")
 }
 

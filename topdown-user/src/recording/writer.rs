@@ -13,7 +13,7 @@ use std::{
 
 use anyhow::{Context as _, Result};
 
-use super::format::{Header, Line, WindowLine};
+use super::format::{Header, RecordLine, WindowLine};
 use crate::attrib::{Window, cgroups::CgroupNames, groups::self_and_ancestors};
 
 /// zstd level: fast enough for a live run (a window a second), a tenth of the JSON's size.
@@ -48,7 +48,7 @@ impl Recorder {
             named: HashSet::new(),
             windows: 0,
         };
-        recorder.line(&Line::Header(header))?;
+        recorder.line(&RecordLine::Header(header))?;
         recorder.flush()?;
         Ok(recorder)
     }
@@ -57,7 +57,7 @@ impl Recorder {
     /// (and their ancestors, so a roll-up can be made from the file).
     pub fn window(&mut self, window: &Window, names: &mut CgroupNames) -> Result<()> {
         self.names(window, names)?;
-        self.line(&Line::Window(WindowLine::of(window)))?;
+        self.line(&RecordLine::Window(WindowLine::of(window)))?;
         self.windows += 1;
         self.flush()
     }
@@ -65,7 +65,7 @@ impl Recorder {
     /// Appends the run's totals and closes the file; returns how many windows it holds.
     pub fn finish(mut self, totals: &Window, names: &mut CgroupNames) -> Result<u64> {
         self.names(totals, names)?;
-        self.line(&Line::Totals(WindowLine::of(totals)))?;
+        self.line(&RecordLine::Totals(WindowLine::of(totals)))?;
         self.flush()?;
         Ok(self.windows)
     }
@@ -94,7 +94,7 @@ impl Recorder {
         if new.is_empty() {
             return Ok(());
         }
-        self.line(&Line::Cgroups { names: new })
+        self.line(&RecordLine::Cgroups { names: new })
     }
 
     /// Where it writes.
@@ -102,7 +102,7 @@ impl Recorder {
         &self.path
     }
 
-    fn line(&mut self, line: &Line) -> Result<()> {
+    fn line(&mut self, line: &RecordLine) -> Result<()> {
         let mut text = serde_json::to_vec(line).context("a recording line")?;
         text.push(b'\n');
         let frame = self

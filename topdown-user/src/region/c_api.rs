@@ -12,7 +12,7 @@ use anyhow::{Result, anyhow};
 
 use super::{
     Region,
-    decode::{self, Fractions, Reading},
+    decode::{self, Fractions, MetricsReading},
 };
 
 /// `topdown_fractions` of the header.
@@ -166,7 +166,7 @@ pub unsafe extern "C" fn topdown_decode_reading(
     out: *mut CFractions,
 ) -> c_int {
     status(|| {
-        let fractions = decode::since_reset(Reading { slots, metrics }, level_of(level)?)?;
+        let fractions = decode::since_reset(MetricsReading { slots, metrics }, level_of(level)?)?;
         write(out, &fractions)
     })
 }
@@ -186,11 +186,11 @@ pub unsafe extern "C" fn topdown_decode_region(
     out: *mut CFractions,
 ) -> c_int {
     status(|| {
-        let a = Reading {
+        let a = MetricsReading {
             slots: slots_a,
             metrics: metrics_a,
         };
-        let b = Reading {
+        let b = MetricsReading {
             slots: slots_b,
             metrics: metrics_b,
         };

@@ -52,14 +52,14 @@ const SUM_SLACK: i32 = 4;
 
 /// One reading: the slots counter and the packed metrics.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Reading {
+pub struct MetricsReading {
     /// `slots` (fixed counter 3), as read.
     pub slots: u64,
     /// The packed 8-bit fractions (RDPMC of the metrics counter).
     pub metrics: u64,
 }
 
-impl Reading {
+impl MetricsReading {
     /// Byte `i` of the metrics.
     pub const fn byte(self, i: usize) -> u8 {
         (self.metrics >> (8 * i)) as u8
@@ -124,7 +124,7 @@ impl Fractions {
 }
 
 /// The fractions since the last reset, from one reading.
-pub fn since_reset(reading: Reading, level: u8) -> Result<Fractions> {
+pub fn since_reset(reading: MetricsReading, level: u8) -> Result<Fractions> {
     if reading.slots == 0 {
         bail!("no slots counted since the reset: nothing ran, or the counters are not enabled");
     }
@@ -167,7 +167,12 @@ pub fn from_slot_counts(slots: u64, metrics: &[u64], level: u8) -> Result<Fracti
 
 /// The fractions of the region between readings `a` and `b` (the slot counter `pmc_width` bits
 /// wide, as the mmap page's `pmc_width` says).
-pub fn region(a: Reading, b: Reading, pmc_width: u32, level: u8) -> Result<Fractions> {
+pub fn region(
+    a: MetricsReading,
+    b: MetricsReading,
+    pmc_width: u32,
+    level: u8,
+) -> Result<Fractions> {
     if !(1..=64).contains(&pmc_width) {
         bail!("a counter width of {pmc_width} bits: expected 1 to 64 (48 on these CPUs)");
     }
@@ -229,7 +234,7 @@ mod tests {
     #[test]
     fn one_reading_is_its_bytes_over_255() {
         // 51 + 25 + 102 + 77 = 255; heavy 10, mispredicts 20, fetch latency 60, memory 40.
-        let r = Reading {
+        let r = MetricsReading {
             slots: 1_000_000,
             metrics: metrics([51, 25, 102, 77, 10, 20, 60, 40]),
         };
@@ -249,11 +254,11 @@ mod tests {
     #[test]
     fn two_readings_give_the_region_from_slot_scaled_deltas() {
         // 1,000,000 slots after a reset, then a region of 3,000,000 slots.
-        let a = Reading {
+        let a = MetricsReading {
             slots: 1_000_000,
             metrics: metrics([102, 25, 77, 51, 0, 0, 0, 0]),
         };
-        let b = Reading {
+        let b = MetricsReading {
             slots: 4_000_000,
             metrics: metrics([140, 30, 35, 50, 0, 0, 0, 0]),
         };
@@ -279,11 +284,11 @@ mod tests {
         assert_eq!(f.slots, 3_000_000);
         assert!(close(f.uncertainty, 5e6 / (510.0 * 3e6)));
         // Level 2 on Sapphire Rapids: heavy 20/255 -> 40/255, light by difference.
-        let a2 = Reading {
+        let a2 = MetricsReading {
             metrics: a.metrics | metrics([0, 0, 0, 0, 20, 10, 30, 25]),
             ..a
         };
-        let b2 = Reading {
+        let b2 = MetricsReading {
             metrics: b.metrics | metrics([0, 0, 0, 0, 40, 20, 20, 30]),
             ..b
         };
@@ -304,11 +309,11 @@ mod tests {
     fn slot_counters_wrap_at_the_counter_width() {
         let bytes = metrics([51, 51, 102, 51, 0, 0, 0, 0]);
         // A 16-bit counter read at 0xf000 and again after 0x8000 more slots: it reads 0x7000.
-        let a = Reading {
+        let a = MetricsReading {
             slots: 0xf000,
             metrics: bytes,
         };
-        let b = Reading {
+        let b = MetricsReading {
             slots: 0x7000,
             metrics: bytes,
         };
@@ -325,11 +330,11 @@ mod tests {
         assert_eq!(region(a, b, 48, 1).unwrap().slots, (1 << 48) - 0x8000);
         // A region read long after the reset is too imprecise to give numbers.
         let late = region(
-            Reading {
+            MetricsReading {
                 slots: 1 << 40,
                 metrics: bytes,
             },
-            Reading {
+            MetricsReading {
                 slots: (1 << 40) + 1_000_000,
                 metrics: bytes,
             },
@@ -365,7 +370,7 @@ mod tests {
     #[test]
     fn bad_readings_are_one_line_errors() {
         let good = metrics([51, 51, 102, 51, 0, 0, 0, 0]);
-        let at = |slots, metrics| Reading { slots, metrics };
+        let at = |slots, metrics| MetricsReading { slots, metrics };
         let cases = [
             (
                 region(at(1_000, good), at(1_000, good), 48, 1),

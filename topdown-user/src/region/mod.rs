@@ -47,7 +47,7 @@ use anyhow::{Context as _, Result, bail};
 use perf_event_open_sys::bindings;
 
 use self::{
-    decode::{Fractions, Reading},
+    decode::{Fractions, MetricsReading},
     mapped::MappedCounter,
 };
 use crate::pmu::machine::parse_cpu_list;
@@ -88,7 +88,7 @@ pub struct Region {
 #[derive(Clone, Copy, Debug)]
 enum Started {
     /// The RDPMC reading at the start.
-    At(Reading),
+    At(MetricsReading),
     /// The group was read (and so reset) by read(2): the next read is the region.
     Reset,
 }
@@ -234,7 +234,7 @@ impl Region {
     }
 
     /// Slots and metrics by RDPMC.
-    fn rdpmc(&self) -> Result<Reading> {
+    fn rdpmc(&self) -> Result<MetricsReading> {
         let slots = self.slots.state(true);
         let metrics = self.metrics[0].state(true);
         let (Some(raw_slots), Some(raw_metrics)) = (slots.raw, metrics.raw) else {
@@ -248,7 +248,7 @@ impl Region {
                 metrics.index - 1
             );
         }
-        Ok(Reading {
+        Ok(MetricsReading {
             slots: slots
                 .offset
                 .wrapping_add(mapped::sign_extend(raw_slots, slots.pmc_width))
