@@ -9,7 +9,7 @@ use crate::{
     attrib::usage::CounterValue,
     model::rows::{Row, RowOptions},
     pmu::counter_set::{Counter, CounterSet},
-    tma::node::Node,
+    tma::{NodeValue, node::Node, view::TopdownView},
 };
 
 /// `PERF_TYPE_HARDWARE`.
@@ -233,31 +233,80 @@ pub fn columns(set: &CounterSet) -> Vec<Column> {
     columns
 }
 
-/// The node columns as (part label, part index, node): every Level 1 node the rows have; Level 2
-/// nodes only where some row is over the node's threshold, unless verbose.
-pub fn node_columns<'r>(
+/// One TopDown node of one part (core type) of a view: a column of every output that writes
+/// node values (CSV, Parquet, the per-core views write all of a view's; the table and the live
+/// view those [`shown_nodes`] picks).
+#[derive(Clone, Debug)]
+pub struct NodeColumn {
+    /// The part's index in the view (and in each row's `topdown`).
+    pub part: usize,
+    /// The part's label in tables: empty for the only part, `P` or `E` on hybrid parts.
+    pub label: &'static str,
+    /// What the part's counters' names start with (`cpu_core/`), empty for the only part.
+    pub prefix: String,
+    /// The node.
+    pub node: Node,
+}
+
+impl NodeColumn {
+    /// Its header in tables and the live view: `Backend%`, `P.Backend%` on hybrid parts.
+    pub fn header(&self) -> String {
+        if self.label.is_empty() {
+            format!("{}%", self.node.short())
+        } else {
+            format!("{}.{}%", self.label, self.node.short())
+        }
+    }
+
+    /// The node's value in `row` (a fraction of the part's slots); `None` where the row did not
+    /// measure it (the part never ran, an input not counted).
+    pub fn value(&self, row: &Row) -> Option<f64> {
+        self.of(row).map(|n| n.value).filter(|v| v.is_finite())
+    }
+
+    /// The node as `row` has it: its value, threshold verdict and how sure it is.
+    pub fn of<'r>(&self, row: &'r Row) -> Option<&'r NodeValue> {
+        let td = row.topdown.get(self.part)?.as_ref()?;
+        td.nodes.iter().find(|n| n.node.name == self.node.name)
+    }
+}
+
+/// Every node of every part of `view`, down to its level, in tree order per part.
+pub fn view_nodes(view: &TopdownView) -> Vec<NodeColumn> {
+    view.parts
+        .iter()
+        .enumerate()
+        .flat_map(|(part, p)| {
+            p.model
+                .nodes(view.level)
+                .into_iter()
+                .map(move |node| NodeColumn {
+                    part,
+                    label: p.label,
+                    prefix: p.prefix.clone(),
+                    node,
+                })
+        })
+        .collect()
+}
+
+/// The node columns a table of `rows` shows: every Level 1 node the rows have; Level 2 nodes
+/// only where some row is over the node's threshold, unless verbose.
+pub fn shown_nodes<'r>(
     rows: impl Iterator<Item = &'r Row> + Clone,
     options: &RowOptions,
-) -> Vec<(&'static str, usize, Node)> {
+) -> Vec<NodeColumn> {
     let Some(view) = &options.topdown else {
         return Vec::new();
     };
-    let mut columns = Vec::new();
-    for (index, part) in view.parts.iter().enumerate() {
-        for node in part.model.nodes(view.level) {
-            let mut values = rows
-                .clone()
-                .filter_map(|r| r.topdown.get(index)?.as_ref())
-                .flat_map(|td| td.nodes.iter().filter(|n| n.node.name == node.name))
-                .peekable();
-            if values.peek().is_some()
-                && (node.level == 1 || options.verbose || values.any(|n| n.over_threshold))
-            {
-                columns.push((part.label, index, node));
-            }
-        }
-    }
-    columns
+    view_nodes(view)
+        .into_iter()
+        .filter(|column| {
+            let mut values = rows.clone().filter_map(|r| column.of(r)).peekable();
+            values.peek().is_some()
+                && (column.node.level == 1 || options.verbose || values.any(|n| n.over_threshold))
+        })
+        .collect()
 }
 
 #[cfg(test)]

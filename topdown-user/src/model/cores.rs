@@ -1,6 +1,7 @@
 //! Per-core rows (`--per-core`): each core's CPUs, counters scaled, and TopDown, computed once
 //! for the table, the JSON document and the full-screen view.
 
+use super::columns;
 use crate::{
     attrib::{cores::CoreUsage, usage::CounterValue},
     pmu::counter_set::CounterSet,
@@ -40,5 +41,11 @@ pub fn rows(cores: &[CoreUsage], set: &CounterSet, view: Option<&TopdownView>) -
 
 /// The TopDown nodes the per-core columns show, in tree order.
 pub fn node_columns(view: Option<&TopdownView>) -> Vec<Node> {
-    view.map_or_else(Vec::new, |v| v.parts[0].model.nodes(v.level))
+    view.map_or_else(Vec::new, |v| {
+        columns::view_nodes(v)
+            .into_iter()
+            .filter(|c| c.part == 0)
+            .map(|c| c.node)
+            .collect()
+    })
 }

@@ -4,7 +4,7 @@
 
 use crate::{
     attrib::Window,
-    model::rows::Row,
+    model::{columns::NodeColumn, rows::Row},
     pmu::counter_set::CounterSet,
     tma::{node::Node, view::TopdownView},
 };
@@ -14,13 +14,14 @@ pub const LOW_RUN: f64 = 0.25;
 
 /// A node's value in percent; `<` marks the thread's bottleneck; Level 2 values under their
 /// threshold are left blank unless verbose; `!`, `?` and `~` flag how sure it is.
-pub fn node_cell(row: &Row, part: usize, node: &Node, verbose: bool) -> String {
-    let Some(Some(td)) = row.topdown.get(part) else {
+pub fn node_cell(row: &Row, column: &NodeColumn, verbose: bool) -> String {
+    let Some(Some(td)) = row.topdown.get(column.part) else {
         return "-".into();
     };
-    let Some(value) = td.nodes.iter().find(|n| n.node.name == node.name) else {
+    let Some(value) = column.of(row) else {
         return "-".into();
     };
+    let node = &column.node;
     if node.level > 1 && !value.over_threshold && !verbose {
         return String::new();
     }

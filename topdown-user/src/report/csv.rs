@@ -1,24 +1,17 @@
 //! Separated values (`--csv`, `-x SEP`), one line per thread (or group) per window.
 
 use super::Shown;
-use crate::model::rows::{Row, RowOptions, Who};
-use crate::{attrib::Window, tma::node::Node};
+use crate::{
+    attrib::Window,
+    model::{
+        columns::{NodeColumn, view_nodes},
+        rows::{Row, RowOptions, Who},
+    },
+};
 
-/// Every part's node columns as (part index, column name, node); empty without TopDown.
-fn nodes(options: &RowOptions) -> Vec<(usize, String, Node)> {
-    let Some(view) = &options.topdown else {
-        return Vec::new();
-    };
-    view.parts
-        .iter()
-        .enumerate()
-        .flat_map(|(index, part)| {
-            part.model
-                .nodes(view.level)
-                .into_iter()
-                .map(move |node| (index, format!("{}{}", part.prefix, node.name), node))
-        })
-        .collect()
+/// Every part's node columns; empty without TopDown.
+fn nodes(options: &RowOptions) -> Vec<NodeColumn> {
+    options.topdown.as_ref().map_or_else(Vec::new, view_nodes)
 }
 
 /// The header line.
@@ -37,7 +30,11 @@ pub fn header(shown: &Shown<'_>, sep: u8) -> String {
         fields.push(name.to_owned());
         fields.push(format!("{name}:run_percent"));
     }
-    fields.extend(nodes(options).into_iter().map(|(_, column, _)| column));
+    fields.extend(
+        nodes(options)
+            .into_iter()
+            .map(|c| format!("{}{}", c.prefix, c.node.name)),
+    );
     if let Some(view) = &options.topdown {
         fields.extend(view.parts.iter().map(|p| format!("{}bottleneck", p.prefix)));
     }
@@ -70,9 +67,8 @@ pub fn lines(window: &Window, rows: &[&Row], shown: &Shown<'_>, sep: u8, is_fina
                 fields.push(super::count_cell(value.scaled()));
                 fields.push(format!("{:.2}", value.running_fraction() * 100.0));
             }
-            for (part, _, node) in &nodes {
-                let td = row.topdown.get(*part).and_then(Option::as_ref);
-                let value = td.and_then(|td| td.value(node.name));
+            for column in &nodes {
+                let value = column.of(row).map(|n| n.value);
                 fields.push(value.map_or_else(String::new, |v| format!("{v:.6}")));
             }
             for td in &row.topdown {

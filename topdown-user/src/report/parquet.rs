@@ -23,7 +23,7 @@ use parquet::{
 use crate::{
     attrib::Window,
     model::{
-        columns::{self, Column as ValueColumn, Kind as ValueKind, Number},
+        columns::{self, Column as ValueColumn, Kind as ValueKind, NodeColumn, Number, view_nodes},
         export::{self, ExportRow, ExportWindow, RunMeta},
         frame::Frame,
         rows::Who,
@@ -191,24 +191,22 @@ fn counter_prefixes(set: &CounterSet) -> Vec<String> {
         .collect()
 }
 
-/// The TopDown columns: every node of every part (`<pmu>_<node>` with several core types).
-fn node_columns(view: Option<&TopdownView>) -> Vec<(usize, &'static str, String)> {
+/// The TopDown columns: every node of every part, named `<pmu>_<node>` with several core
+/// types.
+fn node_columns(view: Option<&TopdownView>) -> Vec<(NodeColumn, String)> {
     let Some(view) = view else {
         return Vec::new();
     };
     let several = view.parts.len() > 1;
-    view.parts
-        .iter()
-        .enumerate()
-        .flat_map(|(i, part)| {
-            part.model.nodes(view.level).into_iter().map(move |node| {
-                let name = if several {
-                    format!("{}_{}", column_name(&part.prefix), node.name)
-                } else {
-                    node.name.to_owned()
-                };
-                (i, node.name, name)
-            })
+    view_nodes(view)
+        .into_iter()
+        .map(|column| {
+            let name = if several {
+                format!("{}_{}", column_name(&column.prefix), column.node.name)
+            } else {
+                column.node.name.to_owned()
+            };
+            (column, name)
         })
         .collect()
 }
@@ -222,8 +220,8 @@ pub struct ParquetWriter {
     values: Vec<ValueColumn>,
     /// How many counters the set has (four columns each).
     counters: usize,
-    /// Nodes: (part, node name) per TopDown column, in column order.
-    nodes: Vec<(usize, &'static str)>,
+    /// The TopDown columns, in column order.
+    nodes: Vec<NodeColumn>,
     rows: usize,
 }
 
@@ -276,7 +274,7 @@ impl ParquetWriter {
             ));
         }
         let node_columns = node_columns(view);
-        for (_, _, name) in &node_columns {
+        for (_, name) in &node_columns {
             columns.push(Column::new(name.clone(), Kind::Float, true));
         }
         let fields = columns
@@ -314,7 +312,7 @@ impl ParquetWriter {
             columns,
             values,
             counters: set.counters.len(),
-            nodes: node_columns.iter().map(|&(i, node, _)| (i, node)).collect(),
+            nodes: node_columns.into_iter().map(|(column, _)| column).collect(),
             rows: 0,
         })
     }
@@ -382,14 +380,8 @@ impl ParquetWriter {
             cells.push(Cell::Int(Some(value.enabled_ns as i64)));
             cells.push(Cell::Int(Some(value.running_ns as i64)));
         }
-        for &(part, node) in &self.nodes {
-            let value = row
-                .topdown
-                .get(part)
-                .and_then(Option::as_ref)
-                .and_then(|td| td.value(node))
-                .filter(|v| v.is_finite());
-            cells.push(Cell::Float(value));
+        for column in &self.nodes {
+            cells.push(Cell::Float(column.value(row)));
         }
         debug_assert_eq!(cells.len(), self.columns.len());
         for (column, cell) in self.columns.iter_mut().zip(cells) {

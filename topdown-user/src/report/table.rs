@@ -12,7 +12,7 @@ use super::{
 use crate::{
     attrib::{Window, usage},
     model::{
-        columns::node_columns,
+        columns::{NodeColumn, shown_nodes},
         rows::{Row, Who},
     },
     pmu::counter_set::{CounterSet, Unit},
@@ -61,14 +61,8 @@ pub fn block(
         .map(|k| k.to_uppercase().replace('_', "-"))
         .chain(columns.iter().map(|c| c.header.to_owned()))
         .collect();
-    let nodes = node_columns(rows.iter().copied(), options);
-    header.extend(nodes.iter().map(|(label, _, n)| {
-        if label.is_empty() {
-            format!("{}%", n.short())
-        } else {
-            format!("{label}.{}%", n.short())
-        }
-    }));
+    let nodes = shown_nodes(rows.iter().copied(), options);
+    header.extend(nodes.iter().map(NodeColumn::header));
     if options.topdown.is_some() {
         header.push("BOTTLENECK".into());
     }
@@ -87,8 +81,8 @@ pub fn block(
     for row in rows {
         let mut cells = row.who.key_values(true);
         cells.extend(columns.iter().map(|c| c.cell(row)));
-        for (_, part, node) in &nodes {
-            cells.push(node_cell(row, *part, node, options.verbose));
+        for column in &nodes {
+            cells.push(node_cell(row, column, options.verbose));
         }
         if let Some(view) = &options.topdown {
             cells.push(bottlenecks(row, view));

@@ -18,7 +18,7 @@ use super::{
 use crate::{
     attrib::{Window, groups::GroupBy},
     model::{
-        columns::{Column as ValueColumn, node_columns},
+        columns::{Column as ValueColumn, shown_nodes},
         rows::{Row, RowOptions, SortKey, TreeMark, Who},
     },
     pmu::counter_set::CounterSet,
@@ -254,19 +254,14 @@ fn columns(rows: &[Row], data: &Screenful<'_>) -> Vec<Column> {
             value.keep,
         ));
     }
-    for (label, part, node) in node_columns(rows.iter(), data.options) {
-        let header = if label.is_empty() {
-            format!("{}%", node.short())
-        } else {
-            format!("{label}.{}%", node.short())
-        };
+    for node in shown_nodes(rows.iter(), data.options) {
         columns.push(column(
-            header,
+            node.header(),
             rows.iter()
-                .map(|r| node_cell(r, part, &node, data.options.verbose))
+                .map(|r| node_cell(r, &node, data.options.verbose))
                 .collect(),
             true,
-            if node.level == 1 { 5 } else { 4 },
+            if node.node.level == 1 { 5 } else { 4 },
         ));
     }
     if let Some(view) = &data.options.topdown {
