@@ -7,6 +7,7 @@ use std::{
     thread,
     time::Duration,
 };
+use topdown_common::cgroup::CgroupId;
 
 use topdown_user::attrib::cgroups::cgroup2_mount;
 
@@ -47,8 +48,8 @@ impl TestTree {
     }
 
     /// The cgroup's id: its directory's inode number, as the kernel's cgroup2 id.
-    pub fn id(&self, leaf: &str) -> u64 {
-        fs::metadata(self.dir(leaf)).expect("a test cgroup").ino()
+    pub fn id(&self, leaf: &str) -> CgroupId {
+        CgroupId(fs::metadata(self.dir(leaf)).expect("a test cgroup").ino())
     }
 
     /// Moves process `pid` (all its threads) into the cgroup.

@@ -9,6 +9,7 @@ use std::{
     thread,
     time::Duration,
 };
+use topdown_common::cgroup::CgroupId;
 
 use serde_json::Value;
 use topdown_common::stats::Stat;
@@ -117,7 +118,7 @@ fn each_cgroup_is_charged_what_its_cpu_stat_says() {
         .chain(&["", "a", "moved"])
         .map(|leaf| (*leaf, tree.usage_ns(leaf)))
         .collect();
-    let ids: HashMap<&str, u64> = leaves.iter().map(|leaf| (*leaf, tree.id(leaf))).collect();
+    let ids: HashMap<&str, CgroupId> = leaves.iter().map(|leaf| (*leaf, tree.id(leaf))).collect();
     tree.remove("b");
     thread::sleep(Duration::from_millis(50));
 
@@ -179,7 +180,7 @@ fn each_cgroup_is_charged_what_its_cpu_stat_says() {
             .map(|c| c.on_cpu_ns())
     };
     let before = charged_b(&totals);
-    let removed: Vec<u64> = snapshot.removed_cgroups.iter().map(|(id, _)| *id).collect();
+    let removed: Vec<CgroupId> = snapshot.removed_cgroups.iter().map(|(id, _)| *id).collect();
     assert!(
         removed.contains(&ids["b"]),
         "the rmdir record names b: {removed:?}"

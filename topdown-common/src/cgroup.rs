@@ -17,3 +17,16 @@ pub struct CgroupRemoved {
 #[cfg(feature = "user")]
 // SAFETY: repr(C), a u64 and a byte array whose length is a multiple of 8: no padding.
 unsafe impl aya::Pod for CgroupRemoved {}
+
+/// A cgroup2 id: the inode number of the cgroup's directory under the unified mount (what
+/// `bpf_get_current_cgroup_id` returns). Its own type wherever it crosses from the kernel's
+/// records to names, rows and series, so it is never taken for a count or another id.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CgroupId(pub u64);
+
+impl core::fmt::Display for CgroupId {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}

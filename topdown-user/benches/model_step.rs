@@ -11,6 +11,7 @@
 //! multiplexed (running 60 % of their enabled time), every thread in one of 200 cgroups.
 
 use std::time::{Duration, Instant};
+use topdown_common::cgroup::CgroupId;
 
 use topdown_user::{
     attrib::{
@@ -120,7 +121,7 @@ fn window(set: &CounterSet, rng: &mut Lcg) -> Window {
                 tid,
                 pid: 1 + tid / 8,
                 comm: format!("worker-{}", tid % 97),
-                cgroup_id: 1 + u64::from(tid % 200),
+                cgroup_id: CgroupId(1 + u64::from(tid % 200)),
                 switches: 1 + rng.next() % 500,
                 counters,
                 exited: false,
@@ -130,10 +131,10 @@ fn window(set: &CounterSet, rng: &mut Lcg) -> Window {
         .collect();
     // Each cgroup charged what its threads ran, as the kernel side charges both.
     let mut cgroups: Vec<CgroupUsage> = (1..=200)
-        .map(|id| CgroupUsage::new(id, set.counters.len()))
+        .map(|id| CgroupUsage::new(CgroupId(id), set.counters.len()))
         .collect();
     for thread in &threads {
-        let cgroup = &mut cgroups[(thread.cgroup_id - 1) as usize];
+        let cgroup = &mut cgroups[(thread.cgroup_id.0 - 1) as usize];
         cgroup.switches += thread.switches;
         usage::add_counters(&mut cgroup.counters, &thread.counters);
     }

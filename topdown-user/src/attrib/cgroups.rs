@@ -1,6 +1,8 @@
 //! cgroup2 ids to paths: the id `bpf_get_current_cgroup_id` returns is the inode number of the
 //! cgroup's directory under the unified mount.
 
+use topdown_common::cgroup::CgroupId;
+
 use std::{
     collections::HashMap,
     fs,
@@ -12,7 +14,7 @@ use std::{
 #[derive(Debug)]
 pub struct CgroupNames {
     mount: Option<PathBuf>,
-    paths: HashMap<u64, String>,
+    paths: HashMap<CgroupId, String>,
     rescanned: bool,
 }
 
@@ -40,24 +42,24 @@ impl CgroupNames {
     }
 
     /// Remembers the path of a cgroup the kernel saw removed.
-    pub fn learn(&mut self, id: u64, path: String) {
+    pub fn learn(&mut self, id: CgroupId, path: String) {
         self.paths.insert(id, path);
     }
 
     /// Remembers the paths of cgroups the kernel saw removed (`(id, path)`), so they are still
     /// reported by path.
-    pub fn learn_removed(&mut self, removed: &[(u64, String)]) {
+    pub fn learn_removed(&mut self, removed: &[(CgroupId, String)]) {
         for (id, path) in removed {
             self.learn(*id, path.clone());
         }
     }
 
     /// The id of the cgroup at `path`: the live directory's, else a remembered one's.
-    pub fn id_of(&self, path: &str) -> Option<u64> {
+    pub fn id_of(&self, path: &str) -> Option<CgroupId> {
         self.mount
             .as_ref()
             .and_then(|m| fs::metadata(m.join(path.trim_start_matches('/'))).ok())
-            .map(|meta| meta.ino())
+            .map(|meta| CgroupId(meta.ino()))
             .or_else(|| {
                 self.paths
                     .iter()
@@ -72,7 +74,7 @@ impl CgroupNames {
     }
 
     /// The cgroup's path relative to the mount (`/` for the root), or `cgroup:<id>`.
-    pub fn name(&mut self, id: u64) -> String {
+    pub fn name(&mut self, id: CgroupId) -> String {
         if !self.paths.contains_key(&id) && !self.rescanned {
             self.rescanned = true;
             self.scan();
@@ -92,7 +94,8 @@ impl CgroupNames {
             let Ok(meta) = fs::metadata(&dir) else {
                 continue;
             };
-            self.paths.insert(meta.ino(), relative(&mount, &dir));
+            self.paths
+                .insert(CgroupId(meta.ino()), relative(&mount, &dir));
             let Ok(entries) = fs::read_dir(&dir) else {
                 continue;
             };
@@ -141,10 +144,17 @@ mod tests {
         fs::create_dir_all(dir.path().join("a/b")).unwrap();
         let ino = fs::metadata(dir.path().join("a/b")).unwrap().ino();
         let mut names = CgroupNames::at(Some(dir.path().to_path_buf()));
-        assert_eq!(names.name(ino), "/a/b");
+        assert_eq!(names.name(CgroupId(ino)), "/a/b");
         fs::create_dir_all(dir.path().join("late")).unwrap();
         let late = fs::metadata(dir.path().join("late")).unwrap().ino();
-        assert_eq!(names.name(late), "/late", "unknown ids trigger a rescan");
-        assert_eq!(names.name(u64::MAX), format!("cgroup:{}", u64::MAX));
+        assert_eq!(
+            names.name(CgroupId(late)),
+            "/late",
+            "unknown ids trigger a rescan"
+        );
+        assert_eq!(
+            names.name(CgroupId(u64::MAX)),
+            format!("cgroup:{}", u64::MAX)
+        );
     }
 }

@@ -144,6 +144,8 @@ fn folded_row(pid: u32, like: &ThreadUsage) -> ThreadUsage {
 
 #[cfg(test)]
 mod tests {
+    use topdown_common::cgroup::CgroupId;
+
     use super::*;
     use crate::attrib::usage::CounterValue;
 
@@ -152,7 +154,7 @@ mod tests {
             tid,
             pid,
             comm: format!("t{tid}"),
-            cgroup_id: 1,
+            cgroup_id: CgroupId(1),
             switches: 1,
             counters: vec![CounterValue {
                 raw: ns,

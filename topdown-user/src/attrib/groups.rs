@@ -3,6 +3,7 @@
 //! `-G` subtrees.
 
 use std::collections::BTreeMap;
+use topdown_common::cgroup::CgroupId;
 
 use super::{cgroups::CgroupNames, containers::Owner, usage::CgroupUsage};
 
@@ -35,7 +36,7 @@ pub struct Group {
     /// The cgroup's path; for a container, the path of its outermost cgroup.
     pub path: String,
     /// The cgroup's id (0 for an ancestor that was never charged and is no longer there).
-    pub id: u64,
+    pub id: CgroupId,
     /// Who the cgroup belongs to.
     pub owner: Owner,
     /// Usage of the group's cgroups, summed.
@@ -103,7 +104,7 @@ pub fn group(
             let is_own = label == path;
             let entry = groups.entry(label.clone()).or_insert_with(|| {
                 let (group_path, id) = if options.by == GroupBy::Cgroup && !is_own {
-                    let id = names.id_of(&label).unwrap_or(0);
+                    let id = names.id_of(&label).unwrap_or(CgroupId(0));
                     (label.clone(), id)
                 } else {
                     (path.clone(), usage.id)
@@ -143,7 +144,7 @@ mod tests {
 
     fn usage(id: u64, ns: u64) -> CgroupUsage {
         CgroupUsage {
-            id,
+            id: CgroupId(id),
             switches: 1,
             counters: vec![CounterValue {
                 raw: ns,
@@ -213,7 +214,7 @@ mod tests {
         assert_eq!(by_label(&groups, "/"), None, "above -G");
         let test = groups.iter().find(|g| g.label == "/test").unwrap();
         assert_ne!(
-            test.id, 0,
+            test.id.0, 0,
             "an ancestor that was never charged still has its id"
         );
 

@@ -12,6 +12,7 @@ pub mod target;
 pub mod usage;
 
 use std::{collections::HashMap, time::Duration};
+use topdown_common::cgroup::CgroupId;
 
 use topdown_common::reading::Reading;
 
@@ -98,7 +99,7 @@ impl Window {
         let mut threads: Vec<ThreadUsage> = Vec::new();
         let mut thread_at: HashMap<(u32, u32, &str), usize> = HashMap::new();
         let mut cgroups: Vec<CgroupUsage> = Vec::new();
-        let mut cgroup_at: HashMap<u64, usize> = HashMap::new();
+        let mut cgroup_at: HashMap<CgroupId, usize> = HashMap::new();
         let mut idle: Vec<CounterValue> = Vec::new();
         for window in windows {
             for thread in &window.threads {
@@ -152,7 +153,7 @@ pub struct Attributor {
     /// Idle totals per CPU at the previous snapshot.
     idle: Vec<Reading>,
     /// What every cgroup was charged since the start, by id.
-    cgroups: HashMap<u64, CgroupUsage>,
+    cgroups: HashMap<CgroupId, CgroupUsage>,
     /// Final totals of removed cgroups no longer tracked.
     retired: Vec<CgroupUsage>,
     started: Option<std::time::Instant>,
@@ -226,8 +227,8 @@ impl Attributor {
         let started = *self.started.get_or_insert(snapshot.at);
         let last = self.last.replace(snapshot.at).unwrap_or(started);
         let nr = self.nr_counters;
-        let mut cgroups: HashMap<u64, CgroupUsage> = HashMap::new();
-        let mut charge = |id: u64, before: Option<&ThreadRecord>, now: &ThreadRecord| {
+        let mut cgroups: HashMap<CgroupId, CgroupUsage> = HashMap::new();
+        let mut charge = |id: CgroupId, before: Option<&ThreadRecord>, now: &ThreadRecord| {
             cgroups
                 .entry(id)
                 .or_insert_with(|| CgroupUsage::new(id, nr))
@@ -244,7 +245,7 @@ impl Attributor {
                 .copied()
                 .filter(|r| r.same_thread(record))
                 .or_else(|| Self::before(&self.live, record));
-            charge(record.header.cgroup_id, before, record);
+            charge(record.cgroup(), before, record);
             latest.insert(record.tid(), record);
             if record.exited() && self.target.keeps(&record.header) {
                 let usage = ThreadUsage::between(Self::before(&self.live, record), record, nr);
@@ -266,11 +267,11 @@ impl Attributor {
                 // Left its cgroup after the map was read: the record is the later.
                 Some(record) if record.on_cpu_ns() > now.on_cpu_ns() => record,
                 Some(record) => {
-                    charge(now.header.cgroup_id, Some(record), now);
+                    charge(now.cgroup(), Some(record), now);
                     now
                 }
                 None => {
-                    charge(now.header.cgroup_id, Self::before(&self.live, now), now);
+                    charge(now.cgroup(), Self::before(&self.live, now), now);
                     now
                 }
             };
@@ -278,7 +279,7 @@ impl Attributor {
                 let usage = ThreadUsage::between(Self::before(&self.live, newest), newest, nr);
                 if !usage.is_idle() {
                     threads.push(ThreadUsage {
-                        cgroup_id: now.header.cgroup_id,
+                        cgroup_id: now.cgroup(),
                         ..usage
                     });
                 }
@@ -321,7 +322,7 @@ impl Attributor {
 
     /// Stops tracking the removed cgroups `ids`, keeping their final totals for the run's
     /// totals; returns the ids it retired.
-    pub fn retire_cgroups(&mut self, ids: impl IntoIterator<Item = u64>) -> Vec<u64> {
+    pub fn retire_cgroups(&mut self, ids: impl IntoIterator<Item = CgroupId>) -> Vec<CgroupId> {
         ids.into_iter()
             .filter_map(|id| self.cgroups.remove(&id))
             .map(|totals| {
@@ -333,7 +334,7 @@ impl Attributor {
     }
 
     /// Forgets the cgroups `ids` altogether (the exporter, once their series are gone).
-    pub fn forget_cgroups(&mut self, ids: &[u64]) {
+    pub fn forget_cgroups(&mut self, ids: &[CgroupId]) {
         for id in ids {
             self.cgroups.remove(id);
         }
@@ -443,7 +444,7 @@ mod tests {
         window
             .cgroups
             .iter()
-            .find(|c| c.id == cgroup)
+            .find(|c| c.id == CgroupId(cgroup))
             .map_or(0, CgroupUsage::on_cpu_ns)
     }
 
@@ -598,7 +599,7 @@ mod tests {
         let one = &merged.threads[0];
         assert_eq!((one.tid, one.on_cpu_ns(), one.switches), (1, 350, 5));
         assert!(one.exited, "it died in the last window");
-        assert_eq!(one.cgroup_id, 6, "its latest cgroup");
+        assert_eq!(one.cgroup_id, CgroupId(6), "its latest cgroup");
         let two = &merged.threads[1];
         assert_eq!((two.tid, two.on_cpu_ns(), two.switches), (2, 70, 2));
         assert_eq!(
@@ -666,7 +667,8 @@ mod tests {
         assert_eq!((on_cpu(&w, 1), on_cpu(&w, 2)), (50, 250));
         assert_eq!(w.threads[0].on_cpu_ns(), 300);
         assert_eq!(
-            w.threads[0].cgroup_id, 2,
+            w.threads[0].cgroup_id,
+            CgroupId(2),
             "the thread is shown where it is now"
         );
 

@@ -8,6 +8,7 @@ use super::{
     groups::{Group, GroupBy, GroupOptions, group},
     usage::CounterValue,
 };
+use topdown_common::cgroup::CgroupId;
 
 /// One named line of usage.
 #[derive(Clone, Debug)]
@@ -85,7 +86,7 @@ pub struct ThreadKey {
     /// cgroup path (or `cgroup:<id>` if it could not be named).
     pub cgroup: String,
     /// cgroup2 id.
-    pub cgroup_id: u64,
+    pub cgroup_id: CgroupId,
     /// The thread died.
     pub exited: bool,
     /// How many exited threads the row folds (tid 0); 0 for one thread's row.
@@ -159,7 +160,7 @@ impl Who {
         match self {
             Self::Thread(t) if pid => u64::from(t.pid),
             Self::Thread(t) => u64::from(t.tid),
-            Self::Group { group, .. } => group.id,
+            Self::Group { group, .. } => group.id.0,
         }
     }
 }

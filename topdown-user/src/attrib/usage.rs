@@ -1,6 +1,6 @@
 //! Per-thread usage over a window of time: what the kernel charged, as deltas.
 
-use topdown_common::reading::Reading;
+use topdown_common::{cgroup::CgroupId, reading::Reading};
 
 use crate::{collect::ThreadRecord, pmu::counter_set::CounterSet};
 
@@ -106,7 +106,7 @@ pub struct ThreadUsage {
     /// Thread name; for folded rows, what they hold (`(exited threads: 12)`).
     pub comm: String,
     /// cgroup2 id at the latest charge.
-    pub cgroup_id: u64,
+    pub cgroup_id: CgroupId,
     /// Switches out in the window.
     pub switches: u64,
     /// One value per counter of the set, in slot order.
@@ -124,7 +124,7 @@ impl ThreadUsage {
             tid: now.header.tid,
             pid: now.header.tgid,
             comm: comm_string(&now.header.comm),
-            cgroup_id: now.header.cgroup_id,
+            cgroup_id: now.cgroup(),
             switches: now
                 .header
                 .switches
@@ -171,7 +171,7 @@ impl ThreadUsage {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CgroupUsage {
     /// cgroup2 id.
-    pub id: u64,
+    pub id: CgroupId,
     /// Switches out of its threads in the window.
     pub switches: u64,
     /// One value per counter of the set, in slot order.
@@ -182,7 +182,7 @@ pub struct CgroupUsage {
 impl ThreadUsage {
     /// A live thread named `t<tid>` (tests): `ns` on the software set's one counter, never
     /// multiplexed, `switches` switches out.
-    pub fn clocked(tid: u32, pid: u32, cgroup_id: u64, ns: u64, switches: u64) -> Self {
+    pub fn clocked(tid: u32, pid: u32, cgroup_id: CgroupId, ns: u64, switches: u64) -> Self {
         Self {
             tid,
             pid,
@@ -203,7 +203,7 @@ impl ThreadUsage {
 
 impl CgroupUsage {
     /// Nothing charged yet to cgroup `id`, for `nr` counters.
-    pub fn new(id: u64, nr: usize) -> Self {
+    pub fn new(id: CgroupId, nr: usize) -> Self {
         Self {
             id,
             switches: 0,

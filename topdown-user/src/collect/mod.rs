@@ -24,7 +24,7 @@ use aya::{
 pub use snapshot::{Snapshot, Stats, ThreadRecord};
 use topdown_common::{
     MAX_COUNTERS,
-    cgroup::CgroupRemoved,
+    cgroup::{CgroupId, CgroupRemoved},
     cpu::CpuState,
     names::{global, map, program},
     reading::Reading,
@@ -389,7 +389,7 @@ impl Collector {
     }
 
     /// Ids and paths of the cgroups removed since the previous call.
-    fn removed_cgroups(&mut self) -> Vec<(u64, String)> {
+    fn removed_cgroups(&mut self) -> Vec<(CgroupId, String)> {
         let mut removed = Vec::new();
         while let Some(item) = self.removed_cgroups.next() {
             if item.len() >= size_of::<CgroupRemoved>() {
@@ -401,7 +401,7 @@ impl Collector {
                     .position(|&b| b == 0)
                     .unwrap_or(record.path.len());
                 let path = String::from_utf8_lossy(&record.path[..end]).into_owned();
-                removed.push((record.id, path));
+                removed.push((CgroupId(record.id), path));
             }
         }
         removed

@@ -3,6 +3,7 @@
 use std::time::Instant;
 
 use topdown_common::{
+    cgroup::CgroupId,
     reading::Reading,
     stats::{NR_STATS, Stat},
     thread::{ThreadHeader, ThreadTotals},
@@ -19,6 +20,11 @@ pub struct ThreadRecord {
 }
 
 impl ThreadRecord {
+    /// The cgroup the thread was last charged in.
+    pub const fn cgroup(&self) -> CgroupId {
+        CgroupId(self.header.cgroup_id)
+    }
+
     /// The first `nr` slots of a kernel map value.
     pub fn from_totals(totals: &ThreadTotals, nr: usize) -> Self {
         Self {
@@ -86,7 +92,7 @@ pub struct Snapshot {
     /// narrowed to some processes (idle is not measured then).
     pub idle: Vec<Reading>,
     /// Ids and paths of cgroups removed since the previous snapshot.
-    pub removed_cgroups: Vec<(u64, String)>,
+    pub removed_cgroups: Vec<(CgroupId, String)>,
     /// Loss and activity counters, summed over CPUs.
     pub stats: Stats,
 }

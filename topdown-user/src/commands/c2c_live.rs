@@ -10,6 +10,7 @@ use std::{
     path::Path,
     time::{Duration, Instant},
 };
+use topdown_common::cgroup::CgroupId;
 
 use anyhow::{Context as _, Result};
 use tokio::{process::Command, time::interval};
@@ -289,7 +290,7 @@ impl Gathered {
     fn finish(mut self, events: Vec<String>) -> (PerfData, C2cData) {
         let mut names = CgroupNames::host();
         for id in self.cgroups {
-            self.recording.cgroups.insert(id, names.name(id));
+            self.recording.cgroups.insert(id, names.name(CgroupId(id)));
         }
         self.recording.events = events;
         (self.recording, self.builder.finish())

@@ -6,6 +6,7 @@ use std::{
     sync::Arc,
     time::{Duration, Instant},
 };
+use topdown_common::cgroup::CgroupId;
 
 use anyhow::{Context as _, Result, bail};
 use tokio::{net::TcpListener, sync::watch, time::interval};
@@ -116,7 +117,7 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
                 }
                 let window = attrib.window(&snapshot);
                 let rows = model::cgroups::rows(&window, &mut names, &set, view.as_ref());
-                let removed: Vec<u64> =
+                let removed: Vec<CgroupId> =
                     snapshot.removed_cgroups.iter().map(|(id, _)| *id).collect();
                 let gone = exporter.update(&rows, &window.stats, &removed, Instant::now());
                 attrib.forget_cgroups(&gone);
@@ -126,7 +127,7 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
                 if let Some(c2c) = c2c.as_mut() {
                     let records = c2c.drain();
                     // Unknown ids may walk the tree once per tick (the rows' naming), not per drain.
-                    let samples = forwarded::classify(&records, |id| names.name(id));
+                    let samples = forwarded::classify(&records, |id| names.name(CgroupId(id)));
                     exporter.update_c2c(&samples, &c2c.counts()?);
                 }
             }

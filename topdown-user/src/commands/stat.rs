@@ -8,6 +8,7 @@ use std::{
     process::{ExitCode, ExitStatus},
     time::{Duration, Instant},
 };
+use topdown_common::cgroup::CgroupId;
 
 use anyhow::{Context as _, Result, bail};
 use tokio::process::Command;
@@ -378,7 +379,7 @@ struct LiveRun<'a> {
     sinks: Vec<Box<dyn WindowSink>>,
     live: Option<LiveView>,
     /// Cgroups removed by the previous snapshot: their last charges are in by now.
-    removed_before: Vec<u64>,
+    removed_before: Vec<CgroupId>,
     /// Said on standard error that some counters were not counted (once).
     told_not_counted: bool,
 }

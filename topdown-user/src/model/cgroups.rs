@@ -11,12 +11,13 @@ use crate::{
     pmu::counter_set::CounterSet,
     tma::{TopDown, view::TopdownView},
 };
+use topdown_common::cgroup::CgroupId;
 
 /// One cgroup over one window.
 #[derive(Clone, Debug)]
 pub struct CgroupRow {
     /// Its cgroup2 id.
-    pub id: u64,
+    pub id: CgroupId,
     /// Its path under the cgroup2 mount.
     pub path: String,
     /// On-CPU nanoseconds.

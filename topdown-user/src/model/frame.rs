@@ -139,6 +139,8 @@ impl<'a> Frame<'a> {
 
 #[cfg(test)]
 mod tests {
+    use topdown_common::cgroup::CgroupId;
+
     use std::time::Duration;
 
     use super::*;
@@ -148,7 +150,7 @@ mod tests {
     };
 
     fn usage(tid: u32, ns: u64, switches: u64, cgroup_id: u64) -> ThreadUsage {
-        ThreadUsage::clocked(tid, 100 + tid % 2, cgroup_id, ns, switches)
+        ThreadUsage::clocked(tid, 100 + tid % 2, CgroupId(cgroup_id), ns, switches)
     }
 
     fn window() -> Window {
@@ -158,9 +160,12 @@ mod tests {
             usage(2, 900, 2, 8),
             usage(4, 50, 9, 8),
         ];
-        let mut cgroups = vec![CgroupUsage::new(7, 1), CgroupUsage::new(8, 1)];
+        let mut cgroups = vec![
+            CgroupUsage::new(CgroupId(7), 1),
+            CgroupUsage::new(CgroupId(8), 1),
+        ];
         for t in &threads {
-            let cgroup = &mut cgroups[(t.cgroup_id - 7) as usize];
+            let cgroup = &mut cgroups[(t.cgroup_id.0 - 7) as usize];
             cgroup.switches += t.switches;
             crate::attrib::usage::add_counters(&mut cgroup.counters, &t.counters);
         }

@@ -222,6 +222,8 @@ fn compare(a: &Row, b: &Row, key: &SortKey, counter: Option<usize>) -> Ordering 
 
 #[cfg(test)]
 mod tests {
+    use topdown_common::cgroup::CgroupId;
+
     use std::time::Duration;
 
     use crate::attrib::{cgroups::CgroupNames, named::name};
@@ -230,7 +232,7 @@ mod tests {
     use crate::{attrib::usage::ThreadUsage, collect::Stats, pmu::counter_set::CounterSet};
 
     fn usage(tid: u32, ns: u64, switches: u64) -> ThreadUsage {
-        ThreadUsage::clocked(tid, 1, 1, ns, switches)
+        ThreadUsage::clocked(tid, 1, CgroupId(1), ns, switches)
     }
 
     #[test]

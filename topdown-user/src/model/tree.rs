@@ -4,6 +4,7 @@
 //! containers stay a flat list.
 
 use std::collections::HashMap;
+use topdown_common::cgroup::CgroupId;
 
 use super::rows::{Row, RowOptions, ThreadKey, TreeMark, Who, order};
 use crate::{
@@ -89,7 +90,7 @@ fn process_row(threads: &[Row], set: &CounterSet, topdown: Option<&BoundView<'_>
             pid: 0,
             comm: String::new(),
             cgroup: String::new(),
-            cgroup_id: 0,
+            cgroup_id: CgroupId(0),
             exited: false,
             folded: 0,
         });
@@ -224,7 +225,7 @@ mod tests {
                 pid,
                 comm: format!("t{tid}"),
                 cgroup: "/".into(),
-                cgroup_id: 1,
+                cgroup_id: CgroupId(1),
                 exited: false,
                 folded: 0,
             }),
@@ -246,9 +247,9 @@ mod tests {
                 group: Box::new(Group {
                     label: path.into(),
                     path: path.into(),
-                    id: 1,
+                    id: CgroupId(1),
                     owner: Owner::of(path),
-                    usage: CgroupUsage::new(1, 1),
+                    usage: CgroupUsage::new(CgroupId(1), 1),
                 }),
             },
             on_cpu_ns,

@@ -2,6 +2,7 @@
 //! a TopDown recording with known Level 1.
 
 use std::time::Duration;
+use topdown_common::cgroup::CgroupId;
 
 use topdown_common::stats::Stat;
 
@@ -28,7 +29,7 @@ pub fn thread(tid: u32, comm: &str, cgroup_id: u64, ns: u64) -> ThreadUsage {
         tid,
         pid: 100,
         comm: comm.into(),
-        cgroup_id,
+        cgroup_id: CgroupId(cgroup_id),
         switches: tid.into(),
         counters: vec![value(ns), value(ns * 3)],
         exited: tid == 2,
@@ -47,7 +48,7 @@ pub fn window(i: u64) -> Window {
         threads: vec![thread(1, "alpha", 7, 1000 * i), thread(2, "beta", 8, 5)],
         idle: vec![value(9), value(11)],
         cgroups: vec![CgroupUsage {
-            id: 7,
+            id: CgroupId(7),
             switches: 3,
             counters: vec![value(1000 * i), value(3000 * i)],
         }],
@@ -69,9 +70,9 @@ pub fn set() -> CounterSet {
 /// Cgroups 7 `/a/b`, 8 `/c`, 5 `/a`.
 pub fn names() -> CgroupNames {
     let mut names = CgroupNames::at(None);
-    names.learn(7, "/a/b".into());
-    names.learn(8, "/c".into());
-    names.learn(5, "/a".into());
+    names.learn(CgroupId(7), "/a/b".into());
+    names.learn(CgroupId(8), "/c".into());
+    names.learn(CgroupId(5), "/a".into());
     names
 }
 

@@ -5,6 +5,7 @@
 //! back when read, so the tool's internal types can change without changing the files.
 
 use std::collections::BTreeMap;
+use topdown_common::cgroup::CgroupId;
 use topdown_common::reading::Reading;
 
 use anyhow::{Result, bail};
@@ -241,7 +242,7 @@ impl WindowLine {
                     tid: t.tid,
                     pid: t.pid,
                     comm: t.comm.clone(),
-                    cgroup_id: t.cgroup_id,
+                    cgroup_id: t.cgroup_id.0,
                     switches: t.switches,
                     counters: t.counters.iter().map(value_line).collect(),
                     exited: t.exited,
@@ -253,7 +254,7 @@ impl WindowLine {
                 .cgroups
                 .iter()
                 .map(|c| CgroupLine {
-                    id: c.id,
+                    id: c.id.0,
                     switches: c.switches,
                     counters: c.counters.iter().map(value_line).collect(),
                 })
@@ -296,7 +297,7 @@ impl WindowLine {
                     tid: t.tid,
                     pid: t.pid,
                     comm: t.comm,
-                    cgroup_id: t.cgroup_id,
+                    cgroup_id: CgroupId(t.cgroup_id),
                     switches: t.switches,
                     counters,
                     exited: t.exited,
@@ -310,7 +311,7 @@ impl WindowLine {
             .map(|c| {
                 let counters = values(c.counters, &|| format!("cgroup {}", c.id))?;
                 Ok(CgroupUsage {
-                    id: c.id,
+                    id: CgroupId(c.id),
                     switches: c.switches,
                     counters,
                 })

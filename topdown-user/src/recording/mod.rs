@@ -54,6 +54,8 @@ pub fn header(
 
 #[cfg(test)]
 mod tests {
+    use topdown_common::cgroup::CgroupId;
+
     use std::{io::Write as _, time::Duration};
 
     use super::{fixtures::*, format::WindowLine, reader::Recording, *};
@@ -89,11 +91,11 @@ mod tests {
         assert!(view.has_pmem, "the recording machine's #has_pmem");
         assert_eq!(read.header.interval_ms, 100);
         assert_eq!(read.header.machine.cpu, "GenuineIntel-6-8F");
-        assert_eq!(read.names.name(7), "/a/b");
-        assert_eq!(read.names.name(8), "/c");
+        assert_eq!(read.names.name(CgroupId(7)), "/a/b");
+        assert_eq!(read.names.name(CgroupId(8)), "/c");
         assert_eq!(
             read.names.id_of("/a"),
-            Some(5),
+            Some(CgroupId(5)),
             "ancestors are named for roll-ups"
         );
     }

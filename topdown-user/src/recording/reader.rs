@@ -13,6 +13,7 @@ use std::{
     path::Path,
     time::{Duration, Instant},
 };
+use topdown_common::cgroup::CgroupId;
 
 use anyhow::{Context as _, Result, bail};
 
@@ -177,7 +178,7 @@ impl Recording {
                 RecordLine::Header(_) => bail!("{shown}: a second header at line {}", lines.number),
                 RecordLine::Cgroups { names: pairs } => {
                     for (id, path) in pairs {
-                        names.learn(id, path);
+                        names.learn(CgroupId(id), path);
                     }
                 }
                 RecordLine::Window(window) => {

@@ -10,6 +10,7 @@ use std::{
     io::{BufWriter, Write},
     path::{Path, PathBuf},
 };
+use topdown_common::cgroup::CgroupId;
 
 use anyhow::{Context as _, Result};
 
@@ -26,7 +27,7 @@ pub struct Recorder {
     /// Compresses one line into one frame, with its checksum.
     frames: zstd::bulk::Compressor<'static>,
     /// cgroup ids whose path is written.
-    named: HashSet<u64>,
+    named: HashSet<CgroupId>,
     /// Windows written.
     windows: u64,
 }
@@ -86,10 +87,10 @@ impl Recorder {
                 if let Some(parent) = names.id_of(ancestor)
                     && self.named.insert(parent)
                 {
-                    new.push((parent, ancestor.to_owned()));
+                    new.push((parent.0, ancestor.to_owned()));
                 }
             }
-            new.push((id, path));
+            new.push((id.0, path));
         }
         if new.is_empty() {
             return Ok(());

@@ -337,7 +337,7 @@ fn write_entry(
                 pid: t.pid,
                 comm: &t.comm,
                 cgroup: &t.cgroup,
-                cgroup_id: t.cgroup_id,
+                cgroup_id: t.cgroup_id.0,
                 exited: t.exited,
                 folded_threads: t.folded,
                 values,
@@ -353,7 +353,7 @@ fn write_entry(
                 &GroupDoc {
                     label: &group.label,
                     cgroup: &group.path,
-                    cgroup_id: group.id,
+                    cgroup_id: group.id.0,
                     kind: group.owner.kind(),
                     container_id,
                     runtime,

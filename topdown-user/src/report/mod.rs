@@ -249,6 +249,8 @@ fn is_broken_pipe(error: &anyhow::Error) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use topdown_common::cgroup::CgroupId;
+
     use std::time::Duration;
 
     use crate::attrib::{cgroups::CgroupNames, named::name};
@@ -315,7 +317,7 @@ mod tests {
             tid: 7,
             pid: 7,
             comm: "worker".into(),
-            cgroup_id: 1,
+            cgroup_id: CgroupId(1),
             switches: 3,
             counters: values,
             exited: false,
@@ -478,7 +480,7 @@ mod tests {
             tid,
             pid: tid,
             comm: format!("t{tid}"),
-            cgroup_id: 1,
+            cgroup_id: CgroupId(1),
             switches: 1,
             // Cycles scaled to 4,000,000 when running half the time.
             counters: vec![

@@ -360,7 +360,7 @@ impl ParquetWriter {
             Cell::Text(comm),
             Cell::Bool(exited),
             Cell::Text(Some(cgroup)),
-            Cell::Int(Some(cgroup_id as i64)),
+            Cell::Int(Some(cgroup_id.0 as i64)),
             Cell::Text(export.container.clone()),
         ];
         for value in &self.values {

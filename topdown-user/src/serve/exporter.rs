@@ -8,6 +8,7 @@ use std::{
     sync::atomic::AtomicU64,
     time::{Duration, Instant},
 };
+use topdown_common::cgroup::CgroupId;
 
 use prometheus_client::{
     encoding::text::encode,
@@ -71,11 +72,11 @@ pub struct Exporter {
     set: CounterSet,
     view: Option<TopdownView>,
     limits: Limits,
-    exported: HashMap<u64, Exported>,
+    exported: HashMap<CgroupId, Exported>,
     /// Cgroups refused because of the cap (each counted once).
-    refused_ids: HashSet<u64>,
+    refused_ids: HashSet<CgroupId>,
     /// Cgroups whose series were dropped after removal: their kernel totals are forgotten too.
-    dropped: HashSet<u64>,
+    dropped: HashSet<CgroupId>,
 }
 
 impl Exporter {
@@ -217,9 +218,9 @@ impl Exporter {
         &mut self,
         rows: &[CgroupRow],
         stats: &Stats,
-        removed: &[u64],
+        removed: &[CgroupId],
         now: Instant,
-    ) -> Vec<u64> {
+    ) -> Vec<CgroupId> {
         for row in rows {
             if self.export(row.id, &row.path) {
                 self.charge(row);
@@ -249,7 +250,7 @@ impl Exporter {
 
     /// Makes sure cgroup `id` (at `path`) has series, unless it was dropped or the cap bites
     /// (counted once per cgroup); whether it has them.
-    fn export(&mut self, id: u64, path: &str) -> bool {
+    fn export(&mut self, id: CgroupId, path: &str) -> bool {
         if self.dropped.contains(&id) {
             return false;
         }
@@ -278,10 +279,10 @@ impl Exporter {
     /// named: [`crate::c2c::forwarded::classify`]), and its counts.
     pub fn update_c2c(&mut self, samples: &[ForwardedSample], counts: &C2cCounts) {
         for sample in samples {
-            if !self.export(sample.cgroup_id, &sample.path) {
+            if !self.export(CgroupId(sample.cgroup_id), &sample.path) {
                 continue;
             }
-            let Some(entry) = self.exported.get_mut(&sample.cgroup_id) else {
+            let Some(entry) = self.exported.get_mut(&CgroupId(sample.cgroup_id)) else {
                 continue;
             };
             let mut labels = entry.labels.clone();
@@ -357,7 +358,7 @@ impl Exporter {
 
     /// Marks the cgroups `removed` (the kernel's rmdir records), and drops the series of those
     /// gone for longer than the grace period.
-    fn drop_removed(&mut self, removed: &[u64], now: Instant) -> Vec<u64> {
+    fn drop_removed(&mut self, removed: &[CgroupId], now: Instant) -> Vec<CgroupId> {
         let mut dropped = Vec::new();
         for (id, entry) in &mut self.exported {
             if entry.removed_at.is_none() && removed.contains(id) {
@@ -475,7 +476,7 @@ mod tests {
             silent: false,
         };
         CgroupUsage {
-            id,
+            id: CgroupId(id),
             switches: 2,
             counters: vec![value(ns), value(tsc)],
         }
@@ -523,7 +524,7 @@ mod tests {
             .extend([generic("cycles", 0), generic("instructions", 1)]);
         let counted = |raw| CounterValue::new(raw, 10, 10);
         let usage = CgroupUsage {
-            id: a,
+            id: CgroupId(a),
             switches: 1,
             counters: vec![counted(10), counted(4_000), counted(6_000)],
         };
@@ -572,7 +573,7 @@ mod tests {
         let mut exporter = Exporter::new(&set, None, limits);
         let t0 = Instant::now();
         // The model step on each window, then the exporter.
-        let mut update = |exporter: &mut Exporter, window: Window, removed: &[u64], now| {
+        let mut update = |exporter: &mut Exporter, window: Window, removed: &[CgroupId], now| {
             let rows = model::cgroups::rows(&window, &mut names, &set, None);
             exporter.update(&rows, &window.stats, removed, now)
         };
@@ -634,7 +635,7 @@ mod tests {
 
         // The kernel's rmdir record names b.
         assert!(
-            update(&mut exporter, window(vec![]), &[b], t0).is_empty(),
+            update(&mut exporter, window(vec![]), &[CgroupId(b)], t0).is_empty(),
             "in grace"
         );
         assert!(
@@ -647,7 +648,7 @@ mod tests {
             &[],
             t0 + Duration::from_secs(11),
         );
-        assert_eq!(dropped, [b]);
+        assert_eq!(dropped, [CgroupId(b)]);
         let text = exporter.encode();
         assert!(!text.contains("cgroup=\"/b\""), "{text}");
         assert!(text.contains("topdown_cgroups_exported 1"));
@@ -683,7 +684,7 @@ mod tests {
         let mut counts = counts;
         counts.stats.nr_entries = 50;
         let mut names = CgroupNames::at(Some(dir.path().to_path_buf()));
-        let samples = classify(&records, |id| names.name(id));
+        let samples = classify(&records, |id| names.name(CgroupId(id)));
         assert_eq!(samples.len(), 3, "every HITM is in a class");
         exporter.update_c2c(&samples, &counts);
         let text = exporter.encode();

@@ -540,6 +540,8 @@ pub(super) fn help_popup(frame: &mut Frame<'_>, text: Vec<Line<'_>>) {
 
 #[cfg(test)]
 mod tests {
+    use topdown_common::cgroup::CgroupId;
+
     use std::time::Duration;
 
     use ratatui::{Terminal, backend::TestBackend};
@@ -560,7 +562,7 @@ mod tests {
                 pid: 100,
                 comm: comm.into(),
                 cgroup: cgroup.into(),
-                cgroup_id: 1,
+                cgroup_id: CgroupId(1),
                 exited: false,
                 folded: 0,
             }),
@@ -683,7 +685,7 @@ mod tests {
             tid: 1,
             pid: 100,
             comm: "a".into(),
-            cgroup_id: 1,
+            cgroup_id: CgroupId(1),
             switches: 7,
             counters: row.counters.clone(),
             exited: false,

@@ -90,6 +90,8 @@ impl History {
 
 #[cfg(test)]
 mod tests {
+    use topdown_common::cgroup::CgroupId;
+
     use super::*;
     use crate::{
         attrib::usage::CounterValue,
@@ -103,7 +105,7 @@ mod tests {
                 pid: 1,
                 comm: "t".into(),
                 cgroup: "/".into(),
-                cgroup_id: 1,
+                cgroup_id: CgroupId(1),
                 exited,
                 folded: 0,
             }),
