@@ -10,13 +10,38 @@ use topdown_user::{
     pmu::{counter_set::CounterSet, sysfs::SysRoot},
 };
 
+/// The live threads read by batch (`BPF_MAP_LOOKUP_BATCH`, what kernels from 5.6 do).
 #[test]
 fn charged_time_matches_schedstat_and_exited_threads_match_their_own_clock() {
     if !privileged("charged_time_matches_schedstat") {
         return;
     }
+    charged_as_the_books_say(false);
+}
+
+/// The same with the map walked entry by entry, as on a kernel without batch reads.
+#[test]
+fn charged_time_matches_schedstat_with_the_map_walked() {
+    if !privileged("charged_time_matches_schedstat_with_the_map_walked") {
+        return;
+    }
+    charged_as_the_books_say(true);
+}
+
+/// One workload at a time: its duty cycles are compared, and two at once on two CPUs would
+/// crowd its busy thread.
+static ONE_WORKLOAD: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn charged_as_the_books_say(walk_maps: bool) {
+    let _alone = ONE_WORKLOAD
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let set = CounterSet::for_machine(&SysRoot::host()).expect("counter set");
-    let mut collector = Collector::start(&set, &CollectorOptions::default()).expect("collector");
+    let options = CollectorOptions {
+        walk_maps,
+        ..CollectorOptions::default()
+    };
+    let mut collector = Collector::start(&set, &options).expect("collector");
 
     let workload = Workload::spawn(
         env!("CARGO_BIN_EXE_workload"),

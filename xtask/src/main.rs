@@ -4,7 +4,7 @@
 //! - `build-ebpf`: builds the BPF object (installing bpf-linker and its LLVM when missing).
 //! - `run -- ARGS`: builds everything and runs `topdown-bpf ARGS` (through sudo when not root).
 //! - `test`: builds everything and runs the whole test suite.
-//! - `bench [collector|c2c-report|churn|cgroup-reads|model-step]`: the benchmarks (see
+//! - `bench [collector|c2c-report|churn|cgroup-reads|model-step|scale]`: the benchmarks (see
 //!   BENCHMARKS.md).
 //! - `fuzz [TARGET] [--seconds N]`: the fuzz targets in `fuzz/` (cargo-fuzz, libFuzzer).
 //! - `install [--prefix DIR]`: the binary, its man pages and shell completions.
@@ -158,6 +158,9 @@ enum Bench {
     /// `topdown-user/benches/model_step.rs`: the model step over a window of 30,000 threads,
     /// with the software set and with a TopDown Level 2 set.
     ModelStep,
+    /// `xtask/bench/scale.sh`: the tool's CPU and memory per interval at 1,000 to 20,000
+    /// live threads, maps read by batch and walked.
+    Scale,
 }
 
 fn main() -> ExitCode {
@@ -329,6 +332,7 @@ fn run(cli: Cli) -> Result<()> {
                 Bench::C2cReport => "xtask/bench/c2c-report.sh",
                 Bench::Churn => "xtask/bench/churn.sh",
                 Bench::CgroupReads => "xtask/bench/cgroup-reads.sh",
+                Bench::Scale => "xtask/bench/scale.sh",
                 Bench::ModelStep => {
                     let status = Command::new("cargo")
                         .current_dir(&root)

@@ -1,6 +1,7 @@
 //! Loads and attaches the kernel programs, opens the per-CPU counters, and reads what the kernel
 //! charged into typed [`Snapshot`]s. Nothing else in the crate touches aya.
 
+mod batch;
 pub mod btf;
 pub mod c2c;
 pub mod calibration;
@@ -50,6 +51,10 @@ pub struct CollectorOptions {
     /// (the deltas go to the next thread of that cgroup charged with a read, so cgroup sums
     /// stay exact while the threads' own counter values do not).
     pub cgroup_only: bool,
+    /// Read maps entry by entry even where the kernel reads them by batch (Linux 5.6): how
+    /// the tests check both ways and the bench compares them. Set by default when
+    /// [`WALK_MAPS`] is in the environment.
+    pub walk_maps: bool,
 }
 
 impl Default for CollectorOptions {
@@ -59,9 +64,14 @@ impl Default for CollectorOptions {
             tick: Duration::from_millis(10),
             narrow: false,
             cgroup_only: false,
+            walk_maps: std::env::var_os(WALK_MAPS).is_some(),
         }
     }
 }
+
+/// Set (to anything) in the environment, maps are walked entry by entry even where the kernel
+/// reads them by batch ([`CollectorOptions::walk_maps`]).
+pub const WALK_MAPS: &str = "TOPDOWN_BPF_WALK_MAPS";
 
 /// The live collector: programs attached, counters counting.
 pub struct Collector {
@@ -81,6 +91,8 @@ pub struct Collector {
     startup_check: Option<canary::Verdict>,
     /// Which of the set's hardware events this PMU counts (see [`calibration`]).
     calibration: calibration::Calibration,
+    /// Maps are read by batch until the kernel says it cannot ([`batch::read_all`]).
+    batch_reads: std::cell::Cell<bool>,
 }
 
 impl Collector {
@@ -259,6 +271,7 @@ impl Collector {
             _counters: counters,
             startup_check: None,
             calibration: calibration::Calibration::default(),
+            batch_reads: std::cell::Cell::new(!options.walk_maps),
         })
     }
 
@@ -407,14 +420,31 @@ impl Collector {
         removed
     }
 
-    /// Every value of the hash map `name`, one per key: deleting the key being visited (a
-    /// thread exiting, a cgroup forgotten) restarts the kernel's walk, so keys can come twice.
+    /// Every value of the hash map `name`, one per key: read by batch where the kernel can
+    /// ([`batch::read_all`]), else walked (deleting the key being visited, a thread exiting,
+    /// restarts the kernel's walk, so keys can come twice: kept once).
     fn values_of<K: Pod + Eq + Hash, V: Pod>(&self, name: &str) -> Result<Vec<V>> {
-        let map: HashMap<_, K, V> = HashMap::try_from(
-            self.bpf
-                .map(name)
-                .with_context(|| format!("no {name} map"))?,
-        )?;
+        let found = self
+            .bpf
+            .map(name)
+            .with_context(|| format!("no {name} map"))?;
+        if self.batch_reads.get()
+            && let aya::maps::Map::HashMap(data) = found
+        {
+            match batch::read_all::<K, V>(std::os::fd::AsFd::as_fd(data.fd()))
+                .with_context(|| format!("reading the {name} map"))?
+            {
+                Some(entries) => {
+                    let by_key: StdHashMap<K, V> = entries.into_iter().collect();
+                    return Ok(by_key.into_values().collect());
+                }
+                None => {
+                    log::info!("this kernel cannot read maps by batch: walking {name}");
+                    self.batch_reads.set(false);
+                }
+            }
+        }
+        let map: HashMap<_, K, V> = HashMap::try_from(found)?;
         let mut by_key = StdHashMap::new();
         for entry in map.iter() {
             match entry {

@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""The tool's own cost as live threads grow (see BENCHMARKS.md, issue 33).
+
+Usage: scale.py TOPDOWN_BPF SLEEPERS ROUNDS THREADS...
+
+For each count of live threads: the sleepers program (xtask/bench/sleepers.c) starts that
+many threads, each waking every 50 ms for a few microseconds (a JVM or Go host's shape: most
+threads alive, each running a little); then `topdown-bpf --per-thread -I 1000 --json
+--duration 10` runs machine-wide, its maps read by batch (the default) and walked entry by
+entry (TOPDOWN_BPF_WALK_MAPS=1), interleaved, ROUNDS times each. The figure is the tool's CPU
+(user + system, /proc/PID/stat at its end, 10 ms ticks) per interval, and per live thread per
+interval; its peak RSS (VmHWM). The sleepers' startup is not measured. Writes a Markdown table.
+"""
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+TOPDOWN, SLEEPERS, ROUNDS = sys.argv[1], sys.argv[2], int(sys.argv[3])
+COUNTS = [int(n) for n in sys.argv[4:]]
+TICK = os.sysconf("SC_CLK_TCK")
+SECONDS = 10
+
+
+def run_tool(walk):
+    """One run of the tool; (CPU seconds, peak RSS in MB, intervals seen)."""
+    env = dict(os.environ)
+    if walk:
+        env["TOPDOWN_BPF_WALK_MAPS"] = "1"
+    tool = subprocess.Popen(
+        [TOPDOWN, "--per-thread", "-I", "1000", "--json", "--max-threads", "65536",
+         "--duration", str(SECONDS)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    cpu, hwm = 0.0, 0
+    lines = 0
+    for _ in tool.stdout:
+        lines += 1
+        try:
+            with open(f"/proc/{tool.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            cpu = (int(fields[11]) + int(fields[12])) / TICK
+            with open(f"/proc/{tool.pid}/status") as f:
+                hwm = max(hwm, *(int(l.split()[1]) for l in f if l.startswith("VmHWM")))
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    if tool.wait() != 0:
+        sys.exit(f"scale: topdown-bpf exited with {tool.returncode}")
+    return cpu, hwm / 1024, lines
+
+
+def main():
+    print("| live threads | maps | tool CPU per interval (median) | per live thread per interval | peak RSS |")
+    print("|---:|---|---:|---:|---:|")
+    for count in COUNTS:
+        sleepers = subprocess.Popen([SLEEPERS, str(count), "50", str(SECONDS * 2 * ROUNDS + 30)],
+                                    stdout=subprocess.PIPE, text=True)
+        assert sleepers.stdout.readline().startswith("started"), "sleepers started"
+        time.sleep(2)
+        results = {False: [], True: []}
+        for _ in range(ROUNDS):
+            for walk in (False, True):
+                results[walk].append(run_tool(walk))
+        sleepers.kill()
+        sleepers.wait()
+        for walk in (False, True):
+            cpu = statistics.median(r[0] for r in results[walk]) / SECONDS
+            rss = statistics.median(r[1] for r in results[walk])
+            way = "walked (before)" if walk else "by batch"
+            print(f"| {count} | {way} | {cpu * 1e3:.1f} ms | {cpu * 1e6 / count:.2f} us | {rss:.0f} MB |")
+
+
+main()

@@ -1,0 +1,46 @@
+/* Live threads that mostly sleep, as a JVM or Go fleet host has them: N threads, each waking
+ * every PERIOD ms for a few microseconds of work, for SECONDS. Used by xtask/bench/scale.sh. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+static long period_us;
+static volatile int stop;
+
+static void *sleeper(void *arg) {
+    volatile unsigned long spin = 0;
+    (void)arg;
+    while (!stop) {
+        for (int i = 0; i < 200; i++) spin++;
+        usleep(period_us);
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 4) {
+        fprintf(stderr, "usage: sleepers THREADS PERIOD_MS SECONDS\n");
+        return 2;
+    }
+    int n = atoi(argv[1]);
+    period_us = atol(argv[2]) * 1000;
+    int seconds = atoi(argv[3]);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 64 * 1024);
+    pthread_t *threads = calloc(n, sizeof *threads);
+    for (int i = 0; i < n; i++) {
+        if (pthread_create(&threads[i], &attr, sleeper, NULL) != 0) {
+            fprintf(stderr, "thread %d could not start\n", i);
+            return 1;
+        }
+    }
+    printf("started %d\n", n);
+    fflush(stdout);
+    sleep(seconds);
+    stop = 1;
+    for (int i = 0; i < n; i++) pthread_join(threads[i], NULL);
+    return 0;
+}
