@@ -61,11 +61,6 @@ impl<'a> Frame<'a> {
         self.window
     }
 
-    /// The counter set its rows are counted by.
-    pub const fn set(&self) -> &'a CounterSet {
-        self.set
-    }
-
     /// The cgroup names (for a sink that records them).
     pub fn names(&self) -> RefMut<'_, &'a mut CgroupNames> {
         self.names.borrow_mut()
