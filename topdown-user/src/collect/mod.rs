@@ -434,10 +434,8 @@ impl Collector {
             match batch::read_all::<K, V>(std::os::fd::AsFd::as_fd(data.fd()))
                 .with_context(|| format!("reading the {name} map"))?
             {
-                Some(entries) => {
-                    let by_key: StdHashMap<K, V> = entries.into_iter().collect();
-                    return Ok(by_key.into_values().collect());
-                }
+                // A batch read visits each bucket once: every key comes once.
+                Some(entries) => return Ok(entries.into_iter().map(|(_, v)| v).collect()),
                 None => {
                     log::info!("this kernel cannot read maps by batch: walking {name}");
                     self.batch_reads.set(false);
