@@ -144,6 +144,7 @@ fn window(set: &CounterSet, rng: &mut Lcg) -> Window {
         threads,
         idle: vec![],
         cgroups,
+        removed_cgroups: Vec::new(),
         stats: Stats::default(),
     }
 }

@@ -128,6 +128,10 @@ pub fn group(
             if options.by == GroupBy::Container && path.len() < entry.path.len() {
                 entry.path.clone_from(&path);
                 entry.id = usage.id;
+            } else if is_own && entry.path == path && usage.id > entry.id {
+                // A cgroup removed and created again at the same path: the row names the
+                // newer (cgroup2 ids grow with every creation).
+                entry.id = usage.id;
             }
             entry.usage.absorb(usage);
         }

@@ -52,6 +52,9 @@ pub struct Window {
     pub idle: Vec<CounterValue>,
     /// Every cgroup charged in the window (each for itself, not its descendants).
     pub cgroups: Vec<CgroupUsage>,
+    /// cgroups the kernel reported removed (rmdir) since the previous window; a thread's last
+    /// charges to one may still come in the next window.
+    pub removed_cgroups: Vec<CgroupId>,
     /// Kernel-side losses and activity since collection started.
     pub stats: Stats,
 }
@@ -92,7 +95,7 @@ impl Window {
 
     /// Consecutive `windows` as one: each thread (by tid, pid and name) and cgroup summed, a
     /// process's folded exited threads in one row, idle summed per CPU, the kernel-side counts
-    /// of the last. Rows keep their first window's order; a thread keeps its latest cgroup.
+    /// of the last, the removed cgroups of all. Rows keep their first window's order; a thread keeps its latest cgroup.
     /// `None` for no windows.
     pub fn merge(windows: &[Self]) -> Option<Self> {
         let (first, last) = (windows.first()?, windows.last()?);
@@ -133,6 +136,10 @@ impl Window {
             threads,
             idle,
             cgroups,
+            removed_cgroups: windows
+                .iter()
+                .flat_map(|w| w.removed_cgroups.iter().copied())
+                .collect(),
             stats: last.stats,
         })
     }
@@ -154,8 +161,14 @@ pub struct Attributor {
     idle: Vec<Reading>,
     /// What every cgroup was charged since the start, by id.
     cgroups: HashMap<CgroupId, CgroupUsage>,
-    /// Final totals of removed cgroups no longer tracked.
+    /// Final totals of removed cgroups no longer tracked (none when they are not kept:
+    /// [`Attributor::forget_removed_cgroups`]).
     retired: Vec<CgroupUsage>,
+    /// Whether removed cgroups' totals are kept for the run's totals.
+    keep_removed: bool,
+    /// cgroups removed as of the previous snapshot: retired after this one, when their last
+    /// charges are in.
+    removed_before: Vec<CgroupId>,
     started: Option<std::time::Instant>,
     last: Option<std::time::Instant>,
     /// Which events do not count on this PMU, so far.
@@ -188,6 +201,8 @@ impl Attributor {
             idle: Vec::new(),
             cgroups: HashMap::new(),
             retired: Vec::new(),
+            keep_removed: true,
+            removed_before: Vec::new(),
             started: None,
             last: None,
             silence: Silence::new(nr_counters),
@@ -199,6 +214,13 @@ impl Attributor {
     /// totals, until the first window in which any row counts one: from then on it counts.
     pub fn set_silent(&mut self, slots: &[usize]) {
         self.silence.set(slots);
+    }
+
+    /// Drops removed cgroups' totals instead of keeping them for [`Attributor::run_totals`]: a
+    /// long-running session that never reports the run's totals (`serve`) then holds live
+    /// cgroups only, however many come and go.
+    pub fn forget_removed_cgroups(&mut self) {
+        self.keep_removed = false;
     }
 
     /// Marks the start of collection (before the first snapshot).
@@ -310,33 +332,31 @@ impl Attributor {
                 .or_insert_with(|| CgroupUsage::new(usage.id, nr))
                 .absorb(usage);
         }
+        let removed_cgroups: Vec<CgroupId> =
+            snapshot.removed_cgroups.iter().map(|(id, _)| *id).collect();
+        let retiring = std::mem::replace(&mut self.removed_before, removed_cgroups.clone());
+        self.retire_cgroups(retiring);
         Window {
             start: last.duration_since(started),
             length: snapshot.at.duration_since(last),
             threads,
             idle,
             cgroups,
+            removed_cgroups,
             stats: snapshot.stats,
         }
     }
 
-    /// Stops tracking the removed cgroups `ids`, keeping their final totals for the run's
-    /// totals; returns the ids it retired.
-    pub fn retire_cgroups(&mut self, ids: impl IntoIterator<Item = CgroupId>) -> Vec<CgroupId> {
-        ids.into_iter()
-            .filter_map(|id| self.cgroups.remove(&id))
-            .map(|totals| {
-                let id = totals.id;
-                self.retired.push(totals);
-                id
-            })
-            .collect()
-    }
-
-    /// Forgets the cgroups `ids` altogether (the exporter, once their series are gone).
-    pub fn forget_cgroups(&mut self, ids: &[CgroupId]) {
+    /// Stops tracking the removed cgroups `ids` (their last charges are in: they were removed
+    /// a snapshot ago), keeping their final totals for the run's totals where they are kept:
+    /// memory then holds live cgroups only, however many come and go.
+    fn retire_cgroups(&mut self, ids: Vec<CgroupId>) {
         for id in ids {
-            self.cgroups.remove(id);
+            if let Some(totals) = self.cgroups.remove(&id)
+                && self.keep_removed
+            {
+                self.retired.push(totals);
+            }
         }
     }
 
@@ -376,6 +396,7 @@ impl Attributor {
             threads,
             idle,
             cgroups,
+            removed_cgroups: Vec::new(),
             stats: snapshot.stats,
         }
     }
@@ -648,6 +669,48 @@ mod tests {
         assert_eq!(by_tid(&run, 11).on_cpu_ns(), 80);
         assert_eq!(run.length, Duration::from_secs(2));
         assert_eq!(run.cgroups[0].on_cpu_ns(), 387);
+    }
+
+    /// A removed cgroup's charges up to the window after its removal are in the run's totals
+    /// (its threads' last records can come a window late); then it is retired: its totals kept
+    /// for the run, or forgotten by a session that never reports them.
+    #[test]
+    fn removed_cgroups_are_retired_a_window_later_kept_or_forgotten() {
+        let t0 = Instant::now();
+        for keep in [true, false] {
+            let mut attrib = Attributor::new(1, Target::All);
+            if !keep {
+                attrib.forget_removed_cgroups();
+            }
+            attrib.start(t0);
+            attrib.window(&snapshot(t0, vec![record(5, 5, 7, 100, 1, 0)], vec![]));
+            let mut removal = snapshot(t0, vec![record(5, 5, 7, 150, 2, 0)], vec![]);
+            removal.removed_cgroups = vec![(CgroupId(7), "/gone".into())];
+            let w = attrib.window(&removal);
+            assert_eq!(w.removed_cgroups, [CgroupId(7)]);
+            // The thread's last record comes a window late: charged in that window.
+            let late = snapshot(
+                t0,
+                vec![],
+                vec![record(5, 5, 7, 180, 3, ThreadHeader::FLAG_EXITED)],
+            );
+            let w = attrib.window(&late);
+            assert_eq!((on_cpu(&w, 7), w.removed_cgroups.len()), (30, 0));
+            // Then retired: its totals kept for the run, or gone.
+            let expected = if keep { 180 } else { 0 };
+            assert_eq!(
+                on_cpu(&attrib.run_totals(&late), 7),
+                expected,
+                "keep: {keep}"
+            );
+            let after = snapshot(t0, vec![], vec![]);
+            attrib.window(&after);
+            assert_eq!(
+                on_cpu(&attrib.run_totals(&after), 7),
+                expected,
+                "keep: {keep}"
+            );
+        }
     }
 
     #[test]

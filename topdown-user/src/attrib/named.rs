@@ -147,6 +147,14 @@ impl Who {
         }
     }
 
+    /// The group, for rows of cgroups or containers.
+    pub fn group(&self) -> Option<&Group> {
+        match self {
+            Self::Thread(_) => None,
+            Self::Group { group, .. } => Some(group),
+        }
+    }
+
     /// What sorts a row by name: the thread's name, the group's label.
     pub(crate) fn name(&self) -> &str {
         match self {

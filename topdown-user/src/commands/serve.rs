@@ -16,7 +16,7 @@ use crate::{
     c2c::forwarded,
     cli::ServeArgs,
     collect::{Collector, CollectorOptions, c2c::C2cCollector, calibration},
-    model,
+    model::{frame::Frame, sink::WindowSink as _},
     pmu::{
         counter_set::CounterSet,
         memory_events::{self, Rate},
@@ -74,6 +74,8 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
     let started = Instant::now();
     let mut attrib = Attributor::new(set.counters.len(), Target::NoThreads);
     attrib.set_silent(&collector.calibration().silent());
+    // The run's totals are never reported: a removed cgroup's go with it.
+    attrib.forget_removed_cgroups();
     attrib.start(started);
     for line in calibration::lines(collector.calibration(), &set) {
         log::warn!("{}", line.trim_start_matches("topdown-bpf: "));
@@ -116,11 +118,7 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
                     names.learn(*id, path.clone());
                 }
                 let window = attrib.window(&snapshot);
-                let rows = model::cgroups::rows(&window, &mut names, &set, view.as_ref());
-                let removed: Vec<CgroupId> =
-                    snapshot.removed_cgroups.iter().map(|(id, _)| *id).collect();
-                let gone = exporter.update(&rows, &window.stats, &removed, Instant::now());
-                attrib.forget_cgroups(&gone);
+                exporter.window(&Frame::new(&window, &mut names, &set, view.as_ref()))?;
                 latest.send_replace(Arc::new(exporter.encode()));
             }
             _ = drain.tick(), if c2c.is_some() => {

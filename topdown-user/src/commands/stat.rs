@@ -8,7 +8,6 @@ use std::{
     process::{ExitCode, ExitStatus},
     time::{Duration, Instant},
 };
-use topdown_common::cgroup::CgroupId;
 
 use anyhow::{Context as _, Result, bail};
 use tokio::process::Command;
@@ -201,7 +200,6 @@ async fn session(
         names,
         sinks,
         live,
-        removed_before: Vec::new(),
         told_not_counted: false,
     };
     let end = run.windows(&mut session, &ends_with).await?;
@@ -378,8 +376,6 @@ struct LiveRun<'a> {
     names: CgroupNames,
     sinks: Vec<Box<dyn WindowSink>>,
     live: Option<LiveView>,
-    /// Cgroups removed by the previous snapshot: their last charges are in by now.
-    removed_before: Vec<CgroupId>,
     /// Said on standard error that some counters were not counted (once).
     told_not_counted: bool,
 }
@@ -453,11 +449,6 @@ impl LiveRun<'_> {
         if let Some(live) = self.live.as_mut() {
             live.window(&frame)?;
         }
-        // Keep their totals for the run and stop tracking them: memory then holds live cgroups
-        // only, however many come and go.
-        let removed = snapshot.removed_cgroups.iter().map(|(id, _)| *id).collect();
-        self.attrib
-            .retire_cgroups(std::mem::replace(&mut self.removed_before, removed));
         Ok(())
     }
 

@@ -170,6 +170,7 @@ mod tests {
             threads,
             idle: vec![],
             cgroups,
+            removed_cgroups: Vec::new(),
             stats: Stats::default(),
         }
     }

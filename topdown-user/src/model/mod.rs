@@ -4,7 +4,6 @@
 //! (`report`, `tui`, `picture`) only format it; a live session's outputs are
 //! [`sink::WindowSink`]s of the frame.
 
-pub mod cgroups;
 pub mod columns;
 pub mod cores;
 pub mod export;

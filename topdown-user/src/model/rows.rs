@@ -247,6 +247,7 @@ mod tests {
             ],
             idle: vec![],
             cgroups: vec![],
+            removed_cgroups: Vec::new(),
             stats: Stats::default(),
         };
         let set = CounterSet::software(String::new());

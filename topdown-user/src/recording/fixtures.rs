@@ -52,6 +52,7 @@ pub fn window(i: u64) -> Window {
             switches: 3,
             counters: vec![value(1000 * i), value(3000 * i)],
         }],
+        removed_cgroups: Vec::new(),
         stats,
     }
 }

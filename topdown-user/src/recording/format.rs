@@ -327,6 +327,7 @@ impl WindowLine {
             threads,
             idle: self.idle.into_iter().map(value_of).collect(),
             cgroups,
+            removed_cgroups: Vec::new(),
             stats,
         })
     }

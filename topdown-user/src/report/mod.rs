@@ -329,6 +329,7 @@ mod tests {
             threads: vec![thread],
             idle: vec![],
             cgroups: vec![],
+            removed_cgroups: Vec::new(),
             stats: Stats::default(),
         };
         (window, set)
@@ -497,6 +498,7 @@ mod tests {
             threads: vec![thread(1, value(2_000_000, 500_000)), thread(2, value(0, 0))],
             idle: vec![],
             cgroups: vec![],
+            removed_cgroups: Vec::new(),
             stats: Stats::default(),
         };
         let plain = RowOptions::default();

@@ -19,9 +19,10 @@ use topdown_common::stats::Stat;
 
 use crate::{
     attrib::containers::Owner,
+    attrib::usage::further,
     c2c::forwarded::ForwardedSample,
-    collect::{Stats, c2c::C2cCounts},
-    model::cgroups::CgroupRow,
+    collect::c2c::C2cCounts,
+    model::{columns, frame::Frame, rows::Row, sink::WindowSink},
     pmu::counter_set::{CounterSet, Unit as CounterUnit},
     tma::view::TopdownView,
 };
@@ -40,9 +41,11 @@ pub struct Limits {
     pub max_cgroups: usize,
 }
 
-/// One exported cgroup.
+/// One exported cgroup: the series of a cgroup path.
 #[derive(Debug)]
 struct Exported {
+    /// The id of the cgroup now at the path (the newest, when one was created again there).
+    id: CgroupId,
     labels: Labels,
     /// Label sets it has in the per-event and per-node families.
     event_labels: Vec<Labels>,
@@ -71,11 +74,14 @@ pub struct Exporter {
     exported_gauge: Gauge,
     set: CounterSet,
     view: Option<TopdownView>,
+    /// The slots of the set's cycles and instructions, where it counts one of each.
+    ipc_slots: Option<(usize, usize)>,
     limits: Limits,
-    exported: HashMap<CgroupId, Exported>,
-    /// Cgroups refused because of the cap (each counted once).
-    refused_ids: HashSet<CgroupId>,
-    /// Cgroups whose series were dropped after removal: their kernel totals are forgotten too.
+    /// Exported cgroups by path: a series is a path's, as its labels are.
+    exported: HashMap<String, Exported>,
+    /// Paths refused because of the cap (each counted once).
+    refused_paths: HashSet<String>,
+    /// Removed cgroups whose series were dropped: a late charge of theirs adds nothing.
     dropped: HashSet<CgroupId>,
 }
 
@@ -112,9 +118,10 @@ impl Exporter {
             registry,
             set: set.clone(),
             view,
+            ipc_slots: columns::ipc_slots(set),
             limits,
             exported: HashMap::new(),
-            refused_ids: HashSet::new(),
+            refused_paths: HashSet::new(),
             dropped: HashSet::new(),
         };
         exporter.register()
@@ -210,26 +217,25 @@ impl Exporter {
         self
     }
 
-    /// Takes one window's cgroups (the model's rows: deltas since the previous window), the
-    /// kernel side's counts so far, and the ids of cgroups removed since the previous window.
-    /// Returns the ids of removed cgroups whose series were dropped (their kernel totals can go
-    /// too).
-    pub fn update(
-        &mut self,
-        rows: &[CgroupRow],
-        stats: &Stats,
-        removed: &[CgroupId],
-        now: Instant,
-    ) -> Vec<CgroupId> {
-        for row in rows {
-            if self.export(row.id, &row.path) {
-                self.charge(row);
+    /// Takes one window's frame at `now`: its cgroups (each for itself: deltas since the
+    /// previous window), the kernel side's counts so far, and the cgroups removed since the
+    /// previous window, whose series go once the grace period is over.
+    pub fn update(&mut self, frame: &Frame<'_>, now: Instant) {
+        let window = frame.window();
+        for row in frame.cgroups() {
+            let Some(group) = row.who.group() else {
+                continue;
+            };
+            if self.export(group.id, &group.path) {
+                self.charge(&group.path, row);
             }
         }
         for (i, counter) in self.set.further().iter().enumerate() {
-            let silent = rows
-                .iter()
-                .any(|row| row.counters.get(i).is_some_and(|v| v.silent));
+            let silent = frame.cgroups().iter().any(|row| {
+                further(&row.counters)
+                    .get(i)
+                    .is_some_and(|value| value.silent)
+            });
             let labels = vec![("event".into(), counter.name.clone())];
             // Said for every event that was ever silent, once it counts too (0).
             if silent || self.not_counting.get(&labels).is_some() {
@@ -242,36 +248,52 @@ impl Exporter {
             let counter = self
                 .losses
                 .get_or_create_owned(&vec![("cause".into(), stat.name().replace(' ', "_"))]);
-            let total = stats.get(stat);
+            let total = window.stats.get(stat);
             counter.inc_by(total.saturating_sub(counter.get()));
         }
-        self.drop_removed(removed, now)
+        for id in &window.removed_cgroups {
+            let path = frame.names().name(*id);
+            // Only the cgroup now at the path: one created again there keeps the series.
+            if let Some(entry) = self.exported.get_mut(&path)
+                && entry.id == *id
+            {
+                entry.removed_at.get_or_insert(now);
+            }
+        }
+        self.drop_removed(now);
     }
 
-    /// Makes sure cgroup `id` (at `path`) has series, unless it was dropped or the cap bites
-    /// (counted once per cgroup); whether it has them.
+    /// Makes sure cgroup `id` at `path` has series, unless it was dropped or the cap bites
+    /// (counted once per path); whether it has them. A newer id at an exported path is the
+    /// cgroup created again there: the series go on, no longer removed.
     fn export(&mut self, id: CgroupId, path: &str) -> bool {
         if self.dropped.contains(&id) {
             return false;
         }
-        if !self.exported.contains_key(&id) {
-            if self.exported.len() >= self.limits.max_cgroups {
-                if self.refused_ids.insert(id) {
-                    self.refused.inc();
-                }
-                return false;
+        if let Some(entry) = self.exported.get_mut(path) {
+            if id > entry.id {
+                entry.id = id;
+                entry.removed_at = None;
             }
-            self.exported.insert(
-                id,
-                Exported {
-                    labels: labels_of(path),
-                    event_labels: Vec::new(),
-                    node_labels: Vec::new(),
-                    c2c_labels: Vec::new(),
-                    removed_at: None,
-                },
-            );
+            return true;
         }
+        if self.exported.len() >= self.limits.max_cgroups {
+            if self.refused_paths.insert(path.to_owned()) {
+                self.refused.inc();
+            }
+            return false;
+        }
+        self.exported.insert(
+            path.to_owned(),
+            Exported {
+                id,
+                labels: labels_of(path),
+                event_labels: Vec::new(),
+                node_labels: Vec::new(),
+                c2c_labels: Vec::new(),
+                removed_at: None,
+            },
+        );
         true
     }
 
@@ -282,7 +304,7 @@ impl Exporter {
             if !self.export(CgroupId(sample.cgroup_id), &sample.path) {
                 continue;
             }
-            let Some(entry) = self.exported.get_mut(&CgroupId(sample.cgroup_id)) else {
+            let Some(entry) = self.exported.get_mut(&sample.path) else {
                 continue;
             };
             let mut labels = entry.labels.clone();
@@ -306,8 +328,9 @@ impl Exporter {
         }
     }
 
-    fn charge(&mut self, row: &CgroupRow) {
-        let Some(entry) = self.exported.get_mut(&row.id) else {
+    /// Adds a window's row to the series of `path`.
+    fn charge(&mut self, path: &str, row: &Row) {
+        let Some(entry) = self.exported.get_mut(path) else {
             return;
         };
         let labels = entry.labels.clone();
@@ -315,7 +338,7 @@ impl Exporter {
             .get_or_create(&labels)
             .inc_by(row.on_cpu_ns as f64 / 1e9);
         self.switches.get_or_create(&labels).inc_by(row.switches);
-        for (counter, value) in self.set.further().iter().zip(&row.counters) {
+        for (counter, value) in self.set.further().iter().zip(further(&row.counters)) {
             // An event this PMU does not count has no series: its zeros are no counts.
             if value.silent {
                 continue;
@@ -336,7 +359,10 @@ impl Exporter {
                 entry.event_labels.push(event);
             }
         }
-        if let Some(ipc) = row.ipc {
+        let ipc = self
+            .ipc_slots
+            .and_then(|(cycles, instructions)| columns::ipc(&row.counters, cycles, instructions));
+        if let Some(ipc) = ipc {
             self.ipc.get_or_create(&labels).set(ipc);
         }
         if let Some(view) = &self.view {
@@ -356,23 +382,20 @@ impl Exporter {
         }
     }
 
-    /// Marks the cgroups `removed` (the kernel's rmdir records), and drops the series of those
-    /// gone for longer than the grace period.
-    fn drop_removed(&mut self, removed: &[CgroupId], now: Instant) -> Vec<CgroupId> {
-        let mut dropped = Vec::new();
-        for (id, entry) in &mut self.exported {
-            if entry.removed_at.is_none() && removed.contains(id) {
-                entry.removed_at = Some(now);
-            }
-            if entry
-                .removed_at
-                .is_some_and(|at| now.duration_since(at) >= self.limits.grace)
-            {
-                dropped.push(*id);
-            }
-        }
-        for id in &dropped {
-            if let Some(entry) = self.exported.remove(id) {
+    /// Drops the series of cgroups removed for longer than the grace period.
+    fn drop_removed(&mut self, now: Instant) {
+        let dropped: Vec<String> = self
+            .exported
+            .iter()
+            .filter(|(_, entry)| {
+                entry
+                    .removed_at
+                    .is_some_and(|at| now.duration_since(at) >= self.limits.grace)
+            })
+            .map(|(path, _)| path.clone())
+            .collect();
+        for path in &dropped {
+            if let Some(entry) = self.exported.remove(path) {
                 self.cpu.remove(&entry.labels);
                 self.switches.remove(&entry.labels);
                 self.ipc.remove(&entry.labels);
@@ -387,11 +410,10 @@ impl Exporter {
                 for labels in &entry.c2c_labels {
                     self.c2c.remove(labels);
                 }
+                self.dropped.insert(entry.id);
             }
-            self.dropped.insert(*id);
         }
         self.exported_gauge.set(self.exported.len() as i64);
-        dropped
     }
 
     /// The exposition, in the OpenMetrics text format (ends with `# EOF`).
@@ -400,6 +422,19 @@ impl Exporter {
         // Writing into a String cannot fail.
         let _ = encode(&mut text, &self.registry);
         text
+    }
+}
+
+/// The exporter takes each window as it comes; it writes nothing at the end (the series are
+/// served until then).
+impl WindowSink for Exporter {
+    fn window(&mut self, frame: &Frame<'_>) -> anyhow::Result<()> {
+        self.update(frame, Instant::now());
+        Ok(())
+    }
+
+    fn finish(self: Box<Self>, _totals: &Frame<'_>) -> anyhow::Result<Option<String>> {
+        Ok(None)
     }
 }
 
@@ -463,7 +498,6 @@ mod tests {
             usage::{CgroupUsage, CounterValue},
         },
         c2c::forwarded::classify,
-        model,
         pmu::counter_set::{Counter, EventAttr},
     };
 
@@ -489,8 +523,14 @@ mod tests {
             threads: vec![],
             idle: vec![],
             cgroups,
-            stats: Stats::default(),
+            removed_cgroups: Vec::new(),
+            stats: crate::collect::Stats::default(),
         }
+    }
+
+    /// The window's frame, as the session builds it, to the exporter now.
+    fn update(exporter: &mut Exporter, window: &Window, names: &mut CgroupNames, set: &CounterSet) {
+        exporter.update(&Frame::new(window, names, set, None), Instant::now());
     }
 
     fn line<'a>(text: &'a str, start: &str) -> Option<&'a str> {
@@ -529,8 +569,12 @@ mod tests {
             counters: vec![counted(10), counted(4_000), counted(6_000)],
         };
         let mut exporter = Exporter::new(&set, None, limits);
-        let rows = model::cgroups::rows(&window(vec![usage.clone()]), &mut names, &set, None);
-        exporter.update(&rows, &Stats::default(), &[], Instant::now());
+        update(
+            &mut exporter,
+            &window(vec![usage.clone()]),
+            &mut names,
+            &set,
+        );
         let text = exporter.encode();
         assert_eq!(
             line(&text, "topdown_cgroup_ipc{"),
@@ -544,8 +588,7 @@ mod tests {
             counters: vec![counted(10)],
             ..usage
         };
-        let rows = model::cgroups::rows(&window(vec![plain]), &mut names, &software, None);
-        exporter.update(&rows, &Stats::default(), &[], Instant::now());
+        update(&mut exporter, &window(vec![plain]), &mut names, &software);
         assert_eq!(line(&exporter.encode(), "topdown_cgroup_ipc{"), None);
     }
 
@@ -559,6 +602,9 @@ mod tests {
         let id = |p: &str| fs::metadata(dir.path().join(p)).unwrap().ino();
         let (docker, b, c) = (id(&scope), id("b"), id("c"));
         let mut names = CgroupNames::at(Some(dir.path().to_path_buf()));
+        // The docker scope as it will be once removed and created again.
+        let again = CgroupId(docker + (1 << 32));
+        names.learn(again, format!("/{scope}"));
         let mut set = CounterSet::software("test".into());
         set.counters.push(Counter {
             name: "msr/tsc".into(),
@@ -572,11 +618,13 @@ mod tests {
         };
         let mut exporter = Exporter::new(&set, None, limits);
         let t0 = Instant::now();
-        // The model step on each window, then the exporter.
-        let mut update = |exporter: &mut Exporter, window: Window, removed: &[CgroupId], now| {
-            let rows = model::cgroups::rows(&window, &mut names, &set, None);
-            exporter.update(&rows, &window.stats, removed, now)
-        };
+        // Each window's frame (the cgroups the kernel removed since the previous one in it),
+        // then the exporter.
+        let mut update =
+            |exporter: &mut Exporter, mut window: Window, removed: &[CgroupId], now| {
+                window.removed_cgroups = removed.to_vec();
+                exporter.update(&Frame::new(&window, &mut names, &set, None), now);
+            };
 
         update(
             &mut exporter,
@@ -633,26 +681,57 @@ mod tests {
         assert_eq!(tsc.and_then(|l| l.split(' ').nth(1)), Some("1.0"), "{text}");
         assert!(!text.contains("tma_ratio{"), "no TopDown without a PMU");
 
-        // The kernel's rmdir record names b.
-        assert!(
-            update(&mut exporter, window(vec![]), &[CgroupId(b)], t0).is_empty(),
-            "in grace"
-        );
+        // The kernel's rmdir record names b: its series stay for the grace period.
+        update(&mut exporter, window(vec![]), &[CgroupId(b)], t0);
         assert!(
             exporter.encode().contains("cgroup=\"/b\""),
             "kept during the grace period"
         );
-        let dropped = update(
+        update(
             &mut exporter,
             window(vec![]),
             &[],
             t0 + Duration::from_secs(11),
         );
-        assert_eq!(dropped, [CgroupId(b)]);
         let text = exporter.encode();
         assert!(!text.contains("cgroup=\"/b\""), "{text}");
         assert!(text.contains("topdown_cgroups_exported 1"));
+        // A late charge of the dropped cgroup adds nothing.
+        update(
+            &mut exporter,
+            window(vec![usage(b, 1_000_000, 1)]),
+            &[],
+            t0 + Duration::from_secs(12),
+        );
+        assert!(!exporter.encode().contains("cgroup=\"/b\""));
 
+        // The docker scope removed and created again at its path (a newer id, as cgroup2
+        // gives): the series go on, and the old one's removal drops nothing.
+        update(&mut exporter, window(vec![]), &[CgroupId(docker)], t0);
+        update(
+            &mut exporter,
+            window(vec![usage(again.0, 500_000_000, 1)]),
+            &[],
+            t0 + Duration::from_secs(1),
+        );
+        // The old cgroup's removal seen again (a late record) is not the new one's.
+        update(
+            &mut exporter,
+            window(vec![]),
+            &[CgroupId(docker)],
+            t0 + Duration::from_secs(2),
+        );
+        update(
+            &mut exporter,
+            window(vec![]),
+            &[],
+            t0 + Duration::from_secs(40),
+        );
+        let text = exporter.encode();
+        let cpu = format!(
+            "topdown_cgroup_cpu_seconds_total{{cgroup=\"/{scope}\",container=\"docker:0f0f0f0f0f0f\",runtime=\"docker\"}} 2.5"
+        );
+        assert!(text.contains(&cpu), "{cpu} in\n{text}");
         // c2c: forwarded samples by cgroup and class, the kernel's count and losses.
         let record = |cgroup_id, data_src| C2cRecord {
             cgroup_id,
@@ -725,8 +804,7 @@ mod tests {
         let mut exporter = Exporter::new(&set, None, limits);
         let mut silent = usage(a, 1_000_000, 0);
         silent.counters[1].silent = true;
-        let rows = model::cgroups::rows(&window(vec![silent]), &mut names, &set, None);
-        exporter.update(&rows, &Stats::default(), &[], Instant::now());
+        update(&mut exporter, &window(vec![silent]), &mut names, &set);
         let text = exporter.encode();
         assert!(
             !text
@@ -738,13 +816,12 @@ mod tests {
             text.contains("topdown_event_not_counting{event=\"STALL_SLOT\"} 1"),
             "{text}"
         );
-        let rows = model::cgroups::rows(
+        update(
+            &mut exporter,
             &window(vec![usage(a, 1_000_000, 5)]),
             &mut names,
             &set,
-            None,
         );
-        exporter.update(&rows, &Stats::default(), &[], Instant::now());
         let text = exporter.encode();
         assert!(
             line(

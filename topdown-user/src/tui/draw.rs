@@ -631,6 +631,7 @@ mod tests {
             threads: vec![],
             idle: vec![],
             cgroups: vec![],
+            removed_cgroups: Vec::new(),
             stats: Stats::default(),
         };
         let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
@@ -697,6 +698,7 @@ mod tests {
             threads: vec![usage],
             idle: vec![],
             cgroups: vec![],
+            removed_cgroups: Vec::new(),
             stats: Stats::default(),
         };
         let options = RowOptions::default();
