@@ -107,7 +107,7 @@ impl Column {
     pub fn value(&self, row: &Row) -> Option<Number> {
         match self.source {
             Source::OnCpu => Some(Number::Int(row.on_cpu_ns)),
-            Source::CpuPercent => Some(Number::Float(row.cpu_percent)),
+            Source::CpuPercent => Some(Number::Float(row.cpu_share * 100.0)),
             Source::Switches => Some(Number::Int(row.switches)),
             Source::Ipc {
                 cycles,

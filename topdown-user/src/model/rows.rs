@@ -23,8 +23,8 @@ pub struct Row {
     pub who: Who,
     /// On-CPU nanoseconds.
     pub on_cpu_ns: u64,
-    /// On-CPU time as a share of the window's wall time, in percent of one CPU.
-    pub cpu_percent: f64,
+    /// On-CPU time over the window's wall time (1.0: one CPU busy all the window).
+    pub cpu_share: f64,
     /// Switches out.
     pub switches: u64,
     /// Every counter of the set, in slot order.
@@ -153,7 +153,7 @@ pub fn rows(
                 Row {
                     who,
                     on_cpu_ns,
-                    cpu_percent: on_cpu_ns as f64 * 100.0 / wall_ns,
+                    cpu_share: on_cpu_ns as f64 / wall_ns,
                     switches,
                     topdown: topdown
                         .as_ref()
@@ -236,7 +236,7 @@ mod tests {
     }
 
     #[test]
-    fn sorts_cuts_and_computes_cpu_percent() {
+    fn sorts_cuts_and_computes_cpu_share() {
         let window = Window {
             start: Duration::ZERO,
             length: Duration::from_secs(2),
@@ -265,8 +265,8 @@ mod tests {
             rows.iter().map(|r| r.who.thread().unwrap().tid).collect()
         };
         assert_eq!(tids(&rows), [2, 1]);
-        assert!((rows[0].cpu_percent - 100.0).abs() < 1e-9);
-        assert!((rows[1].cpu_percent - 25.0).abs() < 1e-9);
+        assert!((rows[0].cpu_share - 1.0).abs() < 1e-9);
+        assert!((rows[1].cpu_share - 0.25).abs() < 1e-9);
         let by_switches = RowOptions {
             sort: "switches".parse().unwrap(),
             top: None,

@@ -21,7 +21,8 @@ use crate::{
 pub struct Series {
     /// What the legend calls it.
     pub label: String,
-    /// One value per window.
+    /// One value per window: a fraction (of one CPU, of pipeline slots); the picture writes
+    /// it in percent.
     pub values: Vec<Option<f64>>,
 }
 
@@ -32,11 +33,11 @@ pub struct Timelines {
     pub title: String,
     /// Each window's end, in seconds from the start of the recording.
     pub times: Vec<f64>,
-    /// What the lines' values are (the y axis).
+    /// What the lines' values are (the y axis, in percent).
     pub metric: String,
     /// The rows with the most of the metric over the run, most first.
     pub lines: Vec<Series>,
-    /// TopDown Level 1 over every row, in percent of slots, one series per node in tree
+    /// TopDown Level 1 over every row, fractions of slots, one series per node in tree
     /// order (stacked); empty when the recording has no TopDown.
     pub level1: Vec<Series>,
 }
@@ -122,7 +123,7 @@ pub fn timelines(
                         });
                         level1.len() - 1
                     });
-                level1[at].values[i] = Some(node.value * 100.0);
+                level1[at].values[i] = Some(node.value);
             }
         }
     }
@@ -163,17 +164,12 @@ pub fn timelines(
     })
 }
 
-/// The row's value of the metric: %CPU, or a node's share in percent (the first core type
-/// that measured it).
+/// The row's value of the metric: its share of one CPU, or a node's fraction (the first core
+/// type that measured it).
 fn row_value(row: &Row, node: Option<&str>) -> Option<f64> {
     match node {
-        None => Some(row.cpu_percent),
-        Some(name) => row
-            .topdown
-            .iter()
-            .flatten()
-            .find_map(|td| td.value(name))
-            .map(|v| v * 100.0),
+        None => Some(row.cpu_share),
+        Some(name) => row.topdown.iter().flatten().find_map(|td| td.value(name)),
     }
 }
 

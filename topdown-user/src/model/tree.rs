@@ -113,7 +113,7 @@ fn process_row(threads: &[Row], set: &CounterSet, topdown: Option<&BoundView<'_>
             ..main.clone()
         }),
         on_cpu_ns: threads.iter().map(|r| r.on_cpu_ns).sum(),
-        cpu_percent: threads.iter().map(|r| r.cpu_percent).sum(),
+        cpu_share: threads.iter().map(|r| r.cpu_share).sum(),
         switches: threads.iter().map(|r| r.switches).sum(),
         topdown: topdown.map_or_else(Vec::new, |view| view.of(&counters)),
         run_fraction: threads.iter().map(|r| r.run_fraction).fold(1.0, f64::min),
@@ -214,11 +214,11 @@ mod tests {
             running_ns: ns,
             silent: false,
         };
-        (ns, ms as f64 / 10.0, vec![value])
+        (ns, ms as f64 / 1000.0, vec![value])
     }
 
     fn thread(tid: u32, pid: u32, ms: u64) -> Row {
-        let (on_cpu_ns, cpu_percent, counters) = values(ms);
+        let (on_cpu_ns, cpu_share, counters) = values(ms);
         Row {
             who: Who::Thread(ThreadKey {
                 tid,
@@ -230,7 +230,7 @@ mod tests {
                 folded: 0,
             }),
             on_cpu_ns,
-            cpu_percent,
+            cpu_share,
             switches: 2,
             counters,
             topdown: vec![],
@@ -240,7 +240,7 @@ mod tests {
     }
 
     fn cgroup(path: &str, ms: u64) -> Row {
-        let (on_cpu_ns, cpu_percent, counters) = values(ms);
+        let (on_cpu_ns, cpu_share, counters) = values(ms);
         Row {
             who: Who::Group {
                 by: GroupBy::Cgroup,
@@ -253,7 +253,7 @@ mod tests {
                 }),
             },
             on_cpu_ns,
-            cpu_percent,
+            cpu_share,
             switches: 1,
             counters,
             topdown: vec![],
@@ -301,7 +301,7 @@ mod tests {
             "process 10 (55 ms) first, its threads under it; the lone thread stays a plain row"
         );
         assert_eq!(tree[0].on_cpu_ns, 55_000_000);
-        assert!((tree[0].cpu_percent - 5.5).abs() < 1e-9);
+        assert!((tree[0].cpu_share - 0.055).abs() < 1e-9);
         assert_eq!((tree[0].switches, tree[0].counters[0].raw), (4, 55_000_000));
         assert_eq!(
             tree[0].who.thread().unwrap().comm,

@@ -59,6 +59,11 @@ fn draw_error<E: std::error::Error + Send + Sync + 'static>(
     anyhow::anyhow!("drawing the plot: {error}")
 }
 
+/// A fraction of the model's series in percent, as the axes are.
+fn percent(fraction: f64) -> f64 {
+    fraction * 100.0
+}
+
 fn x_range(data: &Timelines) -> std::ops::Range<f64> {
     0.0..data.times.last().copied().unwrap_or(1.0).max(1e-3)
 }
@@ -74,7 +79,7 @@ where
         .lines
         .iter()
         .flat_map(|s| s.values.iter().flatten())
-        .fold(0.0f64, |a, &b| a.max(b));
+        .fold(0.0f64, |a, &b| a.max(percent(b)));
     let mut chart = ChartBuilder::on(area)
         .caption(&data.title, ("sans-serif", 18))
         .margin(10)
@@ -91,7 +96,8 @@ where
     for (i, series) in data.lines.iter().enumerate() {
         let colour = LINE_COLOURS[i % LINE_COLOURS.len()];
         let mut legend = true;
-        for segment in segments(&data.times, &series.values) {
+        let values: Vec<Option<f64>> = series.values.iter().map(|v| v.map(percent)).collect();
+        for segment in segments(&data.times, &values) {
             let drawn = chart
                 .draw_series(LineSeries::new(segment, colour.stroke_width(2)))
                 .map_err(draw_error)?;
@@ -142,7 +148,7 @@ where
     let mut below = vec![0.0; count];
     for series in &data.level1 {
         for (sum, value) in below.iter_mut().zip(&series.values) {
-            *sum += value.unwrap_or(0.0);
+            *sum += value.map_or(0.0, percent);
         }
         cumulative.push(below.clone());
     }
@@ -208,7 +214,7 @@ mod tests {
         assert_eq!(data.lines[0].label, "alpha (1)");
         for value in &data.lines[0].values {
             assert!(
-                (value.unwrap() - 50.0).abs() < 1e-9,
+                (value.unwrap() - 0.5).abs() < 1e-9,
                 "50 ms of 100: {value:?}"
             );
         }
@@ -218,19 +224,19 @@ mod tests {
             .map(|s| (s.label.as_str(), s.values[0].unwrap()))
             .collect();
         let expected = [
-            ("tma_frontend_bound", 10.0),
-            ("tma_bad_speculation", 5.0),
-            ("tma_backend_bound", 60.0),
-            ("tma_retiring", 25.0),
+            ("tma_frontend_bound", 0.10),
+            ("tma_bad_speculation", 0.05),
+            ("tma_backend_bound", 0.60),
+            ("tma_retiring", 0.25),
         ];
         assert_eq!(level1.len(), 4, "{level1:?}");
-        for (name, percent) in expected {
+        for (name, fraction) in expected {
             let got = level1.iter().find(|(n, _)| *n == name).unwrap().1;
-            assert!((got - percent).abs() < 1e-9, "{name}: {got}");
+            assert!((got - fraction).abs() < 1e-9, "{name}: {got}");
         }
         let node = timelines(&mut recording, None, "tma_backend_bound", 2).unwrap();
         assert_eq!(node.lines.len(), 2);
-        assert!((node.lines[1].values[3].unwrap() - 60.0).abs() < 1e-9);
+        assert!((node.lines[1].values[3].unwrap() - 0.60).abs() < 1e-9);
         let error = timelines(&mut recording, None, "tma_nope", 2).unwrap_err();
         assert!(
             error.to_string().contains("unknown metric `tma_nope`"),

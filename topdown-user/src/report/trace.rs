@@ -231,13 +231,13 @@ impl<'a> TraceWriter<'a> {
                     "cgroup": thread.cgroup,
                     "container": export.container,
                     "on_cpu_ns": row.on_cpu_ns,
-                    "cpu_percent": row.cpu_percent,
+                    "cpu_percent": row.cpu_share * 100.0,
                     "switches": row.switches,
                     "counters": counters,
                     "topdown": nodes,
                 }),
             ))?;
-            self.counter(CPU_PERCENT, start, pid, tid, row.cpu_percent)?;
+            self.counter(CPU_PERCENT, start, pid, tid, row.cpu_share * 100.0)?;
             self.counter(SWITCHES, start, pid, tid, row.switches as f64)?;
             for (name, value) in &nodes {
                 if let Some(value) = value.as_f64() {

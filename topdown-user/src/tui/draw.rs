@@ -421,9 +421,9 @@ fn draw_history(frame: &mut Frame<'_>, area: Rect, row: &Row, history: &History)
             "%CPU".into(),
             samples
                 .iter()
-                .map(|s| (s.cpu_percent * 10.0) as u64)
+                .map(|s| (s.cpu_share * 1000.0) as u64)
                 .collect(),
-            last.map_or_else(String::new, |s| format!("{:.1}", s.cpu_percent)),
+            last.map_or_else(String::new, |s| format!("{:.1}", s.cpu_share * 100.0)),
         ));
         series.push((
             "switches".into(),
@@ -567,7 +567,7 @@ mod tests {
                 folded: 0,
             }),
             on_cpu_ns: ms * 1_000_000,
-            cpu_percent: ms as f64 / 10.0,
+            cpu_share: ms as f64 / 1000.0,
             switches: 7,
             counters: vec![CounterValue {
                 raw: ms * 1_000_000,

@@ -18,8 +18,8 @@ pub const ROWS: usize = 1000;
 /// One window's values of one row.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sample {
-    /// %CPU over the window.
-    pub cpu_percent: f64,
+    /// On-CPU time over the window's wall time (1.0: one CPU).
+    pub cpu_share: f64,
     /// Switches out in the window.
     pub switches: u64,
     /// TopDown nodes measured in the window (`P.tma_...` on hybrid parts), fractions.
@@ -64,7 +64,7 @@ impl History {
                 samples.pop_front();
             }
             samples.push_back(Sample {
-                cpu_percent: row.cpu_percent,
+                cpu_share: row.cpu_share,
                 switches: row.switches,
                 nodes,
             });
@@ -110,7 +110,7 @@ mod tests {
                 folded: 0,
             }),
             on_cpu_ns: 1,
-            cpu_percent: 1.0,
+            cpu_share: 0.01,
             switches: 1,
             counters: vec![CounterValue::default()],
             topdown: vec![],
