@@ -309,7 +309,7 @@ fn cgroup_only_reads_charge_each_cgroup_its_own_counts() {
         // the wrong one of the two moves time between them.
         assert_clock_counter(
             &format!("{leaf}'s cpu-clock counter"),
-            charged.counters[1].raw,
+            charged.counters[1].reading.count,
             on_cpu,
             stolen,
             charged.switches + ticks + 2,

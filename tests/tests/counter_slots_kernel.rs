@@ -139,31 +139,33 @@ fn check(set: &CounterSet) {
         assert!(on_cpu > 1_000_000, "{name} ran");
         for (i, counter) in set.counters.iter().enumerate() {
             let value = thread.counters[i];
-            assert!(value.enabled_ns > 0, "{name} slot {i} was enabled");
+            assert!(value.reading.enabled_ns > 0, "{name} slot {i} was enabled");
             match counter.attr.config {
                 // The first copy against the on-CPU time taken at the same charges; the others
                 // against the first, read with it.
                 CPU_CLOCK if i > 0 => {
                     let what = format!("{name} slot {i} ({})", counter.name);
-                    let first = thread.counters[first_clock].raw;
+                    let first = thread.counters[first_clock].reading.count;
                     if i == first_clock {
-                        run.assert_clock(&what, value.raw, thread, on_cpu);
+                        run.assert_clock(&what, value.reading.count, thread, on_cpu);
                     } else {
-                        assert_read_together(&what, value.raw, first, charges(thread));
+                        assert_read_together(&what, value.reading.count, first, charges(thread));
                     }
                 }
                 // Slot 0 is the on-CPU time itself.
-                CPU_CLOCK => assert_eq!(value.raw, on_cpu),
+                CPU_CLOCK => assert_eq!(value.reading.count, on_cpu),
                 // Counted after the switch tracepoint: a thread is charged its switches in.
-                CONTEXT_SWITCHES => {
-                    assert_switch_counts(&format!("{name} slot {i}"), value.raw, thread.switches)
-                }
+                CONTEXT_SWITCHES => assert_switch_counts(
+                    &format!("{name} slot {i}"),
+                    value.reading.count,
+                    thread.switches,
+                ),
                 // Small counts, far below any clock: not a clock read from the wrong slot.
                 _ => assert!(
-                    value.raw < on_cpu / 1000 + 1000,
+                    value.reading.count < on_cpu / 1000 + 1000,
                     "{name} slot {i} ({}) = {}",
                     counter.name,
-                    value.raw
+                    value.reading.count
                 ),
             }
         }
@@ -287,9 +289,9 @@ fn cpu_specific_slots_keep_core_types_apart() {
         };
         both.assert_clock(
             &format!("{name}: cpu-clock on CPU 0 + on CPU 1"),
-            cpu0.raw + cpu1.raw,
+            cpu0.reading.count + cpu1.reading.count,
             thread,
-            total.raw,
+            total.reading.count,
         );
     }
     let pinned = run_on(&set, Some(1));
@@ -298,17 +300,17 @@ fn cpu_specific_slots_keep_core_types_apart() {
             panic!("4 slots")
         };
         assert_eq!(
-            (cpu0.raw, cpu0.enabled_ns),
+            (cpu0.reading.count, cpu0.reading.enabled_ns),
             (0, 0),
             "{name} never ran on CPU 0"
         );
         pinned.assert_clock(
             &format!("{name}: cpu-clock on CPU 1"),
-            cpu1.raw,
+            cpu1.reading.count,
             thread,
-            total.raw,
+            total.reading.count,
         );
-        assert_switch_counts(name, switches.raw, thread.switches);
+        assert_switch_counts(name, switches.reading.count, thread.switches);
     }
 }
 

@@ -51,6 +51,35 @@ impl Reading {
         }
     }
 
+    /// The count scaled to the whole enabled time, as perf scales multiplexed counters
+    /// (`count * enabled / running`); `None` when the counter was enabled and never running
+    /// (perf's `<not counted>`: another user held the PMU, or its group could not be
+    /// scheduled): never a 0 made of it. (User space only: the kernel side has no floats.)
+    #[cfg(feature = "user")]
+    pub fn scaled(self) -> Option<f64> {
+        if self.never_ran() {
+            return None;
+        }
+        if self.running_ns >= self.enabled_ns {
+            return Some(self.count as f64);
+        }
+        Some(self.count as f64 * self.enabled_ns as f64 / self.running_ns as f64)
+    }
+
+    /// Whether the counter was enabled and never running.
+    pub const fn never_ran(self) -> bool {
+        self.enabled_ns > 0 && self.running_ns == 0
+    }
+
+    /// Fraction of the enabled time the counter was running (1.0 when never enabled).
+    #[cfg(feature = "user")]
+    pub fn running_fraction(self) -> f64 {
+        if self.enabled_ns == 0 {
+            return 1.0;
+        }
+        self.running_ns as f64 / self.enabled_ns as f64
+    }
+
     /// The sum of two readings (two slices, two CPUs of a core), saturating.
     #[must_use]
     pub const fn plus(self, other: Self) -> Self {

@@ -82,7 +82,7 @@ impl CoreAggregator {
                                 return sum;
                             };
                             let old = before.get(&(cpu, i)).copied().unwrap_or(Reading::ZERO);
-                            CounterValue::of(sum.reading().plus(now.since(old)))
+                            CounterValue::of(sum.reading.plus(now.since(old)))
                         })
                     })
                     .collect();
@@ -128,11 +128,14 @@ mod tests {
                 .collect()
         };
         let first = aggregator.window(&read(1));
-        assert_eq!(first[0].counters[0].raw, 1 + 3, "CPUs 0 and 2");
-        assert_eq!(first[1].counters[0].raw, 2 + 4, "CPUs 1 and 3");
+        assert_eq!(first[0].counters[0].reading.count, 1 + 3, "CPUs 0 and 2");
+        assert_eq!(first[1].counters[0].reading.count, 2 + 4, "CPUs 1 and 3");
         let second = aggregator.window(&read(3));
-        assert_eq!(second[0].counters[0].raw, 2 * (1 + 3));
-        assert_eq!(second[0].counters[0].enabled_ns, 2 * 20);
-        assert_eq!(aggregator.totals()[1].counters[0].raw, 3 * (2 + 4));
+        assert_eq!(second[0].counters[0].reading.count, 2 * (1 + 3));
+        assert_eq!(second[0].counters[0].reading.enabled_ns, 2 * 20);
+        assert_eq!(
+            aggregator.totals()[1].counters[0].reading.count,
+            3 * (2 + 4)
+        );
     }
 }

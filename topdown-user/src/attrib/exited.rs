@@ -156,12 +156,7 @@ mod tests {
             comm: format!("t{tid}"),
             cgroup_id: CgroupId(1),
             switches: 1,
-            counters: vec![CounterValue {
-                raw: ns,
-                enabled_ns: ns,
-                running_ns: ns,
-                silent: false,
-            }],
+            counters: vec![CounterValue::new(ns, ns, ns)],
             exited: true,
             folded: 0,
         }

@@ -150,12 +150,7 @@ mod tests {
         CgroupUsage {
             id: CgroupId(id),
             switches: 1,
-            counters: vec![CounterValue {
-                raw: ns,
-                enabled_ns: ns,
-                running_ns: ns,
-                silent: false,
-            }],
+            counters: vec![CounterValue::new(ns, ns, ns)],
         }
     }
 

@@ -372,16 +372,7 @@ impl Attributor {
             .chain(self.exited.rows())
             .filter(|usage| !usage.is_idle())
             .collect();
-        let idle = self
-            .idle
-            .iter()
-            .map(|now| CounterValue {
-                raw: now.count,
-                enabled_ns: now.enabled_ns,
-                running_ns: now.running_ns,
-                silent: false,
-            })
-            .collect();
+        let idle = self.idle.iter().copied().map(CounterValue::of).collect();
         let mut cgroups: Vec<CgroupUsage> = self
             .cgroups
             .values()

@@ -33,7 +33,7 @@ impl Silence {
             if *silent
                 && rows
                     .iter()
-                    .any(|values| values.get(slot).is_some_and(|v| v.raw > 0))
+                    .any(|values| values.get(slot).is_some_and(|v| v.reading.count > 0))
             {
                 log::info!("counter slot {slot} counted after all: its zeros are counts from now");
                 *silent = false;

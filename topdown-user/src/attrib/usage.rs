@@ -4,95 +4,66 @@ use topdown_common::{cgroup::CgroupId, reading::Reading};
 
 use crate::{collect::ThreadRecord, pmu::counter_set::CounterSet};
 
-/// One counter over a window: its count and how long it was enabled and running.
+/// One counter over a window: the kernel's reading of it (a delta: [`Reading::since`]), and
+/// whether its event counts at all on this PMU.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CounterValue {
-    /// Counted events (or ns, cycles) while running.
-    pub raw: u64,
-    /// Nanoseconds the counter was enabled while this thread ran.
-    pub enabled_ns: u64,
-    /// Nanoseconds it was running while this thread ran.
-    pub running_ns: u64,
+    /// What was counted, over how long the counter was enabled and running while this thread
+    /// ran.
+    pub reading: Reading,
     /// The event does not count on this PMU (it read 0 while cycles ran: see
-    /// [`crate::collect::calibration`]): its `raw` 0 is no measurement.
+    /// [`crate::collect::calibration`]): its count of 0 is no measurement.
     pub silent: bool,
 }
 
 impl CounterValue {
-    /// A value as read: `raw` counted over `enabled_ns`, `running_ns` of it on a counter.
-    pub fn new(raw: u64, enabled_ns: u64, running_ns: u64) -> Self {
-        Self {
-            raw,
+    /// A value as read: `count` over `enabled_ns`, `running_ns` of it on a counter.
+    pub const fn new(count: u64, enabled_ns: u64, running_ns: u64) -> Self {
+        Self::of(Reading {
+            count,
             enabled_ns,
             running_ns,
-            silent: false,
-        }
+        })
     }
 
-    /// A window's value from the kernel's reading (a delta: [`Reading::since`]).
+    /// A window's value from the kernel's reading.
     pub const fn of(reading: Reading) -> Self {
         Self {
-            raw: reading.count,
-            enabled_ns: reading.enabled_ns,
-            running_ns: reading.running_ns,
+            reading,
             silent: false,
         }
     }
 
-    /// The reading it holds (what a recording writes).
-    pub const fn reading(&self) -> Reading {
-        Reading {
-            count: self.raw,
-            enabled_ns: self.enabled_ns,
-            running_ns: self.running_ns,
-        }
-    }
-
-    /// The count scaled to the whole enabled time, as perf scales multiplexed counters; `None`
-    /// when there is no count: the counter was enabled and never running (perf's `<not
-    /// counted>`: another user held the PMU, or its group could not be scheduled), or the
-    /// event does not count on this PMU. Never a 0 made of either.
+    /// The count scaled to the whole enabled time ([`Reading::scaled`]); `None` when there is
+    /// no count: never running, or an event this PMU does not count. Never a 0 made of either.
     pub fn scaled(&self) -> Option<f64> {
-        if self.not_counted() {
+        if self.silent {
             return None;
         }
-        if self.running_ns >= self.enabled_ns {
-            return Some(self.raw as f64);
-        }
-        Some(self.raw as f64 * self.enabled_ns as f64 / self.running_ns as f64)
+        self.reading.scaled()
     }
 
     /// Whether there is no count: never running, or an event this PMU does not count.
-    pub fn not_counted(&self) -> bool {
-        self.silent || self.never_ran()
+    pub const fn not_counted(&self) -> bool {
+        self.silent || self.reading.never_ran()
     }
 
     /// Whether the counter was enabled and never running.
-    pub fn never_ran(&self) -> bool {
-        self.enabled_ns > 0 && self.running_ns == 0
+    pub const fn never_ran(&self) -> bool {
+        self.reading.never_ran()
     }
 
     /// Adds a later or another row's value: a sum is silent only if every part with enabled
     /// time was (one part that counted makes the others' zeros counts of an event that counts).
-    pub fn add(&mut self, other: &Self) {
-        if other.enabled_ns > 0 || other.silent {
-            self.silent = if self.enabled_ns > 0 || self.silent {
+    pub const fn add(&mut self, other: &Self) {
+        if other.reading.enabled_ns > 0 || other.silent {
+            self.silent = if self.reading.enabled_ns > 0 || self.silent {
                 self.silent && other.silent
             } else {
                 other.silent
             };
         }
-        self.raw += other.raw;
-        self.enabled_ns += other.enabled_ns;
-        self.running_ns += other.running_ns;
-    }
-
-    /// Fraction of the enabled time the counter was running (1.0 when never enabled).
-    pub fn running_fraction(&self) -> f64 {
-        if self.enabled_ns == 0 {
-            return 1.0;
-        }
-        self.running_ns as f64 / self.enabled_ns as f64
+        self.reading = self.reading.plus(other.reading);
     }
 }
 
@@ -146,7 +117,7 @@ impl ThreadUsage {
             && self
                 .counters
                 .iter()
-                .all(|c| c.raw == 0 && c.enabled_ns == 0)
+                .all(|c| c.reading.count == 0 && c.reading.enabled_ns == 0)
     }
 
     /// Adds the same thread's usage over a later window: its switches and counters, its
@@ -189,12 +160,7 @@ impl ThreadUsage {
             comm: format!("t{tid}"),
             cgroup_id,
             switches,
-            counters: vec![CounterValue {
-                raw: ns,
-                enabled_ns: ns,
-                running_ns: ns,
-                silent: false,
-            }],
+            counters: vec![CounterValue::new(ns, ns, ns)],
             exited: false,
             folded: 0,
         }
@@ -245,7 +211,9 @@ impl CgroupUsage {
 /// On-CPU nanoseconds of a row of counter values (its [`CounterSet::ON_CPU`] slot; 0 without
 /// one).
 pub fn on_cpu_ns(values: &[CounterValue]) -> u64 {
-    values.get(CounterSet::ON_CPU).map_or(0, |c| c.raw)
+    values
+        .get(CounterSet::ON_CPU)
+        .map_or(0, |c| c.reading.count)
 }
 
 /// The values after the on-CPU clock, in the order of [`CounterSet::further`].
@@ -311,24 +279,14 @@ mod tests {
 
     #[test]
     fn multiplexed_counts_scale_to_enabled_time() {
-        let value = CounterValue {
-            raw: 100,
-            enabled_ns: 1_000,
-            running_ns: 250,
-            silent: false,
-        };
+        let value = CounterValue::new(100, 1_000, 250);
         assert!((value.scaled().unwrap() - 400.0).abs() < 1e-9);
-        assert!((value.running_fraction() - 0.25).abs() < 1e-9);
+        assert!((value.reading.running_fraction() - 0.25).abs() < 1e-9);
         let never = CounterValue::default();
-        assert!((never.running_fraction() - 1.0).abs() < 1e-9);
+        assert!((never.reading.running_fraction() - 1.0).abs() < 1e-9);
         assert_eq!(never.scaled(), Some(0.0), "never enabled: nothing to count");
         // Enabled, never running: not counted, never 0.
-        let crowded_out = CounterValue {
-            raw: 0,
-            enabled_ns: 1_000,
-            running_ns: 0,
-            silent: false,
-        };
+        let crowded_out = CounterValue::new(0, 1_000, 0);
         assert_eq!(crowded_out.scaled(), None);
     }
 
@@ -349,6 +307,6 @@ mod tests {
         sum.add(&counted);
         assert!(!sum.silent);
         assert_eq!(sum.scaled(), Some(4.0));
-        assert_eq!((sum.enabled_ns, sum.running_ns), (20, 20));
+        assert_eq!((sum.reading.enabled_ns, sum.reading.running_ns), (20, 20));
     }
 }

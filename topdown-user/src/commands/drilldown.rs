@@ -54,7 +54,7 @@ pub fn sum_over_cpus(readings: &[(u32, usize, Reading)], counters: usize) -> Vec
     let mut summed = vec![CounterValue::default(); counters];
     for &(_, index, reading) in readings {
         if let Some(value) = summed.get_mut(index) {
-            *value = CounterValue::of(value.reading().plus(reading));
+            *value = CounterValue::of(value.reading.plus(reading));
         }
     }
     summed
@@ -75,10 +75,14 @@ mod tests {
         .map(|(cpu, index, values)| (cpu, index, Reading::from_values(values)));
         let summed = sum_over_cpus(&readings, 2);
         assert_eq!(
-            (summed[0].raw, summed[0].enabled_ns, summed[0].running_ns),
+            (
+                summed[0].reading.count,
+                summed[0].reading.enabled_ns,
+                summed[0].reading.running_ns
+            ),
             (30, 200, 150)
         );
-        assert_eq!(summed[1].raw, 5);
+        assert_eq!(summed[1].reading.count, 5);
         assert_eq!(summed.len(), 2, "an index past the set is ignored");
     }
 }

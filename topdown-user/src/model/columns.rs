@@ -372,12 +372,7 @@ mod tests {
 
     #[test]
     fn ipc_is_measured_or_absent_never_a_zero() {
-        let value = |raw: u64, running_ns: u64| CounterValue {
-            raw,
-            enabled_ns: 100,
-            running_ns,
-            silent: false,
-        };
+        let value = |raw: u64, running_ns: u64| CounterValue::new(raw, 100, running_ns);
         let counted = [value(0, 100), value(2_000, 50), value(3_000, 100)];
         // Cycles scaled to 4,000 (half the time on a counter), instructions 3,000.
         assert_eq!(ipc(&counted, 1, 2), Some(0.75));

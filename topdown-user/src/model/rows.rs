@@ -160,7 +160,7 @@ pub fn rows(
                         .map_or_else(Vec::new, |view| view.of(&counters)),
                     run_fraction: usage::further(&counters)
                         .iter()
-                        .map(CounterValue::running_fraction)
+                        .map(|v| v.reading.running_fraction())
                         .fold(1.0, f64::min),
                     counters,
                     tree: None,

@@ -208,12 +208,7 @@ mod tests {
 
     fn values(ms: u64) -> (u64, f64, Vec<CounterValue>) {
         let ns = ms * 1_000_000;
-        let value = CounterValue {
-            raw: ns,
-            enabled_ns: ns,
-            running_ns: ns,
-            silent: false,
-        };
+        let value = CounterValue::new(ns, ns, ns);
         (ns, ms as f64 / 1000.0, vec![value])
     }
 
@@ -302,7 +297,10 @@ mod tests {
         );
         assert_eq!(tree[0].on_cpu_ns, 55_000_000);
         assert!((tree[0].cpu_share - 0.055).abs() < 1e-9);
-        assert_eq!((tree[0].switches, tree[0].counters[0].raw), (4, 55_000_000));
+        assert_eq!(
+            (tree[0].switches, tree[0].counters[0].reading.count),
+            (4, 55_000_000)
+        );
         assert_eq!(
             tree[0].who.thread().unwrap().comm,
             "t10",

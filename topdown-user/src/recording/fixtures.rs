@@ -142,12 +142,7 @@ pub fn topdown_recording() -> Recording {
     let counts = |ns: u64| {
         [ns, 4000, 1000, 200, 400, 2400, 0]
             .iter()
-            .map(|&raw| CounterValue {
-                raw: if raw == ns { ns } else { raw * ns / 1000 },
-                enabled_ns: ns,
-                running_ns: ns,
-                silent: false,
-            })
+            .map(|&raw| CounterValue::new(if raw == ns { ns } else { raw * ns / 1000 }, ns, ns))
             .collect::<Vec<_>>()
     };
     let windows = (0..5u64)

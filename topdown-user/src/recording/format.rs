@@ -218,7 +218,7 @@ const fn is_zero(value: &u64) -> bool {
 }
 
 fn value_line(value: &CounterValue) -> [u64; 3] {
-    value.reading().values()
+    value.reading.values()
 }
 
 fn value_of(line: [u64; 3]) -> CounterValue {

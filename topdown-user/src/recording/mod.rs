@@ -109,7 +109,7 @@ mod tests {
         assert!(read.cut_short.is_some());
         let sum = read.totals().unwrap();
         assert_eq!(
-            sum.threads[0].counters[0].raw, 10_000,
+            sum.threads[0].counters[0].reading.count, 10_000,
             "1000 * (1 + 2 + 3 + 4)"
         );
         assert_eq!(sum.length, Duration::from_millis(400));
@@ -159,7 +159,7 @@ mod tests {
             .map(|t| &mut t.counters)
             .chain(silent.cgroups.iter_mut().map(|c| &mut c.counters))
         {
-            values[1].raw = 0;
+            values[1].reading.count = 0;
             values[1].silent = true;
         }
         let windows = [silent, window(2)];

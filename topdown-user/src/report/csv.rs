@@ -65,7 +65,7 @@ pub fn lines(window: &Window, rows: &[&Row], shown: &Shown<'_>, sep: u8, is_fina
             fields.extend(columns.iter().map(|c| c.field(row)));
             for value in row.counters.iter().take(set.counters.len()) {
                 fields.push(super::count_cell(value.scaled()));
-                fields.push(format!("{:.2}", value.running_fraction() * 100.0));
+                fields.push(format!("{:.2}", value.reading.running_fraction() * 100.0));
             }
             for column in &nodes {
                 let value = column.of(row).map(|n| n.value);

@@ -69,10 +69,10 @@ impl Serialize for CountersDoc<'_> {
                 counter.name.as_str(),
                 &CounterDoc {
                     value: value.scaled(),
-                    raw: value.raw,
+                    raw: value.reading.count,
                     unit: counter.unit.label(),
-                    enabled_ns: value.enabled_ns,
-                    running_ns: value.running_ns,
+                    enabled_ns: value.reading.enabled_ns,
+                    running_ns: value.reading.running_ns,
                     not_counting: value.silent,
                 },
             )?;
@@ -288,7 +288,7 @@ pub fn write_document(
             start_s: window.start.as_secs_f64(),
             length_s: window.length.as_secs_f64(),
         },
-        idle_ns: window.idle.iter().map(|v| v.raw).collect(),
+        idle_ns: window.idle.iter().map(|v| v.reading.count).collect(),
         kernel_stats: Stat::ALL
             .into_iter()
             .map(|stat| (stat.name().replace(' ', "_"), window.stats.get(stat)))
@@ -391,14 +391,7 @@ mod tests {
                 .map(counter)
                 .collect(),
         };
-        let values: Vec<CounterValue> = (0..4u64)
-            .map(|i| CounterValue {
-                raw: i,
-                enabled_ns: 10,
-                running_ns: 10,
-                silent: false,
-            })
-            .collect();
+        let values: Vec<CounterValue> = (0..4u64).map(|i| CounterValue::new(i, 10, 10)).collect();
         let order = name_order(&set);
         let text = serde_json::to_string(&CountersDoc::new(&set, &values, &order)).unwrap();
         let names: Vec<&str> = text

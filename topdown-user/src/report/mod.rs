@@ -306,11 +306,12 @@ mod tests {
         let values = raw
             .iter()
             .enumerate()
-            .map(|(i, &raw)| CounterValue {
-                raw,
-                enabled_ns: 1_000_000_000,
-                running_ns: if i == 6 { 500_000_000 } else { 1_000_000_000 },
-                silent: false,
+            .map(|(i, &raw)| {
+                CounterValue::new(
+                    raw,
+                    1_000_000_000,
+                    if i == 6 { 500_000_000 } else { 1_000_000_000 },
+                )
             })
             .collect();
         let thread = ThreadUsage {
@@ -471,12 +472,7 @@ mod tests {
         let mut set = CounterSet::software(String::new());
         set.counters
             .extend([generic("cycles", 0), generic("instructions", 1)]);
-        let value = |raw: u64, running_ns: u64| CounterValue {
-            raw,
-            enabled_ns: 1_000_000,
-            running_ns,
-            silent: false,
-        };
+        let value = |raw: u64, running_ns: u64| CounterValue::new(raw, 1_000_000, running_ns);
         let thread = |tid: u32, cycles: CounterValue| ThreadUsage {
             tid,
             pid: tid,
@@ -535,12 +531,8 @@ mod tests {
     fn nodes_outside_their_range_are_kept_as_computed_and_flagged_with_their_inputs() {
         let (mut window, set) = spr_window();
         // More slots dropped than the frontend had: perf's formula goes negative.
-        window.threads[0].counters[6] = CounterValue {
-            raw: 1_000_000_000,
-            enabled_ns: 1_000_000_000,
-            running_ns: 1_000_000_000,
-            silent: false,
-        };
+        window.threads[0].counters[6] =
+            CounterValue::new(1_000_000_000, 1_000_000_000, 1_000_000_000);
         let mut names = CgroupNames::at(None);
         let (rows, total) = rows(&window, name(&window, &mut names, None), &set, &options());
         let td = rows[0].topdown[0].as_ref().unwrap();
@@ -572,8 +564,8 @@ mod tests {
         let enabled = 1_000_000_000;
         for (slot, running) in [(2usize, 400_000_000u64), (6, 100_000_000)] {
             let value = &mut sampled.threads[0].counters[slot];
-            value.raw = value.raw * running / enabled;
-            value.running_ns = running;
+            value.reading.count = value.reading.count * running / enabled;
+            value.reading.running_ns = running;
         }
         let (scaled, total) = rows(&sampled, name(&sampled, &mut names, None), &set, &options());
         let (a, b) = (
@@ -627,10 +619,8 @@ mod tests {
         let (mut window, set) = spr_window();
         let dropping = 6;
         window.threads[0].counters[dropping] = CounterValue {
-            raw: 0,
-            enabled_ns: 1_000_000_000,
-            running_ns: 1_000_000_000,
             silent: true,
+            ..CounterValue::new(0, 1_000_000_000, 1_000_000_000)
         };
         let mut names = CgroupNames::at(None);
         let verbose = RowOptions {

@@ -374,11 +374,11 @@ impl ParquetWriter {
         cells.push(Cell::Float(Some(row.run_fraction * 100.0)));
         for i in 0..self.counters {
             let value = row.counters.get(i).copied().unwrap_or_default();
-            let counted = value.running_ns > 0;
-            cells.push(Cell::Int(counted.then_some(value.raw as i64)));
+            let counted = value.reading.running_ns > 0;
+            cells.push(Cell::Int(counted.then_some(value.reading.count as i64)));
             cells.push(Cell::Float(value.scaled().filter(|_| counted)));
-            cells.push(Cell::Int(Some(value.enabled_ns as i64)));
-            cells.push(Cell::Int(Some(value.running_ns as i64)));
+            cells.push(Cell::Int(Some(value.reading.enabled_ns as i64)));
+            cells.push(Cell::Int(Some(value.reading.running_ns as i64)));
         }
         for column in &self.nodes {
             cells.push(Cell::Float(column.value(row)));

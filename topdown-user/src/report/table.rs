@@ -92,7 +92,7 @@ pub fn block(
         }
         if show_counters {
             for value in usage::further(&row.counters) {
-                let fraction = value.running_fraction();
+                let fraction = value.reading.running_fraction();
                 let count = count_cell(value.scaled());
                 cells.push(if fraction < 1.0 && !value.not_counted() {
                     format!("{count} ({:.0}%)", fraction * 100.0)
@@ -119,7 +119,7 @@ pub fn block(
         .idle
         .iter()
         .enumerate()
-        .map(|(cpu, v)| format!("cpu{cpu} {:.1} ms", v.raw as f64 / 1e6))
+        .map(|(cpu, v)| format!("cpu{cpu} {:.1} ms", v.reading.count as f64 / 1e6))
         .collect();
     if !idle.is_empty() {
         let _ = writeln!(out, "  idle: {}", idle.join(", "));

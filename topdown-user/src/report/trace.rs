@@ -211,9 +211,9 @@ impl<'a> TraceWriter<'a> {
                 counters.insert(
                     counter.name.clone(),
                     json!({
-                        "raw": value.raw,
-                        "enabled_ns": value.enabled_ns,
-                        "running_ns": value.running_ns,
+                        "raw": value.reading.count,
+                        "enabled_ns": value.reading.enabled_ns,
+                        "running_ns": value.reading.running_ns,
                     }),
                 );
             }

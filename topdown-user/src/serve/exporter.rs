@@ -503,12 +503,7 @@ mod tests {
 
     /// A window's usage of one cgroup: `ns` on CPU, `tsc` TSC cycles.
     fn usage(id: u64, ns: u64, tsc: u64) -> CgroupUsage {
-        let value = |raw| CounterValue {
-            raw,
-            enabled_ns: ns,
-            running_ns: ns,
-            silent: false,
-        };
+        let value = |raw| CounterValue::new(raw, ns, ns);
         CgroupUsage {
             id: CgroupId(id),
             switches: 2,

@@ -205,7 +205,8 @@ impl BoundView<'_> {
                 // Each node's run %: the least its own inputs ran (a multiplexed counter is
                 // scaled by its own enabled/running time; a node is only as sure as its least
                 // measured input).
-                let running = |slot: usize| counters.get(slot).map(CounterValue::running_fraction);
+                let running =
+                    |slot: usize| counters.get(slot).map(|v| v.reading.running_fraction());
                 for node in &mut td.nodes {
                     let Some(slots) = bound.reads.get(node.node.name) else {
                         continue;
@@ -289,21 +290,17 @@ mod tests {
         let measured: Vec<CounterValue> = truth
             .iter()
             .enumerate()
-            .map(|(i, &count)| CounterValue {
-                raw: (u128::from(count) * u128::from(running(i)) / u128::from(enabled)) as u64,
-                enabled_ns: enabled,
-                running_ns: running(i),
-                silent: false,
+            .map(|(i, &count)| {
+                CounterValue::new(
+                    (u128::from(count) * u128::from(running(i)) / u128::from(enabled)) as u64,
+                    enabled,
+                    running(i),
+                )
             })
             .collect();
         let exact: Vec<CounterValue> = truth
             .iter()
-            .map(|&count| CounterValue {
-                raw: count,
-                enabled_ns: enabled,
-                running_ns: enabled,
-                silent: false,
-            })
+            .map(|&count| CounterValue::new(count, enabled, enabled))
             .collect();
         let view = TopdownView::single(model, 2, 5, false);
         let scaled = view.of(&set, &measured)[0].clone().unwrap();
@@ -346,9 +343,8 @@ mod tests {
                 let group = set.counters[i].attr.leader.unwrap_or(i);
                 if group == leaders[1] {
                     CounterValue {
-                        raw: 0,
-                        running_ns: 0,
-                        ..*value
+                        silent: value.silent,
+                        ..CounterValue::new(0, value.reading.enabled_ns, 0)
                     }
                 } else {
                     *value
@@ -372,12 +368,7 @@ mod tests {
     fn persistent_memory_comes_from_the_view() {
         let model = Model::named("sapphirerapids").unwrap();
         let mut set = CounterSet::software("test".into());
-        let mut counts = vec![CounterValue {
-            raw: 1_000,
-            enabled_ns: 1_000,
-            running_ns: 1_000,
-            silent: false,
-        }];
+        let mut counts = vec![CounterValue::new(1_000, 1_000, 1_000)];
         for (i, event) in model.events.iter().enumerate() {
             let mut counter = set.counters[0].clone();
             counter.name = (*event).to_owned();
@@ -388,12 +379,7 @@ mod tests {
             } else {
                 1_000_000_000 + 7_919 * i as u64
             };
-            counts.push(CounterValue {
-                raw,
-                enabled_ns: 1_000,
-                running_ns: 1_000,
-                silent: false,
-            });
+            counts.push(CounterValue::new(raw, 1_000, 1_000));
         }
         let mut view = TopdownView::single(model, 3, 6, false);
         let dram = |view: &TopdownView| {

@@ -152,7 +152,7 @@ fn status_line(data: &Screenful<'_>) -> String {
     let idle = if data.window.idle.is_empty() {
         "idle not measured".to_owned()
     } else {
-        let ns: u64 = data.window.idle.iter().map(|v| v.raw).sum();
+        let ns: u64 = data.window.idle.iter().map(|v| v.reading.count).sum();
         format!("idle {:.1} ms", ns as f64 / 1e6)
     };
     let not_counting = not_counting_line(data.window, data.set)
@@ -569,12 +569,11 @@ mod tests {
             on_cpu_ns: ms * 1_000_000,
             cpu_share: ms as f64 / 1000.0,
             switches: 7,
-            counters: vec![CounterValue {
-                raw: ms * 1_000_000,
-                enabled_ns: ms * 1_000_000,
-                running_ns: ms * 1_000_000,
-                silent: false,
-            }],
+            counters: vec![CounterValue::new(
+                ms * 1_000_000,
+                ms * 1_000_000,
+                ms * 1_000_000,
+            )],
             topdown: vec![],
             run_fraction: 1.0,
             tree: None,
