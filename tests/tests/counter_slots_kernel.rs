@@ -111,7 +111,7 @@ fn run_on(set: &CounterSet, cpu: Option<u32>) -> Run {
         .run_totals(&snapshot)
         .threads
         .into_iter()
-        .filter_map(|t| Some((names.get(&t.tid)?.clone(), t)))
+        .filter_map(|t| Some((names.get(&t.tid.0)?.clone(), t)))
         .collect();
     workload.finish();
     Run {

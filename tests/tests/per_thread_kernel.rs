@@ -80,14 +80,14 @@ fn charged_as_the_books_say(walk_maps: bool) {
     let snapshot = collector.snapshot().expect("snapshot");
     attrib.window(&snapshot);
     let totals = attrib.run_totals(&snapshot);
-    let by_tid: HashMap<u32, &ThreadUsage> = totals.threads.iter().map(|t| (t.tid, t)).collect();
+    let by_tid: HashMap<u32, &ThreadUsage> = totals.threads.iter().map(|t| (t.tid.0, t)).collect();
 
     for (name, tid) in &long_lived {
         let usage = by_tid
             .get(tid)
             .unwrap_or_else(|| panic!("thread {name} ({tid}) was not reported"));
         assert!(!usage.exited, "{name} is parked, not dead");
-        assert_eq!(usage.pid, pid);
+        assert_eq!(usage.pid.0, pid);
         assert_eq!(&usage.comm, name, "comm of {tid}");
         assert_books(
             &format!("{name} vs schedstat"),
@@ -174,7 +174,7 @@ fn a_thread_ticked_through_its_only_slice_is_charged_whole_at_exit() {
             .run_totals(&snapshot)
             .threads
             .into_iter()
-            .filter(|t| t.tid == tid)
+            .filter(|t| t.tid.0 == tid)
             .collect();
         assert_eq!(rows.len(), 1, "one row for the thread: {rows:?}");
         let thread = &rows[0];

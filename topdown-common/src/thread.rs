@@ -2,6 +2,36 @@
 
 use crate::reading::{Reading, Readings};
 
+/// A thread id (the kernel's `pid`), in the initial pid namespace: its own type wherever it
+/// crosses from the kernel's records to rows and outputs, so it is never taken for a process.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Tid(pub u32);
+
+/// A process id (the kernel's `tgid`: its main thread's [`Tid`]).
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Pid(pub u32);
+
+impl Pid {
+    /// The process's main thread (its tid is the process id).
+    pub const fn main_thread(self) -> Tid {
+        Tid(self.0)
+    }
+}
+
+impl core::fmt::Display for Tid {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl core::fmt::Display for Pid {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
 /// Length of a task's `comm`, as the kernel keeps it.
 pub const COMM_LEN: usize = 16;
 

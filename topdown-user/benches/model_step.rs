@@ -11,7 +11,10 @@
 //! multiplexed (running 60 % of their enabled time), every thread in one of 200 cgroups.
 
 use std::time::{Duration, Instant};
-use topdown_common::cgroup::CgroupId;
+use topdown_common::{
+    cgroup::CgroupId,
+    thread::{Pid, Tid},
+};
 
 use topdown_user::{
     attrib::{
@@ -118,8 +121,8 @@ fn window(set: &CounterSet, rng: &mut Lcg) -> Window {
                 })
                 .collect();
             ThreadUsage {
-                tid,
-                pid: 1 + tid / 8,
+                tid: Tid(tid),
+                pid: Pid(1 + tid / 8),
                 comm: format!("worker-{}", tid % 97),
                 cgroup_id: CgroupId(1 + u64::from(tid % 200)),
                 switches: 1 + rng.next() % 500,

@@ -8,6 +8,7 @@ use std::{
     cmp::{Ordering, Reverse},
     collections::{BinaryHeap, HashMap},
 };
+use topdown_common::thread::{Pid, Tid};
 
 use super::usage::ThreadUsage;
 
@@ -42,7 +43,7 @@ pub struct ExitedThreads {
     /// The hottest exited threads, coldest on top.
     threads: BinaryHeap<Reverse<ByOnCpu>>,
     /// Threads beyond `cap`, folded per process.
-    processes: HashMap<u32, ThreadUsage>,
+    processes: HashMap<Pid, ThreadUsage>,
     /// Processes beyond `cap`, folded into one row.
     others: Option<ThreadUsage>,
 }
@@ -78,10 +79,7 @@ impl ExitedThreads {
             self.processes.insert(pid, row);
         } else {
             self.others
-                .get_or_insert_with(|| ThreadUsage {
-                    pid: 0,
-                    ..folded_row(0, &thread)
-                })
+                .get_or_insert_with(|| folded_row(Pid(0), &thread))
                 .absorb(&thread);
         }
     }
@@ -120,8 +118,8 @@ impl ExitedThreads {
 }
 
 /// The name of a row folding `folded` exited threads of process `pid` (0: of several).
-pub fn fold_name(pid: u32, folded: u64) -> String {
-    if pid == 0 {
+pub fn fold_name(pid: Pid, folded: u64) -> String {
+    if pid == Pid(0) {
         format!("(exited threads of other processes: {folded})")
     } else {
         format!("(exited threads: {folded})")
@@ -129,9 +127,9 @@ pub fn fold_name(pid: u32, folded: u64) -> String {
 }
 
 /// An empty exited row for process `pid`, ready to absorb threads.
-fn folded_row(pid: u32, like: &ThreadUsage) -> ThreadUsage {
+fn folded_row(pid: Pid, like: &ThreadUsage) -> ThreadUsage {
     ThreadUsage {
-        tid: 0,
+        tid: Tid(0),
         pid,
         comm: String::new(),
         cgroup_id: like.cgroup_id,
@@ -151,8 +149,8 @@ mod tests {
 
     fn thread(tid: u32, pid: u32, ns: u64) -> ThreadUsage {
         ThreadUsage {
-            tid,
-            pid,
+            tid: Tid(tid),
+            pid: Pid(pid),
             comm: format!("t{tid}"),
             cgroup_id: CgroupId(1),
             switches: 1,
@@ -176,7 +174,7 @@ mod tests {
         let own: Vec<u32> = rows
             .iter()
             .filter(|r| r.folded == 0)
-            .map(|r| r.tid)
+            .map(|r| r.tid.0)
             .collect();
         assert_eq!(own.len(), 2);
         assert!(own.contains(&10) && own.contains(&9), "{own:?}");
@@ -186,7 +184,7 @@ mod tests {
         assert!(
             folds
                 .iter()
-                .any(|r| r.pid == 0 && r.comm.contains("other processes"))
+                .any(|r| r.pid == Pid(0) && r.comm.contains("other processes"))
         );
         assert_eq!(rows.iter().map(ThreadUsage::on_cpu_ns).sum::<u64>(), total);
         assert_eq!(rows.iter().map(|r| r.switches).sum::<u64>(), 10);

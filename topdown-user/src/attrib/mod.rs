@@ -13,6 +13,7 @@ pub mod usage;
 
 use std::{collections::HashMap, time::Duration};
 use topdown_common::cgroup::CgroupId;
+use topdown_common::thread::{Pid, Tid};
 
 use topdown_common::reading::Reading;
 
@@ -100,7 +101,7 @@ impl Window {
     pub fn merge(windows: &[Self]) -> Option<Self> {
         let (first, last) = (windows.first()?, windows.last()?);
         let mut threads: Vec<ThreadUsage> = Vec::new();
-        let mut thread_at: HashMap<(u32, u32, &str), usize> = HashMap::new();
+        let mut thread_at: HashMap<(Tid, Pid, &str), usize> = HashMap::new();
         let mut cgroups: Vec<CgroupUsage> = Vec::new();
         let mut cgroup_at: HashMap<CgroupId, usize> = HashMap::new();
         let mut idle: Vec<CounterValue> = Vec::new();
@@ -152,7 +153,7 @@ pub struct Attributor {
     nr_counters: usize,
     target: Target,
     /// Latest totals of every live thread, reported or not (its cgroup is charged from them).
-    live: HashMap<u32, ThreadRecord>,
+    live: HashMap<Tid, ThreadRecord>,
     /// Reported threads that died, for the run's totals.
     exited: ExitedThreads,
     /// How many exited threads keep their own rows in a window (the rest fold per process).
@@ -231,7 +232,7 @@ impl Attributor {
 
     /// The previous totals of the thread `record` is about, if it is the same thread.
     fn before<'a>(
-        live: &'a HashMap<u32, ThreadRecord>,
+        live: &'a HashMap<Tid, ThreadRecord>,
         record: &ThreadRecord,
     ) -> Option<&'a ThreadRecord> {
         live.get(&record.tid())
@@ -258,7 +259,7 @@ impl Attributor {
         };
 
         // Each thread's latest record of this snapshot, in the order they were sent.
-        let mut latest: HashMap<u32, &ThreadRecord> = HashMap::new();
+        let mut latest: HashMap<Tid, &ThreadRecord> = HashMap::new();
         let mut threads = Vec::new();
         let mut exits = ExitedThreads::new(self.window_exit_rows);
         for record in &snapshot.records {
@@ -511,7 +512,7 @@ mod tests {
         );
         let window = attrib.window(&later);
         assert!(window.silent().is_empty(), "thread 6 counted 9");
-        let five = window.threads.iter().find(|t| t.tid == 5).unwrap();
+        let five = window.threads.iter().find(|t| t.tid == Tid(5)).unwrap();
         assert_eq!(five.counters[1].scaled(), Some(0.0), "a 0 that is a count");
         assert!(attrib.run_totals(&later).silent().is_empty());
     }
@@ -548,13 +549,13 @@ mod tests {
         let own: Vec<u32> = dead
             .iter()
             .filter(|t| t.folded == 0)
-            .map(|t| t.tid)
+            .map(|t| t.tid.0)
             .collect();
         assert_eq!(own, [40, 39, 38], "the hottest, hottest first");
         let folds: Vec<(u32, u64)> = dead
             .iter()
             .filter(|t| t.folded > 0)
-            .map(|t| (t.pid, t.folded))
+            .map(|t| (t.pid.0, t.folded))
             .collect();
         // Three processes get folds (cap 3), the fourth's threads go to the rest.
         assert_eq!(folds.len(), 4, "{folds:?}");
@@ -564,9 +565,12 @@ mod tests {
         assert!(
             dead.iter()
                 .filter(|t| t.folded > 0)
-                .all(|t| t.tid == 0 && t.comm == exited::fold_name(t.pid, t.folded))
+                .all(|t| t.tid == Tid(0) && t.comm == exited::fold_name(t.pid, t.folded))
         );
-        assert!(window.threads.iter().any(|t| t.tid == 7000), "the live one");
+        assert!(
+            window.threads.iter().any(|t| t.tid == Tid(7000)),
+            "the live one"
+        );
 
         let each = window_of(WindowExits::Each);
         assert_eq!(each.threads.iter().filter(|t| t.exited).count(), 40);
@@ -609,11 +613,11 @@ mod tests {
             (Duration::ZERO, Duration::from_millis(300))
         );
         let one = &merged.threads[0];
-        assert_eq!((one.tid, one.on_cpu_ns(), one.switches), (1, 350, 5));
+        assert_eq!((one.tid.0, one.on_cpu_ns(), one.switches), (1, 350, 5));
         assert!(one.exited, "it died in the last window");
         assert_eq!(one.cgroup_id, CgroupId(6), "its latest cgroup");
         let two = &merged.threads[1];
-        assert_eq!((two.tid, two.on_cpu_ns(), two.switches), (2, 70, 2));
+        assert_eq!((two.tid.0, two.on_cpu_ns(), two.switches), (2, 70, 2));
         assert_eq!(
             on_cpu(&merged, 5) + on_cpu(&merged, 6),
             420,
@@ -648,16 +652,16 @@ mod tests {
         );
         let w2 = attrib.window(&s2);
         let by_tid = |w: &Window, tid| w.threads.iter().find(|t| t.tid == tid).cloned().unwrap();
-        assert_eq!(by_tid(&w2, 10).on_cpu_ns(), 200);
-        let dead = by_tid(&w2, 11);
+        assert_eq!(by_tid(&w2, Tid(10)).on_cpu_ns(), 200);
+        let dead = by_tid(&w2, Tid(11));
         assert_eq!(dead.on_cpu_ns(), 30);
         assert!(dead.exited);
         assert_eq!(w2.start, Duration::from_secs(1));
         assert_eq!(on_cpu(&w2, 1), 230);
 
         let run = attrib.run_totals(&s2);
-        assert_eq!(by_tid(&run, 10).on_cpu_ns(), 300);
-        assert_eq!(by_tid(&run, 11).on_cpu_ns(), 80);
+        assert_eq!(by_tid(&run, Tid(10)).on_cpu_ns(), 300);
+        assert_eq!(by_tid(&run, Tid(11)).on_cpu_ns(), 80);
         assert_eq!(run.length, Duration::from_secs(2));
         assert_eq!(run.cgroups[0].on_cpu_ns(), 387);
     }

@@ -8,7 +8,10 @@ use super::{
     groups::{Group, GroupBy, GroupOptions, group},
     usage::CounterValue,
 };
-use topdown_common::cgroup::CgroupId;
+use topdown_common::{
+    cgroup::CgroupId,
+    thread::{Pid, Tid},
+};
 
 /// One named line of usage.
 #[derive(Clone, Debug)]
@@ -78,9 +81,9 @@ pub enum Who {
 #[derive(Clone, Debug)]
 pub struct ThreadKey {
     /// Thread id.
-    pub tid: u32,
+    pub tid: Tid,
     /// Process id.
-    pub pid: u32,
+    pub pid: Pid,
     /// Thread name.
     pub comm: String,
     /// cgroup path (or `cgroup:<id>` if it could not be named).
@@ -166,8 +169,8 @@ impl Who {
     /// What sorts a row by id: the tid, the cgroup id.
     pub(crate) fn id(&self, pid: bool) -> u64 {
         match self {
-            Self::Thread(t) if pid => u64::from(t.pid),
-            Self::Thread(t) => u64::from(t.tid),
+            Self::Thread(t) if pid => u64::from(t.pid.0),
+            Self::Thread(t) => u64::from(t.tid.0),
             Self::Group { group, .. } => group.id.0,
         }
     }

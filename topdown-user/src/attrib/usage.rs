@@ -1,6 +1,10 @@
 //! Per-thread usage over a window of time: what the kernel charged, as deltas.
 
-use topdown_common::{cgroup::CgroupId, reading::Reading};
+use topdown_common::{
+    cgroup::CgroupId,
+    reading::Reading,
+    thread::{Pid, Tid},
+};
 
 use crate::{collect::ThreadRecord, pmu::counter_set::CounterSet};
 
@@ -71,9 +75,9 @@ impl CounterValue {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ThreadUsage {
     /// Thread id; 0 for a row of folded threads.
-    pub tid: u32,
+    pub tid: Tid,
     /// Process id; 0 for a row folding several processes.
-    pub pid: u32,
+    pub pid: Pid,
     /// Thread name; for folded rows, what they hold (`(exited threads: 12)`).
     pub comm: String,
     /// cgroup2 id at the latest charge.
@@ -92,8 +96,8 @@ impl ThreadUsage {
     /// `now` minus `before` (a zero-charged thread when `before` is `None`), for `nr` counters.
     pub fn between(before: Option<&ThreadRecord>, now: &ThreadRecord, nr: usize) -> Self {
         Self {
-            tid: now.header.tid,
-            pid: now.header.tgid,
+            tid: now.tid(),
+            pid: now.pid(),
             comm: comm_string(&now.header.comm),
             cgroup_id: now.cgroup(),
             switches: now
@@ -155,8 +159,8 @@ impl ThreadUsage {
     /// multiplexed, `switches` switches out.
     pub fn clocked(tid: u32, pid: u32, cgroup_id: CgroupId, ns: u64, switches: u64) -> Self {
         Self {
-            tid,
-            pid,
+            tid: Tid(tid),
+            pid: Pid(pid),
             comm: format!("t{tid}"),
             cgroup_id,
             switches,
@@ -272,7 +276,7 @@ mod tests {
         assert_eq!(usage.on_cpu_ns(), 4_500);
         assert_eq!(usage.switches, 7);
         assert_eq!(usage.comm, "work");
-        assert_eq!(usage.pid, 7);
+        assert_eq!(usage.pid, Pid(7));
         let fresh = ThreadUsage::between(None, &now, 1);
         assert_eq!(fresh.on_cpu_ns(), 5_500);
     }

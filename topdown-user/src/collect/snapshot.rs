@@ -6,7 +6,7 @@ use topdown_common::{
     cgroup::CgroupId,
     reading::Reading,
     stats::{NR_STATS, Stat},
-    thread::{ThreadHeader, ThreadTotals},
+    thread::{Pid, ThreadHeader, ThreadTotals, Tid},
 };
 
 /// What the kernel says about one thread: who it is, and its cumulative totals for the set's
@@ -56,8 +56,13 @@ impl ThreadRecord {
     }
 
     /// Thread id.
-    pub const fn tid(&self) -> u32 {
-        self.header.tid
+    pub const fn tid(&self) -> Tid {
+        Tid(self.header.tid)
+    }
+
+    /// Process id.
+    pub const fn pid(&self) -> Pid {
+        Pid(self.header.tgid)
     }
 
     /// Whether this is the same thread as `other` (a tid can be reused by a later thread).
@@ -145,7 +150,7 @@ mod tests {
             std::slice::from_raw_parts((&raw const totals).cast::<u8>(), size_of::<ThreadTotals>())
         };
         let record = ThreadRecord::decode(&bytes[..record_len(3)], 3).unwrap();
-        assert_eq!(record.tid(), 7);
+        assert_eq!(record.tid(), Tid(7));
         assert!(record.exited() && record.header.flags & ThreadHeader::FLAG_MOVED == 0);
         assert_eq!(record.slots.len(), 3);
         assert_eq!(record.slots[2].count, 102);

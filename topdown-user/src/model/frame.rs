@@ -185,7 +185,7 @@ mod tests {
         let mut names = CgroupNames::at(None);
         let frame = Frame::new(&window, &mut names, &set, None);
         let tids = |rows: &[&Row]| -> Vec<u32> {
-            rows.iter().map(|r| r.who.thread().unwrap().tid).collect()
+            rows.iter().map(|r| r.who.thread().unwrap().tid.0).collect()
         };
         let first = Rc::as_ptr(frame.threads());
         assert_eq!(

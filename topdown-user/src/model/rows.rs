@@ -262,7 +262,7 @@ mod tests {
         let (rows, total) = rows(&window, name(&window, &mut names, None), &set, &opts);
         assert_eq!(total, 3);
         let tids = |rows: &[Row]| -> Vec<u32> {
-            rows.iter().map(|r| r.who.thread().unwrap().tid).collect()
+            rows.iter().map(|r| r.who.thread().unwrap().tid.0).collect()
         };
         assert_eq!(tids(&rows), [2, 1]);
         assert!((rows[0].cpu_share - 1.0).abs() < 1e-9);

@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use topdown_common::cgroup::CgroupId;
+use topdown_common::thread::{Pid, Tid};
 
 use super::rows::{Row, RowOptions, ThreadKey, TreeMark, Who, order};
 use crate::{
@@ -33,10 +34,10 @@ fn is_cgroups(rows: &[Row]) -> bool {
 /// Threads under a row per process (the sum of its threads), for processes with several.
 fn processes(rows: Vec<Row>, set: &CounterSet, options: &RowOptions, reverse: bool) -> Vec<Row> {
     let topdown = options.topdown.as_ref().map(|view| view.bind(set));
-    let mut by_pid: HashMap<u32, Vec<Row>> = HashMap::new();
+    let mut by_pid: HashMap<Pid, Vec<Row>> = HashMap::new();
     let mut pids = Vec::new();
     for row in rows {
-        let pid = row.who.thread().map_or(0, |t| t.pid);
+        let pid = row.who.thread().map_or(Pid(0), |t| t.pid);
         by_pid
             .entry(pid)
             .or_insert_with(|| {
@@ -86,8 +87,8 @@ fn process_row(threads: &[Row], set: &CounterSet, topdown: Option<&BoundView<'_>
         .thread()
         .cloned()
         .unwrap_or_else(|| ThreadKey {
-            tid: 0,
-            pid: 0,
+            tid: Tid(0),
+            pid: Pid(0),
             comm: String::new(),
             cgroup: String::new(),
             cgroup_id: CgroupId(0),
@@ -97,7 +98,7 @@ fn process_row(threads: &[Row], set: &CounterSet, topdown: Option<&BoundView<'_>
     let main = threads
         .iter()
         .filter_map(|r| r.who.thread())
-        .find(|t| t.tid == t.pid)
+        .find(|t| t.tid == t.pid.main_thread())
         .unwrap_or(&first);
     let mut counters = vec![CounterValue::default(); set.counters.len()];
     for row in threads {
@@ -105,7 +106,7 @@ fn process_row(threads: &[Row], set: &CounterSet, topdown: Option<&BoundView<'_>
     }
     Row {
         who: Who::Thread(ThreadKey {
-            tid: main.pid,
+            tid: main.pid.main_thread(),
             exited: threads
                 .iter()
                 .all(|r| r.who.thread().is_some_and(|t| t.exited)),
@@ -216,8 +217,8 @@ mod tests {
         let (on_cpu_ns, cpu_share, counters) = values(ms);
         Row {
             who: Who::Thread(ThreadKey {
-                tid,
-                pid,
+                tid: Tid(tid),
+                pid: Pid(pid),
                 comm: format!("t{tid}"),
                 cgroup: "/".into(),
                 cgroup_id: CgroupId(1),

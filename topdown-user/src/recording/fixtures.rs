@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 use topdown_common::cgroup::CgroupId;
+use topdown_common::thread::{Pid, Tid};
 
 use topdown_common::stats::Stat;
 
@@ -26,8 +27,8 @@ pub fn value(raw: u64) -> CounterValue {
 /// Thread `tid` of process 100 in cgroup `cgroup_id`, `ns` on CPU (thread 2 exited).
 pub fn thread(tid: u32, comm: &str, cgroup_id: u64, ns: u64) -> ThreadUsage {
     ThreadUsage {
-        tid,
-        pid: 100,
+        tid: Tid(tid),
+        pid: Pid(100),
         comm: comm.into(),
         cgroup_id: CgroupId(cgroup_id),
         switches: tid.into(),

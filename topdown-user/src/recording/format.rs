@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use topdown_common::cgroup::CgroupId;
 use topdown_common::reading::Reading;
+use topdown_common::thread::{Pid, Tid};
 
 use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
@@ -239,8 +240,8 @@ impl WindowLine {
                 .threads
                 .iter()
                 .map(|t| ThreadLine {
-                    tid: t.tid,
-                    pid: t.pid,
+                    tid: t.tid.0,
+                    pid: t.pid.0,
                     comm: t.comm.clone(),
                     cgroup_id: t.cgroup_id.0,
                     switches: t.switches,
@@ -294,8 +295,8 @@ impl WindowLine {
             .map(|t| {
                 let counters = values(t.counters, &|| format!("thread {}", t.tid))?;
                 Ok(ThreadUsage {
-                    tid: t.tid,
-                    pid: t.pid,
+                    tid: Tid(t.tid),
+                    pid: Pid(t.pid),
                     comm: t.comm,
                     cgroup_id: CgroupId(t.cgroup_id),
                     switches: t.switches,

@@ -55,6 +55,7 @@ pub fn header(
 #[cfg(test)]
 mod tests {
     use topdown_common::cgroup::CgroupId;
+    use topdown_common::thread::Tid;
 
     use std::{io::Write as _, time::Duration};
 
@@ -243,7 +244,10 @@ mod tests {
         let mut big = window(1);
         let row = big.threads[0].clone();
         big.threads = (0..100_000u32)
-            .map(|tid| ThreadUsage { tid, ..row.clone() })
+            .map(|tid| ThreadUsage {
+                tid: Tid(tid),
+                ..row.clone()
+            })
             .collect();
         let (_dir, path) = recorded(&[big], None);
         assert!(std::fs::metadata(&path).unwrap().len() < 200_000);
@@ -273,7 +277,7 @@ mod tests {
             let row = w.threads[0].clone();
             w.threads = (0..n)
                 .map(|tid| ThreadUsage {
-                    tid: tid as u32 + 1,
+                    tid: Tid(tid as u32 + 1),
                     ..row.clone()
                 })
                 .collect();

@@ -333,8 +333,8 @@ fn write_entry(
         Who::Thread(t) => serde_json::to_writer(
             out,
             &ThreadDoc {
-                tid: t.tid,
-                pid: t.pid,
+                tid: t.tid.0,
+                pid: t.pid.0,
                 comm: &t.comm,
                 cgroup: &t.cgroup,
                 cgroup_id: t.cgroup_id.0,

@@ -250,6 +250,7 @@ fn is_broken_pipe(error: &anyhow::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use topdown_common::cgroup::CgroupId;
+    use topdown_common::thread::{Pid, Tid};
 
     use std::time::Duration;
 
@@ -315,8 +316,8 @@ mod tests {
             })
             .collect();
         let thread = ThreadUsage {
-            tid: 7,
-            pid: 7,
+            tid: Tid(7),
+            pid: Pid(7),
             comm: "worker".into(),
             cgroup_id: CgroupId(1),
             switches: 3,
@@ -474,8 +475,8 @@ mod tests {
             .extend([generic("cycles", 0), generic("instructions", 1)]);
         let value = |raw: u64, running_ns: u64| CounterValue::new(raw, 1_000_000, running_ns);
         let thread = |tid: u32, cycles: CounterValue| ThreadUsage {
-            tid,
-            pid: tid,
+            tid: Tid(tid),
+            pid: Pid(tid),
             comm: format!("t{tid}"),
             cgroup_id: CgroupId(1),
             switches: 1,

@@ -336,8 +336,8 @@ impl ParquetWriter {
         let start_ns = window.start.as_nanos() as i64;
         let (tid, pid, comm, exited, cgroup, cgroup_id) = match &row.who {
             Who::Thread(t) => (
-                Some(i64::from(t.tid)),
-                Some(i64::from(t.pid)),
+                Some(i64::from(t.tid.0)),
+                Some(i64::from(t.pid.0)),
                 Some(t.comm.clone()),
                 Some(t.exited),
                 t.cgroup.clone(),

@@ -195,7 +195,7 @@ impl<'a> TraceWriter<'a> {
             let Who::Thread(thread) = &row.who else {
                 continue;
             };
-            let (pid, tid) = (thread.pid, thread.tid);
+            let (pid, tid) = (thread.pid.0, thread.tid.0);
             charged.insert(tid);
             // The latest name: a thread that execs takes the program's.
             self.threads.insert((pid, tid), thread.comm.clone());

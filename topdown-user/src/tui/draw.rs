@@ -541,6 +541,7 @@ pub(super) fn help_popup(frame: &mut Frame<'_>, text: Vec<Line<'_>>) {
 #[cfg(test)]
 mod tests {
     use topdown_common::cgroup::CgroupId;
+    use topdown_common::thread::{Pid, Tid};
 
     use std::time::Duration;
 
@@ -558,8 +559,8 @@ mod tests {
     fn thread(tid: u32, comm: &str, cgroup: &str, ms: u64) -> Row {
         Row {
             who: Who::Thread(ThreadKey {
-                tid,
-                pid: 100,
+                tid: Tid(tid),
+                pid: Pid(100),
                 comm: comm.into(),
                 cgroup: cgroup.into(),
                 cgroup_id: CgroupId(1),
@@ -682,8 +683,8 @@ mod tests {
         };
         row.counters.push(silent);
         let usage = crate::attrib::usage::ThreadUsage {
-            tid: 1,
-            pid: 100,
+            tid: Tid(1),
+            pid: Pid(100),
             comm: "a".into(),
             cgroup_id: CgroupId(1),
             switches: 7,

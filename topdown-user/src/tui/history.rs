@@ -91,6 +91,7 @@ impl History {
 #[cfg(test)]
 mod tests {
     use topdown_common::cgroup::CgroupId;
+    use topdown_common::thread::{Pid, Tid};
 
     use super::*;
     use crate::{
@@ -101,8 +102,8 @@ mod tests {
     fn row(tid: u32, exited: bool) -> Row {
         Row {
             who: Who::Thread(ThreadKey {
-                tid,
-                pid: 1,
+                tid: Tid(tid),
+                pid: Pid(1),
                 comm: "t".into(),
                 cgroup: "/".into(),
                 cgroup_id: CgroupId(1),
