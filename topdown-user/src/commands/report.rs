@@ -235,6 +235,7 @@ fn screenshot(
     let mut model = ViewModel::new(
         first_state(recording, windows, grouping, sort),
         &recording.set,
+        renderer.options().topdown.as_ref(),
     );
     let (set, base, names) = (&recording.set, renderer.options(), &mut recording.names);
     let (columns, rows) = args.size;

@@ -106,7 +106,7 @@ impl Column {
     /// instructions did not run, or ran no cycle).
     pub fn value(&self, row: &Row) -> Option<Number> {
         match self.source {
-            Source::OnCpu => Some(Number::Int(row.on_cpu_ns)),
+            Source::OnCpu => Some(Number::Int(row.on_cpu.as_nanos() as u64)),
             Source::CpuPercent => Some(Number::Float(row.cpu_share * 100.0)),
             Source::Switches => Some(Number::Int(row.switches)),
             Source::Ipc {
@@ -123,7 +123,12 @@ impl Column {
 
     /// The value as tables and the live view show it (`-` where not measured).
     pub fn cell(&self, row: &Row) -> String {
-        match (self.kind, self.value(row)) {
+        self.show(self.value(row))
+    }
+
+    /// A value of this column as tables and the live view show it (`-` where not measured).
+    pub fn show(&self, value: Option<Number>) -> String {
+        match (self.kind, value) {
             (_, None) => "-".into(),
             (Kind::Nanoseconds, Some(v)) => format!("{:.3}", v.as_f64() / 1e6),
             (Kind::Percent, Some(v)) => format!("{:.1}", v.as_f64()),

@@ -227,12 +227,12 @@ mod tests {
         let grouped = frame.rows(&per_cgroup);
         assert_eq!(grouped.total, 2);
         assert_eq!(grouped.rows.len(), 1);
-        assert_eq!(grouped.rows[0].on_cpu_ns, 950);
+        assert_eq!(grouped.rows[0].on_cpu, Duration::from_nanos(950));
         assert_eq!(grouped.rows[0].switches, 11);
         let cgroups: Vec<(u64, u64)> = frame
             .cgroups()
             .iter()
-            .map(|r| (r.on_cpu_ns, r.switches))
+            .map(|r| (r.on_cpu.as_nanos() as u64, r.switches))
             .collect();
         assert_eq!(cgroups, [(400, 6), (950, 11)]);
     }

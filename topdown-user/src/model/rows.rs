@@ -1,6 +1,6 @@
 //! The per-thread rows every renderer draws: values computed once, sorted and cut once.
 
-use std::{cmp::Ordering, str::FromStr};
+use std::{cmp::Ordering, str::FromStr, time::Duration};
 
 use anyhow::{Result, bail};
 
@@ -21,8 +21,8 @@ use crate::{
 pub struct Row {
     /// Whose line it is.
     pub who: Who,
-    /// On-CPU nanoseconds.
-    pub on_cpu_ns: u64,
+    /// On-CPU time.
+    pub on_cpu: Duration,
     /// On-CPU time over the window's wall time (1.0: one CPU busy all the window).
     pub cpu_share: f64,
     /// Switches out.
@@ -149,11 +149,11 @@ pub fn rows(
                  switches,
                  counters,
              }| {
-                let on_cpu_ns = usage::on_cpu_ns(&counters);
+                let on_cpu = Duration::from_nanos(usage::on_cpu_ns(&counters));
                 Row {
                     who,
-                    on_cpu_ns,
-                    cpu_share: on_cpu_ns as f64 / wall_ns,
+                    on_cpu,
+                    cpu_share: on_cpu.as_nanos() as f64 / wall_ns,
                     switches,
                     topdown: topdown
                         .as_ref()
@@ -196,7 +196,7 @@ pub fn order<'a>(set: &CounterSet, key: &'a SortKey) -> impl Fn(&Row, &Row) -> O
 
 fn compare(a: &Row, b: &Row, key: &SortKey, counter: Option<usize>) -> Ordering {
     match key {
-        SortKey::OnCpu => b.on_cpu_ns.cmp(&a.on_cpu_ns),
+        SortKey::OnCpu => b.on_cpu.cmp(&a.on_cpu),
         SortKey::Switches => b.switches.cmp(&a.switches),
         SortKey::Tid => a.who.id(false).cmp(&b.who.id(false)),
         SortKey::Pid => a.who.id(true).cmp(&b.who.id(true)),

@@ -113,7 +113,7 @@ fn process_row(threads: &[Row], set: &CounterSet, topdown: Option<&BoundView<'_>
             folded: 0,
             ..main.clone()
         }),
-        on_cpu_ns: threads.iter().map(|r| r.on_cpu_ns).sum(),
+        on_cpu: threads.iter().map(|r| r.on_cpu).sum(),
         cpu_share: threads.iter().map(|r| r.cpu_share).sum(),
         switches: threads.iter().map(|r| r.switches).sum(),
         topdown: topdown.map_or_else(Vec::new, |view| view.of(&counters)),
@@ -206,15 +206,16 @@ mod tests {
         groups::{Group, GroupBy},
         usage::CgroupUsage,
     };
+    use std::time::Duration;
 
-    fn values(ms: u64) -> (u64, f64, Vec<CounterValue>) {
+    fn values(ms: u64) -> (Duration, f64, Vec<CounterValue>) {
         let ns = ms * 1_000_000;
         let value = CounterValue::new(ns, ns, ns);
-        (ns, ms as f64 / 1000.0, vec![value])
+        (Duration::from_millis(ms), ms as f64 / 1000.0, vec![value])
     }
 
     fn thread(tid: u32, pid: u32, ms: u64) -> Row {
-        let (on_cpu_ns, cpu_share, counters) = values(ms);
+        let (on_cpu, cpu_share, counters) = values(ms);
         Row {
             who: Who::Thread(ThreadKey {
                 tid: Tid(tid),
@@ -225,7 +226,7 @@ mod tests {
                 exited: false,
                 folded: 0,
             }),
-            on_cpu_ns,
+            on_cpu,
             cpu_share,
             switches: 2,
             counters,
@@ -236,7 +237,7 @@ mod tests {
     }
 
     fn cgroup(path: &str, ms: u64) -> Row {
-        let (on_cpu_ns, cpu_share, counters) = values(ms);
+        let (on_cpu, cpu_share, counters) = values(ms);
         Row {
             who: Who::Group {
                 by: GroupBy::Cgroup,
@@ -248,7 +249,7 @@ mod tests {
                     usage: CgroupUsage::new(CgroupId(1), 1),
                 }),
             },
-            on_cpu_ns,
+            on_cpu,
             cpu_share,
             switches: 1,
             counters,
@@ -296,7 +297,7 @@ mod tests {
             ],
             "process 10 (55 ms) first, its threads under it; the lone thread stays a plain row"
         );
-        assert_eq!(tree[0].on_cpu_ns, 55_000_000);
+        assert_eq!(tree[0].on_cpu, Duration::from_millis(55));
         assert!((tree[0].cpu_share - 0.055).abs() < 1e-9);
         assert_eq!(
             (tree[0].switches, tree[0].counters[0].reading.count),

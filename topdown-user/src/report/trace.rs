@@ -23,6 +23,7 @@ use serde_json::{Map, Value, json};
 use crate::{
     attrib::Window,
     model::{
+        columns::{self, Column, Number},
         export::{ExportWindow, RunMeta},
         rows::Who,
     },
@@ -129,6 +130,8 @@ pub struct TraceWriter<'a> {
     out: &'a mut dyn Write,
     set: &'a CounterSet,
     view: Option<&'a TopdownView>,
+    /// The value columns each slice carries.
+    columns: Vec<Column>,
     first: bool,
     /// pid -> process name (its main thread's, else the first thread seen).
     processes: BTreeMap<u32, String>,
@@ -164,6 +167,7 @@ impl<'a> TraceWriter<'a> {
             out,
             set,
             view,
+            columns: columns::columns(set),
             first: true,
             processes: BTreeMap::new(),
             threads: BTreeMap::new(),
@@ -220,22 +224,28 @@ impl<'a> TraceWriter<'a> {
             let nodes = self.nodes(row.topdown.iter());
             let bottleneck = row.topdown.iter().flatten().find_map(|td| td.bottleneck);
             let name = bottleneck.unwrap_or("on-CPU");
+            let mut args = Map::new();
+            args.insert("comm".into(), json!(thread.comm));
+            args.insert("cgroup".into(), json!(thread.cgroup));
+            args.insert("container".into(), json!(export.container));
+            // The value columns, measured ones only.
+            for column in &self.columns {
+                let value = match column.value(row) {
+                    Some(Number::Int(n)) => json!(n),
+                    Some(Number::Float(x)) => json!(x),
+                    None => continue,
+                };
+                args.insert(column.key.into(), value);
+            }
+            args.insert("counters".into(), Value::Object(counters));
+            args.insert("topdown".into(), Value::Object(nodes.clone()));
             self.event(&Event::slice(
                 name,
                 start,
                 end - start,
                 pid,
                 tid,
-                json!({
-                    "comm": thread.comm,
-                    "cgroup": thread.cgroup,
-                    "container": export.container,
-                    "on_cpu_ns": row.on_cpu_ns,
-                    "cpu_percent": row.cpu_share * 100.0,
-                    "switches": row.switches,
-                    "counters": counters,
-                    "topdown": nodes,
-                }),
+                Value::Object(args),
             ))?;
             self.counter(CPU_PERCENT, start, pid, tid, row.cpu_share * 100.0)?;
             self.counter(SWITCHES, start, pid, tid, row.switches as f64)?;

@@ -336,7 +336,7 @@ impl Exporter {
         let labels = entry.labels.clone();
         self.cpu
             .get_or_create(&labels)
-            .inc_by(row.on_cpu_ns as f64 / 1e9);
+            .inc_by(row.on_cpu.as_secs_f64());
         self.switches.get_or_create(&labels).inc_by(row.switches);
         for (counter, value) in self.set.further().iter().zip(further(&row.counters)) {
             // An event this PMU does not count has no series: its zeros are no counts.

@@ -12,13 +12,13 @@ use ratatui::{
 use topdown_common::stats::Stat;
 
 use super::{
-    history::{History, KEEP},
+    history::{History, KEEP, Sample},
     state::ViewState,
 };
 use crate::{
     attrib::{Window, groups::GroupBy},
     model::{
-        columns::{Column as ValueColumn, shown_nodes},
+        columns::{Column as ValueColumn, Kind, Number, shown_nodes},
         rows::{Row, RowOptions, SortKey, TreeMark, Who},
     },
     pmu::counter_set::CounterSet,
@@ -410,35 +410,37 @@ fn shorten(text: &str, width: usize) -> String {
     format!("…{tail}")
 }
 
-/// The history panel over the table: one line per series (%CPU, switches, each TopDown node),
-/// a sparkline of the last windows and the latest value.
+/// The history panel over the table: one line per series (each value column, each TopDown node
+/// measured in the latest window), a sparkline of the last windows and the latest value.
 fn draw_history(frame: &mut Frame<'_>, area: Rect, row: &Row, history: &History) {
     let samples = history.of(row);
     let mut series: Vec<(String, Vec<u64>, String)> = Vec::new();
     if let Some(samples) = samples {
         let last = samples.back();
-        series.push((
-            "%CPU".into(),
-            samples
-                .iter()
-                .map(|s| (s.cpu_share * 1000.0) as u64)
-                .collect(),
-            last.map_or_else(String::new, |s| format!("{:.1}", s.cpu_share * 100.0)),
-        ));
-        series.push((
-            "switches".into(),
-            samples.iter().map(|s| s.switches).collect(),
-            last.map_or_else(String::new, |s| s.switches.to_string()),
-        ));
-        let names: Vec<String> = last
-            .map(|s| s.nodes.iter().map(|(n, _)| n.clone()).collect())
-            .unwrap_or_default();
-        for name in names {
-            let value = |s: &super::history::Sample| {
-                s.nodes.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
+        for (i, column) in history.columns().iter().enumerate() {
+            let value = |s: &Sample| s.values.get(i).copied().flatten();
+            series.push((
+                column.header.to_owned(),
+                samples
+                    .iter()
+                    .map(|s| value(s).map_or(0, |v| spark_level(column.kind, v)))
+                    .collect(),
+                last.map_or_else(String::new, |s| column.show(value(s))),
+            ));
+        }
+        let measured = last.map(|s| s.nodes.iter().map(|&(at, _)| at).collect::<Vec<_>>());
+        for at in measured.unwrap_or_default() {
+            let Some(node) = history.nodes().get(usize::from(at)) else {
+                continue;
+            };
+            let value = |s: &Sample| s.nodes.iter().find(|(n, _)| *n == at).map(|&(_, v)| v);
+            let label = if node.label.is_empty() {
+                node.node.name.to_owned()
+            } else {
+                format!("{}.{}", node.label, node.node.name)
             };
             series.push((
-                name.clone(),
+                label,
                 samples
                     .iter()
                     .map(|s| (value(s).unwrap_or(0.0).clamp(0.0, 1.0) * 1000.0) as u64)
@@ -483,6 +485,17 @@ fn draw_history(frame: &mut Frame<'_>, area: Rect, row: &Row, history: &History)
             value,
         );
     }
+}
+
+/// A value as a whole number for a sparkline, keeping the resolution its column shows.
+fn spark_level(kind: Kind, value: Number) -> u64 {
+    let scaled = match kind {
+        Kind::Nanoseconds => value.as_f64() / 1e3,
+        Kind::Percent => value.as_f64() * 10.0,
+        Kind::Count => value.as_f64(),
+        Kind::Ratio => value.as_f64() * 1e3,
+    };
+    scaled.max(0.0) as u64
 }
 
 fn draw_help(frame: &mut Frame<'_>, state: &ViewState) {
@@ -567,7 +580,7 @@ mod tests {
                 exited: false,
                 folded: 0,
             }),
-            on_cpu_ns: ms * 1_000_000,
+            on_cpu: Duration::from_millis(ms),
             cpu_share: ms as f64 / 1000.0,
             switches: 7,
             counters: vec![CounterValue::new(
@@ -581,9 +594,17 @@ mod tests {
         }
     }
 
+    /// A history of rows of the software set, nothing recorded.
+    fn no_history() -> History {
+        History::new(
+            crate::model::columns::columns(&CounterSet::software(String::new())),
+            None,
+        )
+    }
+
     /// The screen's lines after drawing `rows` at `width` x `height` in `state`.
     fn screen(rows: &[Row], width: u16, height: u16, state: &mut ViewState) -> Vec<String> {
-        screen_with(rows, width, height, state, &History::default())
+        screen_with(rows, width, height, state, &no_history())
     }
 
     fn screen_with(
@@ -709,7 +730,7 @@ mod tests {
             set: &set,
             columns: &crate::model::columns::columns(&set),
             options: &options,
-            history: &History::default(),
+            history: &no_history(),
         });
         assert!(
             line.starts_with("NOT COUNTING on this PMU: STALL_SLOT_BACKEND"),
@@ -755,7 +776,7 @@ mod tests {
             group: None,
         };
         let mut state = ViewState::new(View::Threads, true, SortKey::OnCpu, &[]);
-        let buffer = render(&[row], 160, 10, &mut state, &History::default(), &options);
+        let buffer = render(&[row], 160, 10, &mut state, &no_history(), &options);
         let header: String = (0..160).map(|x| buffer[(x, 1)].symbol()).collect();
         assert!(
             header.contains("TOPDOWN L1") && header.contains("Backend%"),
@@ -873,7 +894,7 @@ mod tests {
 
     #[test]
     fn enter_shows_the_selected_rows_history() {
-        let mut history = History::default();
+        let mut history = no_history();
         for ms in [100, 300, 900] {
             history.record(&[thread(7, "busy", "/", ms), thread(8, "idle", "/", 1)]);
         }
@@ -892,7 +913,21 @@ mod tests {
             .expect("a %CPU line");
         let cpu = cpu.trim_end_matches(['│', ' ']);
         assert!(cpu.ends_with("90.0"), "the latest value: {cpu}");
-        assert!(lines.iter().any(|l| l.contains("switches")), "{text}");
+        // Every value column has its line, with its latest value as the table writes it.
+        let latest = |header: &str| {
+            lines
+                .iter()
+                .find(|l| l.contains(header) && l.contains('│'))
+                .map(|l| l.trim_end_matches(['│', ' ']).to_owned())
+        };
+        assert!(
+            latest("ON-CPU ms").is_some_and(|l| l.ends_with("900.000")),
+            "{text}"
+        );
+        assert!(
+            latest("SWITCHES").is_some_and(|l| l.ends_with('7')),
+            "{text}"
+        );
         state.on_key(Key::Esc);
         let table = screen_with(&rows, 100, 20, &mut state, &history).join("\n");
         assert!(!table.contains("windows (at most"), "closed: {table}");

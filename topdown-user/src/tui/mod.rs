@@ -38,6 +38,7 @@ use crate::{
         tree,
     },
     pmu::counter_set::CounterSet,
+    tma::view::TopdownView,
 };
 
 /// The terminal taken over (alternate screen, raw mode) and its keys, read on a thread of their
@@ -135,7 +136,7 @@ impl LiveView {
     ) -> Result<Self> {
         Ok(Self {
             screen: Screen::open()?,
-            model: ViewModel::new(state, set),
+            model: ViewModel::new(state, set, base.topdown.as_ref()),
             set: set.clone(),
             base: base.clone(),
             grouping: grouping.cloned(),
@@ -240,16 +241,17 @@ pub struct ViewModel {
 }
 
 impl ViewModel {
-    /// Nothing shown yet, in `state`, for rows of `set`.
-    pub fn new(state: ViewState, set: &CounterSet) -> Self {
+    /// Nothing shown yet, in `state`, for rows of `set` with TopDown `view`.
+    pub fn new(state: ViewState, set: &CounterSet, view: Option<&TopdownView>) -> Self {
         let history_view = state.view;
+        let columns = columns::columns(set);
         Self {
-            columns: columns::columns(set),
+            history: History::new(columns.clone(), view),
+            columns,
             state,
             latest: None,
             computed: None,
             fresh: false,
-            history: History::default(),
             history_view,
         }
     }
