@@ -71,6 +71,17 @@ pub enum Kind {
     Ratio,
 }
 
+/// How `serve` exports a column: a metric family per cgroup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Metric {
+    /// The family's name (`topdown_cgroup_cpu`; the exposition adds the unit and `_total`).
+    pub name: &'static str,
+    /// Its help line.
+    pub help: &'static str,
+    /// A total since the exporter started, or the latest window's value.
+    pub total: bool,
+}
+
 /// Which value of a row a column reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Source {
@@ -98,6 +109,9 @@ pub struct Column {
     /// In the live view, columns are dropped lowest `keep` first when the terminal is narrow
     /// (`u8::MAX`: never).
     pub keep: u8,
+    /// Its metric family in `serve`; `None` for a column a query derives (%CPU is a rate of
+    /// on-CPU time).
+    pub metric: Option<Metric>,
     source: Source,
 }
 
@@ -203,6 +217,12 @@ pub fn columns(set: &CounterSet) -> Vec<Column> {
             help: "on-CPU time (nanoseconds; milliseconds in tables)",
             kind: Kind::Nanoseconds,
             keep: u8::MAX,
+            metric: Some(Metric {
+                name: "topdown_cgroup_cpu",
+                help: "On-CPU time of the cgroup's threads, charged in the kernel at every \
+                       context switch",
+                total: true,
+            }),
             source: Source::OnCpu,
         },
         Column {
@@ -211,6 +231,7 @@ pub fn columns(set: &CounterSet) -> Vec<Column> {
             help: "on-CPU time over the window's wall time, in percent of one CPU",
             kind: Kind::Percent,
             keep: u8::MAX,
+            metric: None,
             source: Source::CpuPercent,
         },
         Column {
@@ -219,6 +240,11 @@ pub fn columns(set: &CounterSet) -> Vec<Column> {
             help: "switches out",
             kind: Kind::Count,
             keep: 3,
+            metric: Some(Metric {
+                name: "topdown_cgroup_context_switches",
+                help: "Context switches out of the cgroup's threads",
+                total: true,
+            }),
             source: Source::Switches,
         },
     ];
@@ -229,6 +255,13 @@ pub fn columns(set: &CounterSet) -> Vec<Column> {
             help: "instructions retired per cycle (both scaled as perf scales them)",
             kind: Kind::Ratio,
             keep: 4,
+            metric: Some(Metric {
+                name: "topdown_cgroup_ipc",
+                help: "Instructions retired per cycle of the cgroup's threads over the latest \
+                       window in which both counted (a set that counts cycles and instructions \
+                       alike: -e cycles,instructions)",
+                total: false,
+            }),
             source: Source::Ipc {
                 cycles,
                 instructions,

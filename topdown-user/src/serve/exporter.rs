@@ -22,7 +22,12 @@ use crate::{
     attrib::usage::further,
     c2c::forwarded::ForwardedSample,
     collect::c2c::C2cCounts,
-    model::{columns, frame::Frame, rows::Row, sink::WindowSink},
+    model::{
+        columns::{self, Column, Kind, Number},
+        frame::Frame,
+        rows::Row,
+        sink::WindowSink,
+    },
     pmu::counter_set::{CounterSet, Unit as CounterUnit},
     tma::view::TopdownView,
 };
@@ -55,16 +60,55 @@ struct Exported {
     removed_at: Option<Instant>,
 }
 
+/// The family of a value column ([`columns::Metric`]).
+enum ValueFamily {
+    /// A total of nanoseconds, in seconds.
+    Seconds(Family<Labels, FloatCounter>),
+    /// A total of a count.
+    Count(Family<Labels, Counter>),
+    /// The latest window's value.
+    Latest(Family<Labels, FloatGauge>),
+}
+
+impl ValueFamily {
+    /// Adds a window's `value` to the series `labels` (sets it, for the latest value).
+    fn add(&self, labels: &Labels, value: Number) {
+        match self {
+            Self::Seconds(family) => {
+                family.get_or_create(labels).inc_by(value.as_f64() / 1e9);
+            }
+            Self::Count(family) => {
+                let count = match value {
+                    Number::Int(n) => n,
+                    Number::Float(x) => x as u64,
+                };
+                family.get_or_create(labels).inc_by(count);
+            }
+            Self::Latest(family) => {
+                family.get_or_create(labels).set(value.as_f64());
+            }
+        }
+    }
+
+    /// Drops the series `labels`.
+    fn remove(&self, labels: &Labels) {
+        match self {
+            Self::Seconds(family) => family.remove(labels),
+            Self::Count(family) => family.remove(labels),
+            Self::Latest(family) => family.remove(labels),
+        };
+    }
+}
+
 /// The metric families and what has been exported into them.
 pub struct Exporter {
     registry: Registry,
-    cpu: Family<Labels, FloatCounter>,
-    switches: Family<Labels, Counter>,
+    /// The value columns that have a family ([`Column::metric`]), with it.
+    values: Vec<(Column, ValueFamily)>,
     events: Family<Labels, FloatCounter>,
     cycles: Family<Labels, FloatCounter>,
     event_seconds: Family<Labels, FloatCounter>,
     tma: Family<Labels, FloatGauge>,
-    ipc: Family<Labels, FloatGauge>,
     not_counting: Family<Labels, Gauge>,
     losses: Family<Labels, Counter>,
     c2c: Family<Labels, Counter>,
@@ -74,8 +118,6 @@ pub struct Exporter {
     exported_gauge: Gauge,
     set: CounterSet,
     view: Option<TopdownView>,
-    /// The slots of the set's cycles and instructions, where it counts one of each.
-    ipc_slots: Option<(usize, usize)>,
     limits: Limits,
     /// Exported cgroups by path: a series is a path's, as its labels are.
     exported: HashMap<String, Exported>,
@@ -100,14 +142,24 @@ impl Exporter {
             "The counter set topdown-bpf runs and why (no hardware PMU: software counters only)",
             info,
         );
+        let values = columns::columns(set)
+            .into_iter()
+            .filter_map(|column| {
+                let metric = column.metric?;
+                let family = match (metric.total, column.kind) {
+                    (true, Kind::Nanoseconds) => ValueFamily::Seconds(Family::default()),
+                    (true, _) => ValueFamily::Count(Family::default()),
+                    (false, _) => ValueFamily::Latest(Family::default()),
+                };
+                Some((column, family))
+            })
+            .collect();
         let exporter = Self {
-            cpu: Family::default(),
-            switches: Family::default(),
+            values,
             events: Family::default(),
             cycles: Family::default(),
             event_seconds: Family::default(),
             tma: Family::default(),
-            ipc: Family::default(),
             not_counting: Family::default(),
             losses: Family::default(),
             c2c: Family::default(),
@@ -118,7 +170,6 @@ impl Exporter {
             registry,
             set: set.clone(),
             view,
-            ipc_slots: columns::ipc_slots(set),
             limits,
             exported: HashMap::new(),
             refused_paths: HashSet::new(),
@@ -140,17 +191,18 @@ impl Exporter {
             "Scrape connections closed at once because --max-connections were already open",
             self.connections_refused.clone(),
         );
-        r.register_with_unit(
-            "topdown_cgroup_cpu",
-            "On-CPU time of the cgroup's threads, charged in the kernel at every context switch",
-            Unit::Seconds,
-            self.cpu.clone(),
-        );
-        r.register(
-            "topdown_cgroup_context_switches",
-            "Context switches out of the cgroup's threads",
-            self.switches.clone(),
-        );
+        for (column, family) in &self.values {
+            let Some(metric) = column.metric else {
+                continue;
+            };
+            match family {
+                ValueFamily::Seconds(family) => {
+                    r.register_with_unit(metric.name, metric.help, Unit::Seconds, family.clone());
+                }
+                ValueFamily::Count(family) => r.register(metric.name, metric.help, family.clone()),
+                ValueFamily::Latest(family) => r.register(metric.name, metric.help, family.clone()),
+            }
+        }
         r.register(
             "topdown_cgroup_events",
             "Events counted while the cgroup's threads ran, per counter of the set (scaled when \
@@ -173,13 +225,6 @@ impl Exporter {
             "TopDown (TMA) node as a fraction of pipeline slots over the latest window; only \
              measured nodes, never with software counters",
             self.tma.clone(),
-        );
-        r.register(
-            "topdown_cgroup_ipc",
-            "Instructions retired per cycle of the cgroup's threads over the latest window in \
-             which both counted (a set that counts cycles and instructions alike: -e \
-             cycles,instructions)",
-            self.ipc.clone(),
         );
         r.register(
             "topdown_event_not_counting",
@@ -334,10 +379,12 @@ impl Exporter {
             return;
         };
         let labels = entry.labels.clone();
-        self.cpu
-            .get_or_create(&labels)
-            .inc_by(row.on_cpu.as_secs_f64());
-        self.switches.get_or_create(&labels).inc_by(row.switches);
+        for (column, family) in &self.values {
+            // A value not measured (IPC where cycles did not run) leaves the series as it was.
+            if let Some(value) = column.value(row) {
+                family.add(&labels, value);
+            }
+        }
         for (counter, value) in self.set.further().iter().zip(further(&row.counters)) {
             // An event this PMU does not count has no series: its zeros are no counts.
             if value.silent {
@@ -358,12 +405,6 @@ impl Exporter {
             if !entry.event_labels.contains(&event) {
                 entry.event_labels.push(event);
             }
-        }
-        let ipc = self
-            .ipc_slots
-            .and_then(|(cycles, instructions)| columns::ipc(&row.counters, cycles, instructions));
-        if let Some(ipc) = ipc {
-            self.ipc.get_or_create(&labels).set(ipc);
         }
         if let Some(view) = &self.view {
             for (part, td) in view.parts.iter().zip(&row.topdown) {
@@ -396,9 +437,9 @@ impl Exporter {
             .collect();
         for path in &dropped {
             if let Some(entry) = self.exported.remove(path) {
-                self.cpu.remove(&entry.labels);
-                self.switches.remove(&entry.labels);
-                self.ipc.remove(&entry.labels);
+                for (_, family) in &self.values {
+                    family.remove(&entry.labels);
+                }
                 for labels in &entry.event_labels {
                     self.events.remove(labels);
                     self.cycles.remove(labels);
