@@ -33,15 +33,18 @@ struct BatchAttr {
     flags: u64,
 }
 
-/// Every `(key, value)` of the hash map behind `fd`, or `None` when this kernel or map cannot
-/// be read by batch (the caller walks it instead). A hash map's batch token is its bucket
-/// index; entries added or removed while it is read are there or not, as with a walk, and
-/// none is seen twice.
-pub fn read_all<K: Pod, V: Pod>(fd: BorrowedFd<'_>) -> io::Result<Option<Vec<(K, V)>>> {
+/// Hands every `(key, value)` of the hash map behind `fd` to `each`, a call's worth at a time
+/// (memory holds one call's entries, not the map's); `false` when this kernel or map cannot be
+/// read by batch (nothing was handed: the caller walks it instead). A hash map's batch token is
+/// its bucket index; entries added or removed while it is read are there or not, as with a
+/// walk, and none is seen twice.
+pub fn read_each<K: Pod, V: Pod>(
+    fd: BorrowedFd<'_>,
+    mut each: impl FnMut(K, V),
+) -> io::Result<bool> {
     let mut chunk = CHUNK;
     let mut keys: Vec<MaybeUninit<K>> = Vec::new();
     let mut values: Vec<MaybeUninit<V>> = Vec::new();
-    let mut entries = Vec::new();
     let (mut token_in, mut token_out) = (0u32, 0u32);
     let mut first = true;
     loop {
@@ -78,20 +81,17 @@ pub fn read_all<K: Pod, V: Pod>(fd: BorrowedFd<'_>) -> io::Result<Option<Vec<(K,
                 chunk *= 2;
                 continue;
             }
-            Some(libc::EINVAL | libc::EOPNOTSUPP | ENOTSUPP) if first => return Ok(None),
+            Some(libc::EINVAL | libc::EOPNOTSUPP | ENOTSUPP) if first => return Ok(false),
             _ => return Err(error.unwrap_or_else(io::Error::last_os_error)),
         }
         let filled = (attr.count as usize).min(chunk);
-        // SAFETY: the kernel wrote `filled` keys and values (Pod: any bytes are a value).
-        entries.extend(
-            keys[..filled]
-                .iter()
-                .zip(&values[..filled])
-                .map(|(k, v)| unsafe { (k.assume_init_read(), v.assume_init_read()) }),
-        );
+        for (key, value) in keys[..filled].iter().zip(&values[..filled]) {
+            // SAFETY: the kernel wrote `filled` keys and values (Pod: any bytes are a value).
+            unsafe { each(key.assume_init_read(), value.assume_init_read()) };
+        }
         // ENOENT: the last bucket was read.
         if error.is_some() {
-            return Ok(Some(entries));
+            return Ok(true);
         }
         token_in = token_out;
         first = false;
@@ -144,6 +144,15 @@ mod tests {
         assert_eq!(rc, 0, "BPF_MAP_UPDATE_ELEM: {}", io::Error::last_os_error());
     }
 
+    /// Every entry of the map behind `fd`, as [`read_each`] hands them; `None` where the kernel
+    /// cannot read by batch.
+    fn read_all(fd: BorrowedFd<'_>) -> Option<Vec<(u32, Value)>> {
+        let mut entries = Vec::new();
+        read_each(fd, |key, value| entries.push((key, value)))
+            .unwrap()
+            .then_some(entries)
+    }
+
     /// Every entry comes back once, with its value, across several calls (more entries than a
     /// call asks for) and for an empty map; the test needs root, and says so without it.
     #[test]
@@ -152,16 +161,15 @@ mod tests {
             eprintln!("SKIPPED: creating a BPF map needs root (CAP_BPF): run as root, as CI does");
             return;
         };
-        let empty = read_all::<u32, Value>(map.as_fd()).unwrap();
+        let empty = read_all(map.as_fd());
         assert_eq!(empty.map(|e| e.len()), Some(0), "an empty map: no entry");
         let value = |key: u32| Value(std::array::from_fn(|i| u64::from(key) * 1000 + i as u64));
         let keys: Vec<u32> = (0..5000).map(|i| i * 7 + 3).collect();
         for &key in &keys {
             update(map.as_fd(), key, &value(key));
         }
-        let mut read = read_all::<u32, Value>(map.as_fd())
-            .unwrap()
-            .expect("this kernel reads hash maps by batch (5.6 and newer)");
+        let mut read =
+            read_all(map.as_fd()).expect("this kernel reads hash maps by batch (5.6 and newer)");
         read.sort_by_key(|(key, _)| *key);
         assert_eq!(read.len(), keys.len(), "every entry once");
         for ((key, got), &want) in read.iter().zip(&keys) {

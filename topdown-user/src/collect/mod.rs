@@ -334,11 +334,12 @@ impl Collector {
     /// taken, so a thread missing from the map has its final record here (unless it was lost,
     /// which is counted), and a record may be newer than the thread's map value.
     pub fn snapshot(&mut self) -> Result<Snapshot> {
-        let live = self
-            .values_of::<u32, ThreadTotals>(map::THREADS)?
-            .iter()
-            .map(|totals| ThreadRecord::from_totals(totals, self.nr))
-            .collect();
+        // Each value as it is read: memory holds a record of the set's slots per thread, not
+        // the kernel's whole value (every slot a set may have).
+        let mut live = Vec::new();
+        self.each_value::<u32, ThreadTotals>(map::THREADS, |totals| {
+            live.push(ThreadRecord::from_totals(totals, self.nr));
+        })?;
         let records = self.records.take();
         let states: PerCpuArray<_, CpuState> =
             PerCpuArray::try_from(self.bpf.map(map::CPU_STATE).context("no CPU_STATE map")?)?;
@@ -378,11 +379,10 @@ impl Collector {
     pub async fn await_final_switches(&self, ended: &[u32], limit: Duration) -> Result<usize> {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
-            let left = self
-                .values_of::<u32, ThreadTotals>(map::THREADS)?
-                .iter()
-                .filter(|totals| ended.contains(&totals.header.tgid))
-                .count();
+            let mut left = 0;
+            self.each_value::<u32, ThreadTotals>(map::THREADS, |totals| {
+                left += usize::from(ended.contains(&totals.header.tgid));
+            })?;
             if left == 0 || tokio::time::Instant::now() >= deadline {
                 return Ok(left);
             }
@@ -420,10 +420,15 @@ impl Collector {
         removed
     }
 
-    /// Every value of the hash map `name`, one per key: read by batch where the kernel can
-    /// ([`batch::read_all`]), else walked (deleting the key being visited, a thread exiting,
-    /// restarts the kernel's walk, so keys can come twice: kept once).
-    fn values_of<K: Pod + Eq + Hash, V: Pod>(&self, name: &str) -> Result<Vec<V>> {
+    /// Hands every value of the hash map `name` to `each`, one per key: read by batch where the
+    /// kernel can ([`batch::read_each`]: a call's worth in memory at a time), else walked
+    /// (deleting the key being visited, a thread exiting, restarts the kernel's walk, so keys
+    /// can come twice: kept once).
+    fn each_value<K: Pod + Eq + Hash, V: Pod>(
+        &self,
+        name: &str,
+        mut each: impl FnMut(&V),
+    ) -> Result<()> {
         let found = self
             .bpf
             .map(name)
@@ -431,16 +436,16 @@ impl Collector {
         if self.batch_reads.get()
             && let aya::maps::Map::HashMap(data) = found
         {
-            match batch::read_all::<K, V>(std::os::fd::AsFd::as_fd(data.fd()))
-                .with_context(|| format!("reading the {name} map"))?
-            {
-                // A batch read visits each bucket once: every key comes once.
-                Some(entries) => return Ok(entries.into_iter().map(|(_, v)| v).collect()),
-                None => {
-                    log::info!("this kernel cannot read maps by batch: walking {name}");
-                    self.batch_reads.set(false);
-                }
+            // A batch read visits each bucket once: every key comes once.
+            let read = batch::read_each::<K, V>(std::os::fd::AsFd::as_fd(data.fd()), |_, value| {
+                each(&value);
+            })
+            .with_context(|| format!("reading the {name} map"))?;
+            if read {
+                return Ok(());
             }
+            log::info!("this kernel cannot read maps by batch: walking {name}");
+            self.batch_reads.set(false);
         }
         let map: HashMap<_, K, V> = HashMap::try_from(found)?;
         let mut by_key = StdHashMap::new();
@@ -453,7 +458,8 @@ impl Collector {
                 Err(error) => return Err(error).with_context(|| format!("reading the {name} map")),
             }
         }
-        Ok(by_key.into_values().collect())
+        by_key.values().for_each(each);
+        Ok(())
     }
 }
 
