@@ -382,9 +382,11 @@ pub struct ServeArgs {
     #[arg(short = 'e', long = "event", value_name = "EVENT")]
     pub events: Vec<String>,
 
-    /// Capacity of the kernel's live-thread map (1 to 4,194,304, the kernel's most pids).
-    #[arg(long, value_name = "N", default_value_t = 16384, value_parser = max_threads)]
-    pub max_threads: u32,
+    /// Capacity of the kernel's live-thread map (1 to 4,194,304, the kernel's most pids)
+    /// (default: twice the threads alive at the start, at least 16,384, within threads-max,
+    /// pid_max and 1/64 of memory; the first line says when that cuts it short).
+    #[arg(long, value_name = "N", value_parser = max_threads)]
+    pub max_threads: Option<u32>,
 
     /// Stop after S seconds (a millisecond to a year) (default: until Ctrl-C or SIGTERM).
     #[arg(long, value_name = "S", value_parser = duration_seconds)]
@@ -735,9 +737,11 @@ pub struct StatArgs {
     #[arg(long, conflicts_with = "nodes")]
     pub drilldown: bool,
 
-    /// Capacity of the kernel's live-thread map (1 to 4,194,304, the kernel's most pids).
-    #[arg(long, value_name = "N", default_value_t = 16384, value_parser = max_threads)]
-    pub max_threads: u32,
+    /// Capacity of the kernel's live-thread map (1 to 4,194,304, the kernel's most pids)
+    /// (default: twice the threads alive at the start, at least 16,384, within threads-max,
+    /// pid_max and 1/64 of memory; the first line says when that cuts it short).
+    #[arg(long, value_name = "N", value_parser = max_threads)]
+    pub max_threads: Option<u32>,
 
     /// The cgroup options.
     #[command(flatten)]

@@ -6,6 +6,7 @@ pub mod btf;
 pub mod c2c;
 pub mod calibration;
 pub mod canary;
+pub mod capacity;
 mod object;
 pub mod perf_open;
 mod record_stream;

@@ -15,7 +15,7 @@ use crate::{
     attrib::{Attributor, cgroups::CgroupNames, target::Target},
     c2c::forwarded,
     cli::ServeArgs,
-    collect::{Collector, CollectorOptions, c2c::C2cCollector, calibration},
+    collect::{Collector, CollectorOptions, c2c::C2cCollector, calibration, capacity::Capacity},
     model::{frame::Frame, sink::WindowSink as _},
     pmu::{
         counter_set::CounterSet,
@@ -61,10 +61,14 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
     let listener = TcpListener::bind(address)
         .await
         .with_context(|| format!("cannot listen on {address} (in use? try another --listen)"))?;
+    let capacity = Capacity::of(args.max_threads, &SysRoot::host());
+    if let Some(short) = &capacity.short {
+        log::warn!("{short}");
+    }
     let mut collector = Collector::start(
         &set,
         &CollectorOptions {
-            max_threads: args.max_threads,
+            max_threads: capacity.threads,
             // Metrics are per cgroup: counters are read only at cgroup switches.
             cgroup_only: true,
             ..CollectorOptions::default()

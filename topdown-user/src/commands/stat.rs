@@ -21,7 +21,7 @@ use crate::{
         target::Target,
     },
     cli::{CgroupArgs, StatArgs},
-    collect::{Collector, CollectorOptions, calibration},
+    collect::{Collector, CollectorOptions, calibration, capacity::Capacity},
     model::{
         export::RunMeta,
         frame::Frame,
@@ -142,7 +142,7 @@ async fn session(
         WindowExits::Fold
     };
     let bounds = (exits == WindowExits::Fold).then_some(RowBounds {
-        max_threads: cli.max_threads,
+        max_threads: plan.capacity.threads,
         exited_rows: exited_rows as u64,
     });
     let mut sinks = record_sinks(&plan, recording.as_ref(), period, bounds)?;
@@ -214,6 +214,8 @@ struct Plan {
     set: CounterSet,
     topdown: Option<TopdownView>,
     target: Target,
+    /// The kernel's live-thread map.
+    capacity: Capacity,
 }
 
 impl Plan {
@@ -257,6 +259,7 @@ impl Plan {
             set,
             topdown,
             target,
+            capacity: Capacity::of(cli.max_threads, &SysRoot::host()),
         })
     }
 }
@@ -277,12 +280,15 @@ fn start_collector(
     let mut collector = Collector::start(
         &plan.set,
         &CollectorOptions {
-            max_threads: cli.max_threads,
+            max_threads: plan.capacity.threads,
             narrow,
             cgroup_only,
             ..CollectorOptions::default()
         },
     )?;
+    if let Some(short) = &plan.capacity.short {
+        eprintln!("topdown-bpf: {short}");
+    }
     for line in calibration::lines(collector.calibration(), &plan.set) {
         eprintln!("{line}");
     }

@@ -1,0 +1,174 @@
+//! How many threads the kernel's live-thread map holds when `--max-threads` is not given: room
+//! for twice the threads alive now (at least [`FLOOR`]), as far as the system lets threads be
+//! (`threads-max`, `pid_max`) and as far as a share of memory goes. The map is preallocated
+//! (tracing programs on 5.10 may use no other hash map), so every entry costs its memory from
+//! the start; threads beyond it are charged to scratch space and counted as a full map.
+
+use std::fs;
+
+use topdown_common::thread::ThreadTotals;
+
+use crate::pmu::sysfs::SysRoot;
+
+/// The smallest map: what a desktop or a small server needs, 15 MB.
+pub const FLOOR: u32 = 16_384;
+
+/// The kernel's largest pid count (`PID_MAX_LIMIT` on 64-bit).
+pub const PID_MAX_LIMIT: u32 = 4_194_304;
+
+/// The map takes at most this share of the machine's memory by default (1/64: 1.6 %).
+const MEMORY_SHARE: u64 = 64;
+
+/// What one entry takes in the kernel: the value, the key, and the hash table's element header
+/// (a list node, a hash and padding: 48 bytes on 64-bit kernels).
+const ENTRY_BYTES: u64 = size_of::<ThreadTotals>() as u64 + 8 + 48;
+
+/// The map's size, and why when the default could not give the room it wanted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Capacity {
+    /// Entries of the live-thread map.
+    pub threads: u32,
+    /// Said on the first line when the room wanted did not fit (`None`: it did, or the user
+    /// chose).
+    pub short: Option<String>,
+}
+
+impl Capacity {
+    /// `requested` as given, or the default for the system `sys` describes.
+    pub fn of(requested: Option<u32>, sys: &SysRoot) -> Self {
+        if let Some(threads) = requested {
+            return Self {
+                threads,
+                short: None,
+            };
+        }
+        let read = |path: &str| -> Option<u64> {
+            let text = fs::read_to_string(sys.path(path)).ok()?;
+            text.split_whitespace().next()?.parse().ok()
+        };
+        // /proc/loadavg's fourth field: runnable/total threads.
+        let alive = fs::read_to_string(sys.path("proc/loadavg"))
+            .ok()
+            .and_then(|text| {
+                let (_, total) = text.split_whitespace().nth(3)?.split_once('/')?;
+                total.parse::<u64>().ok()
+            });
+        let memory_kb = fs::read_to_string(sys.path("proc/meminfo"))
+            .ok()
+            .and_then(|text| {
+                let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+                line.split_whitespace().nth(1)?.parse::<u64>().ok()
+            });
+        let limit = [
+            read("proc/sys/kernel/threads-max"),
+            read("proc/sys/kernel/pid_max"),
+            Some(u64::from(PID_MAX_LIMIT)),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(u64::from(PID_MAX_LIMIT));
+        let wanted = alive
+            .map_or(u64::from(FLOOR), |n| (2 * n).next_multiple_of(1024))
+            .clamp(u64::from(FLOOR), limit.max(u64::from(FLOOR)));
+        let fits = memory_kb.map_or(u64::from(FLOOR), |kb| {
+            kb * 1024 / MEMORY_SHARE / ENTRY_BYTES
+        });
+        if wanted <= fits {
+            return Self {
+                threads: wanted as u32,
+                short: None,
+            };
+        }
+        let threads = fits.max(u64::from(FLOOR)) as u32;
+        let alive = alive.map_or_else(|| "?".to_owned(), |n| n.to_string());
+        Self {
+            threads,
+            short: Some(format!(
+                "the thread map holds {threads} threads ({alive} alive now, twice that would \
+                 take over 1/{MEMORY_SHARE} of memory): threads beyond it are counted as a full \
+                 map; --max-threads N for more"
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A system with `alive` threads, these limits and `memory_kb` of memory.
+    fn system(alive: u64, threads_max: u64, pid_max: u64, memory_kb: u64) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let kernel = dir.path().join("proc/sys/kernel");
+        fs::create_dir_all(&kernel).unwrap();
+        fs::write(
+            dir.path().join("proc/loadavg"),
+            format!("0.50 0.40 0.30 3/{alive} 12345\n"),
+        )
+        .unwrap();
+        fs::write(kernel.join("threads-max"), format!("{threads_max}\n")).unwrap();
+        fs::write(kernel.join("pid_max"), format!("{pid_max}\n")).unwrap();
+        fs::write(
+            dir.path().join("proc/meminfo"),
+            format!("MemTotal:       {memory_kb} kB\nMemFree: 1 kB\n"),
+        )
+        .unwrap();
+        dir
+    }
+
+    fn capacity(alive: u64, threads_max: u64, pid_max: u64, memory_kb: u64) -> Capacity {
+        let dir = system(alive, threads_max, pid_max, memory_kb);
+        Capacity::of(None, &SysRoot::at(dir.path()))
+    }
+
+    const GIB_KB: u64 = 1 << 20;
+
+    #[test]
+    fn the_default_is_twice_the_threads_alive_within_the_systems_limits() {
+        // A small machine: the floor.
+        assert_eq!(capacity(300, 15_000, 32_768, 2 * GIB_KB).threads, FLOOR);
+        // 100,000 threads on a large host: room for 200,704.
+        let big = capacity(100_000, 2_000_000, 4_194_304, 256 * GIB_KB);
+        assert_eq!((big.threads, big.short), (200_704, None));
+        // Never beyond what the system lets live.
+        assert_eq!(
+            capacity(100_000, 150_000, 4_194_304, 256 * GIB_KB).threads,
+            150_000
+        );
+        assert_eq!(
+            capacity(100_000, 2_000_000, 131_072, 256 * GIB_KB).threads,
+            131_072
+        );
+        // As given, whatever the system.
+        let dir = system(100_000, 150_000, 4_194_304, GIB_KB);
+        assert_eq!(Capacity::of(Some(7), &SysRoot::at(dir.path())).threads, 7);
+    }
+
+    #[test]
+    fn a_map_that_would_take_too_much_memory_is_cut_and_says_so() {
+        // 60,000 threads on 4 GiB: 120,832 entries would take 114 MB, over 64 MB.
+        let short = capacity(60_000, 2_000_000, 4_194_304, 4 * GIB_KB);
+        let fits = (4 * GIB_KB * 1024 / MEMORY_SHARE / ENTRY_BYTES) as u32;
+        assert_eq!(short.threads, fits);
+        assert!(short.threads < 120_832 && short.threads > FLOOR);
+        let line = short.short.expect("it says the map is short");
+        assert!(
+            line.contains(&format!("holds {fits} threads")) && line.contains("60000 alive"),
+            "{line}"
+        );
+        assert!(line.contains("--max-threads"), "{line}");
+        // Never under the floor, however little memory.
+        assert_eq!(
+            capacity(60_000, 2_000_000, 4_194_304, 256 * 1024).threads,
+            FLOOR
+        );
+    }
+
+    #[test]
+    fn an_unreadable_system_gets_the_floor() {
+        let dir = tempfile::tempdir().unwrap();
+        let capacity = Capacity::of(None, &SysRoot::at(dir.path()));
+        assert_eq!(capacity.threads, FLOOR);
+    }
+}
