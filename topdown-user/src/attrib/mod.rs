@@ -284,6 +284,19 @@ impl Attributor {
                 .get(&now.tid())
                 .copied()
                 .filter(|r| r.same_thread(now));
+            // Most live threads on a large host did not run since the previous snapshot: their
+            // totals are the ones kept, which stay (nothing to charge, no row, no copy).
+            if sent.is_none()
+                && self
+                    .live
+                    .get(&now.tid())
+                    .is_some_and(|kept| kept.unchanged_in(now))
+            {
+                if let Some((tid, kept)) = self.live.remove_entry(&now.tid()) {
+                    live.insert(tid, kept);
+                }
+                continue;
+            }
             let newest = match sent {
                 // Died after the map was read: its final record is charged above.
                 Some(record) if record.exited() => continue,
@@ -664,6 +677,43 @@ mod tests {
         assert_eq!(by_tid(&run, Tid(11)).on_cpu_ns(), 80);
         assert_eq!(run.length, Duration::from_secs(2));
         assert_eq!(run.cgroups[0].on_cpu_ns(), 387);
+    }
+
+    /// A thread that did not run between two snapshots keeps its totals (no row, nothing
+    /// charged); when it runs again it is charged from them; a new thread under the same tid
+    /// with the same totals is a new thread, charged whole.
+    #[test]
+    fn threads_that_did_not_run_keep_their_totals_until_they_run() {
+        let t0 = Instant::now();
+        let mut attrib = Attributor::new(1, Target::All);
+        attrib.start(t0);
+        let first = attrib.window(&snapshot(t0, vec![record(5, 5, 7, 100, 1, 0)], vec![]));
+        assert_eq!(first.threads[0].on_cpu_ns(), 100);
+        for _ in 0..3 {
+            let idle = attrib.window(&snapshot(t0, vec![record(5, 5, 7, 100, 1, 0)], vec![]));
+            assert!(
+                idle.threads.is_empty() && idle.cgroups.is_empty(),
+                "{idle:?}"
+            );
+        }
+        let ran = attrib.window(&snapshot(t0, vec![record(5, 5, 7, 150, 2, 0)], vec![]));
+        assert_eq!(
+            (ran.threads[0].on_cpu_ns(), ran.threads[0].switches),
+            (50, 1)
+        );
+        assert_eq!(on_cpu(&ran, 7), 50);
+        let mut reborn = record(5, 5, 7, 150, 2, 0);
+        reborn.header.born_ns += 1;
+        let new = attrib.window(&snapshot(t0, vec![reborn], vec![]));
+        assert_eq!(
+            new.threads[0].on_cpu_ns(),
+            150,
+            "a new thread under the same tid"
+        );
+        assert_eq!(
+            on_cpu(&attrib.run_totals(&snapshot(t0, vec![], vec![])), 7),
+            150 + 150
+        );
     }
 
     /// A removed cgroup's charges up to the window after its removal are in the run's totals

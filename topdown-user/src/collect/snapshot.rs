@@ -76,6 +76,15 @@ impl ThreadRecord {
         self.slots.first().map_or(0, |slot| slot.count)
     }
 
+    /// Whether `now`, a later reading of the same map entry, holds nothing new: the same
+    /// thread, in the same cgroup, nothing charged since (every slot and the switches equal).
+    pub fn unchanged_in(&self, now: &Self) -> bool {
+        self.same_thread(now)
+            && self.header.switches == now.header.switches
+            && self.header.cgroup_id == now.header.cgroup_id
+            && self.slots == now.slots
+    }
+
     /// Whether this is the thread's final record.
     pub const fn exited(&self) -> bool {
         self.header.flags & ThreadHeader::FLAG_EXITED != 0
