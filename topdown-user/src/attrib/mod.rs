@@ -54,7 +54,8 @@ pub struct Window {
     /// Every cgroup charged in the window (each for itself, not its descendants).
     pub cgroups: Vec<CgroupUsage>,
     /// cgroups the kernel reported removed (rmdir) since the previous window; a thread's last
-    /// charges to one may still come in the next window.
+    /// charges to one may still come in the next window. (A recording does not keep them: its
+    /// windows have none; their names are in the file.)
     pub removed_cgroups: Vec<CgroupId>,
     /// Kernel-side losses and activity since collection started.
     pub stats: Stats,
