@@ -6,8 +6,9 @@ Usage: scale.py TOPDOWN_BPF SLEEPERS ROUNDS THREADS...
 For each count of live threads and two shapes of them: the sleepers program
 (xtask/bench/sleepers.c) starts that many threads, each waking every 50 ms for a few
 microseconds (a busy service: every thread runs in every interval), or every 5 s (a pool of
-mostly idle threads, as JVM and Go hosts have: a tenth of them run in an interval); then `topdown-bpf --per-thread -I 1000 --json
---duration 10` runs machine-wide, its maps read by batch (the default) and walked entry by
+mostly idle threads, as JVM and Go hosts have: a tenth of them run in an interval); then
+`topdown-bpf --per-thread -I 1000 --json --duration 10 --max-threads M` (M: twice the threads,
+at least 65,536) runs machine-wide, its maps read by batch (the default) and walked entry by
 entry (TOPDOWN_BPF_WALK_MAPS=1), interleaved, ROUNDS times each. The figures are the tool's
 CPU (user + system from /proc/PID/stat, 10 ms ticks) per interval in the steady state (from its
 first interval's output to its last, over the intervals between: the start, whose
@@ -28,14 +29,15 @@ TICK = os.sysconf("SC_CLK_TCK")
 SECONDS = 10
 
 
-def run_tool(walk):
+def run_tool(walk, count):
     """One run of the tool; (steady CPU seconds per interval, CPU seconds to its first
     interval's output, peak RSS in MB)."""
     env = dict(os.environ)
     if walk:
         env["TOPDOWN_BPF_WALK_MAPS"] = "1"
     tool = subprocess.Popen(
-        [TOPDOWN, "--per-thread", "-I", "1000", "--json", "--max-threads", "65536",
+        [TOPDOWN, "--per-thread", "-I", "1000", "--json",
+         "--max-threads", str(max(65536, 2 * count)),
          "--duration", str(SECONDS)],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     cpu, hwm = 0.0, 0
@@ -76,7 +78,7 @@ def main():
         results = {False: [], True: []}
         for _ in range(ROUNDS):
             for walk in (False, True):
-                results[walk].append(run_tool(walk))
+                results[walk].append(run_tool(walk, count))
         sleepers.kill()
         sleepers.wait()
         for walk in (False, True):

@@ -6,7 +6,7 @@ topdown=$1
 rounds=${2:-3}
 shift 2 || true
 counts=("$@")
-[ ${#counts[@]} -gt 0 ] || counts=(1000 5000 20000)
+[ ${#counts[@]} -gt 0 ] || counts=(1000 10000 30000 100000)
 root=$(cd "$(dirname "$0")/../.." && pwd)
 [ "$(id -u)" = 0 ] || { echo "scale: needs root" >&2; exit 1; }
 # Room for the threads: a pid each (kernel.pid_max is 32,768 on many machines) and two mappings

@@ -158,7 +158,7 @@ enum Bench {
     /// `topdown-user/benches/model_step.rs`: the model step over a window of 30,000 threads,
     /// with the software set and with a TopDown Level 2 set.
     ModelStep,
-    /// `xtask/bench/scale.sh`: the tool's CPU and memory per interval at 1,000 to 20,000
+    /// `xtask/bench/scale.sh`: the tool's CPU and memory per interval at 1,000 to 100,000
     /// live threads, maps read by batch and walked.
     Scale,
 }
