@@ -97,8 +97,8 @@ impl Window {
 
     /// Consecutive `windows` as one: each thread (by tid, pid and name) and cgroup summed, a
     /// process's folded exited threads in one row, idle summed per CPU, the kernel-side counts
-    /// of the last, the removed cgroups of all. Rows keep their first window's order; a thread keeps its latest cgroup.
-    /// `None` for no windows.
+    /// of the last, the removed cgroups of all. Rows keep their first window's order; a thread
+    /// keeps its latest cgroup. `None` for no windows.
     pub fn merge(windows: &[Self]) -> Option<Self> {
         let (first, last) = (windows.first()?, windows.last()?);
         let mut threads: Vec<ThreadUsage> = Vec::new();
