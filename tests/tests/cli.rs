@@ -93,9 +93,11 @@ fn json_report_of_a_command_lists_every_thread_including_exited_ones() {
                 "the command ended, so thread {tid} died"
             );
         }
-        assert_eq!(
-            thread["on_cpu_ns"].as_u64().unwrap(),
-            thread["counters"]["cpu-clock"]["raw"].as_u64().unwrap()
+        // On-CPU time is its own field, not a counter of the (software) set.
+        assert!(thread["on_cpu_ns"].as_u64().is_some(), "{thread}");
+        assert!(
+            thread["counters"].as_object().is_none_or(|c| c.is_empty()),
+            "{thread}"
         );
     }
     let busy = threads

@@ -1,8 +1,9 @@
 //! The per-thread plumbing of N counters, end to end through the kernel, with software events
-//! standing in for TopDown counters (N = 5 and N = 9, the sizes the TopDown sets need, one set
-//! with a group). Each slot holds an event whose per-thread value is known independently: copies
-//! of `cpu-clock` must equal counter 0, and `context-switches` must match the switches the
-//! kernel program counted. A slot read from the wrong place shows up as a wrong kind of number.
+//! standing in for TopDown counters (N = 4 and N = 8 counters after the kernel's clock slot, the
+//! sizes the TopDown sets need, one set with a group). Each counter is an event whose per-thread
+//! value is known independently: copies of `cpu-clock` must equal the thread's on-CPU time (the
+//! clock slot), and `context-switches` must match the switches the kernel program counted. A
+//! slot read from the wrong place shows up as a wrong kind of number.
 //! Needs root.
 
 use std::{collections::HashMap, time::Duration};
@@ -129,10 +130,10 @@ fn check(set: &CounterSet) {
         3,
         "busy, half and sleepy are reported: {usage:?}"
     );
-    // The first clock counter read from the kernel (slot 0 is never read).
-    let first_clock = (1..set.counters.len())
+    // The first clock counter the kernel reads (its clock slot is no counter).
+    let first_clock = (0..set.counters.len())
         .find(|&i| set.counters[i].attr.config == CPU_CLOCK)
-        .expect("a clock counter beyond slot 0");
+        .expect("a clock counter");
     for (name, thread) in usage {
         assert_eq!(thread.counters.len(), set.counters.len());
         let on_cpu = thread.on_cpu_ns();
@@ -143,7 +144,7 @@ fn check(set: &CounterSet) {
             match counter.attr.config {
                 // The first copy against the on-CPU time taken at the same charges; the others
                 // against the first, read with it.
-                CPU_CLOCK if i > 0 => {
+                CPU_CLOCK => {
                     let what = format!("{name} slot {i} ({})", counter.name);
                     let first = thread.counters[first_clock].reading.count;
                     if i == first_clock {
@@ -152,8 +153,6 @@ fn check(set: &CounterSet) {
                         assert_read_together(&what, value.reading.count, first, charges(thread));
                     }
                 }
-                // Slot 0 is the on-CPU time itself.
-                CPU_CLOCK => assert_eq!(value.reading.count, on_cpu),
                 // Counted after the switch tracepoint: a thread is charged its switches in.
                 CONTEXT_SWITCHES => assert_switch_counts(
                     &format!("{name} slot {i}"),
@@ -181,7 +180,6 @@ fn five_counters_land_in_their_slots() {
         name: "stand-in-5",
         reason: "software events standing in for a TopDown L1 set".into(),
         counters: vec![
-            software("cpu-clock", CPU_CLOCK, None),
             software("context-switches", CONTEXT_SWITCHES, None),
             software("cpu-clock#2", CPU_CLOCK, None),
             software("page-faults", PAGE_FAULTS, None),
@@ -199,12 +197,11 @@ fn nine_counters_with_a_group_land_in_their_slots() {
         name: "stand-in-9",
         reason: "software events standing in for a TopDown L2 set".into(),
         counters: vec![
-            software("cpu-clock", CPU_CLOCK, None),
-            // A group like slots + metrics: leader at slot 1, members after it.
+            // A group like slots + metrics: leader at kernel slot 1 (counter 0), members after.
             software("cpu-clock#1", CPU_CLOCK, None),
-            software("context-switches#2", CONTEXT_SWITCHES, Some(1)),
-            software("cpu-clock#3", CPU_CLOCK, Some(1)),
-            software("page-faults#4", PAGE_FAULTS, Some(1)),
+            software("context-switches#2", CONTEXT_SWITCHES, Some(0)),
+            software("cpu-clock#3", CPU_CLOCK, Some(0)),
+            software("page-faults#4", PAGE_FAULTS, Some(0)),
             software("cpu-migrations#5", CPU_MIGRATIONS, None),
             software("cpu-clock#6", CPU_CLOCK, None),
             software("context-switches#7", CONTEXT_SWITCHES, None),
@@ -228,12 +225,11 @@ fn topdown_names_flow_from_kernel_counters_into_the_model() {
         name: "stand-in-spr-l1",
         reason: "software events named as Sapphire Rapids Level 1".into(),
         counters: vec![
-            software("cpu-clock", CPU_CLOCK, None),
             slots,
-            software("topdown-retiring", CPU_CLOCK, Some(1)),
-            software("topdown-bad-spec", CPU_CLOCK, Some(1)),
-            software("topdown-fe-bound", CPU_CLOCK, Some(1)),
-            software("topdown-be-bound", CPU_CLOCK, Some(1)),
+            software("topdown-retiring", CPU_CLOCK, Some(0)),
+            software("topdown-bad-spec", CPU_CLOCK, Some(0)),
+            software("topdown-fe-bound", CPU_CLOCK, Some(0)),
+            software("topdown-be-bound", CPU_CLOCK, Some(0)),
             software("INT_MISC.UOP_DROPPING", PAGE_FAULTS, None),
         ],
     };
@@ -255,8 +251,8 @@ fn topdown_names_flow_from_kernel_counters_into_the_model() {
 }
 
 /// Hybrid parts read different events on P-cores and E-cores: each CPU reads only its slots, so
-/// a thread's counts on one core type never mix with the other's. Stand-in: `cpu-clock` on every
-/// CPU, and copies opened only on CPU 0 and only on CPU 1.
+/// a thread's counts on one core type never mix with the other's. Stand-in: the on-CPU clock on
+/// every CPU, and `cpu-clock` opened only on CPU 0 and only on CPU 1.
 #[test]
 fn cpu_specific_slots_keep_core_types_apart() {
     if !privileged("cpu_specific_slots_keep_core_types_apart") {
@@ -274,30 +270,30 @@ fn cpu_specific_slots_keep_core_types_apart() {
         name: "stand-in-hybrid",
         reason: "per-CPU slots".into(),
         counters: vec![
-            software("cpu-clock", CPU_CLOCK, None),
             on("cpu-clock@cpu0", CPU_CLOCK, 0),
             on("cpu-clock@cpu1", CPU_CLOCK, 1),
             on("context-switches@cpu1", CONTEXT_SWITCHES, 1),
         ],
     };
+    // Kernel slots: the clock's (bit 0) everywhere, each counter's at its index + 1.
     assert_eq!((set.slot_mask(0), set.slot_mask(1)), (0b0011, 0b1101));
 
     let both = run(&set);
     for (name, thread) in &both.threads {
-        let [total, cpu0, cpu1, _] = thread.counters[..] else {
-            panic!("4 slots")
+        let [cpu0, cpu1, _] = thread.counters[..] else {
+            panic!("3 counters")
         };
         both.assert_clock(
             &format!("{name}: cpu-clock on CPU 0 + on CPU 1"),
             cpu0.reading.count + cpu1.reading.count,
             thread,
-            total.reading.count,
+            thread.on_cpu_ns(),
         );
     }
     let pinned = run_on(&set, Some(1));
     for (name, thread) in &pinned.threads {
-        let [total, cpu0, cpu1, switches] = thread.counters[..] else {
-            panic!("4 slots")
+        let [cpu0, cpu1, switches] = thread.counters[..] else {
+            panic!("3 counters")
         };
         assert_eq!(
             (cpu0.reading.count, cpu0.reading.enabled_ns),
@@ -308,7 +304,7 @@ fn cpu_specific_slots_keep_core_types_apart() {
             &format!("{name}: cpu-clock on CPU 1"),
             cpu1.reading.count,
             thread,
-            total.reading.count,
+            thread.on_cpu_ns(),
         );
         assert_switch_counts(name, switches.reading.count, thread.switches);
     }

@@ -58,6 +58,8 @@ fn recording(test: &str, name: &str, dir: &Path) -> Option<PathBuf> {
             .arg("-o")
             .arg(&file)
             .args(["--duration", "2", "-I", "200", "--json"])
+            // A counter beside on-CPU time, which every output carries as its own field.
+            .args(["-e", "context-switches"])
             .arg("--parquet")
             .arg(dir.join("parts"))
             .args(["--parquet-windows", "3"]),

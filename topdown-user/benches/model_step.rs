@@ -103,19 +103,13 @@ fn window(set: &CounterSet, rng: &mut Lcg) -> Window {
             let counters = set
                 .counters
                 .iter()
-                .enumerate()
-                .map(|(i, c)| {
-                    let raw = if i == 0 {
-                        ns
-                    } else {
-                        by_name
-                            .iter()
-                            .find(|(name, _)| *name == c.name)
-                            .map_or(slots / 8, |&(_, n)| n)
-                    };
+                .map(|c| {
+                    let raw = by_name
+                        .iter()
+                        .find(|(name, _)| *name == c.name)
+                        .map_or(slots / 8, |&(_, n)| n);
                     // The metrics and slots are pinned; the general counters are multiplexed.
-                    let pinned =
-                        i == 0 || c.name.starts_with("topdown-") || c.name == "TOPDOWN.SLOTS";
+                    let pinned = c.name.starts_with("topdown-") || c.name == "TOPDOWN.SLOTS";
                     let running_ns = if pinned { ns } else { running };
                     CounterValue::new(raw * running_ns / ns.max(1), ns, running_ns)
                 })
@@ -126,6 +120,7 @@ fn window(set: &CounterSet, rng: &mut Lcg) -> Window {
                 comm: format!("worker-{}", tid % 97),
                 cgroup_id: CgroupId(1 + u64::from(tid % 200)),
                 switches: 1 + rng.next() % 500,
+                on_cpu: Duration::from_nanos(ns),
                 counters,
                 exited: false,
                 folded: 0,
@@ -139,6 +134,7 @@ fn window(set: &CounterSet, rng: &mut Lcg) -> Window {
     for thread in &threads {
         let cgroup = &mut cgroups[(thread.cgroup_id.0 - 1) as usize];
         cgroup.switches += thread.switches;
+        cgroup.on_cpu += thread.on_cpu;
         usage::add_counters(&mut cgroup.counters, &thread.counters);
     }
     Window {

@@ -121,6 +121,7 @@ pub fn group(
                     usage: CgroupUsage {
                         id,
                         switches: 0,
+                        on_cpu: std::time::Duration::ZERO,
                         counters: Vec::new(),
                     },
                 }
@@ -150,6 +151,7 @@ mod tests {
         CgroupUsage {
             id: CgroupId(id),
             switches: 1,
+            on_cpu: std::time::Duration::from_nanos(ns),
             counters: vec![CounterValue::new(ns, ns, ns)],
         }
     }

@@ -15,8 +15,6 @@ use std::{collections::HashMap, time::Duration};
 use topdown_common::cgroup::CgroupId;
 use topdown_common::thread::{Pid, Tid};
 
-use topdown_common::reading::Reading;
-
 use self::{
     exited::ExitedThreads,
     silence::Silence,
@@ -49,8 +47,8 @@ pub struct Window {
     pub length: Duration,
     /// Reported threads that ran (or died) in the window.
     pub threads: Vec<ThreadUsage>,
-    /// Idle on-CPU clock per CPU.
-    pub idle: Vec<CounterValue>,
+    /// Each CPU's idle time (its idle task's time on it), by CPU number.
+    pub idle: Vec<Duration>,
     /// Every cgroup charged in the window (each for itself, not its descendants).
     pub cgroups: Vec<CgroupUsage>,
     /// cgroups the kernel reported removed (rmdir) since the previous window; a thread's last
@@ -105,7 +103,7 @@ impl Window {
         let mut thread_at: HashMap<(Tid, Pid, &str), usize> = HashMap::new();
         let mut cgroups: Vec<CgroupUsage> = Vec::new();
         let mut cgroup_at: HashMap<CgroupId, usize> = HashMap::new();
-        let mut idle: Vec<CounterValue> = Vec::new();
+        let mut idle: Vec<Duration> = Vec::new();
         for window in windows {
             for thread in &window.threads {
                 // A fold's name says how many it holds: it is the process's fold in any window.
@@ -130,7 +128,12 @@ impl Window {
                     cgroups.push(cgroup.clone());
                 }
             }
-            usage::add_counters(&mut idle, &window.idle);
+            if idle.len() < window.idle.len() {
+                idle.resize(window.idle.len(), Duration::ZERO);
+            }
+            for (sum, cpu) in idle.iter_mut().zip(&window.idle) {
+                *sum += *cpu;
+            }
         }
         Some(Self {
             start: first.start,
@@ -160,7 +163,7 @@ pub struct Attributor {
     /// How many exited threads keep their own rows in a window (the rest fold per process).
     window_exit_rows: usize,
     /// Idle totals per CPU at the previous snapshot.
-    idle: Vec<Reading>,
+    idle: Vec<Duration>,
     /// What every cgroup was charged since the start, by id.
     cgroups: HashMap<CgroupId, CgroupUsage>,
     /// Final totals of removed cgroups no longer tracked (none when they are not kept:
@@ -332,8 +335,8 @@ impl Attributor {
             .iter()
             .enumerate()
             .map(|(cpu, now)| {
-                let before = self.idle.get(cpu).copied().unwrap_or(Reading::ZERO);
-                CounterValue::of(now.since(before))
+                let before = self.idle.get(cpu).copied().unwrap_or(Duration::ZERO);
+                now.saturating_sub(before)
             })
             .collect();
         self.idle.clone_from(&snapshot.idle);
@@ -387,7 +390,7 @@ impl Attributor {
             .chain(self.exited.rows())
             .filter(|usage| !usage.is_idle())
             .collect();
-        let idle = self.idle.iter().copied().map(CounterValue::of).collect();
+        let idle = self.idle.clone();
         let mut cgroups: Vec<CgroupUsage> = self
             .cgroups
             .values()
@@ -424,7 +427,10 @@ fn rows_of<'a>(
 mod tests {
     use std::time::Instant;
 
-    use topdown_common::thread::{ThreadHeader, ThreadTotals};
+    use topdown_common::{
+        reading::Reading,
+        thread::{ThreadHeader, ThreadTotals},
+    };
 
     use super::*;
     use crate::attrib::target::Target;
@@ -498,8 +504,9 @@ mod tests {
         };
         let t0 = Instant::now();
         let second = std::time::Duration::from_secs(1);
-        let mut attrib = Attributor::new(2, Target::All);
-        attrib.set_silent(&[1]);
+        // One counter (kernel slot 1, after the clock's).
+        let mut attrib = Attributor::new(1, Target::All);
+        attrib.set_silent(&[0]);
         attrib.start(t0);
         let first = snapshot(
             t0 + second,
@@ -507,17 +514,21 @@ mod tests {
             vec![],
         );
         let window = attrib.window(&first);
-        assert_eq!(window.silent(), [1]);
+        assert_eq!(window.silent(), [0]);
         let values = window
             .threads
             .iter()
-            .map(|t| &t.counters)
-            .chain(window.cgroups.iter().map(|c| &c.counters));
-        for values in values {
-            assert!(values[1].silent && values[1].scaled().is_none());
-            assert!(!values[0].silent && values[0].scaled().is_some());
+            .map(|t| (t.on_cpu, &t.counters))
+            .chain(window.cgroups.iter().map(|c| (c.on_cpu, &c.counters)));
+        for (on_cpu, values) in values {
+            assert_eq!(values.len(), 1);
+            assert!(values[0].silent && values[0].scaled().is_none());
+            assert!(
+                !on_cpu.is_zero(),
+                "on-CPU time is measured, silent events or not"
+            );
         }
-        assert_eq!(attrib.run_totals(&first).silent(), [1]);
+        assert_eq!(attrib.run_totals(&first).silent(), [0]);
 
         let later = snapshot(
             t0 + 2 * second,
@@ -527,7 +538,7 @@ mod tests {
         let window = attrib.window(&later);
         assert!(window.silent().is_empty(), "thread 6 counted 9");
         let five = window.threads.iter().find(|t| t.tid == Tid(5)).unwrap();
-        assert_eq!(five.counters[1].scaled(), Some(0.0), "a 0 that is a count");
+        assert_eq!(five.counters[0].scaled(), Some(0.0), "a 0 that is a count");
         assert!(attrib.run_totals(&later).silent().is_empty());
     }
 
@@ -552,7 +563,7 @@ mod tests {
         let total: u64 = (1..=40u64).map(|tid| tid * 10).sum();
         let t0 = Instant::now();
         let window_of = |exits_kind| {
-            let mut attrib = Attributor::with_exited_rows(1, Target::All, 3, exits_kind);
+            let mut attrib = Attributor::with_exited_rows(0, Target::All, 3, exits_kind);
             attrib.start(t0);
             let live = vec![record(7000, 7000, 1, 5, 1, 0)];
             attrib.window(&snapshot(t0, live, exits.clone()))
@@ -605,7 +616,7 @@ mod tests {
     #[test]
     fn merged_windows_are_the_windows_of_the_whole_span() {
         let t0 = Instant::now();
-        let mut attrib = Attributor::new(1, Target::All);
+        let mut attrib = Attributor::new(0, Target::All);
         attrib.start(t0);
         let at = |ms| t0 + Duration::from_millis(ms);
         let windows = [
@@ -643,7 +654,7 @@ mod tests {
     #[test]
     fn windows_are_deltas_and_exits_are_kept_for_the_run() {
         let t0 = Instant::now();
-        let mut attrib = Attributor::new(1, Target::Pids(vec![10]));
+        let mut attrib = Attributor::new(0, Target::Pids(vec![10]));
         attrib.start(t0);
         let s1 = snapshot(
             t0 + Duration::from_secs(1),
@@ -686,7 +697,7 @@ mod tests {
     #[test]
     fn threads_that_did_not_run_keep_their_totals_until_they_run() {
         let t0 = Instant::now();
-        let mut attrib = Attributor::new(1, Target::All);
+        let mut attrib = Attributor::new(0, Target::All);
         attrib.start(t0);
         let first = attrib.window(&snapshot(t0, vec![record(5, 5, 7, 100, 1, 0)], vec![]));
         assert_eq!(first.threads[0].on_cpu_ns(), 100);
@@ -724,7 +735,7 @@ mod tests {
     fn removed_cgroups_are_retired_a_window_later_kept_or_forgotten() {
         let t0 = Instant::now();
         for keep in [true, false] {
-            let mut attrib = Attributor::new(1, Target::All);
+            let mut attrib = Attributor::new(0, Target::All);
             if !keep {
                 attrib.forget_removed_cgroups();
             }
@@ -763,7 +774,7 @@ mod tests {
     fn a_thread_that_moves_charges_each_cgroup_its_own_time() {
         let moved = ThreadHeader::FLAG_MOVED;
         let t0 = Instant::now();
-        let mut attrib = Attributor::new(1, Target::All);
+        let mut attrib = Attributor::new(0, Target::All);
         attrib.start(t0);
         attrib.window(&snapshot(t0, vec![record(5, 5, 1, 100, 2, 0)], vec![]));
 
@@ -800,7 +811,7 @@ mod tests {
     #[test]
     fn exits_after_the_map_read_and_reused_tids_are_each_counted_once() {
         let t0 = Instant::now();
-        let mut attrib = Attributor::new(1, Target::All);
+        let mut attrib = Attributor::new(0, Target::All);
         attrib.start(t0);
         attrib.window(&snapshot(t0, vec![totals(8, 8, 100, false)], vec![]));
         // Still in the map when it was read, dead by the time records were drained.

@@ -2,6 +2,8 @@
 //! cgroups asked for (cgroups, containers, pods, services), their paths and owners resolved.
 //! Reports take these names as they are; nothing past this point reads /sys/fs/cgroup.
 
+use std::time::Duration;
+
 use super::{
     Window,
     cgroups::CgroupNames,
@@ -20,7 +22,9 @@ pub struct Named {
     pub who: Who,
     /// Switches out.
     pub switches: u64,
-    /// Every counter of the set, in slot order (slot 0: on-CPU time).
+    /// Time on a CPU.
+    pub on_cpu: Duration,
+    /// Every counter of the set, in the set's order.
     pub counters: Vec<CounterValue>,
 }
 
@@ -36,6 +40,7 @@ pub fn name(
             .into_iter()
             .map(|g| Named {
                 switches: g.usage.switches,
+                on_cpu: g.usage.on_cpu,
                 counters: g.usage.counters.clone(),
                 who: Who::Group {
                     by: grouping.by,
@@ -57,6 +62,7 @@ pub fn name(
                     folded: usage.folded,
                 }),
                 switches: usage.switches,
+                on_cpu: usage.on_cpu,
                 counters: usage.counters.clone(),
             })
             .collect(),

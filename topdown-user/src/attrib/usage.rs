@@ -1,5 +1,6 @@
 //! Per-thread usage over a window of time: what the kernel charged, as deltas.
 
+use std::time::Duration;
 use topdown_common::{
     cgroup::CgroupId,
     reading::Reading,
@@ -84,7 +85,9 @@ pub struct ThreadUsage {
     pub cgroup_id: CgroupId,
     /// Switches out in the window.
     pub switches: u64,
-    /// One value per counter of the set, in slot order.
+    /// Time on a CPU in the window (the kernel's clock slot: the scheduler's runtime).
+    pub on_cpu: Duration,
+    /// One value per counter of the set, in the set's order.
     pub counters: Vec<CounterValue>,
     /// The thread died (in this window, or in the run for run totals).
     pub exited: bool,
@@ -95,6 +98,7 @@ pub struct ThreadUsage {
 impl ThreadUsage {
     /// `now` minus `before` (a zero-charged thread when `before` is `None`), for `nr` counters.
     pub fn between(before: Option<&ThreadRecord>, now: &ThreadRecord, nr: usize) -> Self {
+        let before_slots = before.map(|t| t.slots.as_slice());
         Self {
             tid: now.tid(),
             pid: now.pid(),
@@ -104,20 +108,22 @@ impl ThreadUsage {
                 .header
                 .switches
                 .saturating_sub(before.map_or(0, |t| t.header.switches)),
-            counters: deltas(before.map(|t| t.slots.as_slice()), &now.slots, nr),
+            on_cpu: clock_delta(before_slots, &now.slots),
+            counters: deltas(before_slots, &now.slots, nr),
             exited: now.exited(),
             folded: 0,
         }
     }
 
-    /// On-CPU nanoseconds (the on-CPU slot of every set).
+    /// On-CPU nanoseconds, as the kernel's books (schedstat, `cpu.stat`) count them.
     pub fn on_cpu_ns(&self) -> u64 {
-        on_cpu_ns(&self.counters)
+        duration_ns(self.on_cpu)
     }
 
     /// Whether nothing at all was charged in the window.
     pub fn is_idle(&self) -> bool {
         self.switches == 0
+            && self.on_cpu.is_zero()
             && self
                 .counters
                 .iter()
@@ -128,6 +134,7 @@ impl ThreadUsage {
     /// latest cgroup, its exit.
     pub fn add(&mut self, later: &Self) {
         self.switches += later.switches;
+        self.on_cpu += later.on_cpu;
         add_counters(&mut self.counters, &later.counters);
         self.cgroup_id = later.cgroup_id;
         self.exited |= later.exited;
@@ -137,6 +144,7 @@ impl ThreadUsage {
     /// Adds `other`'s usage to this row (which then folds one more thread, or `other`'s).
     pub fn absorb(&mut self, other: &Self) {
         self.switches += other.switches;
+        self.on_cpu += other.on_cpu;
         add_counters(&mut self.counters, &other.counters);
         self.folded += other.folded.max(1);
     }
@@ -149,14 +157,16 @@ pub struct CgroupUsage {
     pub id: CgroupId,
     /// Switches out of its threads in the window.
     pub switches: u64,
-    /// One value per counter of the set, in slot order.
+    /// Its threads' time on a CPU in the window.
+    pub on_cpu: Duration,
+    /// One value per counter of the set, in the set's order.
     pub counters: Vec<CounterValue>,
 }
 
 #[cfg(test)]
 impl ThreadUsage {
-    /// A live thread named `t<tid>` (tests): `ns` on the software set's one counter, never
-    /// multiplexed, `switches` switches out.
+    /// A live thread named `t<tid>` (tests): `ns` on a CPU (the software set: no counters),
+    /// `switches` switches out.
     pub fn clocked(tid: u32, pid: u32, cgroup_id: CgroupId, ns: u64, switches: u64) -> Self {
         Self {
             tid: Tid(tid),
@@ -164,7 +174,8 @@ impl ThreadUsage {
             comm: format!("t{tid}"),
             cgroup_id,
             switches,
-            counters: vec![CounterValue::new(ns, ns, ns)],
+            on_cpu: Duration::from_nanos(ns),
+            counters: Vec::new(),
             exited: false,
             folded: 0,
         }
@@ -177,6 +188,7 @@ impl CgroupUsage {
         Self {
             id,
             switches: 0,
+            on_cpu: Duration::ZERO,
             counters: vec![CounterValue::default(); nr],
         }
     }
@@ -187,17 +199,15 @@ impl CgroupUsage {
             .header
             .switches
             .saturating_sub(before.map_or(0, |t| t.header.switches));
-        let delta = deltas(
-            before.map(|t| t.slots.as_slice()),
-            &now.slots,
-            self.counters.len(),
-        );
+        let before_slots = before.map(|t| t.slots.as_slice());
+        self.on_cpu += clock_delta(before_slots, &now.slots);
+        let delta = deltas(before_slots, &now.slots, self.counters.len());
         add_counters(&mut self.counters, &delta);
     }
 
-    /// On-CPU nanoseconds (the on-CPU slot of every set).
+    /// On-CPU nanoseconds, as the kernel's books (`cpu.stat`) count them.
     pub fn on_cpu_ns(&self) -> u64 {
-        on_cpu_ns(&self.counters)
+        duration_ns(self.on_cpu)
     }
 
     /// Whether nothing was charged.
@@ -208,21 +218,14 @@ impl CgroupUsage {
     /// Adds `other`'s usage to this one (a roll-up or a container's cgroups).
     pub fn absorb(&mut self, other: &Self) {
         self.switches += other.switches;
+        self.on_cpu += other.on_cpu;
         add_counters(&mut self.counters, &other.counters);
     }
 }
 
-/// On-CPU nanoseconds of a row of counter values (its [`CounterSet::ON_CPU`] slot; 0 without
-/// one).
-pub fn on_cpu_ns(values: &[CounterValue]) -> u64 {
-    values
-        .get(CounterSet::ON_CPU)
-        .map_or(0, |c| c.reading.count)
-}
-
-/// The values after the on-CPU clock, in the order of [`CounterSet::further`].
-pub fn further(values: &[CounterValue]) -> &[CounterValue] {
-    values.get(CounterSet::ON_CPU + 1..).unwrap_or_default()
+/// Nanoseconds of `d`, saturating (585 years).
+pub fn duration_ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// Adds `theirs` to `mine`, counter by counter (`mine` grows to `theirs`' length).
@@ -235,10 +238,21 @@ pub fn add_counters(mine: &mut Vec<CounterValue>, theirs: &[CounterValue]) {
     }
 }
 
-/// `now` minus `before` (zero when `None`) for the first `nr` slots. A slot a record does not
-/// carry counts as zero.
+/// The clock's growth between two records' kernel slots (`before`: zero when `None`).
+pub fn clock_delta(before: Option<&[Reading]>, now: &[Reading]) -> Duration {
+    let at = |slots: &[Reading]| slots.get(CounterSet::CLOCK_SLOT).map_or(0, |r| r.count);
+    Duration::from_nanos(at(now).saturating_sub(before.map_or(0, at)))
+}
+
+/// `now` minus `before` (zero when `None`) for the set's first `nr` counters, from records'
+/// kernel slots ([`CounterSet::kernel_slot`]). A slot a record does not carry counts as zero.
 pub fn deltas(before: Option<&[Reading]>, now: &[Reading], nr: usize) -> Vec<CounterValue> {
-    let at = |slots: &[Reading], i: usize| slots.get(i).copied().unwrap_or(Reading::ZERO);
+    let at = |slots: &[Reading], i: usize| {
+        slots
+            .get(CounterSet::kernel_slot(i))
+            .copied()
+            .unwrap_or(Reading::ZERO)
+    };
     (0..nr)
         .map(|i| {
             let old = before.map_or(Reading::ZERO, |b| at(b, i));
@@ -272,12 +286,13 @@ mod tests {
     fn window_is_the_difference_of_cumulative_totals() {
         let before = totals(42, 1_000, 3);
         let now = totals(42, 5_500, 10);
-        let usage = ThreadUsage::between(Some(&before), &now, 1);
+        let usage = ThreadUsage::between(Some(&before), &now, 0);
         assert_eq!(usage.on_cpu_ns(), 4_500);
         assert_eq!(usage.switches, 7);
         assert_eq!(usage.comm, "work");
         assert_eq!(usage.pid, Pid(7));
-        let fresh = ThreadUsage::between(None, &now, 1);
+        assert!(usage.counters.is_empty(), "the clock is no counter");
+        let fresh = ThreadUsage::between(None, &now, 0);
         assert_eq!(fresh.on_cpu_ns(), 5_500);
     }
 

@@ -29,7 +29,6 @@ use topdown_common::{
     cgroup::{CgroupId, CgroupRemoved},
     cpu::CpuState,
     names::{global, map, program},
-    reading::Reading,
     stats::Stat,
     thread::ThreadTotals,
 };
@@ -79,7 +78,7 @@ pub struct Collector {
     bpf: Ebpf,
     records: RecordStream,
     removed_cgroups: RingBuf<MapData>,
-    /// Slots of the counter set.
+    /// Kernel slots of the counter set: the clock's and the counters'.
     nr: usize,
     /// Charging only followed processes (idle is not measured then).
     narrow: bool,
@@ -126,7 +125,7 @@ impl Collector {
         let cpus = online_cpus()?;
         let possible = aya::util::nr_cpus()
             .map_err(|(path, error)| anyhow!("reading possible CPUs from {path}: {error}"))?;
-        let counters = OpenCounters::open_for_kernel(set, &cpus)?;
+        let counters = OpenCounters::open(set, &cpus)?;
         let kernel_btf = btf::KernelBtf::from_sys_fs()
             .context("reading the kernel's BTF (needs CONFIG_DEBUG_INFO_BTF=y)")?;
         let offset = |ty: &str, member: &str| {
@@ -153,7 +152,7 @@ impl Collector {
         let cgroup_root_offset = offset("cgroup", "root")?;
         let hierarchy_id_offset = offset("cgroup_root", "hierarchy_id")?;
 
-        let set_slots = set.counters.len() as u32;
+        let set_slots = set.kernel_slots() as u32;
         let narrow = u32::from(options.narrow);
         let cgroup_only = u32::from(options.cgroup_only);
         let mut bpf = EbpfLoader::new()
@@ -195,7 +194,10 @@ impl Collector {
         let mut slots = PerfEventArray::try_from(map(&mut bpf, map::COUNTERS)?)?;
         for (cpu, index, fd) in counters.iter() {
             slots
-                .set(cpu * MAX_COUNTERS as u32 + index as u32, &fd)
+                .set(
+                    cpu * MAX_COUNTERS as u32 + CounterSet::kernel_slot(index) as u32,
+                    &fd,
+                )
                 .with_context(|| format!("storing counter {index} of CPU {cpu}"))?;
         }
 
@@ -250,7 +252,7 @@ impl Collector {
             .with_context(|| format!("attaching the tick program on CPU {cpu}"))?;
         }
 
-        let nr = set.counters.len();
+        let nr = set.kernel_slots();
         let records = RecordStream::start(
             RingBuf::try_from(
                 bpf.take_map(map::THREAD_RECORDS)
@@ -350,8 +352,8 @@ impl Collector {
         } else {
             states
                 .iter()
-                .map(|state| state.idle.slots[0])
-                .collect::<Vec<Reading>>()
+                .map(|state| Duration::from_nanos(state.idle.slots[CounterSet::CLOCK_SLOT].count))
+                .collect::<Vec<Duration>>()
         };
         let mut stats = Stats::default();
         for stat in Stat::ALL {

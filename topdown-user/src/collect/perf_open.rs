@@ -20,24 +20,15 @@ pub struct OpenCounters {
 }
 
 impl OpenCounters {
-    /// Opens every counter of `set` on every CPU of `cpus` it is for (counters read from
-    /// userspace, as `--per-core` does).
+    /// Opens every counter of `set` on every CPU of `cpus` it is for: for the kernel program
+    /// (which takes on-CPU time from the scheduler's clock, not from a counter), or read from
+    /// userspace (`--per-core`, drilldown).
     pub fn open(set: &CounterSet, cpus: &[u32]) -> Result<Self> {
-        Self::open_from(set, cpus, 0)
-    }
-
-    /// Opens the counters the kernel program reads: every one but the on-CPU clock (slot
-    /// [`CounterSet::ON_CPU`]), which the program takes from the clock at each charge.
-    pub fn open_for_kernel(set: &CounterSet, cpus: &[u32]) -> Result<Self> {
-        Self::open_from(set, cpus, CounterSet::ON_CPU + 1)
-    }
-
-    fn open_from(set: &CounterSet, cpus: &[u32], first_slot: usize) -> Result<Self> {
         let mut events: Vec<(u32, usize, OwnedFd)> =
             Vec::with_capacity(set.counters.len() * cpus.len());
         for &cpu in cpus {
             let first = events.len();
-            for (index, counter) in set.counters.iter().enumerate().skip(first_slot) {
+            for (index, counter) in set.counters.iter().enumerate() {
                 if counter
                     .cpus
                     .as_ref()

@@ -102,9 +102,9 @@ pub struct Snapshot {
     /// Records sent since the previous snapshot, in the order they were sent: threads that
     /// died, and threads as they left a cgroup.
     pub records: Vec<ThreadRecord>,
-    /// Each CPU's idle task's on-CPU time (slot 0), by CPU number; empty when the collector is
-    /// narrowed to some processes (idle is not measured then).
-    pub idle: Vec<Reading>,
+    /// Each CPU's idle task's time on it so far (its clock slot), by CPU number; empty when the
+    /// collector is narrowed to some processes (idle is not measured then).
+    pub idle: Vec<std::time::Duration>,
     /// Ids and paths of cgroups removed since the previous snapshot.
     pub removed_cgroups: Vec<(CgroupId, String)>,
     /// Loss and activity counters, summed over CPUs.

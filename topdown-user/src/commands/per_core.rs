@@ -34,6 +34,9 @@ pub async fn run(
     full_screen: bool,
     out: &mut dyn Write,
 ) -> Result<()> {
+    // Read per CPU from userspace, `cpu-clock` is a counter like the others (each CPU's wall
+    // time while counting): each core's row shows it first.
+    let set = &set.with_cpu_clock();
     let calibration = calibration::calibrate(set)?;
     let cpus = collect::online_cpus()?;
     let counters = OpenCounters::open(set, &cpus)?;

@@ -156,12 +156,13 @@ mod tests {
             usage(4, 50, 9, 8),
         ];
         let mut cgroups = vec![
-            CgroupUsage::new(CgroupId(7), 1),
-            CgroupUsage::new(CgroupId(8), 1),
+            CgroupUsage::new(CgroupId(7), 0),
+            CgroupUsage::new(CgroupId(8), 0),
         ];
         for t in &threads {
             let cgroup = &mut cgroups[(t.cgroup_id.0 - 7) as usize];
             cgroup.switches += t.switches;
+            cgroup.on_cpu += t.on_cpu;
             crate::attrib::usage::add_counters(&mut cgroup.counters, &t.counters);
         }
         Window {

@@ -10,7 +10,7 @@ use crate::{
         Window,
         groups::{GroupBy, GroupOptions},
         named::Named,
-        usage::{self, CounterValue},
+        usage::CounterValue,
     },
     pmu::counter_set::CounterSet,
     tma::{TopDown, node::Node, view::TopdownView},
@@ -90,10 +90,15 @@ impl SortKey {
             && !set.names().any(|n| n == name)
             && Node::named(name).is_none()
         {
+            let counters: Vec<&str> = set.names().collect();
+            let counters = if counters.is_empty() {
+                "this set has none".to_owned()
+            } else {
+                counters.join(", ")
+            };
             bail!(
                 "unknown sort field `{name}`: use oncpu, switches, tid, pid, comm, a TopDown node \
-                 (tma_backend_bound, ...) or a counter ({})",
-                set.names().collect::<Vec<_>>().join(", ")
+                 (tma_backend_bound, ...) or a counter ({counters})"
             );
         }
         Ok(())
@@ -147,9 +152,9 @@ pub fn rows(
             |Named {
                  who,
                  switches,
+                 on_cpu,
                  counters,
              }| {
-                let on_cpu = Duration::from_nanos(usage::on_cpu_ns(&counters));
                 Row {
                     who,
                     on_cpu,
@@ -158,7 +163,7 @@ pub fn rows(
                     topdown: topdown
                         .as_ref()
                         .map_or_else(Vec::new, |view| view.of(&counters)),
-                    run_fraction: usage::further(&counters)
+                    run_fraction: counters
                         .iter()
                         .map(|v| v.reading.running_fraction())
                         .fold(1.0, f64::min),
@@ -277,6 +282,16 @@ mod tests {
         let (rows, _) = super::rows(&window, name(&window, &mut names, None), &set, &by_switches);
         assert_eq!(tids(&rows), [1, 3, 2]);
         assert!(SortKey::Counter("nope".into()).validate(&set).is_err());
-        assert!(SortKey::Counter("cpu-clock".into()).validate(&set).is_ok());
+        let error = SortKey::Counter("cpu-clock".into())
+            .validate(&set)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("use oncpu") && error.contains("this set has none"),
+            "{error}"
+        );
+        let mut tsc = set.clone();
+        tsc.counters = crate::recording::fixtures::set().counters;
+        assert!(SortKey::Counter("msr/tsc/".into()).validate(&tsc).is_ok());
     }
 }

@@ -65,43 +65,45 @@ pub struct Counter {
     pub cpus: Option<Vec<u32>>,
 }
 
-/// The counters the kernel program reads at every switch, in slot order.
+/// The counters the kernel program reads at every switch, beside the on-CPU clock.
 ///
-/// Counter 0 is always the on-CPU clock (`cpu-clock`), so every set reports on-CPU time.
+/// The clock is not a counter of the set: the kernel program takes every thread's on-CPU time
+/// from the scheduler's clock into its slot 0 ([`CounterSet::CLOCK_SLOT`]), and counter `i` of
+/// the set is its slot `i + 1` ([`CounterSet::kernel_slot`]). Everything after collection sees
+/// on-CPU time as its own field and the set's counters by their index here.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CounterSet {
     /// Name shown to the user, e.g. `software`.
     pub name: &'static str,
     /// Why this set is the one running, for the first output line.
     pub reason: String,
-    /// The counters, at most [`MAX_COUNTERS`].
+    /// The counters, at most [`CounterSet::MAX`]; none for the software set.
     pub counters: Vec<Counter>,
 }
 
 impl CounterSet {
-    /// Index of the on-CPU clock.
-    pub const ON_CPU: usize = 0;
+    /// The kernel program's slot for the on-CPU clock.
+    pub const CLOCK_SLOT: usize = 0;
 
-    /// The counters after the on-CPU clock (the columns a report shows after on-CPU time).
-    pub fn further(&self) -> &[Counter] {
-        self.counters.get(Self::ON_CPU + 1..).unwrap_or_default()
+    /// The most counters a set holds: the kernel's slots less the clock's.
+    pub const MAX: usize = MAX_COUNTERS - 1;
+
+    /// The kernel program's slot for counter `index` of the set.
+    pub const fn kernel_slot(index: usize) -> usize {
+        index + 1
     }
 
-    /// A set holding only the on-CPU clock, which every set starts with.
-    pub fn on_cpu_clock(name: &'static str, reason: String) -> Self {
+    /// How many slots the kernel program reads for this set: the clock's and the counters'.
+    pub fn kernel_slots(&self) -> usize {
+        self.counters.len() + 1
+    }
+
+    /// A set without counters: on-CPU time and switches only.
+    pub fn empty(name: &'static str, reason: String) -> Self {
         Self {
             name,
             reason,
-            counters: vec![Counter {
-                name: "cpu-clock".into(),
-                unit: Unit::Nanoseconds,
-                attr: EventAttr {
-                    pmu_type: PERF_TYPE_SOFTWARE,
-                    config: PERF_COUNT_SW_CPU_CLOCK,
-                    ..EventAttr::default()
-                },
-                cpus: None,
-            }],
+            counters: Vec::new(),
         }
     }
 
@@ -110,7 +112,33 @@ impl CounterSet {
     /// runs: on-CPU time times the TSC frequency, no new information for a counter read at every
     /// switch; `-e msr/tsc/` adds it.)
     pub fn software(reason: String) -> Self {
-        Self::on_cpu_clock("software", reason)
+        Self::empty("software", reason)
+    }
+
+    /// This set with the per-CPU `cpu-clock` software event first, for counters read from
+    /// userspace per CPU (`--per-core`), where it is a counter like the others: a CPU's clock
+    /// counts wall time while enabled.
+    pub fn with_cpu_clock(&self) -> Self {
+        let clock = Counter {
+            name: "cpu-clock".into(),
+            unit: Unit::Nanoseconds,
+            attr: EventAttr {
+                pmu_type: PERF_TYPE_SOFTWARE,
+                config: PERF_COUNT_SW_CPU_CLOCK,
+                ..EventAttr::default()
+            },
+            cpus: None,
+        };
+        let shifted = self.counters.iter().map(|c| {
+            let mut c = c.clone();
+            c.attr.leader = c.attr.leader.map(|l| l + 1);
+            c
+        });
+        Self {
+            name: self.name,
+            reason: self.reason.clone(),
+            counters: std::iter::once(clock).chain(shifted).collect(),
+        }
     }
 
     /// The set to run on this machine, and why.
@@ -128,23 +156,27 @@ impl CounterSet {
     }
 
     fn checked(self) -> Result<Self> {
-        if self.counters.is_empty() || self.counters.len() > MAX_COUNTERS {
+        if self.counters.len() > Self::MAX {
             bail!(
-                "counter set `{}` has {} counters; 1 to {MAX_COUNTERS} fit",
+                "counter set `{}` has {} counters; at most {} fit",
                 self.name,
-                self.counters.len()
+                self.counters.len(),
+                Self::MAX
             );
         }
         Ok(self)
     }
 
-    /// Which slots CPU `cpu` reads: bit `i` for counter `i` opened there.
+    /// Which kernel slots CPU `cpu` reads: bit 0 for the clock, bit [`Self::kernel_slot`] of
+    /// each counter opened there.
     pub fn slot_mask(&self, cpu: u32) -> u32 {
         self.counters
             .iter()
             .enumerate()
             .filter(|(_, c)| c.cpus.as_ref().is_none_or(|cpus| cpus.contains(&cpu)))
-            .fold(0, |mask, (i, _)| mask | 1 << i)
+            .fold(1 << Self::CLOCK_SLOT, |mask, (i, _)| {
+                mask | 1 << Self::kernel_slot(i)
+            })
     }
 
     /// Counter names, in slot order.
@@ -206,10 +238,13 @@ mod tests {
         let set = CounterSet::for_machine(&SysRoot::at(dir.path())).unwrap();
         assert_eq!(set.name, "software");
         assert!(set.reason.starts_with("no hardware PMU"), "{}", set.reason);
-        assert_eq!(set.names().collect::<Vec<_>>(), ["cpu-clock"]);
-        assert_eq!(set.counters[0].attr.pmu_type, PERF_TYPE_SOFTWARE);
-        assert_eq!(set.counters[0].attr.config, PERF_COUNT_SW_CPU_CLOCK);
-        assert_eq!(set.counters[0].unit, Unit::Nanoseconds);
+        assert!(set.counters.is_empty(), "on-CPU time is no counter");
+        assert_eq!(set.slot_mask(0), 1, "the kernel's clock slot only");
+        let per_cpu = set.with_cpu_clock();
+        assert_eq!(per_cpu.names().collect::<Vec<_>>(), ["cpu-clock"]);
+        assert_eq!(per_cpu.counters[0].attr.pmu_type, PERF_TYPE_SOFTWARE);
+        assert_eq!(per_cpu.counters[0].attr.config, PERF_COUNT_SW_CPU_CLOCK);
+        assert_eq!(per_cpu.counters[0].unit, Unit::Nanoseconds);
     }
 
     #[test]

@@ -15,7 +15,7 @@ use crate::{
         usage::{CgroupUsage, CounterValue, ThreadUsage},
     },
     collect::Stats,
-    pmu::counter_set::CounterSet,
+    pmu::counter_set::{Counter, CounterSet, EventAttr, Unit},
     tma::Model,
 };
 
@@ -32,7 +32,8 @@ pub fn thread(tid: u32, comm: &str, cgroup_id: u64, ns: u64) -> ThreadUsage {
         comm: comm.into(),
         cgroup_id: CgroupId(cgroup_id),
         switches: tid.into(),
-        counters: vec![value(ns), value(ns * 3)],
+        on_cpu: Duration::from_nanos(ns),
+        counters: vec![value(ns * 3)],
         exited: tid == 2,
         folded: 0,
     }
@@ -47,25 +48,30 @@ pub fn window(i: u64) -> Window {
         start: Duration::from_millis(100 * i),
         length: Duration::from_millis(100),
         threads: vec![thread(1, "alpha", 7, 1000 * i), thread(2, "beta", 8, 5)],
-        idle: vec![value(9), value(11)],
+        idle: vec![Duration::from_nanos(9), Duration::from_nanos(11)],
         cgroups: vec![CgroupUsage {
             id: CgroupId(7),
             switches: 3,
-            counters: vec![value(1000 * i), value(3000 * i)],
+            on_cpu: Duration::from_nanos(1000 * i),
+            counters: vec![value(3000 * i)],
         }],
         removed_cgroups: Vec::new(),
         stats,
     }
 }
 
-/// cpu-clock and msr/tsc.
+/// The software set with msr/tsc.
 pub fn set() -> CounterSet {
     let mut set = CounterSet::software("test".into());
-    let mut second = set.counters[0].clone();
-    second.name = "msr/tsc/".into();
-    second.unit = crate::pmu::counter_set::Unit::Events;
-    second.attr.pmu_type = 11;
-    set.counters.push(second);
+    set.counters.push(Counter {
+        name: "msr/tsc/".into(),
+        unit: Unit::Events,
+        attr: EventAttr {
+            pmu_type: 11,
+            ..EventAttr::default()
+        },
+        cpus: None,
+    });
     set
 }
 
@@ -124,7 +130,6 @@ pub fn recorded_within(
 /// speculation, 60 % backend, 25 % retiring in every window; beta half as busy.
 pub fn topdown_recording() -> Recording {
     let counters = [
-        "cpu-clock",
         "TOPDOWN.SLOTS",
         "topdown-retiring",
         "topdown-bad-spec",
@@ -132,18 +137,21 @@ pub fn topdown_recording() -> Recording {
         "topdown-be-bound",
         "INT_MISC.UOP_DROPPING",
     ];
-    let mut set = CounterSet::on_cpu_clock("topdown", "test".into());
-    for name in &counters[1..] {
-        let mut counter = set.counters[0].clone();
-        counter.name = (*name).into();
-        set.counters.push(counter);
+    let mut set = CounterSet::empty("topdown", "test".into());
+    for name in counters {
+        set.counters.push(Counter {
+            name: name.into(),
+            unit: Unit::Events,
+            attr: EventAttr::default(),
+            cpus: None,
+        });
     }
     let view =
         crate::tma::view::TopdownView::single(Model::named("sapphirerapids").unwrap(), 1, 8, false);
     let counts = |ns: u64| {
-        [ns, 4000, 1000, 200, 400, 2400, 0]
+        [4000, 1000, 200, 400, 2400, 0]
             .iter()
-            .map(|&raw| CounterValue::new(if raw == ns { ns } else { raw * ns / 1000 }, ns, ns))
+            .map(|&raw| CounterValue::new(raw * ns / 1000, ns, ns))
             .collect::<Vec<_>>()
     };
     let windows = (0..5u64)
@@ -152,12 +160,12 @@ pub fn topdown_recording() -> Recording {
             w.threads = vec![
                 ThreadUsage {
                     counters: counts(50_000_000),
-                    ..thread(1, "alpha", 7, 0)
+                    ..thread(1, "alpha", 7, 50_000_000)
                 },
                 ThreadUsage {
                     counters: counts(25_000_000),
                     exited: false,
-                    ..thread(2, "beta", 8, 0)
+                    ..thread(2, "beta", 8, 25_000_000)
                 },
             ];
             w.cgroups.clear();

@@ -4,7 +4,7 @@
 //! These types are the schema: the live run's usage is converted to them when written and
 //! back when read, so the tool's internal types can change without changing the files.
 
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, time::Duration};
 use topdown_common::cgroup::CgroupId;
 use topdown_common::reading::Reading;
 use topdown_common::thread::{Pid, Tid};
@@ -68,7 +68,8 @@ pub struct Header {
     pub command_line: Vec<String>,
     /// Where it was recorded.
     pub machine: MachineLine,
-    /// The counters every window's values are in, in slot order.
+    /// The counters every window's values are in, in the kernel's slot order: the on-CPU clock
+    /// (`cpu-clock`) first, then the set's counters.
     pub counter_set: SetLine,
     /// TopDown's model, level and literals, when the set measures it.
     pub topdown: Option<TopdownLine>,
@@ -168,14 +169,14 @@ pub struct WindowLine {
     pub length_ns: u64,
     /// Threads charged in the window.
     pub threads: Vec<ThreadLine>,
-    /// Each CPU's idle time, `[count, enabled_ns, running_ns]`.
+    /// Each CPU's idle time, `[ns, ns, ns]` (the clock's count, enabled and running time).
     pub idle: Vec<[u64; 3]>,
     /// cgroups charged in the window, each for itself.
     pub cgroups: Vec<CgroupLine>,
     /// Kernel-side counters since the start, by name.
     pub stats: BTreeMap<String, u64>,
-    /// Slots of the counters whose events this PMU did not count in the window (every row's
-    /// value there is no count: see `collect::calibration`).
+    /// Slots (the clock's is 0) of the counters whose events this PMU did not count in the
+    /// window (every row's value there is no count: see `collect::calibration`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub silent: Vec<usize>,
 }
@@ -193,7 +194,8 @@ pub struct ThreadLine {
     pub cgroup_id: u64,
     /// Switches out.
     pub switches: u64,
-    /// `[count, enabled_ns, running_ns]` per counter of the set.
+    /// `[count, enabled_ns, running_ns]` per slot: the on-CPU clock's (nanoseconds, always
+    /// enabled and running), then each counter's.
     pub counters: Vec<[u64; 3]>,
     /// It died.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -210,7 +212,7 @@ pub struct CgroupLine {
     pub id: u64,
     /// Switches out of its threads.
     pub switches: u64,
-    /// `[count, enabled_ns, running_ns]` per counter of the set.
+    /// `[count, enabled_ns, running_ns]` per slot, as [`ThreadLine::counters`].
     pub counters: Vec<[u64; 3]>,
 }
 
@@ -222,11 +224,24 @@ fn value_line(value: &CounterValue) -> [u64; 3] {
     value.reading.values()
 }
 
+/// The clock's slot for `on_cpu`: its count, always enabled and running.
+fn clock_line(on_cpu: Duration) -> [u64; 3] {
+    let ns = nanos(on_cpu);
+    [ns, ns, ns]
+}
+
+/// A row's slots as written: the clock's, then each counter's.
+fn slot_lines(on_cpu: Duration, counters: &[CounterValue]) -> Vec<[u64; 3]> {
+    std::iter::once(clock_line(on_cpu))
+        .chain(counters.iter().map(value_line))
+        .collect()
+}
+
 fn value_of(line: [u64; 3]) -> CounterValue {
     CounterValue::of(Reading::from_values(line))
 }
 
-fn nanos(duration: std::time::Duration) -> u64 {
+fn nanos(duration: Duration) -> u64 {
     u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }
 
@@ -245,61 +260,79 @@ impl WindowLine {
                     comm: t.comm.clone(),
                     cgroup_id: t.cgroup_id.0,
                     switches: t.switches,
-                    counters: t.counters.iter().map(value_line).collect(),
+                    counters: slot_lines(t.on_cpu, &t.counters),
                     exited: t.exited,
                     folded: t.folded,
                 })
                 .collect(),
-            idle: window.idle.iter().map(value_line).collect(),
+            idle: window.idle.iter().copied().map(clock_line).collect(),
             cgroups: window
                 .cgroups
                 .iter()
                 .map(|c| CgroupLine {
                     id: c.id.0,
                     switches: c.switches,
-                    counters: c.counters.iter().map(value_line).collect(),
+                    counters: slot_lines(c.on_cpu, &c.counters),
                 })
                 .collect(),
             stats: Stat::ALL
                 .iter()
                 .map(|&stat| (stat.name().to_owned(), window.stats.get(stat)))
                 .collect(),
-            silent: window.silent(),
+            silent: window
+                .silent()
+                .into_iter()
+                .map(CounterSet::kernel_slot)
+                .collect(),
         }
     }
 
     /// The window this line holds, for a set of `nr` counters: every row must carry exactly
-    /// `nr` values (a file is not trusted).
+    /// the clock's and `nr` counters' values (a file is not trusted).
     pub fn window(self, nr: usize) -> Result<Window> {
-        if let Some(slot) = self.silent.iter().find(|&&slot| slot >= nr) {
-            bail!("a window names counter {slot} as not counting and the set has {nr}");
+        let slots = nr + 1;
+        if let Some(slot) = self
+            .silent
+            .iter()
+            .find(|&&slot| slot >= slots || slot == CounterSet::CLOCK_SLOT)
+        {
+            bail!(
+                "a window names slot {slot} as not counting and the set's counters are slots 1 \
+                 to {nr}"
+            );
         }
-        let silent = &self.silent;
-        let values = |counters: Vec<[u64; 3]>, whose: &dyn Fn() -> String| {
-            if counters.len() != nr {
+        let silent: Vec<usize> = self.silent.iter().map(|slot| slot - 1).collect();
+        let values = |lines: Vec<[u64; 3]>, whose: &dyn Fn() -> String| {
+            if lines.len() != slots {
                 bail!(
-                    "{} has {} counter values and the set has {nr}",
+                    "{} has {} values and the set has {slots} slots (the clock's and one per \
+                     counter)",
                     whose(),
-                    counters.len()
+                    lines.len()
                 );
             }
-            let mut values: Vec<CounterValue> = counters.into_iter().map(value_of).collect();
-            for &slot in silent {
-                values[slot].silent = true;
+            let mut lines = lines.into_iter();
+            let on_cpu = lines
+                .next()
+                .map_or(Duration::ZERO, |[ns, ..]| Duration::from_nanos(ns));
+            let mut values: Vec<CounterValue> = lines.map(value_of).collect();
+            for &index in &silent {
+                values[index].silent = true;
             }
-            Ok(values)
+            Ok((on_cpu, values))
         };
         let threads = self
             .threads
             .into_iter()
             .map(|t| {
-                let counters = values(t.counters, &|| format!("thread {}", t.tid))?;
+                let (on_cpu, counters) = values(t.counters, &|| format!("thread {}", t.tid))?;
                 Ok(ThreadUsage {
                     tid: Tid(t.tid),
                     pid: Pid(t.pid),
                     comm: t.comm,
                     cgroup_id: CgroupId(t.cgroup_id),
                     switches: t.switches,
+                    on_cpu,
                     counters,
                     exited: t.exited,
                     folded: t.folded,
@@ -310,10 +343,11 @@ impl WindowLine {
             .cgroups
             .into_iter()
             .map(|c| {
-                let counters = values(c.counters, &|| format!("cgroup {}", c.id))?;
+                let (on_cpu, counters) = values(c.counters, &|| format!("cgroup {}", c.id))?;
                 Ok(CgroupUsage {
                     id: CgroupId(c.id),
                     switches: c.switches,
+                    on_cpu,
                     counters,
                 })
             })
@@ -323,10 +357,14 @@ impl WindowLine {
             stats.set(stat, self.stats.get(stat.name()).copied().unwrap_or(0));
         }
         Ok(Window {
-            start: std::time::Duration::from_nanos(self.start_ns),
-            length: std::time::Duration::from_nanos(self.length_ns),
+            start: Duration::from_nanos(self.start_ns),
+            length: Duration::from_nanos(self.length_ns),
             threads,
-            idle: self.idle.into_iter().map(value_of).collect(),
+            idle: self
+                .idle
+                .into_iter()
+                .map(|[ns, ..]| Duration::from_nanos(ns))
+                .collect(),
             cgroups,
             removed_cgroups: Vec::new(),
             stats,
@@ -335,12 +373,13 @@ impl WindowLine {
 }
 
 impl SetLine {
-    /// `set` as it is written.
+    /// `set` as it is written: the kernel's slots, the clock's first.
     pub fn of(set: &CounterSet) -> Self {
         Self {
             name: set.name.to_owned(),
             reason: set.reason.clone(),
             counters: set
+                .with_cpu_clock()
                 .counters
                 .iter()
                 .map(|c| CounterLine {
@@ -363,13 +402,20 @@ impl SetLine {
         };
         if self.counters.is_empty() || self.counters.len() > topdown_common::MAX_COUNTERS {
             bail!(
-                "the recording's counter set has {} counters; 1 to {} fit",
+                "the recording's counter set has {} slots; 1 to {} fit",
                 self.counters.len(),
                 topdown_common::MAX_COUNTERS
             );
         }
-        let counters = self
-            .counters
+        let (clock, counters) = self.counters.split_at(1);
+        if clock[0].name != "cpu-clock" || clock[0].unit != Unit::Nanoseconds.label() {
+            bail!(
+                "the recording's first slot is `{}` ({}), not the on-CPU clock `cpu-clock` (ns)",
+                clock[0].name,
+                clock[0].unit
+            );
+        }
+        let counters = counters
             .iter()
             .map(|c| {
                 let unit = match c.unit.as_str() {

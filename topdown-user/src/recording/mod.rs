@@ -109,10 +109,7 @@ mod tests {
         assert_eq!(read.windows.len(), 4, "every flushed window");
         assert!(read.cut_short.is_some());
         let sum = read.totals().unwrap();
-        assert_eq!(
-            sum.threads[0].counters[0].reading.count, 10_000,
-            "1000 * (1 + 2 + 3 + 4)"
-        );
+        assert_eq!(sum.threads[0].on_cpu_ns(), 10_000, "1000 * (1 + 2 + 3 + 4)");
         assert_eq!(sum.length, Duration::from_millis(400));
 
         // Bytes cut in the middle of the compressed data.
@@ -160,8 +157,8 @@ mod tests {
             .map(|t| &mut t.counters)
             .chain(silent.cgroups.iter_mut().map(|c| &mut c.counters))
         {
-            values[1].reading.count = 0;
-            values[1].silent = true;
+            values[0].reading.count = 0;
+            values[0].silent = true;
         }
         let windows = [silent, window(2)];
         let (_dir, path) = recorded(&windows, None);
@@ -169,15 +166,23 @@ mod tests {
         for (a, b) in windows.iter().zip(&read.windows) {
             same(a, b);
         }
-        assert_eq!(read.windows[0].silent(), [1]);
+        assert_eq!(read.windows[0].silent(), [0]);
         assert!(read.windows[1].silent().is_empty());
         let sum = read.totals().unwrap();
-        assert!(!sum.threads[0].counters[1].silent, "counted in one window");
+        assert!(!sum.threads[0].counters[0].silent, "counted in one window");
 
-        let mut line = WindowLine::of(&windows[0]);
-        line.silent.push(2);
-        let error = line.window(2).unwrap_err().to_string();
-        assert!(error.contains("counter 2 as not counting"), "{error}");
+        // The file's slots are the kernel's: the clock's 0, the set's one counter 1.
+        let line = WindowLine::of(&windows[0]);
+        assert_eq!(line.silent, [1]);
+        for slot in [0, 2] {
+            let mut line = WindowLine::of(&windows[0]);
+            line.silent.push(slot);
+            let error = line.window(1).unwrap_err().to_string();
+            assert!(
+                error.contains(&format!("slot {slot} as not counting")),
+                "{error}"
+            );
+        }
     }
 
     /// Every single-bit flip of a recording is an error (one line), or reads back the recorded
@@ -327,9 +332,9 @@ mod tests {
     fn rows_must_carry_one_value_per_counter() {
         let mut line = WindowLine::of(&window(1));
         line.threads[0].counters.pop();
-        let error = line.window(2).unwrap_err().to_string();
+        let error = line.window(1).unwrap_err().to_string();
         assert!(
-            error.contains("thread 1 has 1 counter values and the set has 2"),
+            error.contains("thread 1 has 1 values and the set has 2 slots"),
             "{error}"
         );
     }

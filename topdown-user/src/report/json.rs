@@ -14,7 +14,12 @@ use crate::model::{
 };
 use crate::tma::view::TopdownView;
 use crate::{
-    attrib::{Window, containers::Owner, groups::GroupBy, usage::CounterValue},
+    attrib::{
+        Window,
+        containers::Owner,
+        groups::GroupBy,
+        usage::{self, CounterValue},
+    },
     pmu::counter_set::CounterSet,
 };
 
@@ -288,7 +293,7 @@ pub fn write_document(
             start_s: window.start.as_secs_f64(),
             length_s: window.length.as_secs_f64(),
         },
-        idle_ns: window.idle.iter().map(|v| v.reading.count).collect(),
+        idle_ns: window.idle.iter().map(|&d| usage::duration_ns(d)).collect(),
         kernel_stats: Stat::ALL
             .into_iter()
             .map(|stat| (stat.name().replace(' ', "_"), window.stats.get(stat)))

@@ -270,7 +270,6 @@ mod tests {
     /// retiring, with one counter multiplexed half the time.
     fn spr_window() -> (Window, CounterSet) {
         let names = [
-            "cpu-clock",
             "TOPDOWN.SLOTS",
             "topdown-retiring",
             "topdown-bad-spec",
@@ -279,8 +278,7 @@ mod tests {
             "INT_MISC.UOP_DROPPING",
         ];
         let raw = [
-            1_000_000_000u64,
-            4_000_000_000,
+            4_000_000_000u64,
             1_000_000_000,
             200_000_000,
             400_000_000,
@@ -311,7 +309,7 @@ mod tests {
                 CounterValue::new(
                     raw,
                     1_000_000_000,
-                    if i == 6 { 500_000_000 } else { 1_000_000_000 },
+                    if i == 5 { 500_000_000 } else { 1_000_000_000 },
                 )
             })
             .collect();
@@ -321,6 +319,7 @@ mod tests {
             comm: "worker".into(),
             cgroup_id: CgroupId(1),
             switches: 3,
+            on_cpu: Duration::from_secs(1),
             counters: values,
             exited: false,
             folded: 0,
@@ -480,12 +479,9 @@ mod tests {
             comm: format!("t{tid}"),
             cgroup_id: CgroupId(1),
             switches: 1,
+            on_cpu: Duration::from_nanos(1_000_000 - u64::from(tid)),
             // Cycles scaled to 4,000,000 when running half the time.
-            counters: vec![
-                value(1_000_000 - u64::from(tid), 1_000_000),
-                cycles,
-                value(3_000_000, 1_000_000),
-            ],
+            counters: vec![cycles, value(3_000_000, 1_000_000)],
             exited: false,
             folded: 0,
         };
@@ -532,7 +528,7 @@ mod tests {
     fn nodes_outside_their_range_are_kept_as_computed_and_flagged_with_their_inputs() {
         let (mut window, set) = spr_window();
         // More slots dropped than the frontend had: perf's formula goes negative.
-        window.threads[0].counters[6] =
+        window.threads[0].counters[5] =
             CounterValue::new(1_000_000_000, 1_000_000_000, 1_000_000_000);
         let mut names = CgroupNames::at(None);
         let (rows, total) = rows(&window, name(&window, &mut names, None), &set, &options());
@@ -563,7 +559,7 @@ mod tests {
         let (truth, _) = rows(&window, name(&window, &mut names, None), &set, &options());
         let mut sampled = window.clone();
         let enabled = 1_000_000_000;
-        for (slot, running) in [(2usize, 400_000_000u64), (6, 100_000_000)] {
+        for (slot, running) in [(1usize, 400_000_000u64), (5, 100_000_000)] {
             let value = &mut sampled.threads[0].counters[slot];
             value.reading.count = value.reading.count * running / enabled;
             value.reading.running_ns = running;
@@ -618,7 +614,7 @@ mod tests {
     #[test]
     fn an_event_the_pmu_does_not_count_is_no_count_in_any_view_nor_in_a_node() {
         let (mut window, set) = spr_window();
-        let dropping = 6;
+        let dropping = 5;
         window.threads[0].counters[dropping] = CounterValue {
             silent: true,
             ..CounterValue::new(0, 1_000_000_000, 1_000_000_000)

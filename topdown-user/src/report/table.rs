@@ -10,7 +10,7 @@ use super::{
     count_cell,
 };
 use crate::{
-    attrib::{Window, usage},
+    attrib::Window,
     model::{
         columns::{NodeColumn, shown_nodes},
         rows::{Row, Who},
@@ -18,13 +18,18 @@ use crate::{
     pmu::counter_set::{CounterSet, Unit},
 };
 
-/// `counter set: software (no hardware PMU: software counters only)`.
+/// `topdown-bpf: counter set `software`: no hardware PMU: software counters only [on-CPU
+/// time, switches]`: what every row measures, then the set's counters.
 pub fn set_line(set: &CounterSet) -> String {
+    let measured: Vec<&str> = ["on-CPU time", "switches"]
+        .into_iter()
+        .chain(set.names())
+        .collect();
     format!(
         "topdown-bpf: counter set `{}`: {} [{}]",
         set.name,
         set.reason,
-        set.names().collect::<Vec<_>>().join(", ")
+        measured.join(", ")
     )
 }
 
@@ -72,7 +77,7 @@ pub fn block(
     }
     let show_counters = options.topdown.is_none() || options.verbose;
     if show_counters {
-        header.extend(set.further().iter().map(|c| match c.unit {
+        header.extend(set.counters.iter().map(|c| match c.unit {
             Unit::Events => c.name.clone(),
             unit => format!("{} ({})", c.name, unit.label()),
         }));
@@ -91,7 +96,7 @@ pub fn block(
             cells.push(format!("{:.0}", row.run_fraction * 100.0));
         }
         if show_counters {
-            for value in usage::further(&row.counters) {
+            for value in &row.counters {
                 let fraction = value.reading.running_fraction();
                 let count = count_cell(value.scaled());
                 cells.push(if fraction < 1.0 && !value.not_counted() {
@@ -119,7 +124,7 @@ pub fn block(
         .idle
         .iter()
         .enumerate()
-        .map(|(cpu, v)| format!("cpu{cpu} {:.1} ms", v.reading.count as f64 / 1e6))
+        .map(|(cpu, d)| format!("cpu{cpu} {:.1} ms", d.as_secs_f64() * 1e3))
         .collect();
     if !idle.is_empty() {
         let _ = writeln!(out, "  idle: {}", idle.join(", "));

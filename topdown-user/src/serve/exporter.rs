@@ -19,7 +19,6 @@ use topdown_common::stats::Stat;
 
 use crate::{
     attrib::containers::Owner,
-    attrib::usage::further,
     c2c::forwarded::ForwardedSample,
     collect::c2c::C2cCounts,
     model::{
@@ -275,12 +274,11 @@ impl Exporter {
                 self.charge(&group.path, row);
             }
         }
-        for (i, counter) in self.set.further().iter().enumerate() {
-            let silent = frame.cgroups().iter().any(|row| {
-                further(&row.counters)
-                    .get(i)
-                    .is_some_and(|value| value.silent)
-            });
+        for (i, counter) in self.set.counters.iter().enumerate() {
+            let silent = frame
+                .cgroups()
+                .iter()
+                .any(|row| row.counters.get(i).is_some_and(|value| value.silent));
             let labels = vec![("event".into(), counter.name.clone())];
             // Said for every event that was ever silent, once it counts too (0).
             if silent || self.not_counting.get(&labels).is_some() {
@@ -385,7 +383,7 @@ impl Exporter {
                 family.add(&labels, value);
             }
         }
-        for (counter, value) in self.set.further().iter().zip(further(&row.counters)) {
+        for (counter, value) in self.set.counters.iter().zip(row.counters.iter()) {
             // An event this PMU does not count has no series: its zeros are no counts.
             if value.silent {
                 continue;
@@ -548,7 +546,8 @@ mod tests {
         CgroupUsage {
             id: CgroupId(id),
             switches: 2,
-            counters: vec![value(ns), value(tsc)],
+            on_cpu: Duration::from_nanos(ns),
+            counters: vec![value(tsc)],
         }
     }
 
@@ -602,7 +601,8 @@ mod tests {
         let usage = CgroupUsage {
             id: CgroupId(a),
             switches: 1,
-            counters: vec![counted(10), counted(4_000), counted(6_000)],
+            on_cpu: Duration::from_nanos(10),
+            counters: vec![counted(4_000), counted(6_000)],
         };
         let mut exporter = Exporter::new(&set, None, limits);
         update(
@@ -839,7 +839,7 @@ mod tests {
         };
         let mut exporter = Exporter::new(&set, None, limits);
         let mut silent = usage(a, 1_000_000, 0);
-        silent.counters[1].silent = true;
+        silent.counters[0].silent = true;
         update(&mut exporter, &window(vec![silent]), &mut names, &set);
         let text = exporter.encode();
         assert!(

@@ -242,7 +242,13 @@ impl BoundView<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{pmu::sysfs::SysRoot, tma::plan::topdown_set};
+    use crate::{
+        pmu::{
+            counter_set::{Counter, EventAttr, Unit},
+            sysfs::SysRoot,
+        },
+        tma::plan::topdown_set,
+    };
 
     /// Ice Lake Level 2 on its fixture: the general-counter events are two groups the kernel
     /// multiplexes (8 counters, 15 events), slots and its metrics are pinned, fixed counters
@@ -269,7 +275,6 @@ mod tests {
             .counters
             .iter()
             .enumerate()
-            .skip(1)
             .filter(|(i, c)| {
                 c.attr.leader.is_none()
                     && !c.attr.pinned
@@ -368,11 +373,14 @@ mod tests {
     fn persistent_memory_comes_from_the_view() {
         let model = Model::named("sapphirerapids").unwrap();
         let mut set = CounterSet::software("test".into());
-        let mut counts = vec![CounterValue::new(1_000, 1_000, 1_000)];
+        let mut counts = Vec::new();
         for (i, event) in model.events.iter().enumerate() {
-            let mut counter = set.counters[0].clone();
-            counter.name = (*event).to_owned();
-            set.counters.push(counter);
+            set.counters.push(Counter {
+                name: (*event).to_owned(),
+                unit: Unit::Events,
+                attr: EventAttr::default(),
+                cpus: None,
+            });
             // Distinct, plausible counts; the PMM loads many, so pmm_bound is not 0.
             let raw = if event.contains("PMM") {
                 50_000_000

@@ -152,8 +152,8 @@ fn status_line(data: &Screenful<'_>) -> String {
     let idle = if data.window.idle.is_empty() {
         "idle not measured".to_owned()
     } else {
-        let ns: u64 = data.window.idle.iter().map(|v| v.reading.count).sum();
-        format!("idle {:.1} ms", ns as f64 / 1e6)
+        let idle: std::time::Duration = data.window.idle.iter().sum();
+        format!("idle {:.1} ms", idle.as_secs_f64() * 1e3)
     };
     let not_counting = not_counting_line(data.window, data.set)
         .map(|line| format!("{line}  |  "))
@@ -583,11 +583,7 @@ mod tests {
             on_cpu: Duration::from_millis(ms),
             cpu_share: ms as f64 / 1000.0,
             switches: 7,
-            counters: vec![CounterValue::new(
-                ms * 1_000_000,
-                ms * 1_000_000,
-                ms * 1_000_000,
-            )],
+            counters: vec![],
             topdown: vec![],
             run_fraction: 1.0,
             tree: None,
@@ -636,16 +632,7 @@ mod tests {
         history: &History,
         options: &RowOptions,
     ) -> ratatui::buffer::Buffer {
-        let set = CounterSet {
-            name: "software",
-            reason: "no hardware PMU".into(),
-            counters: vec![Counter {
-                name: "cpu-clock".into(),
-                unit: Unit::Nanoseconds,
-                attr: EventAttr::default(),
-                cpus: None,
-            }],
-        };
+        let set = CounterSet::software("no hardware PMU".into());
         let window = Window {
             start: Duration::ZERO,
             length: Duration::from_secs(1),
@@ -683,20 +670,12 @@ mod tests {
         let set = CounterSet {
             name: "topdown",
             reason: "test".into(),
-            counters: vec![
-                Counter {
-                    name: "cpu-clock".into(),
-                    unit: Unit::Nanoseconds,
-                    attr: EventAttr::default(),
-                    cpus: None,
-                },
-                Counter {
-                    name: "STALL_SLOT_BACKEND".into(),
-                    unit: Unit::Events,
-                    attr: EventAttr::default(),
-                    cpus: None,
-                },
-            ],
+            counters: vec![Counter {
+                name: "STALL_SLOT_BACKEND".into(),
+                unit: Unit::Events,
+                attr: EventAttr::default(),
+                cpus: None,
+            }],
         };
         let silent = CounterValue {
             silent: true,
@@ -709,6 +688,7 @@ mod tests {
             comm: "a".into(),
             cgroup_id: CgroupId(1),
             switches: 7,
+            on_cpu: row.on_cpu,
             counters: row.counters.clone(),
             exited: false,
             folded: 0,
