@@ -152,6 +152,56 @@ pub fn schedstat_ns(pid: u32, tid: u32) -> u64 {
         .expect("schedstat's first field")
 }
 
+/// Second field of `/proc/<pid>/task/<tid>/schedstat`: the nanoseconds the thread waited in a
+/// run queue, runnable and not running (`sched_info.run_delay`).
+pub fn schedstat_run_delay_ns(pid: u32, tid: u32) -> u64 {
+    let text =
+        fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat")).expect("reading schedstat");
+    text.split_whitespace()
+        .nth(1)
+        .and_then(|f| f.parse().ok())
+        .expect("schedstat's second field")
+}
+
+/// Pins the calling thread to CPU `cpu`; `Err` says why it cannot (no such CPU, no permission).
+pub fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
+    // SAFETY: a zeroed cpu_set_t is empty; the call only reads the structure given.
+    unsafe {
+        let mut mask: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut mask);
+        if libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &mask) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Run-queue delay charged by the collector (`charged`) against the kernel's book of it
+/// (`booked`: `schedstat`'s second field, `sched_info.run_delay`). The rules that bound the
+/// difference:
+///
+/// - Same book: the kernel adds a wait to `run_delay` when it ends, as the task is switched in;
+///   each charge of the thread (its switch out, or a collector tick while it runs) adds the
+///   field's growth since its previous charge. A thread off-CPU (parked) when both sides are
+///   read has had every booked wait charged: the two are equal, to the nanosecond.
+/// - First charge: a thread that first ran after the collector started is charged its whole
+///   `run_delay`; one that ran before is charged only the waits booked after its first charge
+///   (the tests' threads start after the collector).
+/// - What the floor ([`books_floor_ns`]) covers is the tests' own timing: a parked thread woken
+///   spuriously between the two reads books and is charged one more wait.
+pub fn assert_waits_booked(what: &str, charged: u64, booked: u64) {
+    let tolerance = books_floor_ns();
+    eprintln!(
+        "{what}: charged {charged} ns of run-queue wait, booked {booked} ns, off by {} ns",
+        charged.abs_diff(booked)
+    );
+    assert!(
+        charged.abs_diff(booked) <= tolerance,
+        "{what}: charged {charged} ns of run-queue wait, booked {booked} ns (tolerance \
+         {tolerance} ns)"
+    );
+}
+
 /// Nanoseconds the hypervisor stole from all CPUs so far: the sum over CPUs of
 /// `.clock - .clock_task` in the scheduler's debug file (this kernel has
 /// `CONFIG_PARAVIRT_TIME_ACCOUNTING=y` and no IRQ time accounting, so the gap is steal).

@@ -93,8 +93,11 @@ fn json_report_of_a_command_lists_every_thread_including_exited_ones() {
                 "the command ended, so thread {tid} died"
             );
         }
-        // On-CPU time is its own field, not a counter of the (software) set.
+        // On-CPU time is its own field, not a counter of the (software) set; run-queue wait
+        // is measured on this kernel (exact values: per_thread_kernel.rs).
         assert!(thread["on_cpu_ns"].as_u64().is_some(), "{thread}");
+        assert!(thread["run_delay_ns"].as_u64().is_some(), "{thread}");
+        assert!(thread["wait_percent"].as_f64().is_some(), "{thread}");
         assert!(
             thread["counters"].as_object().is_none_or(|c| c.is_empty()),
             "{thread}"

@@ -91,7 +91,7 @@ out = {
     "schema": meta["topdown-bpf.schema"],
     "counters": counters,
     "threads": rows(f"select tid, pid, arg_max(comm, window_start_ns), sum(on_cpu_ns), "
-                    f"sum(switches), count(*), {sums} "
+                    f"sum(switches), count(*), sum(run_delay_ns), {sums} "
                     "from t where kind = 'thread' group by tid, pid"),
     "cgroups": rows(f"select cgroup, sum(on_cpu_ns), sum(switches), {sums} "
                     "from t where kind = 'cgroup' group by cgroup"),
@@ -204,9 +204,15 @@ fn duckdb_reads_the_parquet_export_with_the_reports_sums() {
             u64_of(&thread["switches"]),
             "{key:?} switches"
         );
+        // Run-queue wait: measured on this kernel, summed over windows as the totals sum it.
+        assert_eq!(
+            u64_of(&row[6]),
+            u64_of(&thread["run_delay_ns"]),
+            "{key:?} run-queue wait"
+        );
         for (i, (_, name)) in counters.iter().enumerate() {
             let counter = &thread["counters"][name.as_str()];
-            let at = 6 + 4 * i;
+            let at = 7 + 4 * i;
             // A counter that never ran is null in Parquet, 0 raw in JSON.
             let value = if row[at + 3] == 0 {
                 0

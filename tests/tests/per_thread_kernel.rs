@@ -3,7 +3,10 @@
 
 use std::{collections::HashMap, time::Duration};
 
-use topdown_tests::{Workload, assert_books, privileged, schedstat_ns, wait_for_event};
+use topdown_tests::{
+    Workload, assert_books, assert_ran, assert_waits_booked, books_floor_ns, privileged,
+    schedstat_ns, schedstat_run_delay_ns, wait_for_event,
+};
 use topdown_user::{
     attrib::{Attributor, target::Target, usage::ThreadUsage},
     collect::{Collector, CollectorOptions},
@@ -126,6 +129,76 @@ fn charged_as_the_books_say(walk_maps: bool) {
         !snapshot.stats.lost_anything(),
         "the kernel side lost data: {:?}",
         snapshot.stats
+    );
+    workload.finish();
+}
+
+/// Run-queue delay, charged at each switch like on-CPU time: the workload's three long-lived
+/// threads all on CPU 0 (`busy` always runnable, `half` half the time, `sleepy` a little) wait
+/// for each other, and each one's charged wait is its `schedstat` (second field) within
+/// [`assert_waits_booked`]'s bound.
+#[test]
+fn run_queue_delay_matches_schedstat() {
+    if !privileged("run_queue_delay_matches_schedstat") {
+        return;
+    }
+    let _alone = ONE_WORKLOAD
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let set = CounterSet::for_machine(&SysRoot::host()).expect("counter set");
+    let mut collector = Collector::start(&set, &CollectorOptions::default()).expect("collector");
+    let workload = Workload::spawn(
+        env!("CARGO_BIN_EXE_workload"),
+        &["--run-ms", "2000", "--churn", "0", "--pin-cpu", "0"],
+    );
+    let mut long_lived: HashMap<String, u32> = HashMap::new();
+    wait_for_event(
+        &workload.events,
+        "parked",
+        Duration::from_secs(30),
+        |event| {
+            if event["event"] == "thread" {
+                long_lived.insert(
+                    event["name"].as_str().unwrap().to_owned(),
+                    event["tid"].as_u64().unwrap() as u32,
+                );
+            }
+        },
+        || {},
+    );
+    let pid = workload.pid();
+    let booked: HashMap<u32, u64> = long_lived
+        .values()
+        .map(|&tid| (tid, schedstat_run_delay_ns(pid, tid)))
+        .collect();
+    let mut attrib = Attributor::new(set.counters.len(), Target::Pids(vec![pid]));
+    let snapshot = collector.snapshot().expect("snapshot");
+    assert!(
+        snapshot.waits_measured,
+        "this kernel has sched_info (schedstat's second field): waits must be read"
+    );
+    attrib.window(&snapshot);
+    let totals = attrib.run_totals(&snapshot);
+    assert!(totals.waits_measured);
+    assert!(!totals.stats.lost_anything(), "{:?}", totals.stats);
+    let by_tid: HashMap<u32, &ThreadUsage> = totals.threads.iter().map(|t| (t.tid.0, t)).collect();
+    for (name, tid) in &long_lived {
+        let usage = by_tid
+            .get(tid)
+            .unwrap_or_else(|| panic!("thread {name} ({tid}) was not reported"));
+        assert_ran(name, usage.on_cpu_ns());
+        assert_waits_booked(
+            &format!("{name} vs schedstat"),
+            usage.waited.as_nanos() as u64,
+            booked[tid],
+        );
+    }
+    // Three threads on one CPU: the one always runnable waits a share of the run, far more
+    // than the floor the comparison allows, so the comparison says something.
+    let busy = by_tid[&long_lived["busy"]].waited.as_nanos() as u64;
+    assert!(
+        busy > 10 * books_floor_ns(),
+        "busy waited {busy} ns on a CPU shared with two others"
     );
     workload.finish();
 }

@@ -63,6 +63,9 @@ pub mod global {
     pub const TASK_EXEC_START_OFFSET: &str = "TASK_EXEC_START_OFFSET";
     /// `task_struct.se.sum_exec_runtime`.
     pub const TASK_SUM_EXEC_RUNTIME_OFFSET: &str = "TASK_SUM_EXEC_RUNTIME_OFFSET";
+    /// `task_struct.sched_info.run_delay`; 0 where the kernel has no `sched_info`
+    /// (`CONFIG_SCHED_INFO` off): run-queue delay is then not read.
+    pub const TASK_RUN_DELAY_OFFSET: &str = "TASK_RUN_DELAY_OFFSET";
     /// `task_struct.comm`.
     pub const TASK_COMM_OFFSET: &str = "TASK_COMM_OFFSET";
     /// `task_struct.nvcsw`.
@@ -89,7 +92,7 @@ pub mod global {
     pub const C2C_STORES_CONTENDED: &str = "C2C_STORES_CONTENDED";
 
     /// Every global the loader writes.
-    pub const ALL: [&str; 20] = [
+    pub const ALL: [&str; 21] = [
         SET_SLOTS,
         NARROW,
         CGROUP_ONLY,
@@ -98,6 +101,7 @@ pub mod global {
         TASK_STATE_OFFSET,
         TASK_EXEC_START_OFFSET,
         TASK_SUM_EXEC_RUNTIME_OFFSET,
+        TASK_RUN_DELAY_OFFSET,
         TASK_COMM_OFFSET,
         TASK_NVCSW_OFFSET,
         TASK_NIVCSW_OFFSET,

@@ -52,6 +52,10 @@ pub struct ThreadHeader {
     pub cgroup_id: u64,
     /// Times the thread was switched out.
     pub switches: u64,
+    /// Nanoseconds it waited in a run queue (runnable, not running), as the kernel books them
+    /// (`sched_info.run_delay`, added when the task is switched in), charged at its charges
+    /// since the collector started; 0 where the kernel has no `sched_info`.
+    pub waited_ns: u64,
     /// CPU of the latest charge.
     pub last_cpu: u32,
     /// [`ThreadHeader::FLAG_EXITED`], [`ThreadHeader::FLAG_FOLLOWED`], [`ThreadHeader::FLAG_MOVED`].
@@ -90,6 +94,9 @@ pub struct ThreadTotals {
     /// The task's `se.sum_exec_runtime` at its latest charge (0 before the first; not sent in
     /// records): each charge adds its growth since.
     pub runtime_ns: u64,
+    /// The task's `sched_info.run_delay` at its latest charge (not sent in records): each
+    /// charge adds its growth since to `header.waited_ns`.
+    pub run_delay_ns: u64,
 }
 
 impl ThreadTotals {
@@ -102,6 +109,7 @@ impl ThreadTotals {
                 born_ns: 0,
                 cgroup_id: 0,
                 switches: 0,
+                waited_ns: 0,
                 last_cpu: 0,
                 flags: 0,
                 comm: [0; COMM_LEN],
@@ -109,6 +117,7 @@ impl ThreadTotals {
             charged: Readings::ZERO,
             cgroup_moves: 0,
             runtime_ns: 0,
+            run_delay_ns: 0,
         }
     }
 }

@@ -325,12 +325,26 @@ pub fn charge_current(
     // A thread's first charge is the CPU's slice, or its whole runtime when shorter (a thread
     // born since the collector started: exact even when its switch in went unreported); after
     // that, its runtime's growth.
-    let ran = if totals.runtime_ns == 0 {
+    let first = totals.runtime_ns == 0;
+    let ran = if first {
         slice.min(clocks.runtime)
     } else {
         clocks.runtime.saturating_sub(totals.runtime_ns)
     };
     totals.runtime_ns = clocks.runtime;
+    // Waits the same way: at the first charge, the whole run-queue delay of a thread whose whole
+    // runtime is this slice (it first ran since this CPU began measuring), none of one that ran
+    // before (its earlier waits are not the collector's); after that, its growth.
+    if let Some(delay) = task.run_delay() {
+        totals.header.waited_ns += if !first {
+            delay.saturating_sub(totals.run_delay_ns)
+        } else if clocks.runtime <= slice {
+            delay
+        } else {
+            0
+        };
+        totals.run_delay_ns = delay;
+    }
     charge_clock(&mut totals.charged, ran);
     if read {
         read_counters(&mut Prev::of(state), cpu, Some(&mut totals.charged));
@@ -417,6 +431,7 @@ fn totals_of(
         // more than the rest of its accounting (records and snapshots carry only the set's).
         (*scratch).header = ThreadTotals::new(tid, tgid).header;
         (*scratch).runtime_ns = 0;
+        (*scratch).run_delay_ns = 0;
         zero_set_slots(&mut (*scratch).charged);
         (*scratch).header.born_ns = now;
         // The count first: a move completing after it is seen at the next charge.

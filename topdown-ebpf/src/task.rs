@@ -36,6 +36,11 @@ static TASK_EXEC_START_OFFSET: u32 = 0;
 #[unsafe(no_mangle)]
 static TASK_SUM_EXEC_RUNTIME_OFFSET: u32 = 0;
 
+/// Byte offset of `sched_info.run_delay` in `struct task_struct`; 0 where the kernel has no
+/// `sched_info` (it is never at offset 0). Set by the loader.
+#[unsafe(no_mangle)]
+static TASK_RUN_DELAY_OFFSET: u32 = 0;
+
 /// Byte offset of `comm` in `struct task_struct`. Set by the loader.
 #[unsafe(no_mangle)]
 static TASK_COMM_OFFSET: u32 = 0;
@@ -103,6 +108,18 @@ pub trait TaskFields: Copy {
     #[inline(always)]
     fn sum_exec_runtime(self) -> u64 {
         self.u64_at(offset(&TASK_SUM_EXEC_RUNTIME_OFFSET))
+    }
+
+    /// `sched_info.run_delay`: the time (ns) the task has waited in a run queue, runnable and
+    /// not running, as the scheduler booked it: a wait is added when it ends, at the task's
+    /// switch in (after the `sched_switch` tracepoint, so `next`'s latest wait is not in yet,
+    /// and a switched-out `prev`'s is). `None` where the kernel has no `sched_info`.
+    #[inline(always)]
+    fn run_delay(self) -> Option<u64> {
+        match offset(&TASK_RUN_DELAY_OFFSET) {
+            0 => None,
+            at => Some(self.u64_at(at)),
+        }
     }
 
     /// `comm`, the task's name: two loads, where `bpf_get_current_comm` is a helper call that

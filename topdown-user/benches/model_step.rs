@@ -121,6 +121,7 @@ fn window(set: &CounterSet, rng: &mut Lcg) -> Window {
                 cgroup_id: CgroupId(1 + u64::from(tid % 200)),
                 switches: 1 + rng.next() % 500,
                 on_cpu: Duration::from_nanos(ns),
+                waited: Duration::from_nanos(rng.next() % 5_000_000),
                 counters,
                 exited: false,
                 folded: 0,
@@ -135,6 +136,7 @@ fn window(set: &CounterSet, rng: &mut Lcg) -> Window {
         let cgroup = &mut cgroups[(thread.cgroup_id.0 - 1) as usize];
         cgroup.switches += thread.switches;
         cgroup.on_cpu += thread.on_cpu;
+        cgroup.waited += thread.waited;
         usage::add_counters(&mut cgroup.counters, &thread.counters);
     }
     Window {
@@ -145,6 +147,7 @@ fn window(set: &CounterSet, rng: &mut Lcg) -> Window {
         cgroups,
         removed_cgroups: Vec::new(),
         stats: Stats::default(),
+        waits_measured: true,
     }
 }
 

@@ -11,22 +11,17 @@
 
 use std::{thread, time::Duration};
 
-use topdown_tests::{flag_value, process_cputime_ns, thread_cputime_ns};
+use topdown_tests::{flag_value, pin_to_cpu, process_cputime_ns, thread_cputime_ns};
 
 fn main() {
     let cpu = flag_value("--cpu", 0usize);
     let spin = Duration::from_millis(flag_value("--spin-ms", 60));
-    // SAFETY: a zeroed cpu_set_t is empty; the calls only read the structures given.
+    if let Err(error) = pin_to_cpu(cpu) {
+        eprintln!("ticked_exit: cannot run on CPU {cpu}: {error}");
+        std::process::exit(2);
+    }
+    // SAFETY: the call only reads the structure given.
     unsafe {
-        let mut mask: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut mask);
-        if libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &mask) != 0 {
-            eprintln!(
-                "ticked_exit: cannot run on CPU {cpu}: {}",
-                std::io::Error::last_os_error()
-            );
-            std::process::exit(2);
-        }
         let param = libc::sched_param { sched_priority: 10 };
         if libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) != 0 {
             eprintln!(

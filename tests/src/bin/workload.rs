@@ -5,6 +5,8 @@
 //! itself (`CLOCK_THREAD_CPUTIME_ID`) just before it exits. Every event is one JSON line on
 //! stdout. After `--run-ms`, the long-lived threads park (blocked, so their totals are final),
 //! `parked` is printed, and the process exits when stdin closes (or at once with `--no-wait`).
+//! With `--pin-cpu N` the long-lived threads all run on CPU N, so each waits in its run queue
+//! while the others run.
 
 use std::{
     env,
@@ -18,7 +20,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use topdown_tests::{flag_value, thread_cputime_ns};
+use topdown_tests::{flag_value, pin_to_cpu, thread_cputime_ns};
 
 fn gettid() -> u32 {
     // SAFETY: gettid has no preconditions.
@@ -37,6 +39,7 @@ fn main() {
     let run = Duration::from_millis(flag_value("--run-ms", 3000));
     let churn = flag_value("--churn", 12);
     let no_wait = env::args().any(|a| a == "--no-wait");
+    let pin = Some(flag_value("--pin-cpu", usize::MAX)).filter(|&cpu| cpu != usize::MAX);
     let stop = Arc::new(AtomicBool::new(false));
     let (parked_tx, parked_rx) = mpsc::channel::<()>();
     let (release_tx, release_rx) = mpsc::channel::<()>();
@@ -52,6 +55,9 @@ fn main() {
         let handle = thread::Builder::new()
             .name(name.into())
             .spawn(move || {
+                if let Some(cpu) = pin {
+                    pin_to_cpu(cpu).expect("pinning to --pin-cpu");
+                }
                 println!(r#"{{"event":"thread","name":"{name}","tid":{}}}"#, gettid());
                 while !stop.load(Ordering::Relaxed) {
                     spin(Duration::from_millis(busy_ms));

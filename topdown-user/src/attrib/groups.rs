@@ -122,6 +122,7 @@ pub fn group(
                         id,
                         switches: 0,
                         on_cpu: std::time::Duration::ZERO,
+                        waited: std::time::Duration::ZERO,
                         counters: Vec::new(),
                     },
                 }
@@ -152,6 +153,7 @@ mod tests {
             id: CgroupId(id),
             switches: 1,
             on_cpu: std::time::Duration::from_nanos(ns),
+            waited: std::time::Duration::ZERO,
             counters: vec![CounterValue::new(ns, ns, ns)],
         }
     }

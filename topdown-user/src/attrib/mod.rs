@@ -57,6 +57,9 @@ pub struct Window {
     pub removed_cgroups: Vec<CgroupId>,
     /// Kernel-side losses and activity since collection started.
     pub stats: Stats,
+    /// Whether rows' `waited` is measured (the kernel has `sched_info`; a recording made
+    /// before waits were written has none): where not, it is 0 and no number.
+    pub waits_measured: bool,
 }
 
 impl Window {
@@ -146,6 +149,7 @@ impl Window {
                 .flat_map(|w| w.removed_cgroups.iter().copied())
                 .collect(),
             stats: last.stats,
+            waits_measured: windows.iter().all(|w| w.waits_measured),
         })
     }
 }
@@ -362,6 +366,7 @@ impl Attributor {
             cgroups,
             removed_cgroups,
             stats: snapshot.stats,
+            waits_measured: snapshot.waits_measured,
         }
     }
 
@@ -407,6 +412,7 @@ impl Attributor {
             cgroups,
             removed_cgroups: Vec::new(),
             stats: snapshot.stats,
+            waits_measured: snapshot.waits_measured,
         }
     }
 }
@@ -470,6 +476,7 @@ mod tests {
             idle: vec![],
             removed_cgroups: vec![],
             stats: Stats::default(),
+            waits_measured: false,
         }
     }
 

@@ -24,6 +24,8 @@ pub struct Named {
     pub switches: u64,
     /// Time on a CPU.
     pub on_cpu: Duration,
+    /// Time waiting in a run queue; `None` where not measured.
+    pub waited: Option<Duration>,
     /// Every counter of the set, in the set's order.
     pub counters: Vec<CounterValue>,
 }
@@ -41,6 +43,7 @@ pub fn name(
             .map(|g| Named {
                 switches: g.usage.switches,
                 on_cpu: g.usage.on_cpu,
+                waited: window.waits_measured.then_some(g.usage.waited),
                 counters: g.usage.counters.clone(),
                 who: Who::Group {
                     by: grouping.by,
@@ -63,6 +66,7 @@ pub fn name(
                 }),
                 switches: usage.switches,
                 on_cpu: usage.on_cpu,
+                waited: window.waits_measured.then_some(usage.waited),
                 counters: usage.counters.clone(),
             })
             .collect(),

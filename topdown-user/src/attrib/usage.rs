@@ -87,6 +87,9 @@ pub struct ThreadUsage {
     pub switches: u64,
     /// Time on a CPU in the window (the kernel's clock slot: the scheduler's runtime).
     pub on_cpu: Duration,
+    /// Time waiting in a run queue charged in the window (see [`crate::attrib::Window`]'s
+    /// `waits_measured`).
+    pub waited: Duration,
     /// One value per counter of the set, in the set's order.
     pub counters: Vec<CounterValue>,
     /// The thread died (in this window, or in the run for run totals).
@@ -109,6 +112,7 @@ impl ThreadUsage {
                 .switches
                 .saturating_sub(before.map_or(0, |t| t.header.switches)),
             on_cpu: clock_delta(before_slots, &now.slots),
+            waited: waited_delta(before, now),
             counters: deltas(before_slots, &now.slots, nr),
             exited: now.exited(),
             folded: 0,
@@ -135,6 +139,7 @@ impl ThreadUsage {
     pub fn add(&mut self, later: &Self) {
         self.switches += later.switches;
         self.on_cpu += later.on_cpu;
+        self.waited += later.waited;
         add_counters(&mut self.counters, &later.counters);
         self.cgroup_id = later.cgroup_id;
         self.exited |= later.exited;
@@ -145,6 +150,7 @@ impl ThreadUsage {
     pub fn absorb(&mut self, other: &Self) {
         self.switches += other.switches;
         self.on_cpu += other.on_cpu;
+        self.waited += other.waited;
         add_counters(&mut self.counters, &other.counters);
         self.folded += other.folded.max(1);
     }
@@ -159,6 +165,8 @@ pub struct CgroupUsage {
     pub switches: u64,
     /// Its threads' time on a CPU in the window.
     pub on_cpu: Duration,
+    /// Its threads' time waiting in a run queue, charged in the window.
+    pub waited: Duration,
     /// One value per counter of the set, in the set's order.
     pub counters: Vec<CounterValue>,
 }
@@ -175,6 +183,7 @@ impl ThreadUsage {
             cgroup_id,
             switches,
             on_cpu: Duration::from_nanos(ns),
+            waited: Duration::ZERO,
             counters: Vec::new(),
             exited: false,
             folded: 0,
@@ -189,6 +198,7 @@ impl CgroupUsage {
             id,
             switches: 0,
             on_cpu: Duration::ZERO,
+            waited: Duration::ZERO,
             counters: vec![CounterValue::default(); nr],
         }
     }
@@ -201,6 +211,7 @@ impl CgroupUsage {
             .saturating_sub(before.map_or(0, |t| t.header.switches));
         let before_slots = before.map(|t| t.slots.as_slice());
         self.on_cpu += clock_delta(before_slots, &now.slots);
+        self.waited += waited_delta(before, now);
         let delta = deltas(before_slots, &now.slots, self.counters.len());
         add_counters(&mut self.counters, &delta);
     }
@@ -219,6 +230,7 @@ impl CgroupUsage {
     pub fn absorb(&mut self, other: &Self) {
         self.switches += other.switches;
         self.on_cpu += other.on_cpu;
+        self.waited += other.waited;
         add_counters(&mut self.counters, &other.counters);
     }
 }
@@ -236,6 +248,12 @@ pub fn add_counters(mine: &mut Vec<CounterValue>, theirs: &[CounterValue]) {
     for (mine, theirs) in mine.iter_mut().zip(theirs) {
         mine.add(theirs);
     }
+}
+
+/// The run-queue delay charged between two records (`before`: none when `None`).
+fn waited_delta(before: Option<&ThreadRecord>, now: &ThreadRecord) -> Duration {
+    let before = before.map_or(0, |t| t.header.waited_ns);
+    Duration::from_nanos(now.header.waited_ns.saturating_sub(before))
 }
 
 /// The clock's growth between two records' kernel slots (`before`: zero when `None`).
@@ -294,6 +312,30 @@ mod tests {
         assert!(usage.counters.is_empty(), "the clock is no counter");
         let fresh = ThreadUsage::between(None, &now, 0);
         assert_eq!(fresh.on_cpu_ns(), 5_500);
+    }
+
+    /// Waits are the growth of the kernel's cumulative `waited_ns` between records, for the
+    /// thread and for its cgroup, and sum across windows and folded rows.
+    #[test]
+    fn waits_are_deltas_for_threads_and_their_cgroups() {
+        let mut before = totals(42, 1_000, 3);
+        before.header.waited_ns = 700;
+        let mut now = totals(42, 5_500, 10);
+        now.header.waited_ns = 2_000;
+        let usage = ThreadUsage::between(Some(&before), &now, 0);
+        assert_eq!(usage.waited, Duration::from_nanos(1_300));
+        assert_eq!(
+            ThreadUsage::between(None, &now, 0).waited,
+            Duration::from_nanos(2_000)
+        );
+        let mut cgroup = CgroupUsage::new(CgroupId(1), 0);
+        cgroup.charge(None, &before);
+        cgroup.charge(Some(&before), &now);
+        assert_eq!(cgroup.waited, Duration::from_nanos(2_000));
+        let mut sum = usage.clone();
+        sum.add(&usage);
+        sum.absorb(&usage);
+        assert_eq!(sum.waited, Duration::from_nanos(3 * 1_300));
     }
 
     #[test]

@@ -82,6 +82,8 @@ pub struct Collector {
     nr: usize,
     /// Charging only followed processes (idle is not measured then).
     narrow: bool,
+    /// The kernel side reads run-queue delay (the kernel has `sched_info`).
+    waits_measured: bool,
     /// Whether anything was followed: followed processes are then forgotten once freed, and
     /// the kernel programs look processes up in `FOLLOWED`.
     following: bool,
@@ -142,6 +144,11 @@ impl Collector {
             offset("task_struct", "se")? + offset("sched_entity", "exec_start")?;
         let task_sum_exec_runtime_offset =
             offset("task_struct", "se")? + offset("sched_entity", "sum_exec_runtime")?;
+        // `sched_info` exists with CONFIG_SCHED_INFO (every distribution kernel: SCHEDSTATS or
+        // TASK_DELAY_ACCT select it); without it, waits are not measured (0: not read).
+        let task_run_delay_offset = offset("task_struct", "sched_info")
+            .and_then(|at| Ok(at + offset("sched_info", "run_delay")?))
+            .unwrap_or(0);
         let task_comm_offset = offset("task_struct", "comm")?;
         let task_nvcsw_offset = offset("task_struct", "nvcsw")?;
         let task_nivcsw_offset = offset("task_struct", "nivcsw")?;
@@ -178,6 +185,7 @@ impl Collector {
                 &task_sum_exec_runtime_offset,
                 true,
             )
+            .override_global(global::TASK_RUN_DELAY_OFFSET, &task_run_delay_offset, true)
             .override_global(global::TASK_COMM_OFFSET, &task_comm_offset, true)
             .override_global(global::TASK_NVCSW_OFFSET, &task_nvcsw_offset, true)
             .override_global(global::TASK_NIVCSW_OFFSET, &task_nivcsw_offset, true)
@@ -270,6 +278,7 @@ impl Collector {
             removed_cgroups,
             nr,
             narrow: options.narrow,
+            waits_measured: task_run_delay_offset != 0,
             following: false,
             _counters: counters,
             startup_check: None,
@@ -369,6 +378,7 @@ impl Collector {
             idle,
             removed_cgroups: self.removed_cgroups(),
             stats,
+            waits_measured: self.waits_measured,
         })
     }
 

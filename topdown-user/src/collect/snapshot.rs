@@ -81,6 +81,7 @@ impl ThreadRecord {
     pub fn unchanged_in(&self, now: &Self) -> bool {
         self.same_thread(now)
             && self.header.switches == now.header.switches
+            && self.header.waited_ns == now.header.waited_ns
             && self.header.cgroup_id == now.header.cgroup_id
             && self.slots == now.slots
     }
@@ -109,6 +110,9 @@ pub struct Snapshot {
     pub removed_cgroups: Vec<(CgroupId, String)>,
     /// Loss and activity counters, summed over CPUs.
     pub stats: Stats,
+    /// Whether the kernel side reads run-queue delay (`ThreadHeader::waited_ns`): this kernel
+    /// has `sched_info`.
+    pub waits_measured: bool,
 }
 
 /// The kernel side's loss and activity counters, summed over CPUs.

@@ -1,5 +1,6 @@
-//! The value columns of a row, built once per counter set: on-CPU time, %CPU, switches and, where
-//! the set counts both cycles and instructions, IPC. Each says its machine name (JSON key, CSV
+//! The value columns of a row, built once per counter set: on-CPU time, %CPU, run-queue wait
+//! (time and % of the window), switches and, where the set counts both cycles and instructions,
+//! IPC. Each says its machine name (JSON key, CSV
 //! header, Parquet column), its header in tables and the live view, what it holds, and how a
 //! value is written for people and for machines; the table, the live view, CSV, JSON and Parquet
 //! format these columns, so adding one is an entry here. Key, thread and TopDown columns are
@@ -63,7 +64,7 @@ impl Number {
 pub enum Kind {
     /// Nanoseconds; milliseconds for people.
     Nanoseconds,
-    /// Percent of one CPU.
+    /// Percent: of one CPU, or of the window.
     Percent,
     /// A whole count.
     Count,
@@ -87,6 +88,8 @@ pub struct Metric {
 enum Source {
     OnCpu,
     CpuPercent,
+    Wait,
+    WaitPercent,
     Switches,
     /// Instructions over cycles, from these slots of the set.
     Ipc {
@@ -122,6 +125,8 @@ impl Column {
         match self.source {
             Source::OnCpu => Some(Number::Int(row.on_cpu.as_nanos() as u64)),
             Source::CpuPercent => Some(Number::Float(row.cpu_share * 100.0)),
+            Source::Wait => row.waited.map(|w| Number::Int(w.as_nanos() as u64)),
+            Source::WaitPercent => row.wait_share.map(|w| Number::Float(w * 100.0)),
             Source::Switches => Some(Number::Int(row.switches)),
             Source::Ipc {
                 cycles,
@@ -132,7 +137,10 @@ impl Column {
 
     /// Whether a row can have no value in it (not measured).
     pub fn may_be_missing(&self) -> bool {
-        matches!(self.source, Source::Ipc { .. })
+        matches!(
+            self.source,
+            Source::Ipc { .. } | Source::Wait | Source::WaitPercent
+        )
     }
 
     /// The value as tables and the live view show it (`-` where not measured).
@@ -233,6 +241,31 @@ pub fn columns(set: &CounterSet) -> Vec<Column> {
             keep: u8::MAX,
             metric: None,
             source: Source::CpuPercent,
+        },
+        Column {
+            key: "run_delay_ns",
+            header: "WAIT ms",
+            help: "time waiting in a run queue, runnable but not running (the kernel's \
+                   sched_info.run_delay, booked when the thread next runs; nanoseconds, \
+                   milliseconds in tables)",
+            kind: Kind::Nanoseconds,
+            keep: 5,
+            metric: Some(Metric {
+                name: "topdown_cgroup_run_delay",
+                help: "Time the cgroup's threads waited in a run queue, runnable but not \
+                       running (sched_info.run_delay, charged at their next context switch)",
+                total: true,
+            }),
+            source: Source::Wait,
+        },
+        Column {
+            key: "wait_percent",
+            header: "WAIT%",
+            help: "run-queue wait over the window's wall time, in percent",
+            kind: Kind::Percent,
+            keep: 2,
+            metric: None,
+            source: Source::WaitPercent,
         },
         Column {
             key: "switches",
@@ -376,7 +409,17 @@ mod tests {
         let generic = set(vec![counter("cycles", 0, 0), counter("instructions", 0, 1)]);
         assert_eq!(ipc_slots(&generic), Some((0, 1)));
         let keys: Vec<&str> = columns(&generic).iter().map(|c| c.key).collect();
-        assert_eq!(keys, ["on_cpu_ns", "cpu_percent", "switches", "ipc"]);
+        assert_eq!(
+            keys,
+            [
+                "on_cpu_ns",
+                "cpu_percent",
+                "run_delay_ns",
+                "wait_percent",
+                "switches",
+                "ipc"
+            ]
+        );
 
         let arm = set(vec![
             counter("INST_RETIRED", 8, 0x08),
@@ -390,7 +433,7 @@ mod tests {
         assert_eq!(ipc_slots(&intel), Some((0, 1)));
 
         assert_eq!(ipc_slots(&set(vec![counter("cycles", 0, 0)])), None);
-        assert_eq!(columns(&set(vec![])).len(), 3, "no IPC without both");
+        assert_eq!(columns(&set(vec![])).len(), 5, "no IPC without both");
         // Two core types, each with its own pair: no one IPC.
         let hybrid = set(vec![
             counter("cpu_core/cycles/", 0, 4 << 32),

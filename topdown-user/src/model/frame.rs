@@ -173,6 +173,7 @@ mod tests {
             cgroups,
             removed_cgroups: Vec::new(),
             stats: Stats::default(),
+            waits_measured: false,
         }
     }
 

@@ -25,6 +25,10 @@ pub struct Row {
     pub on_cpu: Duration,
     /// On-CPU time over the window's wall time (1.0: one CPU busy all the window).
     pub cpu_share: f64,
+    /// Time waiting in a run queue (runnable, not running); `None` where not measured.
+    pub waited: Option<Duration>,
+    /// That time over the window's wall time (1.0: one thread waiting all the window).
+    pub wait_share: Option<f64>,
     /// Switches out.
     pub switches: u64,
     /// Every counter of the set, in slot order.
@@ -58,6 +62,8 @@ pub enum SortKey {
     OnCpu,
     /// Switches out.
     Switches,
+    /// Time waiting in a run queue (rows where it was not measured last).
+    Wait,
     /// Thread id.
     Tid,
     /// Process id.
@@ -75,6 +81,7 @@ impl FromStr for SortKey {
         Ok(match text {
             "oncpu" | "on-cpu" | "cpu" | "time" => Self::OnCpu,
             "switches" => Self::Switches,
+            "wait" | "run-delay" | "rundelay" => Self::Wait,
             "tid" => Self::Tid,
             "pid" => Self::Pid,
             "comm" => Self::Comm,
@@ -153,12 +160,15 @@ pub fn rows(
                  who,
                  switches,
                  on_cpu,
+                 waited,
                  counters,
              }| {
                 Row {
                     who,
                     on_cpu,
                     cpu_share: on_cpu.as_nanos() as f64 / wall_ns,
+                    waited,
+                    wait_share: waited.map(|w| w.as_nanos() as f64 / wall_ns),
                     switches,
                     topdown: topdown
                         .as_ref()
@@ -203,6 +213,7 @@ fn compare(a: &Row, b: &Row, key: &SortKey, counter: Option<usize>) -> Ordering 
     match key {
         SortKey::OnCpu => b.on_cpu.cmp(&a.on_cpu),
         SortKey::Switches => b.switches.cmp(&a.switches),
+        SortKey::Wait => b.waited.cmp(&a.waited),
         SortKey::Tid => a.who.id(false).cmp(&b.who.id(false)),
         SortKey::Pid => a.who.id(true).cmp(&b.who.id(true)),
         SortKey::Comm => a.who.name().cmp(b.who.name()),
@@ -254,6 +265,7 @@ mod tests {
             cgroups: vec![],
             removed_cgroups: Vec::new(),
             stats: Stats::default(),
+            waits_measured: false,
         };
         let set = CounterSet::software(String::new());
         let mut names = CgroupNames::at(None);

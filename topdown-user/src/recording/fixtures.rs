@@ -33,6 +33,7 @@ pub fn thread(tid: u32, comm: &str, cgroup_id: u64, ns: u64) -> ThreadUsage {
         cgroup_id: CgroupId(cgroup_id),
         switches: tid.into(),
         on_cpu: Duration::from_nanos(ns),
+        waited: Duration::from_nanos(ns / 4 + u64::from(tid)),
         counters: vec![value(ns * 3)],
         exited: tid == 2,
         folded: 0,
@@ -53,10 +54,12 @@ pub fn window(i: u64) -> Window {
             id: CgroupId(7),
             switches: 3,
             on_cpu: Duration::from_nanos(1000 * i),
+            waited: Duration::from_nanos(250 * i),
             counters: vec![value(3000 * i)],
         }],
         removed_cgroups: Vec::new(),
         stats,
+        waits_measured: true,
     }
 }
 

@@ -179,6 +179,10 @@ pub struct WindowLine {
     /// window (every row's value there is no count: see `collect::calibration`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub silent: Vec<usize>,
+    /// Rows' `run_delay_ns` are measured (absent: this kernel had no `sched_info`, or the
+    /// recording was made before waits were written; every row's wait is then no number).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub waits_measured: bool,
 }
 
 /// One thread's usage in a window.
@@ -194,6 +198,9 @@ pub struct ThreadLine {
     pub cgroup_id: u64,
     /// Switches out.
     pub switches: u64,
+    /// Nanoseconds waiting in a run queue (see [`WindowLine::waits_measured`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub run_delay_ns: u64,
     /// `[count, enabled_ns, running_ns]` per slot: the on-CPU clock's (nanoseconds, always
     /// enabled and running), then each counter's.
     pub counters: Vec<[u64; 3]>,
@@ -212,6 +219,9 @@ pub struct CgroupLine {
     pub id: u64,
     /// Switches out of its threads.
     pub switches: u64,
+    /// Nanoseconds its threads waited in a run queue (see [`WindowLine::waits_measured`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub run_delay_ns: u64,
     /// `[count, enabled_ns, running_ns]` per slot, as [`ThreadLine::counters`].
     pub counters: Vec<[u64; 3]>,
 }
@@ -260,6 +270,7 @@ impl WindowLine {
                     comm: t.comm.clone(),
                     cgroup_id: t.cgroup_id.0,
                     switches: t.switches,
+                    run_delay_ns: nanos(t.waited),
                     counters: slot_lines(t.on_cpu, &t.counters),
                     exited: t.exited,
                     folded: t.folded,
@@ -272,6 +283,7 @@ impl WindowLine {
                 .map(|c| CgroupLine {
                     id: c.id.0,
                     switches: c.switches,
+                    run_delay_ns: nanos(c.waited),
                     counters: slot_lines(c.on_cpu, &c.counters),
                 })
                 .collect(),
@@ -284,6 +296,7 @@ impl WindowLine {
                 .into_iter()
                 .map(CounterSet::kernel_slot)
                 .collect(),
+            waits_measured: window.waits_measured,
         }
     }
 
@@ -333,6 +346,7 @@ impl WindowLine {
                     cgroup_id: CgroupId(t.cgroup_id),
                     switches: t.switches,
                     on_cpu,
+                    waited: Duration::from_nanos(t.run_delay_ns),
                     counters,
                     exited: t.exited,
                     folded: t.folded,
@@ -348,6 +362,7 @@ impl WindowLine {
                     id: CgroupId(c.id),
                     switches: c.switches,
                     on_cpu,
+                    waited: Duration::from_nanos(c.run_delay_ns),
                     counters,
                 })
             })
@@ -368,6 +383,7 @@ impl WindowLine {
             cgroups,
             removed_cgroups: Vec::new(),
             stats,
+            waits_measured: self.waits_measured,
         })
     }
 }

@@ -320,6 +320,7 @@ mod tests {
             cgroup_id: CgroupId(1),
             switches: 3,
             on_cpu: Duration::from_secs(1),
+            waited: std::time::Duration::ZERO,
             counters: values,
             exited: false,
             folded: 0,
@@ -332,6 +333,7 @@ mod tests {
             cgroups: vec![],
             removed_cgroups: Vec::new(),
             stats: Stats::default(),
+            waits_measured: false,
         };
         (window, set)
     }
@@ -480,6 +482,7 @@ mod tests {
             cgroup_id: CgroupId(1),
             switches: 1,
             on_cpu: Duration::from_nanos(1_000_000 - u64::from(tid)),
+            waited: std::time::Duration::ZERO,
             // Cycles scaled to 4,000,000 when running half the time.
             counters: vec![cycles, value(3_000_000, 1_000_000)],
             exited: false,
@@ -493,6 +496,7 @@ mod tests {
             cgroups: vec![],
             removed_cgroups: Vec::new(),
             stats: Stats::default(),
+            waits_measured: false,
         };
         let plain = RowOptions::default();
         let mut names = CgroupNames::at(None);

@@ -547,6 +547,7 @@ mod tests {
             id: CgroupId(id),
             switches: 2,
             on_cpu: Duration::from_nanos(ns),
+            waited: std::time::Duration::ZERO,
             counters: vec![value(tsc)],
         }
     }
@@ -560,6 +561,7 @@ mod tests {
             cgroups,
             removed_cgroups: Vec::new(),
             stats: crate::collect::Stats::default(),
+            waits_measured: false,
         }
     }
 
@@ -602,6 +604,7 @@ mod tests {
             id: CgroupId(a),
             switches: 1,
             on_cpu: Duration::from_nanos(10),
+            waited: std::time::Duration::ZERO,
             counters: vec![counted(4_000), counted(6_000)],
         };
         let mut exporter = Exporter::new(&set, None, limits);

@@ -139,6 +139,7 @@ fn sort_name(key: &SortKey) -> &str {
     match key {
         SortKey::OnCpu => "on-cpu",
         SortKey::Switches => "switches",
+        SortKey::Wait => "wait",
         SortKey::Tid => "tid",
         SortKey::Pid => "pid",
         SortKey::Comm => "comm",
@@ -582,6 +583,8 @@ mod tests {
             }),
             on_cpu: Duration::from_millis(ms),
             cpu_share: ms as f64 / 1000.0,
+            waited: None,
+            wait_share: None,
             switches: 7,
             counters: vec![],
             topdown: vec![],
@@ -641,6 +644,7 @@ mod tests {
             cgroups: vec![],
             removed_cgroups: Vec::new(),
             stats: Stats::default(),
+            waits_measured: false,
         };
         let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
         terminal
@@ -689,6 +693,7 @@ mod tests {
             cgroup_id: CgroupId(1),
             switches: 7,
             on_cpu: row.on_cpu,
+            waited: std::time::Duration::ZERO,
             counters: row.counters.clone(),
             exited: false,
             folded: 0,
@@ -701,6 +706,7 @@ mod tests {
             cgroups: vec![],
             removed_cgroups: Vec::new(),
             stats: Stats::default(),
+            waits_measured: false,
         };
         let options = RowOptions::default();
         let line = status_line(&Screenful {

@@ -147,6 +147,8 @@ mod tests {
             }),
             on_cpu: std::time::Duration::from_nanos(1),
             cpu_share: 0.01,
+            waited: None,
+            wait_share: None,
             switches: 1,
             counters: vec![CounterValue::default()],
             topdown: vec![],

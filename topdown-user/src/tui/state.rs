@@ -142,6 +142,7 @@ impl ViewState {
     pub fn new(view: View, can_group: bool, sort: SortKey, nodes: &[&'static str]) -> Self {
         let mut sort_keys = vec![
             SortKey::OnCpu,
+            SortKey::Wait,
             SortKey::Switches,
             SortKey::Tid,
             SortKey::Pid,
@@ -331,11 +332,13 @@ mod tests {
         assert_eq!(s.sort_key(), &SortKey::Counter("tma_retiring".into()));
         s.on_key(Key::Char('s'));
         s.on_key(Key::Char('>'));
+        assert_eq!(s.sort_key(), &SortKey::Wait);
+        s.on_key(Key::Char('>'));
         assert_eq!(s.sort_key(), &SortKey::Switches);
         s.on_key(Key::Char('r'));
         assert!(s.reverse);
-        let other = ViewState::new(View::Threads, false, "cpu-clock".parse().unwrap(), &[]);
-        assert_eq!(other.sort_key(), &SortKey::Counter("cpu-clock".into()));
+        let other = ViewState::new(View::Threads, false, "msr/tsc/".parse().unwrap(), &[]);
+        assert_eq!(other.sort_key(), &SortKey::Counter("msr/tsc/".into()));
     }
 
     #[test]
