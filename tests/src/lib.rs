@@ -111,6 +111,26 @@ impl Workload {
         self.child.id()
     }
 
+    /// Waits (up to 30 s) until the long-lived threads have parked; their tids by name.
+    pub fn parked_threads(&self) -> std::collections::HashMap<String, u32> {
+        let mut threads = std::collections::HashMap::new();
+        wait_for_event(
+            &self.events,
+            "parked",
+            Duration::from_secs(30),
+            |event| {
+                if event["event"] == "thread" {
+                    threads.insert(
+                        event["name"].as_str().unwrap().to_owned(),
+                        event["tid"].as_u64().unwrap() as u32,
+                    );
+                }
+            },
+            || {},
+        );
+        threads
+    }
+
     /// Lets a parked workload exit, and waits for it.
     pub fn finish(mut self) {
         drop(self.stdin.take());

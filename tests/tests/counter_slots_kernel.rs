@@ -6,12 +6,12 @@
 //! slot read from the wrong place shows up as a wrong kind of number.
 //! Needs root.
 
-use std::{collections::HashMap, time::Duration};
+use std::collections::HashMap;
 
 use topdown_common::stats::Stat;
 use topdown_tests::{
     Workload, assert_clock_counter, assert_read_together, assert_switch_counts, privileged,
-    stolen_ns, wait_for_event,
+    stolen_ns,
 };
 use topdown_user::{
     attrib::{Attributor, target::Target, usage::ThreadUsage},
@@ -89,21 +89,11 @@ fn run_on(set: &CounterSet, cpu: Option<u32>) -> Run {
             Workload::spawn("taskset", &pinned)
         }
     };
-    let mut names = HashMap::new();
-    wait_for_event(
-        &workload.events,
-        "parked",
-        Duration::from_secs(30),
-        |event| {
-            if event["event"] == "thread" {
-                names.insert(
-                    event["tid"].as_u64().unwrap() as u32,
-                    event["name"].as_str().unwrap().to_owned(),
-                );
-            }
-        },
-        || {},
-    );
+    let names: HashMap<u32, String> = workload
+        .parked_threads()
+        .into_iter()
+        .map(|(name, tid)| (tid, name))
+        .collect();
     let mut attrib = Attributor::new(set.counters.len(), Target::Pids(vec![workload.pid()]));
     let snapshot = collector.snapshot().expect("snapshot");
     attrib.window(&snapshot);

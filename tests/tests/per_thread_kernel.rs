@@ -151,21 +151,7 @@ fn run_queue_delay_matches_schedstat() {
         env!("CARGO_BIN_EXE_workload"),
         &["--run-ms", "2000", "--churn", "0", "--pin-cpu", "0"],
     );
-    let mut long_lived: HashMap<String, u32> = HashMap::new();
-    wait_for_event(
-        &workload.events,
-        "parked",
-        Duration::from_secs(30),
-        |event| {
-            if event["event"] == "thread" {
-                long_lived.insert(
-                    event["name"].as_str().unwrap().to_owned(),
-                    event["tid"].as_u64().unwrap() as u32,
-                );
-            }
-        },
-        || {},
-    );
+    let long_lived = workload.parked_threads();
     let pid = workload.pid();
     let booked: HashMap<u32, u64> = long_lived
         .values()
