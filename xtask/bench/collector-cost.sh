@@ -3,7 +3,8 @@
 #  1. Software set: pinned `perf bench sched pipe` (pure context switching on CPU 0) with no
 #     collector, topdown-bpf machine-wide, topdown-bpf narrowed to another process (every switch
 #     here is between unwatched threads), a bpftrace program doing per-thread on-CPU accounting,
-#     and `perf stat` counting cpu-clock and msr/tsc per task. Interleaved runs, medians, ratios
+#     and `perf stat` counting cpu-clock and msr/tsc per task; topdown-bpf machine-wide once more
+#     without reading run-queue delay (TOPDOWN_BPF_NO_WAITS: the cost of that one load). Interleaved runs, medians, ratios
 #     against the same run's baseline, all measured with kernel.bpf_stats_enabled off (it adds
 #     two clock reads to every program run); each switch program's mean ns per run from a second
 #     benchmark run with it on.
@@ -13,7 +14,9 @@
 #  4. Churn (churn.py): two threads starting and joining threads as fast as they can for 5 s,
 #     alone, under each way of running topdown-bpf and under perf stat: exits/s, ratios, the
 #     collector's CPU per exited thread, records lost, sched_switch ns/run during churn.
+# TABLES=1 (or 12, 4, ...) runs only those tables.
 set -euo pipefail
+tables=${TABLES:-1234}
 topdown=$1
 runs=${2:-7}
 loops=${LOOPS:-200000}
@@ -75,12 +78,15 @@ with_collector() { # $1 = name pattern of its switch program; the collector comm
 median() { printf '%s\n' "$@" | grep -v n/a | sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 ratio() { python3 -c "print(f'{$1/$2:.3f}')"; }
 
+if [[ $tables == *1* ]]; then
 echo "## 1. Software set ($runs interleaved runs)" >&2
-base=(); td=(); tdns=(); nar=(); narns=(); bt=(); btns=(); ps=(); wins=0
+base=(); td=(); tdns=(); nw=(); nwns=(); nar=(); narns=(); bt=(); btns=(); ps=(); wins=0
 for i in $(seq 1 "$runs"); do
   base+=("$(pipe_ops)")
   read -r ops ns < <(with_collector sched_switch "$topdown" --duration 600 -o /dev/null)
   td+=("$ops"); tdns+=("$ns")
+  read -r ops ns < <(with_collector sched_switch env TOPDOWN_BPF_NO_WAITS=1 "$topdown" --duration 600 -o /dev/null)
+  nw+=("$ops"); nwns+=("$ns")
   read -r ops ns < <(with_collector sched_switch "$topdown" -p "$idle_pid" --duration 600 -o /dev/null)
   nar+=("$ops"); narns+=("$ns")
   read -r ops ns < <(with_collector sched_sw bpftrace -e "$bpftrace_prog")
@@ -88,7 +94,7 @@ for i in $(seq 1 "$runs"); do
   ps+=("$(pipe_ops perf stat -e cpu-clock,msr/tsc/ -x, -o /dev/null --)")
   ahead=$(python3 -c "print(int(${td[-1]} > ${bt[-1]} and ${td[-1]} > ${ps[-1]}))")
   wins=$((wins + ahead))
-  echo "run $i/$runs: baseline ${base[-1]}  topdown-bpf ${td[-1]} (${tdns[-1]} ns/run)  narrowed ${nar[-1]} (${narns[-1]} ns/run)  bpftrace ${bt[-1]} (${btns[-1]} ns/run)  perf stat ${ps[-1]}  ahead of both: $ahead" >&2
+  echo "run $i/$runs: baseline ${base[-1]}  topdown-bpf ${td[-1]} (${tdns[-1]} ns/run)  without waits ${nw[-1]} (${nwns[-1]} ns/run)  narrowed ${nar[-1]} (${narns[-1]} ns/run)  bpftrace ${bt[-1]} (${btns[-1]} ns/run)  perf stat ${ps[-1]}  ahead of both: $ahead" >&2
 done
 mb=$(median "${base[@]}")
 echo
@@ -96,12 +102,16 @@ echo "| configuration | median ops/s | ratio vs none | switch program, median ns
 echo "|---|---:|---:|---:|"
 echo "| no collector | $mb | 1.000 | - |"
 echo "| topdown-bpf, software set, machine-wide | $(median "${td[@]}") | $(ratio "$(median "${td[@]}")" "$mb") | $(median "${tdns[@]}") |"
+echo "| topdown-bpf, the same without reading run-queue delay | $(median "${nw[@]}") | $(ratio "$(median "${nw[@]}")" "$mb") | $(median "${nwns[@]}") |"
 echo "| topdown-bpf, narrowed (\`-p\` of another process) | $(median "${nar[@]}") | $(ratio "$(median "${nar[@]}")" "$mb") | $(median "${narns[@]}") |"
 echo "| bpftrace (timestamp accounting) | $(median "${bt[@]}") | $(ratio "$(median "${bt[@]}")" "$mb") | $(median "${btns[@]}") |"
 echo "| perf stat -e cpu-clock,msr/tsc/ (per-task counting) | $(median "${ps[@]}") | $(ratio "$(median "${ps[@]}")" "$mb") | - |"
 echo
 echo "topdown-bpf ahead of both bpftrace and perf stat in $wins of $runs runs."
+echo "Switch program ns/run with and without reading run-queue delay, per run: ${tdns[*]} / ${nwns[*]}"
+fi
 
+if [[ $tables == *2* || $tables == *3* ]]; then
 echo "## 2. Per counter read" >&2
 declare -A events=(
   [1]="msr/tsc/"
@@ -149,8 +159,11 @@ for line in sys.stdin:
     else:
         print(line.rstrip() + f" {base + per * int(cells[2]):.0f} |")' "${per_n[0]}" "$per_read"
 
+fi
+if [[ $tables == *4* ]]; then
 echo "## 4. Churn" >&2
 echo
 python3 "$root/xtask/bench/churn.py" "$topdown" "$churn" "$runs"
 echo
+fi
 echo "machine: $(nproc) vCPU, $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); runs: $runs x perf bench sched pipe -l $loops pinned to CPU 0, collectors on CPU 1; date: $(date -u +%F)"

@@ -55,6 +55,10 @@ pub struct CollectorOptions {
     /// the tests check both ways and the bench compares them. Set by default when
     /// [`WALK_MAPS`] is in the environment.
     pub walk_maps: bool,
+    /// Read each thread's run-queue delay at its charges (where the kernel has `sched_info`).
+    /// Off by default only when [`NO_WAITS`] is in the environment: how the bench measures the
+    /// switch program with and without the extra load.
+    pub read_waits: bool,
 }
 
 impl Default for CollectorOptions {
@@ -65,6 +69,7 @@ impl Default for CollectorOptions {
             narrow: false,
             cgroup_only: false,
             walk_maps: std::env::var_os(WALK_MAPS).is_some(),
+            read_waits: std::env::var_os(NO_WAITS).is_none(),
         }
     }
 }
@@ -72,6 +77,10 @@ impl Default for CollectorOptions {
 /// Set (to anything) in the environment, maps are walked entry by entry even where the kernel
 /// reads them by batch ([`CollectorOptions::walk_maps`]).
 pub const WALK_MAPS: &str = "TOPDOWN_BPF_WALK_MAPS";
+
+/// Set (to anything) in the environment, run-queue delay is not read
+/// ([`CollectorOptions::read_waits`]): every wait is then not measured.
+pub const NO_WAITS: &str = "TOPDOWN_BPF_NO_WAITS";
 
 /// The live collector: programs attached, counters counting.
 pub struct Collector {
@@ -148,6 +157,8 @@ impl Collector {
         // TASK_DELAY_ACCT select it); without it, waits are not measured (0: not read).
         let task_run_delay_offset = offset("task_struct", "sched_info")
             .and_then(|at| Ok(at + offset("sched_info", "run_delay")?))
+            .ok()
+            .filter(|_| options.read_waits)
             .unwrap_or(0);
         let task_comm_offset = offset("task_struct", "comm")?;
         let task_nvcsw_offset = offset("task_struct", "nvcsw")?;
