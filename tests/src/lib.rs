@@ -222,6 +222,30 @@ pub fn assert_waits_booked(what: &str, charged: u64, booked: u64) {
     );
 }
 
+/// A cgroup's CPU stall (throttled time, periods, pressure) as the tool reported it over a run
+/// (`reported`) against the growth of the kernel's own total over the test (`booked`: the same
+/// `cpu.stat` or `cpu.pressure` field read before the run and after). The rules that bound the
+/// difference:
+///
+/// - Same counter: the tool reads the field at its start (before the command starts) and at
+///   every window, and reports each window's growth; the windows telescope to its last read
+///   minus its first. The test's reads come before the tool's first and after its last.
+/// - Nothing else runs in the test's cgroup, and nothing of it runs before the command or after
+///   its threads' last switches (which the tool waits for): the counter does not move outside
+///   the tool's reads, so the two are equal, to the kernel's microsecond.
+/// - What [`books_floor_ns`] covers is the test's own timing, as elsewhere.
+pub fn assert_stall_books(what: &str, reported: u64, booked: u64) {
+    let tolerance = books_floor_ns();
+    eprintln!(
+        "{what}: reported {reported}, the kernel booked {booked}, off by {}",
+        reported.abs_diff(booked)
+    );
+    assert!(
+        reported.abs_diff(booked) <= tolerance,
+        "{what}: reported {reported}, the kernel booked {booked} (tolerance {tolerance})"
+    );
+}
+
 /// Nanoseconds the hypervisor stole from all CPUs so far: the sum over CPUs of
 /// `.clock - .clock_task` in the scheduler's debug file (this kernel has
 /// `CONFIG_PARAVIRT_TIME_ACCOUNTING=y` and no IRQ time accounting, so the gap is steal).
@@ -298,12 +322,11 @@ pub fn assert_books_within(what: &str, charged: u64, expected: u64, relative: f6
 /// running at the read, so `charged >= own`, exactly; the difference is the rest of its life
 /// (printing the value, the C library's thread exit, `do_exit` to its last switch), bounded as
 /// [`assert_books`] bounds it (2 %, at least [`books_floor_ns`]), plus, in the emulated guest,
-/// [`EMULATED_HOST_STALL_NS`]: the host preempting the guest's CPU thread during that exit is
-/// exit time for the guest (seen: 19 ms over the clock on Debian's 5.10 amd64 guest while the
-/// host ran a second guest).
+/// [`EMULATED_EXIT_STALL_NS`]: the host preempting the guest's CPU thread during that exit is
+/// exit time for the guest.
 pub fn assert_charged_through_exit(what: &str, charged: u64, own: u64) {
     let stall = if emulated() {
-        EMULATED_HOST_STALL_NS
+        EMULATED_EXIT_STALL_NS
     } else {
         0
     };
@@ -368,6 +391,14 @@ pub const EMULATED_SWITCH_LAG_NS: u64 = 150_000;
 /// thread of 19 charges, and 4.9 ms between two reads of one program run, once each in seven
 /// runs.
 pub const EMULATED_HOST_STALL_NS: u64 = 10_000_000;
+
+/// What the host's scheduler may add to a thread's exit path in the emulated guest
+/// ([`assert_charged_through_exit`]): the exit (printing, the C library's thread exit, page
+/// faults slow to emulate, `do_exit`) spans many host time slices, and a host with more runnable
+/// threads than CPUs preempts the guest's CPU thread for several of them. Seen: 19 ms over the
+/// clock on Debian's 5.10 amd64 guest while the host ran a second guest; 27 ms on the arm64
+/// 5.10 guest while the host also built and ran the host's test suite.
+pub const EMULATED_EXIT_STALL_NS: u64 = 40_000_000;
 
 /// The per-charge lag of this machine: [`SWITCH_LAG_NS`], or [`EMULATED_SWITCH_LAG_NS`].
 pub fn switch_lag_ns() -> u64 {

@@ -14,7 +14,7 @@ use topdown_common::cgroup::CgroupId;
 use serde_json::Value;
 use topdown_common::stats::Stat;
 use topdown_tests::{
-    assert_books, assert_clock_counter, assert_ran, books_floor_ns,
+    assert_books, assert_clock_counter, assert_ran, assert_stall_books, books_floor_ns,
     cgroup_tree::{TestTree, unified_mount},
     stolen_ns, topdown_bpf_binary,
 };
@@ -333,27 +333,10 @@ fn per_cgroup_and_per_container_reports_from_the_command_line() {
     // whatever else the machine is doing.
     let report = |extra: &[&str]| -> (Value, u64) {
         let before = tree.usage_ns(&leaf_dir);
-        let output = Command::new(topdown_bpf_binary())
-            .args(extra)
-            .args(["-G", &tree.path("svc"), "--json", "--", "/bin/sh", "-c"])
-            .arg(format!(
-                "echo $$ > {}/cgroup.procs && exec {} --run-ms 700 --churn 0 --no-wait",
-                tree.dir(&format!("svc/{scope}")).display(),
-                env!("CARGO_BIN_EXE_workload")
-            ))
-            .output()
-            .expect("running topdown-bpf");
-        assert!(
-            output.status.success(),
-            "topdown-bpf {extra:?} failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let text = String::from_utf8_lossy(&output.stdout);
-        let last = text
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .rfind(|doc| doc["final"] == true)
-            .unwrap_or_else(|| panic!("a final JSON document in {text}"));
+        let mut args = extra.to_vec();
+        let svc = tree.path("svc");
+        args.extend(["-G", &svc]);
+        let last = final_document_with_workload_in(&args, &tree.dir(&leaf_dir), "--run-ms 700");
         assert_eq!(last["schema"], "topdown-bpf/groups/v1");
         (last, tree.usage_ns(&leaf_dir) - before)
     };
@@ -401,4 +384,140 @@ fn per_cgroup_and_per_container_reports_from_the_command_line() {
     assert_eq!(entry["container_id"], "ab12".repeat(16));
     assert_eq!(entry["cgroup"], leaf.as_str());
     assert_books("the container", entry["on_cpu_ns"].as_u64().unwrap(), used);
+}
+
+/// The final JSON document of `topdown-bpf ARGS --json` following the workload (`workload`:
+/// its arguments, churn off), started inside the cgroup at `dir`.
+fn final_document_with_workload_in(args: &[&str], dir: &std::path::Path, workload: &str) -> Value {
+    let output = Command::new(topdown_bpf_binary())
+        .args(args)
+        .args(["--json", "--", "/bin/sh", "-c"])
+        .arg(format!(
+            "echo $$ > {}/cgroup.procs && exec {} {workload} --churn 0 --no-wait",
+            dir.display(),
+            env!("CARGO_BIN_EXE_workload")
+        ))
+        .output()
+        .expect("running topdown-bpf");
+    assert!(
+        output.status.success(),
+        "topdown-bpf {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8_lossy(&output.stdout);
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .rfind(|doc| doc["final"] == true)
+        .unwrap_or_else(|| panic!("a final JSON document in {text}"))
+}
+
+/// A cgroup's field (`key` of `cpu.stat`, or `total=` of the `some` line of `cpu.pressure`),
+/// in nanoseconds for times; `None` where the kernel does not provide it.
+fn stall_field(dir: &std::path::Path, key: &str) -> Option<u64> {
+    if let Some(kind) = key.strip_prefix("pressure_") {
+        let text = std::fs::read_to_string(dir.join("cpu.pressure")).ok()?;
+        let line = text.lines().find(|l| l.starts_with(kind))?;
+        let total: u64 = line
+            .split_whitespace()
+            .find_map(|f| f.strip_prefix("total=")?.parse().ok())?;
+        return Some(total * 1000);
+    }
+    let text = std::fs::read_to_string(dir.join("cpu.stat")).ok()?;
+    let value: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.trim().parse().ok())?;
+    Some(if key.ends_with("_usec") {
+        value * 1000
+    } else {
+        value
+    })
+}
+
+/// Throttling and CPU pressure per cgroup are the kernel's own books for it: a command's
+/// three threads on one CPU in a cgroup held at 20 % by `cpu.max` (where the cpu controller
+/// is in the unified hierarchy: the guests; these VMs mount it on cgroup v1, and there the
+/// fields must be null, never 0) report the growth of its `cpu.stat` throttling and of its
+/// `cpu.pressure` over the run, and the verdict `throttled`; without throttling the threads,
+/// crowded on one CPU, wait longer than they run: `waiting for CPU`.
+#[test]
+fn throttling_and_pressure_are_the_cgroups_own_books() {
+    let test = "throttling_and_pressure_are_the_cgroups_own_books";
+    let Some(mount) = unified_mount(test) else {
+        return;
+    };
+    let controllers = std::fs::read_to_string(mount.join("cgroup.controllers")).unwrap_or_default();
+    let can_throttle = controllers.split_whitespace().any(|c| c == "cpu");
+    let tree = TestTree::new(&mount, "stalls", &["held"]);
+    if can_throttle {
+        for dir in [mount.clone(), tree.dir("")] {
+            std::fs::write(dir.join("cgroup.subtree_control"), "+cpu")
+                .expect("enabling the cpu controller");
+        }
+        std::fs::write(tree.dir("held").join("cpu.max"), "20000 100000").expect("cpu.max");
+    } else {
+        eprintln!(
+            "{test}: the cpu controller is not in the unified hierarchy here (cgroup v1 has \
+             it): throttling must be null; it is measured in the guests"
+        );
+    }
+    let leaf = tree.dir("held");
+    let keys = [
+        "nr_throttled",
+        "throttled_usec",
+        "pressure_some",
+        "pressure_full",
+    ];
+    let before: Vec<Option<u64>> = keys.iter().map(|k| stall_field(&leaf, k)).collect();
+    let last = final_document_with_workload_in(
+        &["--per-cgroup", "-G", &tree.path("held")],
+        &leaf,
+        "--run-ms 1500 --pin-cpu 0 --all-busy",
+    );
+    let after: Vec<Option<u64>> = keys.iter().map(|k| stall_field(&leaf, k)).collect();
+    let row = last["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["cgroup"] == tree.path("held").as_str())
+        .unwrap_or_else(|| panic!("the held cgroup in {last}"));
+    let fields = [
+        "nr_throttled",
+        "throttled_ns",
+        "cpu_pressure_some_ns",
+        "cpu_pressure_full_ns",
+    ];
+    for ((field, before), after) in fields.iter().zip(&before).zip(&after) {
+        match (before, after) {
+            (Some(before), Some(after)) => assert_stall_books(
+                &format!("{field} of the held cgroup"),
+                row[field]
+                    .as_u64()
+                    .unwrap_or_else(|| panic!("{field} in {row}")),
+                after - before,
+            ),
+            _ => assert!(
+                row[field].is_null(),
+                "{field}: not provided here, so null: {row}"
+            ),
+        }
+    }
+    assert_eq!(
+        row["throttled_ns"].is_null(),
+        !can_throttle,
+        "throttling is measured exactly where the cpu controller is: {row}"
+    );
+    let throttled = row["throttled_ns"].as_u64().unwrap_or(0);
+    let length = last["interval"]["length_s"].as_f64().unwrap() * 1e9;
+    let verdict = row["bottleneck"].as_str();
+    if can_throttle {
+        // Held at 20 % of one CPU: throttled most of each 100 ms period it runs in.
+        assert!(
+            throttled as f64 > length / 2.0,
+            "throttled {throttled} ns of a {length} ns run: {row}"
+        );
+        assert_eq!(verdict, Some("throttled"), "{row}");
+    } else {
+        // Three threads always runnable on one CPU: each waits about twice as long as it runs.
+        assert_eq!(verdict, Some("waiting for CPU"), "{row}");
+    }
 }

@@ -148,6 +148,7 @@ fn window(set: &CounterSet, rng: &mut Lcg) -> Window {
         removed_cgroups: Vec::new(),
         stats: Stats::default(),
         waits_measured: true,
+        stalls: std::collections::BTreeMap::new(),
     }
 }
 

@@ -6,7 +6,7 @@
 //! stdout. After `--run-ms`, the long-lived threads park (blocked, so their totals are final),
 //! `parked` is printed, and the process exits when stdin closes (or at once with `--no-wait`).
 //! With `--pin-cpu N` the long-lived threads all run on CPU N, so each waits in its run queue
-//! while the others run.
+//! while the others run; with `--all-busy` all three are always runnable (named as usual).
 
 use std::{
     env,
@@ -40,6 +40,7 @@ fn main() {
     let churn = flag_value("--churn", 12);
     let no_wait = env::args().any(|a| a == "--no-wait");
     let pin = Some(flag_value("--pin-cpu", usize::MAX)).filter(|&cpu| cpu != usize::MAX);
+    let all_busy = env::args().any(|a| a == "--all-busy");
     let stop = Arc::new(AtomicBool::new(false));
     let (parked_tx, parked_rx) = mpsc::channel::<()>();
     let (release_tx, release_rx) = mpsc::channel::<()>();
@@ -49,6 +50,7 @@ fn main() {
     let shapes: [(&str, u64, u64); 3] = [("busy", 1, 0), ("half", 10, 10), ("sleepy", 1, 40)];
     let mut handles = Vec::new();
     for (name, busy_ms, sleep_ms) in shapes {
+        let sleep_ms = if all_busy { 0 } else { sleep_ms };
         let stop = Arc::clone(&stop);
         let parked_tx = parked_tx.clone();
         let release_rx = Arc::clone(&release_rx);

@@ -8,10 +8,14 @@ pub mod exited;
 pub mod groups;
 pub mod named;
 pub mod silence;
+pub mod stalls;
 pub mod target;
 pub mod usage;
 
-use std::{collections::HashMap, time::Duration};
+use std::{
+    collections::{BTreeMap, HashMap},
+    time::Duration,
+};
 use topdown_common::cgroup::CgroupId;
 use topdown_common::thread::{Pid, Tid};
 
@@ -60,6 +64,10 @@ pub struct Window {
     /// Whether rows' `waited` is measured (the kernel has `sched_info`; a recording made
     /// before waits were written has none): where not, it is 0 and no number.
     pub waits_measured: bool,
+    /// CPU stalls the kernel booked in the window per cgroup path (throttling, pressure), for
+    /// the cgroups charged and their ancestors ([`stalls::StallReader`]); empty where they
+    /// were not read (a thread view, a recording made before they were written).
+    pub stalls: BTreeMap<String, stalls::CpuStalls>,
 }
 
 impl Window {
@@ -150,6 +158,14 @@ impl Window {
                 .collect(),
             stats: last.stats,
             waits_measured: windows.iter().all(|w| w.waits_measured),
+            stalls: windows.iter().fold(BTreeMap::new(), |mut sum, w| {
+                for (path, stalls) in &w.stalls {
+                    sum.entry(path.clone())
+                        .or_insert_with(stalls::CpuStalls::default)
+                        .add(stalls);
+                }
+                sum
+            }),
         })
     }
 }
@@ -367,6 +383,7 @@ impl Attributor {
             removed_cgroups,
             stats: snapshot.stats,
             waits_measured: snapshot.waits_measured,
+            stalls: std::collections::BTreeMap::new(),
         }
     }
 
@@ -413,6 +430,7 @@ impl Attributor {
             removed_cgroups: Vec::new(),
             stats: snapshot.stats,
             waits_measured: snapshot.waits_measured,
+            stalls: std::collections::BTreeMap::new(),
         }
     }
 }

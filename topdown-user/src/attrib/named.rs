@@ -8,6 +8,7 @@ use super::{
     Window,
     cgroups::CgroupNames,
     groups::{Group, GroupBy, GroupOptions, group},
+    stalls::CpuStalls,
     usage::CounterValue,
 };
 use topdown_common::{
@@ -26,6 +27,9 @@ pub struct Named {
     pub on_cpu: Duration,
     /// Time waiting in a run queue; `None` where not measured.
     pub waited: Option<Duration>,
+    /// CPU stalls as the kernel booked them (throttling, pressure) at a group's root cgroup,
+    /// or at a thread's cgroup; `None` where they were not read.
+    pub stalls: Option<CpuStalls>,
     /// Every counter of the set, in the set's order.
     pub counters: Vec<CounterValue>,
 }
@@ -44,6 +48,7 @@ pub fn name(
                 switches: g.usage.switches,
                 on_cpu: g.usage.on_cpu,
                 waited: window.waits_measured.then_some(g.usage.waited),
+                stalls: window.stalls.get(&g.path).copied(),
                 counters: g.usage.counters.clone(),
                 who: Who::Group {
                     by: grouping.by,
@@ -54,20 +59,24 @@ pub fn name(
         None => window
             .threads
             .iter()
-            .map(|usage| Named {
-                who: Who::Thread(ThreadKey {
-                    tid: usage.tid,
-                    pid: usage.pid,
-                    comm: usage.comm.clone(),
-                    cgroup: names.name(usage.cgroup_id),
-                    cgroup_id: usage.cgroup_id,
-                    exited: usage.exited,
-                    folded: usage.folded,
-                }),
-                switches: usage.switches,
-                on_cpu: usage.on_cpu,
-                waited: window.waits_measured.then_some(usage.waited),
-                counters: usage.counters.clone(),
+            .map(|usage| {
+                let cgroup = names.name(usage.cgroup_id);
+                Named {
+                    stalls: window.stalls.get(&cgroup).copied(),
+                    who: Who::Thread(ThreadKey {
+                        tid: usage.tid,
+                        pid: usage.pid,
+                        comm: usage.comm.clone(),
+                        cgroup,
+                        cgroup_id: usage.cgroup_id,
+                        exited: usage.exited,
+                        folded: usage.folded,
+                    }),
+                    switches: usage.switches,
+                    on_cpu: usage.on_cpu,
+                    waited: window.waits_measured.then_some(usage.waited),
+                    counters: usage.counters.clone(),
+                }
             })
             .collect(),
     }

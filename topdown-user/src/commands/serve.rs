@@ -12,7 +12,7 @@ use anyhow::{Context as _, Result, bail};
 use tokio::{net::TcpListener, sync::watch, time::interval};
 
 use crate::{
-    attrib::{Attributor, cgroups::CgroupNames, target::Target},
+    attrib::{Attributor, cgroups::CgroupNames, stalls::StallReader, target::Target},
     c2c::forwarded,
     cli::ServeArgs,
     collect::{Collector, CollectorOptions, c2c::C2cCollector, calibration, capacity::Capacity},
@@ -81,6 +81,8 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
     // The run's totals are never reported: a removed cgroup's go with it.
     attrib.forget_removed_cgroups();
     attrib.start(started);
+    // Throttling and pressure per cgroup, each window; serve reports no run totals.
+    let mut stalls = StallReader::start(names.mount(), false);
     for line in calibration::lines(collector.calibration(), &set) {
         log::warn!("{}", line.trim_start_matches("topdown-bpf: "));
     }
@@ -121,7 +123,8 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
                 for (id, path) in &snapshot.removed_cgroups {
                     names.learn(*id, path.clone());
                 }
-                let window = attrib.window(&snapshot);
+                let mut window = attrib.window(&snapshot);
+                stalls.window(&mut window, &mut names);
                 exporter.window(&Frame::new(&window, &mut names, &set, view.as_ref()))?;
                 latest.send_replace(Arc::new(exporter.encode()));
             }

@@ -15,13 +15,14 @@ use tokio::process::Command;
 use super::{drilldown, per_core};
 use crate::{
     attrib::{
-        Attributor, EXITED_ROWS, WindowExits,
+        Attributor, EXITED_ROWS, Window, WindowExits,
         cgroups::CgroupNames,
         groups::{GroupBy, GroupOptions, normalize},
+        stalls::StallReader,
         target::Target,
     },
     cli::{CgroupArgs, StatArgs},
-    collect::{Collector, CollectorOptions, calibration, capacity::Capacity},
+    collect::{Collector, CollectorOptions, Snapshot, calibration, capacity::Capacity},
     model::{
         export::RunMeta,
         frame::Frame,
@@ -132,6 +133,10 @@ async fn session(
     // Signals are ours before a command starts: a SIGTERM or Ctrl-C from then on reaches the
     // command and ends the run with its report, never kills the tool before its handlers.
     let mut session = Session::new(started, period, cli.duration)?;
+    // Throttling and pressure, only where cgroup rows can be shown or kept; read before a
+    // command starts, so its cgroup's stalls count from there.
+    let stalls = (group.is_some() || recording.is_some() || plan.format == Format::Refresh)
+        .then(|| StallReader::start(names.mount(), true));
     let (target, child) = start_command(&cli, &mut collector, plan.target.clone(), &recording)?;
     // The hottest exited threads keep their own rows (each window's, and the run's); the rest
     // fold per process.
@@ -198,6 +203,7 @@ async fn session(
         collector,
         attrib,
         names,
+        stalls,
         sinks,
         live,
         told_not_counted: false,
@@ -380,6 +386,8 @@ struct LiveRun<'a> {
     collector: Collector,
     attrib: Attributor,
     names: CgroupNames,
+    /// Reads cgroups' throttling and pressure each window, where cgroup rows are wanted.
+    stalls: Option<StallReader>,
     sinks: Vec<Box<dyn WindowSink>>,
     live: Option<LiveView>,
     /// Said on standard error that some counters were not counted (once).
@@ -435,11 +443,20 @@ impl LiveRun<'_> {
         }
     }
 
+    /// The window since the previous snapshot: attributed, its cgroups' stalls read.
+    fn window(&mut self, snapshot: &Snapshot) -> Window {
+        self.names.learn_removed(&snapshot.removed_cgroups);
+        let mut window = self.attrib.window(snapshot);
+        if let Some(stalls) = self.stalls.as_mut() {
+            stalls.window(&mut window, &mut self.names);
+        }
+        window
+    }
+
     /// One interval: a snapshot attributed, handed to every sink and the view.
     fn tick(&mut self) -> Result<()> {
         let snapshot = self.collector.snapshot()?;
-        self.names.learn_removed(&snapshot.removed_cgroups);
-        let window = self.attrib.window(&snapshot);
+        let window = self.window(&snapshot);
         if !self.told_not_counted && self.live.is_none() {
             self.told_not_counted = tell_not_counted(self.set, &window);
         }
@@ -500,15 +517,17 @@ impl LiveRun<'_> {
         drop(self.live.take());
         // The last, partial interval too: a stream of intervals then holds every exited thread.
         let snapshot = self.collector.snapshot()?;
-        self.names.learn_removed(&snapshot.removed_cgroups);
-        let window = self.attrib.window(&snapshot);
+        let window = self.window(&snapshot);
         let topdown = self.options.topdown.as_ref();
         let frame = Frame::new(&window, &mut self.names, self.set, topdown);
         for sink in &mut self.sinks {
             sink.window(&frame)?;
         }
         drop(frame);
-        let totals = self.attrib.run_totals(&snapshot);
+        let mut totals = self.attrib.run_totals(&snapshot);
+        if let Some(stalls) = &self.stalls {
+            stalls.run_totals(&mut totals);
+        }
         let frame = Frame::new(&totals, &mut self.names, self.set, topdown);
         for sink in self.sinks {
             if let Some(line) = sink.finish(&frame)? {

@@ -1,6 +1,7 @@
 //! The value columns of a row, built once per counter set: on-CPU time, %CPU, run-queue wait
-//! (time and % of the window), switches and, where the set counts both cycles and instructions,
-//! IPC. Each says its machine name (JSON key, CSV
+//! (time and % of the window), switches, where the set counts both cycles and instructions, IPC,
+//! and for groups (cgroups, containers) the CPU stalls the kernel books for them: throttling
+//! and CPU pressure. Each says its machine name (JSON key, CSV
 //! header, Parquet column), its header in tables and the live view, what it holds, and how a
 //! value is written for people and for machines; the table, the live view, CSV, JSON and Parquet
 //! format these columns, so adding one is an entry here. Key, thread and TopDown columns are
@@ -91,6 +92,10 @@ enum Source {
     Wait,
     WaitPercent,
     Switches,
+    NrThrottled,
+    Throttled,
+    PressureSome,
+    PressureFull,
     /// Instructions over cycles, from these slots of the set.
     Ipc {
         cycles: usize,
@@ -115,6 +120,9 @@ pub struct Column {
     /// Its metric family in `serve`; `None` for a column a query derives (%CPU is a rate of
     /// on-CPU time).
     pub metric: Option<Metric>,
+    /// Only rows of groups (cgroups, containers) have it: tables and the live view show it in
+    /// their group views only.
+    pub groups_only: bool,
     source: Source,
 }
 
@@ -122,12 +130,20 @@ impl Column {
     /// The row's value; `None` where it was not measured (IPC of a row whose cycles or
     /// instructions did not run, or ran no cycle).
     pub fn value(&self, row: &Row) -> Option<Number> {
+        // A thread row carries its cgroup's stalls for its verdict, not as its own numbers.
+        if self.groups_only && row.who.group().is_none() {
+            return None;
+        }
         match self.source {
             Source::OnCpu => Some(Number::Int(row.on_cpu.as_nanos() as u64)),
             Source::CpuPercent => Some(Number::Float(row.cpu_share * 100.0)),
             Source::Wait => row.waited.map(|w| Number::Int(w.as_nanos() as u64)),
             Source::WaitPercent => row.wait_share.map(|w| Number::Float(w * 100.0)),
             Source::Switches => Some(Number::Int(row.switches)),
+            Source::NrThrottled => row.stalls?.nr_throttled.map(Number::Int),
+            Source::Throttled => nanos(row.stalls?.throttled),
+            Source::PressureSome => nanos(row.stalls?.pressure_some),
+            Source::PressureFull => nanos(row.stalls?.pressure_full),
             Source::Ipc {
                 cycles,
                 instructions,
@@ -137,9 +153,9 @@ impl Column {
 
     /// Whether a row can have no value in it (not measured).
     pub fn may_be_missing(&self) -> bool {
-        matches!(
+        !matches!(
             self.source,
-            Source::Ipc { .. } | Source::Wait | Source::WaitPercent
+            Source::OnCpu | Source::CpuPercent | Source::Switches
         )
     }
 
@@ -168,6 +184,19 @@ impl Column {
             Some(Number::Float(x)) => format!("{x:.2}"),
         }
     }
+}
+
+fn nanos(d: Option<std::time::Duration>) -> Option<Number> {
+    d.map(|d| Number::Int(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)))
+}
+
+/// Which of `columns` rows of groups (`grouped`) or of threads have.
+pub fn for_rows(columns: &[Column], grouped: bool) -> Vec<Column> {
+    columns
+        .iter()
+        .filter(|c| grouped || !c.groups_only)
+        .copied()
+        .collect()
 }
 
 /// Instructions per cycle from a row's counters: `None` unless both counted and cycles ran.
@@ -231,6 +260,7 @@ pub fn columns(set: &CounterSet) -> Vec<Column> {
                        context switch",
                 total: true,
             }),
+            groups_only: false,
             source: Source::OnCpu,
         },
         Column {
@@ -240,6 +270,7 @@ pub fn columns(set: &CounterSet) -> Vec<Column> {
             kind: Kind::Percent,
             keep: u8::MAX,
             metric: None,
+            groups_only: false,
             source: Source::CpuPercent,
         },
         Column {
@@ -256,6 +287,7 @@ pub fn columns(set: &CounterSet) -> Vec<Column> {
                        running (sched_info.run_delay, charged at their next context switch)",
                 total: true,
             }),
+            groups_only: false,
             source: Source::Wait,
         },
         Column {
@@ -263,8 +295,9 @@ pub fn columns(set: &CounterSet) -> Vec<Column> {
             header: "WAIT%",
             help: "run-queue wait over the window's wall time, in percent",
             kind: Kind::Percent,
-            keep: 2,
+            keep: 1,
             metric: None,
+            groups_only: false,
             source: Source::WaitPercent,
         },
         Column {
@@ -278,6 +311,7 @@ pub fn columns(set: &CounterSet) -> Vec<Column> {
                 help: "Context switches out of the cgroup's threads",
                 total: true,
             }),
+            groups_only: false,
             source: Source::Switches,
         },
     ];
@@ -295,13 +329,90 @@ pub fn columns(set: &CounterSet) -> Vec<Column> {
                        alike: -e cycles,instructions)",
                 total: false,
             }),
+            groups_only: false,
             source: Source::Ipc {
                 cycles,
                 instructions,
             },
         });
     }
+    columns.extend(stall_columns());
     columns
+}
+
+/// The CPU stalls of groups: throttling by `cpu.max` and CPU pressure (`attrib::stalls`).
+fn stall_columns() -> [Column; 4] {
+    let column = |key, header, help, kind, keep, metric: Metric, source| Column {
+        key,
+        header,
+        help,
+        kind,
+        keep,
+        metric: Some(metric),
+        groups_only: true,
+        source,
+    };
+    [
+        column(
+            "throttled_ns",
+            "THROTTLED ms",
+            "time the group's runnable tasks were held back by its cpu.max quota (cpu.stat \
+             throttled_usec; nanoseconds, milliseconds in tables)",
+            Kind::Nanoseconds,
+            4,
+            Metric {
+                name: "topdown_cgroup_throttled",
+                help: "Time the cgroup's runnable tasks were held back by its cpu.max quota \
+                       (cpu.stat throttled_usec)",
+                total: true,
+            },
+            Source::Throttled,
+        ),
+        column(
+            "nr_throttled",
+            "THROTTLES",
+            "periods in which the group's cpu.max quota ran out (cpu.stat nr_throttled)",
+            Kind::Count,
+            1,
+            Metric {
+                name: "topdown_cgroup_throttled_periods",
+                help: "Periods in which the cgroup's cpu.max quota ran out (cpu.stat \
+                       nr_throttled)",
+                total: true,
+            },
+            Source::NrThrottled,
+        ),
+        column(
+            "cpu_pressure_some_ns",
+            "PSI-SOME ms",
+            "time at least one of the group's tasks was runnable and waiting for a CPU \
+             (cpu.pressure some total; nanoseconds, milliseconds in tables)",
+            Kind::Nanoseconds,
+            2,
+            Metric {
+                name: "topdown_cgroup_cpu_pressure_some",
+                help: "Time at least one of the cgroup's tasks was runnable and waiting for a \
+                       CPU (cpu.pressure some)",
+                total: true,
+            },
+            Source::PressureSome,
+        ),
+        column(
+            "cpu_pressure_full_ns",
+            "PSI-FULL ms",
+            "time all of the group's non-idle tasks were waiting for a CPU at once \
+             (cpu.pressure full total, Linux 5.13 and newer)",
+            Kind::Nanoseconds,
+            1,
+            Metric {
+                name: "topdown_cgroup_cpu_pressure_full",
+                help: "Time all of the cgroup's non-idle tasks were waiting for a CPU at once \
+                       (cpu.pressure full)",
+                total: true,
+            },
+            Source::PressureFull,
+        ),
+    ]
 }
 
 /// One TopDown node of one part (core type) of a view: a column of every output that writes
@@ -417,6 +528,26 @@ mod tests {
                 "run_delay_ns",
                 "wait_percent",
                 "switches",
+                "ipc",
+                "throttled_ns",
+                "nr_throttled",
+                "cpu_pressure_some_ns",
+                "cpu_pressure_full_ns"
+            ]
+        );
+        // Threads have no stall columns of their own.
+        let threads: Vec<&str> = for_rows(&columns(&generic), false)
+            .iter()
+            .map(|c| c.key)
+            .collect();
+        assert_eq!(
+            threads,
+            [
+                "on_cpu_ns",
+                "cpu_percent",
+                "run_delay_ns",
+                "wait_percent",
+                "switches",
                 "ipc"
             ]
         );
@@ -433,7 +564,11 @@ mod tests {
         assert_eq!(ipc_slots(&intel), Some((0, 1)));
 
         assert_eq!(ipc_slots(&set(vec![counter("cycles", 0, 0)])), None);
-        assert_eq!(columns(&set(vec![])).len(), 5, "no IPC without both");
+        assert_eq!(
+            for_rows(&columns(&set(vec![])), false).len(),
+            5,
+            "no IPC without both"
+        );
         // Two core types, each with its own pair: no one IPC.
         let hybrid = set(vec![
             counter("cpu_core/cycles/", 0, 4 << 32),

@@ -12,6 +12,7 @@ pub mod rows;
 pub mod sink;
 pub mod timelines;
 pub mod tree;
+pub mod verdict;
 
 use self::rows::Row;
 

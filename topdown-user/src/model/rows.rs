@@ -10,8 +10,10 @@ use crate::{
         Window,
         groups::{GroupBy, GroupOptions},
         named::Named,
+        stalls::CpuStalls,
         usage::CounterValue,
     },
+    model::verdict::Verdict,
     pmu::counter_set::CounterSet,
     tma::{TopDown, node::Node, view::TopdownView},
 };
@@ -29,6 +31,11 @@ pub struct Row {
     pub waited: Option<Duration>,
     /// That time over the window's wall time (1.0: one thread waiting all the window).
     pub wait_share: Option<f64>,
+    /// CPU stalls (throttling, pressure) of a group's root cgroup, or of a thread's cgroup;
+    /// `None` where they were not read.
+    pub stalls: Option<CpuStalls>,
+    /// What held it back: throttled, waiting for a CPU, or neither ([`Verdict::of`]).
+    pub verdict: Verdict,
     /// Switches out.
     pub switches: u64,
     /// Every counter of the set, in slot order.
@@ -41,6 +48,16 @@ pub struct Row {
     pub run_fraction: f64,
     /// Where the row sits in a tree (the full-screen view's `t`); `None` in flat lists.
     pub tree: Option<TreeMark>,
+}
+
+impl Row {
+    /// What held it back, for machine outputs: the verdict's words (`throttled`, `waiting for
+    /// CPU`), else TopDown's bottleneck node (its first core type's), else `None`.
+    pub fn bottleneck(&self) -> Option<&'static str> {
+        self.verdict
+            .words()
+            .or_else(|| self.topdown.iter().flatten().find_map(|td| td.bottleneck))
+    }
 }
 
 /// A row's place in a tree: threads under their process, cgroups under their parent.
@@ -64,6 +81,9 @@ pub enum SortKey {
     Switches,
     /// Time waiting in a run queue (rows where it was not measured last).
     Wait,
+    /// The verdict: throttled rows first, then those waiting for a CPU, then the rest, each by
+    /// TopDown's bottleneck.
+    Verdict,
     /// Thread id.
     Tid,
     /// Process id.
@@ -82,6 +102,7 @@ impl FromStr for SortKey {
             "oncpu" | "on-cpu" | "cpu" | "time" => Self::OnCpu,
             "switches" => Self::Switches,
             "wait" | "run-delay" | "rundelay" => Self::Wait,
+            "verdict" | "bottleneck" => Self::Verdict,
             "tid" => Self::Tid,
             "pid" => Self::Pid,
             "comm" => Self::Comm,
@@ -161,6 +182,7 @@ pub fn rows(
                  switches,
                  on_cpu,
                  waited,
+                 stalls,
                  counters,
              }| {
                 Row {
@@ -169,6 +191,8 @@ pub fn rows(
                     cpu_share: on_cpu.as_nanos() as f64 / wall_ns,
                     waited,
                     wait_share: waited.map(|w| w.as_nanos() as f64 / wall_ns),
+                    verdict: Verdict::of(on_cpu, waited, stalls.as_ref(), window.length),
+                    stalls,
                     switches,
                     topdown: topdown
                         .as_ref()
@@ -214,6 +238,10 @@ fn compare(a: &Row, b: &Row, key: &SortKey, counter: Option<usize>) -> Ordering 
         SortKey::OnCpu => b.on_cpu.cmp(&a.on_cpu),
         SortKey::Switches => b.switches.cmp(&a.switches),
         SortKey::Wait => b.waited.cmp(&a.waited),
+        SortKey::Verdict => a.verdict.cmp(&b.verdict).then_with(|| {
+            let bottleneck = |r: &Row| r.topdown.iter().flatten().find_map(|td| td.bottleneck);
+            bottleneck(a).cmp(&bottleneck(b))
+        }),
         SortKey::Tid => a.who.id(false).cmp(&b.who.id(false)),
         SortKey::Pid => a.who.id(true).cmp(&b.who.id(true)),
         SortKey::Comm => a.who.name().cmp(b.who.name()),
@@ -245,7 +273,11 @@ mod tests {
     use crate::attrib::{cgroups::CgroupNames, named::name};
 
     use super::*;
-    use crate::{attrib::usage::ThreadUsage, collect::Stats, pmu::counter_set::CounterSet};
+    use crate::{
+        attrib::{stalls::CpuStalls, usage::ThreadUsage},
+        collect::Stats,
+        pmu::counter_set::CounterSet,
+    };
 
     fn usage(tid: u32, ns: u64, switches: u64) -> ThreadUsage {
         ThreadUsage::clocked(tid, 1, CgroupId(1), ns, switches)
@@ -266,6 +298,7 @@ mod tests {
             removed_cgroups: Vec::new(),
             stats: Stats::default(),
             waits_measured: false,
+            stalls: std::collections::BTreeMap::new(),
         };
         let set = CounterSet::software(String::new());
         let mut names = CgroupNames::at(None);
@@ -305,5 +338,92 @@ mod tests {
         let mut tsc = set.clone();
         tsc.counters = crate::recording::fixtures::set().counters;
         assert!(SortKey::Counter("msr/tsc/".into()).validate(&tsc).is_ok());
+    }
+
+    /// A row's verdict takes its cgroup's throttling and its own wait; a thread row has no
+    /// stall numbers of its own (its cgroup's are the group row's), and sorting by the verdict
+    /// puts throttled rows first.
+    #[test]
+    fn verdicts_come_from_throttling_and_waits() {
+        let ms = Duration::from_millis;
+        let thread = |tid: u32, cgroup: u64, waited: u64| ThreadUsage {
+            waited: ms(waited),
+            ..ThreadUsage::clocked(tid, 1, CgroupId(cgroup), 100_000_000, 1)
+        };
+        let cgroup = |id: u64| crate::attrib::usage::CgroupUsage {
+            on_cpu: ms(100),
+            waited: ms(if id == 7 { 50 } else { 300 }),
+            ..crate::attrib::usage::CgroupUsage::new(CgroupId(id), 0)
+        };
+        let held = CpuStalls {
+            throttled: Some(ms(600)),
+            nr_throttled: Some(6),
+            ..CpuStalls::default()
+        };
+        let window = Window {
+            start: Duration::ZERO,
+            length: Duration::from_secs(1),
+            threads: vec![thread(1, 7, 50), thread(2, 8, 300), thread(3, 8, 10)],
+            idle: vec![],
+            cgroups: vec![cgroup(7), cgroup(8)],
+            removed_cgroups: Vec::new(),
+            stats: Stats::default(),
+            waits_measured: true,
+            stalls: [("/a".to_owned(), held)].into(),
+        };
+        let set = CounterSet::software(String::new());
+        let mut names = CgroupNames::at(None);
+        names.learn(CgroupId(7), "/a".into());
+        names.learn(CgroupId(8), "/b".into());
+        let by_verdict = RowOptions {
+            sort: "bottleneck".parse().unwrap(),
+            ..RowOptions::default()
+        };
+        let (threads, _) = rows(&window, name(&window, &mut names, None), &set, &by_verdict);
+        let verdicts: Vec<(u32, Verdict)> = threads
+            .iter()
+            .map(|r| (r.who.thread().unwrap().tid.0, r.verdict))
+            .collect();
+        assert_eq!(
+            verdicts,
+            [
+                (1, Verdict::Throttled),
+                (2, Verdict::WaitingForCpu),
+                (3, Verdict::Ran)
+            ]
+        );
+        assert_eq!(threads[0].bottleneck(), Some("throttled"));
+        assert_eq!(threads[2].bottleneck(), None, "no TopDown: nothing to say");
+        let throttled = crate::model::columns::columns(&set)
+            .into_iter()
+            .find(|c| c.key == "throttled_ns")
+            .unwrap();
+        assert_eq!(
+            throttled.value(&threads[0]),
+            None,
+            "the cgroup's, not the thread's"
+        );
+        let per_cgroup = RowOptions {
+            group: Some(GroupOptions {
+                by: GroupBy::Cgroup,
+                rollup: false,
+                keep: Vec::new(),
+            }),
+            ..by_verdict
+        };
+        let named = name(&window, &mut names, per_cgroup.group.as_ref());
+        let (groups, _) = rows(&window, named, &set, &per_cgroup);
+        assert_eq!(groups[0].who.group().unwrap().path, "/a");
+        assert_eq!(groups[0].verdict, Verdict::Throttled);
+        assert_eq!(
+            throttled.value(&groups[0]),
+            Some(crate::model::columns::Number::Int(600_000_000))
+        );
+        assert_eq!(
+            groups[1].verdict,
+            Verdict::WaitingForCpu,
+            "/b waited 300 ms, ran 100"
+        );
+        assert_eq!(throttled.value(&groups[1]), None, "not read for /b");
     }
 }

@@ -3,11 +3,14 @@
 //! nearest ancestor among the rows (every ancestor, with `--rollup`). Siblings keep the sort;
 //! containers stay a flat list.
 
-use std::collections::HashMap;
+use std::{collections::HashMap, time::Duration};
 use topdown_common::cgroup::CgroupId;
 use topdown_common::thread::{Pid, Tid};
 
-use super::rows::{Row, RowOptions, ThreadKey, TreeMark, Who, order};
+use super::{
+    rows::{Row, RowOptions, ThreadKey, TreeMark, Who, order},
+    verdict::Verdict,
+};
 use crate::{
     attrib::usage::{CounterValue, add_counters},
     pmu::counter_set::CounterSet,
@@ -104,6 +107,8 @@ fn process_row(threads: &[Row], set: &CounterSet, topdown: Option<&BoundView<'_>
     for row in threads {
         add_counters(&mut counters, &row.counters);
     }
+    let on_cpu: Duration = threads.iter().map(|r| r.on_cpu).sum();
+    let waited: Option<Duration> = threads.iter().map(|r| r.waited).sum();
     Row {
         who: Who::Thread(ThreadKey {
             tid: main.pid.main_thread(),
@@ -113,10 +118,20 @@ fn process_row(threads: &[Row], set: &CounterSet, topdown: Option<&BoundView<'_>
             folded: 0,
             ..main.clone()
         }),
-        on_cpu: threads.iter().map(|r| r.on_cpu).sum(),
+        on_cpu,
         cpu_share: threads.iter().map(|r| r.cpu_share).sum(),
-        waited: threads.iter().map(|r| r.waited).sum(),
+        waited,
         wait_share: threads.iter().map(|r| r.wait_share).sum(),
+        // Throttled when all its threads were (their cgroups); waiting when, summed, they
+        // waited longer than they ran.
+        verdict: if threads.iter().all(|r| r.verdict == Verdict::Throttled) {
+            Verdict::Throttled
+        } else if waited.is_some_and(|w| w > on_cpu) {
+            Verdict::WaitingForCpu
+        } else {
+            Verdict::Ran
+        },
+        stalls: None,
         switches: threads.iter().map(|r| r.switches).sum(),
         topdown: topdown.map_or_else(Vec::new, |view| view.of(&counters)),
         run_fraction: threads.iter().map(|r| r.run_fraction).fold(1.0, f64::min),
@@ -208,7 +223,6 @@ mod tests {
         groups::{Group, GroupBy},
         usage::CgroupUsage,
     };
-    use std::time::Duration;
 
     fn values(ms: u64) -> (Duration, f64, Vec<CounterValue>) {
         let ns = ms * 1_000_000;
@@ -232,6 +246,8 @@ mod tests {
             cpu_share,
             waited: None,
             wait_share: None,
+            verdict: crate::model::verdict::Verdict::Ran,
+            stalls: None,
             switches: 2,
             counters,
             topdown: vec![],
@@ -257,6 +273,8 @@ mod tests {
             cpu_share,
             waited: None,
             wait_share: None,
+            verdict: crate::model::verdict::Verdict::Ran,
+            stalls: None,
             switches: 1,
             counters,
             topdown: vec![],

@@ -12,6 +12,7 @@ use crate::{
     attrib::{
         Window,
         cgroups::CgroupNames,
+        stalls::CpuStalls,
         usage::{CgroupUsage, CounterValue, ThreadUsage},
     },
     collect::Stats,
@@ -60,6 +61,26 @@ pub fn window(i: u64) -> Window {
         removed_cgroups: Vec::new(),
         stats,
         waits_measured: true,
+        // cgroup 7 (`/a/b`) throttled, its parent under pressure; no `full` line (Linux 5.10).
+        stalls: [
+            (
+                "/a/b".to_owned(),
+                CpuStalls {
+                    nr_throttled: Some(i),
+                    throttled: Some(Duration::from_millis(10 * i)),
+                    pressure_some: Some(Duration::from_millis(12 * i)),
+                    pressure_full: None,
+                },
+            ),
+            (
+                "/a".to_owned(),
+                CpuStalls {
+                    pressure_some: Some(Duration::from_millis(12 * i)),
+                    ..CpuStalls::default()
+                },
+            ),
+        ]
+        .into(),
     }
 }
 

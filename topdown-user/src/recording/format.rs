@@ -16,6 +16,7 @@ use topdown_common::stats::Stat;
 use crate::{
     attrib::{
         Window,
+        stalls::CpuStalls,
         usage::{CgroupUsage, CounterValue, ThreadUsage},
     },
     collect::Stats,
@@ -183,6 +184,11 @@ pub struct WindowLine {
     /// recording was made before waits were written; every row's wait is then no number).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub waits_measured: bool,
+    /// CPU stalls per cgroup path, for the cgroups charged and their ancestors:
+    /// `[nr_throttled, throttled_ns, pressure_some_ns, pressure_full_ns]`, null where the
+    /// kernel did not provide one (left out when none were read).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub stalls: BTreeMap<String, [Option<u64>; 4]>,
 }
 
 /// One thread's usage in a window.
@@ -297,6 +303,22 @@ impl WindowLine {
                 .map(CounterSet::kernel_slot)
                 .collect(),
             waits_measured: window.waits_measured,
+            stalls: window
+                .stalls
+                .iter()
+                .map(|(path, s)| {
+                    let ns = |d: Option<Duration>| d.map(nanos);
+                    (
+                        path.clone(),
+                        [
+                            s.nr_throttled,
+                            ns(s.throttled),
+                            ns(s.pressure_some),
+                            ns(s.pressure_full),
+                        ],
+                    )
+                })
+                .collect(),
         }
     }
 
@@ -384,6 +406,20 @@ impl WindowLine {
             removed_cgroups: Vec::new(),
             stats,
             waits_measured: self.waits_measured,
+            stalls: self
+                .stalls
+                .into_iter()
+                .map(|(path, [nr, throttled, some, full])| {
+                    let d = |ns: Option<u64>| ns.map(Duration::from_nanos);
+                    let stalls = CpuStalls {
+                        nr_throttled: nr,
+                        throttled: d(throttled),
+                        pressure_some: d(some),
+                        pressure_full: d(full),
+                    };
+                    (path, stalls)
+                })
+                .collect(),
         })
     }
 }

@@ -69,6 +69,8 @@ mod tests {
         assert_eq!(a.idle, b.idle);
         assert_eq!(a.cgroups, b.cgroups);
         assert_eq!(a.stats, b.stats);
+        assert_eq!(a.waits_measured, b.waits_measured);
+        assert_eq!(a.stalls, b.stalls);
     }
 
     #[test]

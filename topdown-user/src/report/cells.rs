@@ -4,7 +4,10 @@
 
 use crate::{
     attrib::Window,
-    model::{columns::NodeColumn, rows::Row},
+    model::{
+        columns::NodeColumn,
+        rows::{Row, RowOptions},
+    },
     pmu::counter_set::CounterSet,
     tma::{node::Node, view::TopdownView},
 };
@@ -65,6 +68,22 @@ pub fn bottlenecks(row: &Row, view: &TopdownView) -> String {
     } else {
         names.join(" ")
     }
+}
+
+/// The BOTTLENECK cell: the verdict (`throttled`, `waiting for CPU`), else TopDown's
+/// bottleneck per part of `view`, else `-`.
+pub fn bottleneck_cell(row: &Row, view: Option<&TopdownView>) -> String {
+    match (row.verdict.words(), view) {
+        (Some(words), _) => words.to_owned(),
+        (None, Some(view)) => bottlenecks(row, view),
+        (None, None) => "-".into(),
+    }
+}
+
+/// Whether a BOTTLENECK column can say anything of `window`'s rows: TopDown is measured, or a
+/// verdict can be reached (waits measured, or cgroups' throttling read).
+pub fn shows_bottleneck(window: &Window, options: &RowOptions) -> bool {
+    options.topdown.is_some() || window.waits_measured || !window.stalls.is_empty()
 }
 
 /// `losses: none` or the non-zero loss counters.

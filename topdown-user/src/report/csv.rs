@@ -38,6 +38,7 @@ pub fn header(shown: &Shown<'_>, sep: u8) -> String {
     if let Some(view) = &options.topdown {
         fields.extend(view.parts.iter().map(|p| format!("{}bottleneck", p.prefix)));
     }
+    fields.push("verdict".into());
     if options.group.is_none() {
         fields.push("exited".into());
     }
@@ -75,6 +76,7 @@ pub fn lines(window: &Window, rows: &[&Row], shown: &Shown<'_>, sep: u8, is_fina
                 let bottleneck = td.as_ref().and_then(|td| td.bottleneck);
                 fields.push(bottleneck.unwrap_or_default().to_owned());
             }
+            fields.push(row.verdict.words().unwrap_or_default().to_owned());
             if let Some(thread) = row.who.thread() {
                 fields.push(u8::from(thread.exited).to_string());
             }

@@ -192,6 +192,9 @@ struct ValuesDoc<'a> {
     columns: ColumnsDoc<'a>,
     counters: CountersDoc<'a>,
     run_percent: f64,
+    /// What held it back: `throttled`, `waiting for CPU`, else TopDown's bottleneck; null when
+    /// none of them.
+    bottleneck: Option<&'static str>,
     /// One entry per core type it ran on; null without TopDown.
     topdown: Option<Vec<TopdownDoc<'a>>>,
 }
@@ -332,6 +335,7 @@ fn write_entry(
         columns: ColumnsDoc { columns, row },
         counters: CountersDoc::new(set, &row.counters, order),
         run_percent: row.run_fraction * 100.0,
+        bottleneck: row.bottleneck(),
         topdown: topdown(row, view),
     };
     match &row.who {

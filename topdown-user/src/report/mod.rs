@@ -97,8 +97,8 @@ impl Renderer {
         Self {
             out: BufWriter::new(out),
             format,
+            columns: columns::for_rows(&columns::columns(&set), rows.group.is_some()),
             rows,
-            columns: columns::columns(&set),
             set,
             csv_header_written: false,
             header_written: false,
@@ -334,6 +334,7 @@ mod tests {
             removed_cgroups: Vec::new(),
             stats: Stats::default(),
             waits_measured: false,
+            stalls: std::collections::BTreeMap::new(),
         };
         (window, set)
     }
@@ -354,7 +355,7 @@ mod tests {
 
     /// Calls `draw` with what a renderer of `set`'s rows chosen by `options` shows.
     fn showing<T>(set: &CounterSet, options: &RowOptions, draw: impl FnOnce(&Shown<'_>) -> T) -> T {
-        let columns = columns::columns(set);
+        let columns = columns::for_rows(&columns::columns(set), options.group.is_some());
         draw(&Shown {
             set,
             columns: &columns,
@@ -497,6 +498,7 @@ mod tests {
             removed_cgroups: Vec::new(),
             stats: Stats::default(),
             waits_measured: false,
+            stalls: std::collections::BTreeMap::new(),
         };
         let plain = RowOptions::default();
         let mut names = CgroupNames::at(None);

@@ -258,6 +258,7 @@ impl ParquetWriter {
             columns.push(Column::new(value.key, kind, value.may_be_missing()));
         }
         columns.push(Column::new("run_percent", Kind::Float, false));
+        columns.push(Column::new("bottleneck", Kind::Text, true));
         let prefixes = counter_prefixes(set);
         for prefix in &prefixes {
             columns.push(Column::new(format!("{prefix}_value"), Kind::Int, true));
@@ -372,6 +373,7 @@ impl ParquetWriter {
             });
         }
         cells.push(Cell::Float(Some(row.run_fraction * 100.0)));
+        cells.push(Cell::Text(row.bottleneck().map(str::to_owned)));
         for i in 0..self.counters {
             let value = row.counters.get(i).copied().unwrap_or_default();
             let counted = value.reading.running_ns > 0;

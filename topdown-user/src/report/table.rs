@@ -6,7 +6,7 @@ use comfy_table::{CellAlignment, Table, presets::NOTHING};
 
 use super::{
     Shown,
-    cells::{bottlenecks, losses_line, node_cell, not_counting_line},
+    cells::{bottleneck_cell, losses_line, node_cell, not_counting_line, shows_bottleneck},
     count_cell,
 };
 use crate::{
@@ -68,7 +68,8 @@ pub fn block(
         .collect();
     let nodes = shown_nodes(rows.iter().copied(), options);
     header.extend(nodes.iter().map(NodeColumn::header));
-    if options.topdown.is_some() {
+    let show_bottleneck = shows_bottleneck(window, options);
+    if show_bottleneck {
         header.push("BOTTLENECK".into());
     }
     let show_run = rows.iter().any(|r| r.run_fraction < 1.0);
@@ -89,8 +90,8 @@ pub fn block(
         for column in &nodes {
             cells.push(node_cell(row, column, options.verbose));
         }
-        if let Some(view) = &options.topdown {
-            cells.push(bottlenecks(row, view));
+        if show_bottleneck {
+            cells.push(bottleneck_cell(row, options.topdown.as_ref()));
         }
         if show_run {
             cells.push(format!("{:.0}", row.run_fraction * 100.0));

@@ -167,7 +167,8 @@ impl<'a> TraceWriter<'a> {
             out,
             set,
             view,
-            columns: columns::columns(set),
+            // Slices are threads'.
+            columns: columns::for_rows(&columns::columns(set), false),
             first: true,
             processes: BTreeMap::new(),
             threads: BTreeMap::new(),

@@ -562,6 +562,7 @@ mod tests {
             removed_cgroups: Vec::new(),
             stats: crate::collect::Stats::default(),
             waits_measured: false,
+            stalls: std::collections::BTreeMap::new(),
         }
     }
 

@@ -22,7 +22,7 @@ use crate::{
         rows::{Row, RowOptions, SortKey, TreeMark, Who},
     },
     pmu::counter_set::CounterSet,
-    report::cells::{bottlenecks, losses_line, node_cell, not_counting_line},
+    report::cells::{bottleneck_cell, losses_line, node_cell, not_counting_line, shows_bottleneck},
     tma::TopDown,
 };
 
@@ -140,6 +140,7 @@ fn sort_name(key: &SortKey) -> &str {
         SortKey::OnCpu => "on-cpu",
         SortKey::Switches => "switches",
         SortKey::Wait => "wait",
+        SortKey::Verdict => "bottleneck",
         SortKey::Tid => "tid",
         SortKey::Pid => "pid",
         SortKey::Comm => "comm",
@@ -265,19 +266,25 @@ fn columns(rows: &[Row], data: &Screenful<'_>) -> Vec<Column> {
             if node.node.level == 1 { 5 } else { 4 },
         ));
     }
-    if let Some(view) = &data.options.topdown {
+    if shows_bottleneck(data.window, data.options) {
         let red = Style::new().fg(Color::Red);
         columns.push(styled_column(
             "BOTTLENECK".into(),
             rows.iter()
-                .map(|r| match bottlenecks(r, view) {
-                    none if none == "-" => Line::from(none),
-                    name => Line::styled(name, red),
-                })
+                .map(
+                    |r| match bottleneck_cell(r, data.options.topdown.as_ref()) {
+                        none if none == "-" => Line::from(none),
+                        name => Line::styled(name, red),
+                    },
+                )
                 .collect(),
             false,
-            4,
+            // With TopDown it says where the pipeline stalled; without, only when a row did
+            // not run, and a narrow terminal keeps the pid first.
+            if data.options.topdown.is_some() { 4 } else { 2 },
         ));
+    }
+    if data.options.topdown.is_some() {
         columns.push(styled_column(
             "TOPDOWN L1".into(),
             rows.iter()
@@ -418,7 +425,11 @@ fn draw_history(frame: &mut Frame<'_>, area: Rect, row: &Row, history: &History)
     let mut series: Vec<(String, Vec<u64>, String)> = Vec::new();
     if let Some(samples) = samples {
         let last = samples.back();
+        let grouped = row.who.group().is_some();
         for (i, column) in history.columns().iter().enumerate() {
+            if column.groups_only && !grouped {
+                continue;
+            }
             let value = |s: &Sample| s.values.get(i).copied().flatten();
             series.push((
                 column.header.to_owned(),
@@ -585,6 +596,8 @@ mod tests {
             cpu_share: ms as f64 / 1000.0,
             waited: None,
             wait_share: None,
+            verdict: crate::model::verdict::Verdict::Ran,
+            stalls: None,
             switches: 7,
             counters: vec![],
             topdown: vec![],
@@ -596,7 +609,10 @@ mod tests {
     /// A history of rows of the software set, nothing recorded.
     fn no_history() -> History {
         History::new(
-            crate::model::columns::columns(&CounterSet::software(String::new())),
+            crate::model::columns::for_rows(
+                &crate::model::columns::columns(&CounterSet::software(String::new())),
+                false,
+            ),
             None,
         )
     }
@@ -645,6 +661,7 @@ mod tests {
             removed_cgroups: Vec::new(),
             stats: Stats::default(),
             waits_measured: false,
+            stalls: std::collections::BTreeMap::new(),
         };
         let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
         terminal
@@ -657,7 +674,10 @@ mod tests {
                         rows,
                         total: rows.len(),
                         set: &set,
-                        columns: &crate::model::columns::columns(&set),
+                        columns: &crate::model::columns::for_rows(
+                            &crate::model::columns::columns(&set),
+                            false,
+                        ),
                         options,
                         history,
                     },
@@ -707,6 +727,7 @@ mod tests {
             removed_cgroups: Vec::new(),
             stats: Stats::default(),
             waits_measured: false,
+            stalls: std::collections::BTreeMap::new(),
         };
         let options = RowOptions::default();
         let line = status_line(&Screenful {
@@ -714,7 +735,7 @@ mod tests {
             rows: std::slice::from_ref(&row),
             total: 1,
             set: &set,
-            columns: &crate::model::columns::columns(&set),
+            columns: &crate::model::columns::for_rows(&crate::model::columns::columns(&set), false),
             options: &options,
             history: &no_history(),
         });
@@ -815,7 +836,10 @@ mod tests {
         let mut state = ViewState::new(View::Threads, true, SortKey::OnCpu, &[]);
         let wide = screen(&rows, 120, 40, &mut state);
         assert!(wide[0].starts_with("topdown-bpf  software"), "{}", wide[0]);
-        assert!(wide[1].trim_start().starts_with("TID") && wide[1].contains("CGROUP"));
+        assert!(
+            wide[1].trim_start().starts_with("TID") && wide[1].contains("CGROUP"),
+            "{wide:#?}"
+        );
         assert!(
             wide[2].contains("worker-0") && wide[2].contains("…"),
             "{}",

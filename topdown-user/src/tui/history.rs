@@ -149,6 +149,8 @@ mod tests {
             cpu_share: 0.01,
             waited: None,
             wait_share: None,
+            verdict: crate::model::verdict::Verdict::Ran,
+            stalls: None,
             switches: 1,
             counters: vec![CounterValue::default()],
             topdown: vec![],

@@ -380,7 +380,7 @@ impl ViewModel {
                 rows: &computed.shown,
                 total: computed.total,
                 set,
-                columns: &self.columns,
+                columns: &columns::for_rows(&self.columns, options.group.is_some()),
                 options: &options,
                 history: &self.history,
             },

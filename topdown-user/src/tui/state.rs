@@ -143,6 +143,7 @@ impl ViewState {
         let mut sort_keys = vec![
             SortKey::OnCpu,
             SortKey::Wait,
+            SortKey::Verdict,
             SortKey::Switches,
             SortKey::Tid,
             SortKey::Pid,
@@ -333,6 +334,8 @@ mod tests {
         s.on_key(Key::Char('s'));
         s.on_key(Key::Char('>'));
         assert_eq!(s.sort_key(), &SortKey::Wait);
+        s.on_key(Key::Char('>'));
+        assert_eq!(s.sort_key(), &SortKey::Verdict);
         s.on_key(Key::Char('>'));
         assert_eq!(s.sort_key(), &SortKey::Switches);
         s.on_key(Key::Char('r'));
