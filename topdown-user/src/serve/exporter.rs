@@ -632,6 +632,55 @@ mod tests {
         assert_eq!(line(&exporter.encode(), "topdown_cgroup_ipc{"), None);
     }
 
+    /// Waits, throttling and pressure are counters per cgroup that add each window's growth;
+    /// what the kernel did not provide (`full` pressure before 5.13) has no series, never a 0.
+    #[test]
+    fn waits_and_stalls_add_up_per_cgroup_and_what_is_not_provided_has_no_series() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("a")).unwrap();
+        let a = fs::metadata(dir.path().join("a")).unwrap().ino();
+        let mut names = CgroupNames::at(Some(dir.path().to_path_buf()));
+        let limits = Limits {
+            grace: Duration::from_secs(10),
+            max_cgroups: 10,
+        };
+        let set = CounterSet::software("test".into());
+        let mut exporter = Exporter::new(&set, None, limits);
+        let stalls = crate::attrib::stalls::CpuStalls {
+            nr_throttled: Some(3),
+            throttled: Some(Duration::from_millis(250)),
+            pressure_some: Some(Duration::from_millis(100)),
+            pressure_full: None,
+        };
+        for _ in 0..2 {
+            let mut w = window(vec![CgroupUsage {
+                waited: Duration::from_millis(40),
+                ..usage(a, 1_000_000, 0)
+            }]);
+            w.waits_measured = true;
+            w.stalls.insert("/a".into(), stalls);
+            update(&mut exporter, &w, &mut names, &set);
+        }
+        let text = exporter.encode();
+        for (family, value) in [
+            ("topdown_cgroup_run_delay_seconds_total", "0.08"),
+            ("topdown_cgroup_throttled_seconds_total", "0.5"),
+            ("topdown_cgroup_throttled_periods_total", "6"),
+            ("topdown_cgroup_cpu_pressure_some_seconds_total", "0.2"),
+        ] {
+            assert_eq!(
+                line(&text, &format!("{family}{{")),
+                Some(format!("{family}{{cgroup=\"/a\"}} {value}").as_str()),
+                "{text}"
+            );
+        }
+        assert_eq!(
+            line(&text, "topdown_cgroup_cpu_pressure_full_seconds_total{"),
+            None,
+            "{text}"
+        );
+    }
+
     #[test]
     fn totals_accumulate_removed_cgroups_go_after_the_grace_and_the_cap_is_counted() {
         let dir = tempfile::tempdir().unwrap();
