@@ -433,8 +433,9 @@ fn stall_field(dir: &std::path::Path, key: &str) -> Option<u64> {
     })
 }
 
-/// Throttling and CPU pressure per cgroup are the kernel's own books for it: a command's
-/// three threads on one CPU in a cgroup held at 20 % by `cpu.max` (where the cpu controller
+/// Throttling and CPU pressure per container are the kernel's own books for its cgroup: a
+/// command's three threads on one CPU in a docker container's cgroup held at 20 % by `cpu.max`
+/// (where the cpu controller
 /// is in the unified hierarchy: the guests; these VMs mount it on cgroup v1, and there the
 /// fields must be null, never 0) report the growth of its `cpu.stat` throttling and of its
 /// `cpu.pressure` over the run, and the verdict `throttled`; without throttling the threads,
@@ -447,20 +448,21 @@ fn throttling_and_pressure_are_the_cgroups_own_books() {
     };
     let controllers = std::fs::read_to_string(mount.join("cgroup.controllers")).unwrap_or_default();
     let can_throttle = controllers.split_whitespace().any(|c| c == "cpu");
-    let tree = TestTree::new(&mount, "stalls", &["held"]);
+    let held = format!("docker-{}.scope", "cd34".repeat(16));
+    let tree = TestTree::new(&mount, "stalls", &[&held]);
     if can_throttle {
         for dir in [mount.clone(), tree.dir("")] {
             std::fs::write(dir.join("cgroup.subtree_control"), "+cpu")
                 .expect("enabling the cpu controller");
         }
-        std::fs::write(tree.dir("held").join("cpu.max"), "20000 100000").expect("cpu.max");
+        std::fs::write(tree.dir(&held).join("cpu.max"), "20000 100000").expect("cpu.max");
     } else {
         eprintln!(
             "{test}: the cpu controller is not in the unified hierarchy here (cgroup v1 has \
              it): throttling must be null; it is measured in the guests"
         );
     }
-    let leaf = tree.dir("held");
+    let leaf = tree.dir(&held);
     let keys = [
         "nr_throttled",
         "throttled_usec",
@@ -469,7 +471,7 @@ fn throttling_and_pressure_are_the_cgroups_own_books() {
     ];
     let before: Vec<Option<u64>> = keys.iter().map(|k| stall_field(&leaf, k)).collect();
     let last = final_document_with_workload_in(
-        &["--per-cgroup", "-G", &tree.path("held")],
+        &["--per-container", "-G", &tree.path("")],
         &leaf,
         "--run-ms 1500 --pin-cpu 0 --all-busy",
     );
@@ -478,8 +480,9 @@ fn throttling_and_pressure_are_the_cgroups_own_books() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|g| g["cgroup"] == tree.path("held").as_str())
-        .unwrap_or_else(|| panic!("the held cgroup in {last}"));
+        .find(|g| g["label"] == format!("docker:{}", &"cd34".repeat(16)[..12]).as_str())
+        .unwrap_or_else(|| panic!("the held container in {last}"));
+    assert_eq!(row["cgroup"], tree.path(&held).as_str(), "{row}");
     let fields = [
         "nr_throttled",
         "throttled_ns",
