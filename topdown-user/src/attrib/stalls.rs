@@ -7,7 +7,7 @@
 //! unified hierarchy, no PSI, the root cgroup) is `None`: no number, never 0.
 
 use std::{
-    collections::{BTreeMap, HashMap},
+    collections::{BTreeMap, BTreeSet, HashMap},
     fs,
     path::{Path, PathBuf},
     time::Duration,
@@ -158,17 +158,17 @@ impl StallReader {
         for id in &window.removed_cgroups {
             self.last.remove(&names.name(*id));
         }
-        let mut paths: Vec<String> = Vec::new();
+        // Each path once, however many charged cgroups share an ancestor.
+        let mut paths: BTreeSet<String> = BTreeSet::new();
         for cgroup in &window.cgroups {
             let mut path = names.name(cgroup.id);
             if !path.starts_with('/') {
                 continue;
             }
             loop {
-                if paths.contains(&path) {
+                if !paths.insert(path.clone()) {
                     break;
                 }
-                paths.push(path.clone());
                 match path.rsplit_once('/') {
                     Some(("", rest)) if !rest.is_empty() => path = "/".to_owned(),
                     Some((parent, _)) if !parent.is_empty() => path = parent.to_owned(),

@@ -135,9 +135,9 @@ impl Column {
             return None;
         }
         match self.source {
-            Source::OnCpu => Some(Number::Int(row.on_cpu.as_nanos() as u64)),
+            Source::OnCpu => nanos(Some(row.on_cpu)),
             Source::CpuPercent => Some(Number::Float(row.cpu_share * 100.0)),
-            Source::Wait => row.waited.map(|w| Number::Int(w.as_nanos() as u64)),
+            Source::Wait => nanos(row.waited),
             Source::WaitPercent => row.wait_share.map(|w| Number::Float(w * 100.0)),
             Source::Switches => Some(Number::Int(row.switches)),
             Source::NrThrottled => row.stalls?.nr_throttled.map(Number::Int),
@@ -187,7 +187,7 @@ impl Column {
 }
 
 fn nanos(d: Option<std::time::Duration>) -> Option<Number> {
-    d.map(|d| Number::Int(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)))
+    d.map(|d| Number::Int(crate::attrib::usage::duration_ns(d)))
 }
 
 /// Which of `columns` rows of groups (`grouped`) or of threads have.

@@ -17,7 +17,7 @@ use crate::{
     attrib::{
         Window,
         stalls::CpuStalls,
-        usage::{CgroupUsage, CounterValue, ThreadUsage},
+        usage::{CgroupUsage, CounterValue, ThreadUsage, duration_ns},
     },
     collect::Stats,
     pmu::counter_set::{Counter, CounterSet, EventAttr, Unit},
@@ -242,7 +242,7 @@ fn value_line(value: &CounterValue) -> [u64; 3] {
 
 /// The clock's slot for `on_cpu`: its count, always enabled and running.
 fn clock_line(on_cpu: Duration) -> [u64; 3] {
-    let ns = nanos(on_cpu);
+    let ns = duration_ns(on_cpu);
     [ns, ns, ns]
 }
 
@@ -257,16 +257,12 @@ fn value_of(line: [u64; 3]) -> CounterValue {
     CounterValue::of(Reading::from_values(line))
 }
 
-fn nanos(duration: Duration) -> u64 {
-    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
-}
-
 impl WindowLine {
     /// `window` as it is written.
     pub fn of(window: &Window) -> Self {
         Self {
-            start_ns: nanos(window.start),
-            length_ns: nanos(window.length),
+            start_ns: duration_ns(window.start),
+            length_ns: duration_ns(window.length),
             threads: window
                 .threads
                 .iter()
@@ -276,7 +272,7 @@ impl WindowLine {
                     comm: t.comm.clone(),
                     cgroup_id: t.cgroup_id.0,
                     switches: t.switches,
-                    run_delay_ns: nanos(t.waited),
+                    run_delay_ns: duration_ns(t.waited),
                     counters: slot_lines(t.on_cpu, &t.counters),
                     exited: t.exited,
                     folded: t.folded,
@@ -289,7 +285,7 @@ impl WindowLine {
                 .map(|c| CgroupLine {
                     id: c.id.0,
                     switches: c.switches,
-                    run_delay_ns: nanos(c.waited),
+                    run_delay_ns: duration_ns(c.waited),
                     counters: slot_lines(c.on_cpu, &c.counters),
                 })
                 .collect(),
@@ -307,7 +303,7 @@ impl WindowLine {
                 .stalls
                 .iter()
                 .map(|(path, s)| {
-                    let ns = |d: Option<Duration>| d.map(nanos);
+                    let ns = |d: Option<Duration>| d.map(duration_ns);
                     (
                         path.clone(),
                         [
