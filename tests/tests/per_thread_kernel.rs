@@ -1,19 +1,28 @@
 //! The kernel mechanism, for real: the BPF program charges per-CPU `cpu-clock` deltas to threads
 //! at every switch, and the totals agree with the kernel's own books. Needs root.
 
-use std::{collections::HashMap, time::Duration};
+use std::{
+    collections::HashMap,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+        mpsc,
+    },
+    time::{Duration, Instant},
+};
 
+use topdown_common::stats::Stat;
 use topdown_tests::{
     Workload, assert_books, assert_waits_booked, books_floor_ns, privileged, schedstat_ns,
     schedstat_run_delay_ns, wait_for_event,
 };
 use topdown_user::{
     attrib::{Attributor, target::Target, usage::ThreadUsage},
-    collect::{Collector, CollectorOptions},
+    collect::{Collector, CollectorOptions, Stats},
     pmu::{counter_set::CounterSet, sysfs::SysRoot},
 };
 
-/// The live threads read by batch (`BPF_MAP_LOOKUP_BATCH`, what kernels from 5.6 do).
+/// The live threads the kernel listed as charged, read one by one (every collector's way).
 #[test]
 fn charged_time_matches_schedstat_and_exited_threads_match_their_own_clock() {
     if !privileged("charged_time_matches_schedstat") {
@@ -22,7 +31,7 @@ fn charged_time_matches_schedstat_and_exited_threads_match_their_own_clock() {
     charged_as_the_books_say(false);
 }
 
-/// The same with the map walked entry by entry, as on a kernel without batch reads.
+/// The same with the whole map walked entry by entry, as on a kernel without batch reads.
 #[test]
 fn charged_time_matches_schedstat_with_the_map_walked() {
     if !privileged("charged_time_matches_schedstat_with_the_map_walked") {
@@ -42,6 +51,7 @@ fn charged_as_the_books_say(walk_maps: bool) {
     let set = CounterSet::for_machine(&SysRoot::host()).expect("counter set");
     let options = CollectorOptions {
         walk_maps,
+        read_whole: walk_maps,
         ..CollectorOptions::default()
     };
     let mut collector = Collector::start(&set, &options).expect("collector");
@@ -256,4 +266,188 @@ fn a_thread_ticked_through_its_only_slice_is_charged_whole_at_exit() {
         "in no run was the thread's exit its only switch out (switches per run: \
          {switches_seen:?}): SCHED_FIFO on CPU 0 should keep it running"
     );
+}
+
+/// Snapshots read only the threads the kernel listed as charged since the previous one: over
+/// many snapshots of threads that run in some intervals and not in others, every worker's
+/// totals in the run's totals are exactly its value in the kernel's map once all are parked
+/// (the same numbers, so no bound: a charge the listing missed shows as a difference), the
+/// windows add up to them exactly, and they agree with schedstat within [`assert_books`]. Two
+/// snapshots after the workers parked, none of them is read any more: a read costs per
+/// thread that ran.
+#[test]
+fn interval_reads_of_the_threads_charged_miss_no_charge() {
+    if !privileged("interval_reads_of_the_threads_charged_miss_no_charge") {
+        return;
+    }
+    let (stats, (listed_reads, snapshots)) =
+        listed_reads_match_the_map(48, None, Duration::from_millis(2), 30);
+    assert!(
+        listed_reads * 2 >= snapshots,
+        "of {snapshots} snapshots, {listed_reads} read only the threads listed: most threads of \
+         this process are idle, so a whole read is not cheaper"
+    );
+    assert_eq!(
+        stats.get(Stat::ChargedListFull),
+        0,
+        "a list of twice --max-threads never fills with 48 threads"
+    );
+}
+
+/// The same with a list too small for the threads charged in an interval (a page of tids, 256,
+/// against 320 threads that each run in every interval): the kernel counts the tids it could not
+/// list, the next snapshot reads the whole map, and no charge is missed either.
+#[test]
+fn a_full_charged_list_falls_back_to_reading_the_whole_map() {
+    if !privileged("a_full_charged_list_falls_back_to_reading_the_whole_map") {
+        return;
+    }
+    let (stats, _) = listed_reads_match_the_map(320, Some(1), Duration::from_micros(20), 10);
+    assert!(
+        stats.get(Stat::ChargedListFull) > 0,
+        "320 threads charged per interval overflow a list of 256: {stats:?}"
+    );
+}
+
+/// Threads of [`listed_reads_match_the_map`] that block at once and stay blocked.
+const IDLE_THREADS: usize = 400;
+
+/// Runs `threads` workers (and [`IDLE_THREADS`] idle ones) in this process for 1.5 s, each spinning `spin` then sleeping
+/// `sleep_ms` times 1 to 4 (so some run in an interval and others not), with a collector whose
+/// list holds `list_capacity` tids, snapshotting every 40 ms; then parks them and checks what
+/// [`interval_reads_of_the_threads_charged_miss_no_charge`] says. Returns the last stats, and
+/// how many snapshots read only the threads listed of how many.
+fn listed_reads_match_the_map(
+    threads: usize,
+    list_capacity: Option<u32>,
+    spin: Duration,
+    sleep_ms: u64,
+) -> (Stats, (usize, usize)) {
+    let _alone = ONE_WORKLOAD
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let set = CounterSet::for_machine(&SysRoot::host()).expect("counter set");
+    let options = CollectorOptions {
+        list_capacity,
+        ..CollectorOptions::default()
+    };
+    let mut collector = Collector::start(&set, &options).expect("collector");
+    let pid = std::process::id();
+    let mut attrib = Attributor::new(set.counters.len(), Target::Pids(vec![pid]));
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tid_tx, tid_rx) = mpsc::channel::<u32>();
+    let (parked_tx, parked_rx) = mpsc::channel::<()>();
+    let mut releases = Vec::new();
+    let mut handles = Vec::new();
+    // Idle threads, as most of a large host's are: charged once (they block at once), then
+    // never listed again, so a read of the listed threads is cheaper than a whole one.
+    for _ in 0..IDLE_THREADS {
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        releases.push(release_tx);
+        handles.push(std::thread::spawn(move || {
+            let _ = release_rx.recv();
+        }));
+    }
+    for i in 0..threads {
+        let (stop, tid_tx, parked_tx) = (Arc::clone(&stop), tid_tx.clone(), parked_tx.clone());
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        releases.push(release_tx);
+        let nap = Duration::from_millis(sleep_ms * (i as u64 % 4 + 1));
+        handles.push(std::thread::spawn(move || {
+            // SAFETY: gettid has no preconditions.
+            tid_tx.send(unsafe { libc::gettid() } as u32).unwrap();
+            while !stop.load(Ordering::Relaxed) {
+                let start = Instant::now();
+                while start.elapsed() < spin {
+                    std::hint::spin_loop();
+                }
+                std::thread::sleep(nap);
+            }
+            parked_tx.send(()).unwrap();
+            // Blocked until released: its totals are final.
+            let _ = release_rx.recv();
+        }));
+    }
+    let tids: Vec<u32> = (0..threads).map(|_| tid_rx.recv().unwrap()).collect();
+
+    let mut windowed: HashMap<u32, u64> = HashMap::new();
+    let (mut listed_reads, mut snapshots) = (0, 0);
+    let mut snapshot_and_sum = |collector: &mut Collector| {
+        let snapshot = collector.snapshot().expect("snapshot");
+        listed_reads += usize::from(!snapshot.live_complete);
+        snapshots += 1;
+        for usage in attrib.window(&snapshot).threads {
+            *windowed.entry(usage.tid.0).or_default() += usage.on_cpu_ns();
+        }
+        snapshot
+    };
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_millis(1500) {
+        std::thread::sleep(Duration::from_millis(40));
+        snapshot_and_sum(&mut collector);
+    }
+    stop.store(true, Ordering::Relaxed);
+    for _ in 0..threads {
+        parked_rx.recv().unwrap();
+    }
+    // Each parked thread then blocks: its last switch out is its last charge.
+    std::thread::sleep(Duration::from_millis(50));
+    let mut last = None;
+    for _ in 0..3 {
+        std::thread::sleep(Duration::from_millis(40));
+        last = Some(snapshot_and_sum(&mut collector));
+    }
+    let last = last.unwrap();
+    let (listed_reads, snapshots) = (listed_reads, snapshots);
+    eprintln!(
+        "{listed_reads} of {snapshots} snapshots read only the threads listed; the last: {:?}",
+        last.stats
+    );
+    let totals = attrib.run_totals(&last);
+    let by_tid: HashMap<u32, &ThreadUsage> = totals.threads.iter().map(|t| (t.tid.0, t)).collect();
+    for &tid in &tids {
+        let usage = by_tid
+            .get(&tid)
+            .unwrap_or_else(|| panic!("worker {tid} was not reported"));
+        let kernel = collector
+            .thread(tid)
+            .expect("reading the map")
+            .unwrap_or_else(|| panic!("worker {tid} is parked: it is in the map"));
+        assert_eq!(
+            (usage.on_cpu_ns(), usage.switches),
+            (kernel.charged.slots[0].count, kernel.header.switches),
+            "worker {tid}: the run's totals are the kernel's, to the nanosecond"
+        );
+        assert_eq!(
+            windowed.get(&tid).copied(),
+            Some(usage.on_cpu_ns()),
+            "worker {tid}: the windows add up to the run's totals"
+        );
+        assert_books(
+            &format!("worker {tid} vs schedstat"),
+            usage.on_cpu_ns(),
+            schedstat_ns(pid, tid),
+        );
+    }
+    assert!(
+        !last.live_complete,
+        "the last snapshot read only listed threads"
+    );
+    let reread: Vec<u32> = last
+        .live
+        .iter()
+        .map(|record| record.tid().0)
+        .filter(|tid| tids.contains(tid))
+        .collect();
+    assert!(
+        reread.is_empty(),
+        "parked workers read again two snapshots after their last charge: {reread:?}"
+    );
+    assert!(!last.stats.lost_anything(), "{:?}", last.stats);
+    drop(releases);
+    for handle in handles {
+        handle.join().unwrap();
+    }
+    (last.stats, (listed_reads, snapshots))
 }

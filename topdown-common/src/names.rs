@@ -14,6 +14,10 @@ pub mod map {
     pub const CPU_STATE: &str = "CPU_STATE";
     /// Records of threads that exited or moved cgroup.
     pub const THREAD_RECORDS: &str = "THREAD_RECORDS";
+    /// Tids of the threads charged since the last read (sized from `--max-threads`).
+    pub const CHARGED: &str = "CHARGED";
+    /// The number of the current read of `CHARGED`, which userspace advances.
+    pub const LIST_EPOCH: &str = "LIST_EPOCH";
     /// Names of removed cgroups.
     pub const CGROUPS_REMOVED: &str = "CGROUPS_REMOVED";
     /// Followed processes (a command and its children, `-p`).
@@ -30,11 +34,13 @@ pub mod map {
     pub const C2C_SAMPLES: &str = "C2C_SAMPLES";
 
     /// Every map the loader names.
-    pub const ALL: [&str; 11] = [
+    pub const ALL: [&str; 13] = [
         THREADS,
         COUNTERS,
         CPU_STATE,
         THREAD_RECORDS,
+        CHARGED,
+        LIST_EPOCH,
         CGROUPS_REMOVED,
         FOLLOWED,
         SPAWNER,

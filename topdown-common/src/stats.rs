@@ -32,10 +32,13 @@ pub enum Stat {
     /// only cgroups are reported. Counters read = this times the set's counters beyond the
     /// clock.
     CounterReads = 9,
+    /// A thread charged since the last read could not be listed: the `CHARGED` ring buffer
+    /// was full (not a loss: the next read then reads the whole thread map).
+    ChargedListFull = 10,
 }
 
 /// Number of [`Stat`] slots.
-pub const NR_STATS: u32 = 10;
+pub const NR_STATS: u32 = 11;
 
 impl Stat {
     /// Every stat, in index order.
@@ -50,6 +53,7 @@ impl Stat {
         Self::CgroupNameRingFull,
         Self::SwitchesUnreported,
         Self::CounterReads,
+        Self::ChargedListFull,
     ];
 
     /// Whether a non-zero value of this stat means lost or uncharged data.
@@ -78,6 +82,7 @@ impl Stat {
             Self::CgroupNameRingFull => "cgroup name ring full",
             Self::SwitchesUnreported => "switches the kernel did not report",
             Self::CounterReads => "counter set reads",
+            Self::ChargedListFull => "charged thread list full",
         }
     }
 }

@@ -78,7 +78,9 @@ impl ThreadHeader {
 /// Cumulative totals charged to one thread since the collector started.
 ///
 /// The kernel keeps one per live thread in the `THREADS` hash map (key: tid) and updates it
-/// at every switch-out of that thread and at every collector tick while it runs. Records about
+/// at every switch-out of that thread and at every collector tick while it runs; the first
+/// charge in each `LIST_EPOCH` puts its tid on the `CHARGED` list, so userspace reads only the
+/// threads that ran (see the kernel's `account::list`). Records about
 /// a thread (it died, it changed cgroup) go to userspace through the `THREAD_RECORDS` ring
 /// buffer as the header followed by only the set's slots ([`record_len`]).
 #[repr(C)]
@@ -97,6 +99,9 @@ pub struct ThreadTotals {
     /// The task's `sched_info.run_delay` at its latest charge (not sent in records): each
     /// charge adds its growth since to `header.waited_ns`.
     pub run_delay_ns: u64,
+    /// The `LIST_EPOCH` in which the thread's tid was last put on the `CHARGED` list (not sent
+    /// in records): listed once per epoch, at its first charge in it.
+    pub listed_epoch: u64,
 }
 
 impl ThreadTotals {
@@ -118,6 +123,7 @@ impl ThreadTotals {
             cgroup_moves: 0,
             runtime_ns: 0,
             run_delay_ns: 0,
+            listed_epoch: 0,
         }
     }
 }

@@ -13,7 +13,7 @@ use aya_ebpf::{
     bindings::{BPF_NOEXIST, BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
     helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid, bpf_get_smp_processor_id},
     macros::map,
-    maps::{HashMap, PerCpuArray, PerfEventArray, RingBuf},
+    maps::{Array, HashMap, PerCpuArray, PerfEventArray, RingBuf},
 };
 
 use crate::{
@@ -67,6 +67,19 @@ static THREAD_RECORDS: RingBuf = RingBuf::with_byte_size(RECORDS_BYTES, 0);
 
 /// The record ring's size.
 const RECORDS_BYTES: u32 = 4 * 1024 * 1024;
+
+/// The tids of threads charged since userspace last read this list: each thread's first charge
+/// in a [`LIST_EPOCH`] puts it here once, so a read costs per thread that ran, not per live
+/// thread. Sized by the loader from `--max-threads`; when full, the thread is not stamped (it
+/// tries again at its next charge) and the failure is counted, and userspace reads the whole
+/// map at its next read.
+#[map]
+static CHARGED: RingBuf = RingBuf::with_byte_size(64 * 1024, 0);
+
+/// The current epoch of [`CHARGED`]: userspace advances it before each read, so every thread
+/// charged after that is listed again. Starts at 1 (set by the loader; new totals hold 0).
+#[map]
+static LIST_EPOCH: Array<u64> = Array::with_max_entries(1, 0);
 
 /// Records are sent without waking the reader, which drains the ring on its own timer (every
 /// 20 ms: a wakeup per record cost a thread's exit more than the rest of its accounting);
@@ -346,6 +359,9 @@ pub fn charge_current(
         totals.run_delay_ns = delay;
     }
     charge_clock(&mut totals.charged, ran);
+    if in_map && end != SliceEnd::Exit {
+        list(state, totals);
+    }
     if read {
         read_counters(&mut Prev::of(state), cpu, Some(&mut totals.charged));
     }
@@ -375,6 +391,28 @@ pub fn on_exec(task: Task) {
     if let Some(totals) = THREADS.get_ptr_mut(&tid) {
         // SAFETY: the current thread's own slot; it is running here, so no charge races.
         unsafe { (*totals).header.comm = task.comm() };
+    }
+}
+
+/// Puts the thread of `totals` (in `THREADS`) on the [`CHARGED`] list, unless it is already on
+/// it in this epoch. A full list is counted and the thread stays unstamped.
+#[inline(always)]
+fn list(state: &mut CpuState, totals: &mut ThreadTotals) {
+    let Some(epoch) = LIST_EPOCH.get_ptr(0) else {
+        return;
+    };
+    // SAFETY: the map's one value, a u64 userspace writes whole.
+    let epoch = unsafe { core::ptr::read_volatile(epoch) };
+    if totals.listed_epoch == epoch {
+        return;
+    }
+    if CHARGED
+        .output(&totals.header.tid, u64::from(BPF_RB_NO_WAKEUP))
+        .is_ok()
+    {
+        totals.listed_epoch = epoch;
+    } else {
+        count_in(state, Stat::ChargedListFull);
     }
 }
 
@@ -432,6 +470,7 @@ fn totals_of(
         (*scratch).header = ThreadTotals::new(tid, tgid).header;
         (*scratch).runtime_ns = 0;
         (*scratch).run_delay_ns = 0;
+        (*scratch).listed_epoch = 0;
         zero_set_slots(&mut (*scratch).charged);
         (*scratch).header.born_ns = now;
         // The count first: a move completing after it is seen at the next charge.

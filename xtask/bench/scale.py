@@ -5,11 +5,14 @@ Usage: scale.py TOPDOWN_BPF SLEEPERS ROUNDS THREADS...
 
 For each count of live threads and two shapes of them: the sleepers program
 (xtask/bench/sleepers.c) starts that many threads, each waking every 50 ms for a few
-microseconds (a busy service: every thread runs in every interval), or every 5 s (a pool of
-mostly idle threads, as JVM and Go hosts have: a tenth of them run in an interval); then
+microseconds (a busy service: every thread runs in every interval), every 5 s (a pool of
+mostly idle threads, as JVM and Go hosts have: a fifth of them run in a 1 s interval), or, from
+10,000 threads, every 100 s (idle pools: a hundredth run in an interval), each at a random
+phase; then
 `topdown-bpf --per-thread -I 1000 --json --duration 10 --max-threads M` (M: twice the threads,
-at least 65,536) runs machine-wide, its maps read by batch (the default) and walked entry by
-entry (TOPDOWN_BPF_WALK_MAPS=1), interleaved, ROUNDS times each. The figures are the tool's
+at least 65,536) runs machine-wide, reading only the threads the kernel listed as charged (the
+default) and reading the whole thread map by batch every interval (TOPDOWN_BPF_READ_WHOLE=1,
+the way before the list), interleaved, ROUNDS times each. The figures are the tool's
 CPU (user + system from /proc/PID/stat, 10 ms ticks) per interval in the steady state (from its
 first interval's output to its last, over the intervals between: the start, whose
 preallocated thread map alone costs ~0.2 s at --max-threads 65536, is its own column), and per
@@ -29,12 +32,15 @@ TICK = os.sysconf("SC_CLK_TCK")
 SECONDS = 10
 
 
-def run_tool(walk, count):
+# How the tool reads the live threads: its name in the table, and the environment that says so.
+WAYS = [("listed", {}), ("whole, by batch", {"TOPDOWN_BPF_READ_WHOLE": "1"})]
+
+
+def run_tool(way, count):
     """One run of the tool; (steady CPU seconds per interval, CPU seconds to its first
     interval's output, peak RSS in MB)."""
     env = dict(os.environ)
-    if walk:
-        env["TOPDOWN_BPF_WALK_MAPS"] = "1"
+    env.update(WAYS[way][1])
     tool = subprocess.Popen(
         [TOPDOWN, "--per-thread", "-I", "1000", "--json",
          "--max-threads", str(max(65536, 2 * count)),
@@ -52,7 +58,8 @@ def run_tool(walk, count):
             if first is None:
                 first = cpu
             with open(f"/proc/{tool.pid}/status") as f:
-                hwm = max(hwm, *(int(l.split()[1]) for l in f if l.startswith("VmHWM")))
+                # An exiting process's status has no VmHWM any more.
+                hwm = max([hwm, *(int(l.split()[1]) for l in f if l.startswith("VmHWM"))])
         except (FileNotFoundError, ProcessLookupError):
             pass
     if tool.wait() != 0:
@@ -63,30 +70,30 @@ def run_tool(walk, count):
 
 
 def main():
-    print("| live threads | each wakes every | maps | tool CPU per interval (median, steady) | per live thread per interval | CPU to the first interval | peak RSS |")
+    print("| live threads | each wakes every | threads read | tool CPU per interval (median, steady) | per live thread per interval | CPU to the first interval | peak RSS |")
     print("|---:|---:|---|---:|---:|---:|---:|")
     # Every thread running 20 times a second overloads a small machine past a few thousand
     # threads per CPU (20,000 on 2 vCPUs: a load average of 10,000): that shape stops there.
     busy_limit = 2500 * os.cpu_count()
-    shapes = [(c, 50) for c in COUNTS if c <= busy_limit] + [(c, 5000) for c in COUNTS]
+    shapes = ([(c, 50) for c in COUNTS if c <= busy_limit] + [(c, 5000) for c in COUNTS]
+              + [(c, 100000) for c in COUNTS if c >= 10000])
     for count, period in shapes:
         sleepers = subprocess.Popen([SLEEPERS, str(count), str(period),
                                      str(SECONDS * 2 * ROUNDS + 30)],
                                     stdout=subprocess.PIPE, text=True)
         assert sleepers.stdout.readline().startswith("started"), "sleepers started"
         time.sleep(2)
-        results = {False: [], True: []}
+        results = [[] for _ in WAYS]
         for _ in range(ROUNDS):
-            for walk in (False, True):
-                results[walk].append(run_tool(walk, count))
+            for way in range(len(WAYS)):
+                results[way].append(run_tool(way, count))
         sleepers.kill()
         sleepers.wait()
-        for walk in (False, True):
-            cpu = statistics.median(r[0] for r in results[walk])
-            start = statistics.median(r[1] for r in results[walk])
-            rss = statistics.median(r[2] for r in results[walk])
-            way = "walked" if walk else "by batch"
-            print(f"| {count} | {period} ms | {way} | {cpu * 1e3:.1f} ms | "
+        for way, (name, _) in enumerate(WAYS):
+            cpu = statistics.median(r[0] for r in results[way])
+            start = statistics.median(r[1] for r in results[way])
+            rss = statistics.median(r[2] for r in results[way])
+            print(f"| {count} | {period} ms | {name} | {cpu * 1e3:.1f} ms | "
                   f"{cpu * 1e6 / count:.2f} us | {start * 1e3:.0f} ms | {rss:.0f} MB |")
 
 

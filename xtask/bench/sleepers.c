@@ -1,5 +1,6 @@
 /* Live threads that mostly sleep, as a JVM or Go fleet host has them: N threads, each waking
- * every PERIOD ms for a few microseconds of work, for SECONDS. Used by xtask/bench/scale.sh. */
+ * every PERIOD ms (at a random phase) for a few microseconds of work, for SECONDS. Used by
+ * xtask/bench/scale.sh. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +12,10 @@ static volatile int stop;
 
 static void *sleeper(void *arg) {
     volatile unsigned long spin = 0;
-    (void)arg;
+    /* A random first nap, so wakeups spread evenly over the period (threads start within a
+     * few seconds of each other: in step, whole intervals would see none wake). */
+    unsigned int seed = (unsigned int)(unsigned long)arg;
+    usleep((useconds_t)(rand_r(&seed) % (period_us + 1)));
     while (!stop) {
         for (int i = 0; i < 200; i++) spin++;
         usleep(period_us);
@@ -32,7 +36,7 @@ int main(int argc, char **argv) {
     pthread_attr_setstacksize(&attr, 64 * 1024);
     pthread_t *threads = calloc(n, sizeof *threads);
     for (int i = 0; i < n; i++) {
-        if (pthread_create(&threads[i], &attr, sleeper, NULL) != 0) {
+        if (pthread_create(&threads[i], &attr, sleeper, (void *)(unsigned long)(i + 1)) != 0) {
             fprintf(stderr, "thread %d could not start\n", i);
             return 1;
         }

@@ -159,7 +159,7 @@ enum Bench {
     /// with the software set and with a TopDown Level 2 set.
     ModelStep,
     /// `xtask/bench/scale.sh`: the tool's CPU and memory per interval at 1,000 to 100,000
-    /// live threads, maps read by batch and walked.
+    /// live threads, the threads the kernel listed as charged read against the whole map.
     Scale,
 }
 

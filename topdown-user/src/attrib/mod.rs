@@ -263,7 +263,9 @@ impl Attributor {
             .filter(|before| before.same_thread(record))
     }
 
-    /// Usage since the previous snapshot (or since [`Attributor::start`]).
+    /// Usage since the previous snapshot (or since [`Attributor::start`]). A snapshot that
+    /// read only the threads charged since the previous one ([`Snapshot::live_complete`] unset)
+    /// leaves the other threads' totals as they were.
     ///
     /// A thread's cgroup is charged segment by segment: from its previous totals to each record
     /// it sent (the totals as it left a cgroup, or its final ones), each to the cgroup the
@@ -346,9 +348,34 @@ impl Attributor {
             }
             live.insert(now.tid(), newest.clone());
         }
-        // Threads gone from the map without a final record: it was lost (counted by the
-        // kernel), or the thread was only ever charged to scratch space (map full, counted).
-        self.live = live;
+        // A thread that sent a record after the map was read and was not read from it (born,
+        // or listed as charged, after the read): the record is its latest.
+        for (tid, record) in latest {
+            if record.exited() || live.contains_key(&tid) {
+                continue;
+            }
+            if self.target.keeps(&record.header) {
+                let usage = ThreadUsage::between(Self::before(&self.live, record), record, nr);
+                if !usage.is_idle() {
+                    threads.push(usage);
+                }
+            }
+            live.insert(tid, record.clone());
+        }
+        if snapshot.live_complete {
+            // Threads gone from the map without a final record: it was lost (counted by the
+            // kernel), or the thread was only ever charged to scratch space (map full, counted).
+            self.live = live;
+        } else {
+            // Only the threads charged since the previous snapshot were read: the others keep
+            // their totals, except those that died.
+            for record in snapshot.records.iter().filter(|r| r.exited()) {
+                if Self::before(&self.live, record).is_some() {
+                    self.live.remove(&record.tid());
+                }
+            }
+            self.live.extend(live);
+        }
 
         let idle = snapshot
             .idle
@@ -490,11 +517,20 @@ mod tests {
         Snapshot {
             at,
             live,
+            live_complete: true,
             records,
             idle: vec![],
             removed_cgroups: vec![],
             stats: Stats::default(),
             waits_measured: false,
+        }
+    }
+
+    /// A snapshot that read only the threads listed as charged since the previous one.
+    fn listed(at: Instant, live: Vec<ThreadRecord>, records: Vec<ThreadRecord>) -> Snapshot {
+        Snapshot {
+            live_complete: false,
+            ..snapshot(at, live, records)
         }
     }
 
@@ -856,5 +892,97 @@ mod tests {
         let w = attrib.window(&snapshot(t0, vec![reborn], vec![]));
         assert_eq!(w.threads[0].on_cpu_ns(), 30);
         assert_eq!(on_cpu(&w, 1), 30);
+    }
+
+    /// Snapshots of only the threads charged since the previous one: a thread not read keeps
+    /// its totals (no row, in the run's totals), a dead one leaves, and a thread known only by
+    /// a record sent after the map was read (born and moved to another cgroup in between) is
+    /// charged from that record once, not again from zero when it is next read.
+    #[test]
+    fn reads_of_the_threads_charged_keep_the_others_and_drop_the_dead() {
+        let t0 = Instant::now();
+        let mut attrib = Attributor::new(0, Target::All);
+        attrib.start(t0);
+        let first = attrib.window(&snapshot(
+            t0,
+            vec![
+                totals(1, 1, 100, false),
+                totals(2, 1, 200, false),
+                totals(3, 1, 300, false),
+            ],
+            vec![],
+        ));
+        assert_eq!(on_cpu(&first, 1), 600);
+
+        let second = attrib.window(&listed(
+            t0,
+            vec![totals(1, 1, 150, false)],
+            vec![totals(2, 1, 250, true)],
+        ));
+        let rows: Vec<(u32, u64, bool)> = second
+            .threads
+            .iter()
+            .map(|t| (t.tid.0, t.on_cpu_ns(), t.exited))
+            .collect();
+        assert_eq!(rows.len(), 2, "{rows:?}");
+        assert!(
+            rows.contains(&(1, 50, false)) && rows.contains(&(2, 50, true)),
+            "{rows:?}"
+        );
+        assert_eq!(on_cpu(&second, 1), 100);
+
+        // Thread 4, born after the map was read, moved from cgroup 1 to 2: its record is all
+        // that is known of it in this snapshot.
+        let moved = record(4, 1, 1, 40, 1, ThreadHeader::FLAG_MOVED);
+        let third = attrib.window(&listed(t0, vec![totals(3, 1, 330, false)], vec![moved]));
+        assert_eq!(on_cpu(&third, 1), 30 + 40);
+        let four = third.threads.iter().find(|t| t.tid == Tid(4));
+        assert_eq!(
+            four.map(ThreadUsage::on_cpu_ns),
+            Some(40),
+            "{:?}",
+            third.threads
+        );
+
+        let fourth = attrib.window(&listed(t0, vec![record(4, 1, 2, 60, 2, 0)], vec![]));
+        assert_eq!(
+            on_cpu(&fourth, 2),
+            20,
+            "charged from its record, not from zero"
+        );
+        assert_eq!(fourth.threads.len(), 1);
+
+        let run_totals = attrib.run_totals(&listed(t0, vec![], vec![]));
+        let mut run: Vec<(u32, u64, bool)> = run_totals
+            .threads
+            .iter()
+            .map(|t| (t.tid.0, t.on_cpu_ns(), t.exited))
+            .collect();
+        run.sort_unstable();
+        assert_eq!(
+            run,
+            [
+                (1, 150, false),
+                (2, 250, true),
+                (3, 330, false),
+                (4, 60, false)
+            ],
+            "threads not read since keep their totals; the dead one is kept as exited"
+        );
+        assert_eq!(
+            on_cpu(&run_totals, 1) + on_cpu(&run_totals, 2),
+            150 + 250 + 330 + 60
+        );
+
+        // A whole read drops a thread gone from the map without a record (a lost one).
+        attrib.window(&snapshot(t0, vec![totals(1, 1, 150, false)], vec![]));
+        let after = attrib.run_totals(&snapshot(t0, vec![], vec![]));
+        let live: Vec<u32> = after
+            .threads
+            .iter()
+            .filter(|t| !t.exited)
+            .map(|t| t.tid.0)
+            .collect();
+        assert_eq!(live, [1]);
     }
 }

@@ -7,6 +7,7 @@ pub mod c2c;
 pub mod calibration;
 pub mod canary;
 pub mod capacity;
+mod listing;
 mod object;
 pub mod perf_open;
 mod record_stream;
@@ -59,6 +60,14 @@ pub struct CollectorOptions {
     /// Off by default only when [`NO_WAITS`] is in the environment: how the bench measures the
     /// switch program with and without the extra load.
     pub read_waits: bool,
+    /// Read every live thread at every snapshot, not only those the kernel listed as charged
+    /// since the previous one: how the bench compares the two and the tests check both. Set by
+    /// default when [`READ_WHOLE`] is in the environment.
+    pub read_whole: bool,
+    /// How many tids the kernel's list of charged threads holds (`None`: twice
+    /// `max_threads`, which a read never overflows without churn; a list that fills makes the
+    /// next snapshot read the whole map). The tests make it small to check that fallback.
+    pub list_capacity: Option<u32>,
 }
 
 impl Default for CollectorOptions {
@@ -70,8 +79,31 @@ impl Default for CollectorOptions {
             cgroup_only: false,
             walk_maps: std::env::var_os(WALK_MAPS).is_some(),
             read_waits: std::env::var_os(NO_WAITS).is_none(),
+            read_whole: std::env::var_os(READ_WHOLE).is_some(),
+            list_capacity: None,
         }
     }
+}
+
+/// Set (to anything) in the environment, every snapshot reads the whole thread map
+/// ([`CollectorOptions::read_whole`]).
+pub const READ_WHOLE: &str = "TOPDOWN_BPF_READ_WHOLE";
+
+/// Bytes the kernel's ring takes per listed tid: an 8-byte record header and the 4-byte tid,
+/// rounded up to 8.
+const LISTED_TID_BYTES: u32 = 16;
+
+/// Bytes of the kernel's list of charged threads holding `tids` tids: a power of two and a
+/// whole number of pages, as ring buffers must be.
+fn charged_list_bytes(tids: u32) -> u32 {
+    // SAFETY: sysconf has no preconditions.
+    let page = u32::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+        .unwrap_or(4096)
+        .max(4096);
+    tids.saturating_mul(LISTED_TID_BYTES)
+        .checked_next_power_of_two()
+        .unwrap_or(1 << 31)
+        .max(page)
 }
 
 /// Set (to anything) in the environment, maps are walked entry by entry even where the kernel
@@ -104,6 +136,8 @@ pub struct Collector {
     calibration: calibration::Calibration,
     /// Maps are read by batch until the kernel says it cannot ([`batch::read_all`]).
     batch_reads: std::cell::Cell<bool>,
+    /// Which threads to read at each snapshot ([`listing::Listing`]).
+    listing: listing::Listing,
 }
 
 impl Collector {
@@ -205,6 +239,14 @@ impl Collector {
             .override_global(global::CGROUP_ROOT_OFFSET, &cgroup_root_offset, true)
             .override_global(global::HIERARCHY_ID_OFFSET, &hierarchy_id_offset, true)
             .map_max_entries(map::THREADS, options.max_threads)
+            .map_max_entries(
+                map::CHARGED,
+                charged_list_bytes(
+                    options
+                        .list_capacity
+                        .unwrap_or(options.max_threads.saturating_mul(2)),
+                ),
+            )
             .map_max_entries(map::COUNTERS, possible.get() * MAX_COUNTERS as u32)
             .load(object::bytes()?)
             .map_err(|error| explain_bpf_error(error.into()))
@@ -250,6 +292,7 @@ impl Collector {
         cpu_state
             .set(0, PerCpuValues::try_from(states)?, 0)
             .context("setting each CPU's counter slots")?;
+        let listing = listing::Listing::start(&mut bpf, options.read_whole)?;
 
         for name in PROGRAMS {
             let program: &mut BtfTracePoint = program(&mut bpf, name)?.try_into()?;
@@ -295,6 +338,7 @@ impl Collector {
             startup_check: None,
             calibration: calibration::Calibration::default(),
             batch_reads: std::cell::Cell::new(!options.walk_maps),
+            listing,
         })
     }
 
@@ -352,21 +396,36 @@ impl Collector {
         self.records.drop_privileges(phase)
     }
 
-    /// Everything charged so far: live threads, the records the kernel sent since the previous
-    /// snapshot, idle per CPU, and the loss counters. The map is read before the records are
-    /// taken, so a thread missing from the map has its final record here (unless it was lost,
-    /// which is counted), and a record may be newer than the thread's map value.
+    /// Everything charged so far: the live threads charged since the previous snapshot (or
+    /// every live thread, see [`Snapshot::live_complete`]), the records the kernel sent since
+    /// the previous snapshot, idle per CPU, and the loss counters. The map is read before the
+    /// records are taken, so a thread missing from the map has its final record here (unless it
+    /// was lost, which is counted), and a record may be newer than the thread's map value.
     pub fn snapshot(&mut self) -> Result<Snapshot> {
+        let tids = self.listing.advance(&mut self.bpf)?;
+        let whole = self.listing.must_read_whole(tids.len(), &self.stats()?);
         // Each value as it is read: memory holds a record of the set's slots per thread, not
         // the kernel's whole value (every slot a set may have).
         let mut live = Vec::new();
-        self.each_value::<u32, ThreadTotals>(map::THREADS, |totals| {
-            live.push(ThreadRecord::from_totals(totals, self.nr));
-        })?;
+        if whole {
+            self.each_value::<u32, ThreadTotals>(map::THREADS, |totals| {
+                live.push(ThreadRecord::from_totals(totals, self.nr));
+            })?;
+            self.listing.read_whole(live.len());
+        } else {
+            let map: HashMap<_, u32, ThreadTotals> =
+                HashMap::try_from(self.bpf.map(map::THREADS).context("no THREADS map")?)?;
+            for tid in tids {
+                match map.get(&tid, 0) {
+                    Ok(totals) => live.push(ThreadRecord::from_totals(&totals, self.nr)),
+                    // Exited since it was listed: its final record is in `records`.
+                    Err(aya::maps::MapError::KeyNotFound) => {}
+                    Err(error) => return Err(error).context("reading the THREADS map"),
+                }
+            }
+        }
         let records = self.records.take();
-        let states: PerCpuArray<_, CpuState> =
-            PerCpuArray::try_from(self.bpf.map(map::CPU_STATE).context("no CPU_STATE map")?)?;
-        let states = states.get(&0, 0).context("reading each CPU's state")?;
+        let states = self.cpu_states()?;
         let idle = if self.narrow {
             Vec::new()
         } else {
@@ -375,22 +434,28 @@ impl Collector {
                 .map(|state| Duration::from_nanos(state.idle.slots[CounterSet::CLOCK_SLOT].count))
                 .collect::<Vec<Duration>>()
         };
-        let mut stats = Stats::default();
-        for stat in Stat::ALL {
-            stats.set(
-                stat,
-                states.iter().map(|state| state.stats[stat as usize]).sum(),
-            );
-        }
         Ok(Snapshot {
             at: std::time::Instant::now(),
             live,
+            live_complete: whole,
             records,
             idle,
             removed_cgroups: self.removed_cgroups(),
-            stats,
+            stats: sum_stats(&states),
             waits_measured: self.waits_measured,
         })
+    }
+
+    /// Every CPU's state as the kernel holds it now.
+    fn cpu_states(&self) -> Result<PerCpuValues<CpuState>> {
+        let states: PerCpuArray<_, CpuState> =
+            PerCpuArray::try_from(self.bpf.map(map::CPU_STATE).context("no CPU_STATE map")?)?;
+        states.get(&0, 0).context("reading each CPU's state")
+    }
+
+    /// The kernel side's loss and activity counters now, summed over CPUs.
+    fn stats(&self) -> Result<Stats> {
+        Ok(sum_stats(&self.cpu_states()?))
     }
 
     /// Waits until every thread of the processes `ended` (which have exited: reaped, or their
@@ -485,6 +550,18 @@ impl Collector {
         by_key.values().for_each(each);
         Ok(())
     }
+}
+
+/// Each stat summed over CPUs.
+fn sum_stats(states: &[CpuState]) -> Stats {
+    let mut stats = Stats::default();
+    for stat in Stat::ALL {
+        stats.set(
+            stat,
+            states.iter().map(|state| state.stats[stat as usize]).sum(),
+        );
+    }
+    stats
 }
 
 /// The tracepoint programs, in the order they are loaded and attached: moves are counted

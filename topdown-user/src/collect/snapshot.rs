@@ -98,8 +98,13 @@ pub struct Snapshot {
     /// When it was read.
     pub at: Instant,
     /// Live threads' totals since the collector started (one entry per tid), read from the
-    /// kernel's map before `records` were drained.
+    /// kernel's map before `records` were drained: the threads charged since the previous
+    /// snapshot (and some charged just before it), or every live thread when
+    /// [`Snapshot::live_complete`].
     pub live: Vec<ThreadRecord>,
+    /// Whether `live` holds every live thread: a thread not in it is gone from the map. When
+    /// not, a live thread not in it was not charged since the previous snapshot.
+    pub live_complete: bool,
     /// Records sent since the previous snapshot, in the order they were sent: threads that
     /// died, and threads as they left a cgroup.
     pub records: Vec<ThreadRecord>,
