@@ -90,6 +90,8 @@ pub mod global {
     pub const CGROUP_ROOT_OFFSET: &str = "CGROUP_ROOT_OFFSET";
     /// `cgroup_root.hierarchy_id`.
     pub const HIERARCHY_ID_OFFSET: &str = "HIERARCHY_ID_OFFSET";
+    /// Where the switch program stops early (the benchmark of its parts; `u32::MAX`: never).
+    pub const SWITCH_STOP: &str = "SWITCH_STOP";
     /// The c2c filter's sample field offsets.
     pub const C2C_OFFSETS: &str = "C2C_OFFSETS";
     /// The c2c filter's load-latency threshold.
@@ -98,8 +100,9 @@ pub mod global {
     pub const C2C_STORES_CONTENDED: &str = "C2C_STORES_CONTENDED";
 
     /// Every global the loader writes.
-    pub const ALL: [&str; 21] = [
+    pub const ALL: [&str; 22] = [
         SET_SLOTS,
+        SWITCH_STOP,
         NARROW,
         CGROUP_ONLY,
         TASK_PID_OFFSET,

@@ -304,6 +304,9 @@ pub fn charge_current(
     } else {
         count_in(state, Stat::Switches);
     }
+    if end != SliceEnd::Tick && crate::stops_at(crate::Stage::ChargeStart) {
+        return;
+    }
     if tid == 0 {
         charge_clock(&mut state.idle, slice);
         if read {
@@ -319,6 +322,9 @@ pub fn charge_current(
     let Some((totals, in_map)) = totals_of(state, task, &clocks, now, end) else {
         return;
     };
+    if end != SliceEnd::Tick && crate::stops_at(crate::Stage::ThreadLookup) {
+        return;
+    }
     // SAFETY: this thread's slot (no other CPU runs it now) or this CPU's scratch slot.
     let totals = unsafe { &mut *totals };
 

@@ -32,6 +32,9 @@ use task::{ProbedTask, Task, TaskFields as _};
 /// itself, on every kernel). `current` is still `prev` here.
 #[btf_tracepoint(function = "sched_switch")]
 pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
+    if stops_at(Stage::Entry) {
+        return 0;
+    }
     let next = Task::from_arg(ctx.arg(2));
     // The scheduler's clock at this switch, where next's runtime starts.
     let next_start = next.exec_start();
@@ -40,6 +43,9 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
     let Some(state) = account::cpu_state() else {
         return 0;
     };
+    if stops_at(Stage::CpuState) {
+        return 0;
+    }
     let read = if account::narrowed() {
         if !account::switch_watched(state, prev, next, next_start) {
             return 0;
@@ -61,8 +67,40 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
     } else {
         account::SliceEnd::Switch
     };
+    if stops_at(Stage::Switch) {
+        return 0;
+    }
     account::charge_current(state, end, prev, clocks, read);
     0
+}
+
+/// Where the switch program stops early, for the benchmark that shows where its nanoseconds
+/// go (`cargo xtask bench collector`): set by the loader, `u32::MAX` (run it whole) unless
+/// `TOPDOWN_BPF_SWITCH_STOP` says otherwise. A known constant, so the verifier removes the
+/// branches that cannot be taken.
+#[unsafe(no_mangle)]
+static SWITCH_STOP: u32 = u32::MAX;
+
+/// The points the switch program can stop at, in the order it passes them.
+#[derive(Clone, Copy)]
+pub enum Stage {
+    /// Nothing done: the cost of an empty program attached to `tp_btf/sched_switch`.
+    Entry = 0,
+    /// This CPU's state looked up.
+    CpuState = 1,
+    /// The switch noted: `next`'s and `prev`'s fields read.
+    Switch = 2,
+    /// The charge begun: the CPU's clock moved on, the switch counted.
+    ChargeStart = 3,
+    /// `prev`'s totals found in (or added to) the thread map.
+    ThreadLookup = 4,
+}
+
+/// Whether the switch program stops at `stage` (only in the benchmark).
+#[inline(always)]
+pub fn stops_at(stage: Stage) -> bool {
+    // SAFETY: a read-only global the loader sets before loading.
+    unsafe { core::ptr::read_volatile(&SWITCH_STOP) == stage as u32 }
 }
 
 /// `tp_btf/sched_process_exec(struct task_struct *p, pid_t old_pid, struct linux_binprm *)`:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Collector cost, four tables (see BENCHMARKS.md). Usage: collector-cost.sh TOPDOWN_BPF RUNS
+# Collector cost, five tables (see BENCHMARKS.md). Usage: collector-cost.sh TOPDOWN_BPF RUNS
 #  1. Software set: pinned `perf bench sched pipe` (pure context switching on CPU 0) with no
 #     collector, topdown-bpf machine-wide, topdown-bpf narrowed to another process (every switch
 #     here is between unwatched threads), a bpftrace program doing per-thread on-CPU accounting,
@@ -14,9 +14,11 @@
 #  4. Churn (churn.py): two threads starting and joining threads as fast as they can for 5 s,
 #     alone, under each way of running topdown-bpf and under perf stat: exits/s, ratios, the
 #     collector's CPU per exited thread, records lost, sched_switch ns/run during churn.
+#  5. Where the switch program's nanoseconds go: the program stopped after each of its stages
+#     (TOPDOWN_BPF_SWITCH_STOP), the first an empty program, interleaved in the same run.
 # TABLES=1 (or 12, 4, ...) runs only those tables.
 set -euo pipefail
-tables=${TABLES:-1234}
+tables=${TABLES:-12345}
 topdown=$1
 runs=${2:-7}
 loops=${LOOPS:-200000}
@@ -159,6 +161,50 @@ for line in sys.stdin:
     else:
         print(line.rstrip() + f" {base + per * int(cells[2]):.0f} |")' "${per_n[0]}" "$per_read"
 
+fi
+if [[ $tables == *5* ]]; then
+echo "## 5. Where the switch program's nanoseconds go" >&2
+# The same program stopped at each of its stages (TOPDOWN_BPF_SWITCH_STOP: a loader-set constant,
+# so the verifier drops the branches not taken), interleaved: stage 0 is an empty program on the
+# same tracepoint, measured in the same run.
+stages=(0 1 2 3 4 whole)
+declare -A stage_ns
+for i in $(seq 1 "$runs"); do
+  line="run $i/$runs:"
+  for stage in "${stages[@]}"; do
+    if [ "$stage" = whole ]; then
+      read -r _ ns < <(with_collector sched_switch "$topdown" --duration 600 -o /dev/null)
+    else
+      read -r _ ns < <(with_collector sched_switch env TOPDOWN_BPF_SWITCH_STOP="$stage" "$topdown" --duration 600 -o /dev/null)
+    fi
+    stage_ns[$stage]="${stage_ns[$stage]:-} $ns"
+    line="$line $stage: $ns"
+  done
+  echo "$line" >&2
+done
+declare -A what=(
+  [0]="empty program (returns at entry: the trampoline, its run-time accounting and the call)"
+  [1]="+ this CPU's state (one per-CPU array lookup)"
+  [2]="+ the switch noted (prev's and next's tid, clocks and runtime loads, unreported-switch check)"
+  [3]="+ the charge begun (the CPU's clock moved on, the switch counted)"
+  [4]="+ prev's totals found in the thread map (its switch count loads, the hash lookup by tid)"
+  [whole]="+ the charge (clock, run-queue delay, name on first switch, list epoch)"
+)
+echo
+echo "| switch program stopped after | median ns/run | added by this part |"
+echo "|---|---:|---:|"
+before=""
+for stage in "${stages[@]}"; do
+  # shellcheck disable=SC2086
+  m=$(median ${stage_ns[$stage]})
+  added=$([ -z "$before" ] && echo "-" || python3 -c "print(round($m - $before))")
+  echo "| ${what[$stage]} | $m | $added |"
+  before=$m
+done
+echo
+for stage in "${stages[@]}"; do
+  echo "Stage $stage, ns/run per run:${stage_ns[$stage]}"
+done
 fi
 if [[ $tables == *4* ]]; then
 echo "## 4. Churn" >&2

@@ -47,8 +47,11 @@ impl Verdict {
 /// line naming the kernel and what disagreed when the charge is not the kernel's books.
 pub fn check() -> Result<Verdict> {
     let set = CounterSet::empty("canary", String::new());
-    let collector = Collector::attach(&set, &CollectorOptions::default())
-        .context("attaching the start-up check")?;
+    let options = CollectorOptions {
+        switch_stop: None,
+        ..CollectorOptions::default()
+    };
+    let collector = Collector::attach(&set, &options).context("attaching the start-up check")?;
     let verdict = run(&collector)?;
     if !verdict.agrees() {
         let charged = verdict

@@ -17,7 +17,7 @@
 //! record ([`Stat::RecordRingFull`], whose thread then leaves the map unseen) makes the next
 //! read a whole one, which also drops threads that left the map without a record. So does a
 //! list of more than half the threads the latest whole read found: a lookup per thread costs
-//! about twice a batch read's share per entry (BENCHMARKS.md), so when most threads ran,
+//! several times a batch read's share of an entry (BENCHMARKS.md), so when most threads ran,
 //! reading them all is cheaper.
 
 use anyhow::{Context as _, Result};

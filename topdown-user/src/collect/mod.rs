@@ -64,6 +64,9 @@ pub struct CollectorOptions {
     /// since the previous one: how the bench compares the two and the tests check both. Set by
     /// default when [`READ_WHOLE`] is in the environment.
     pub read_whole: bool,
+    /// Where the switch program stops early (`None`: it runs whole): only the benchmark of its
+    /// parts sets it, through [`SWITCH_STOP`]; nothing after that point is charged.
+    pub switch_stop: Option<u32>,
     /// How many tids the kernel's list of charged threads holds (`None`: twice
     /// `max_threads`, which a read never overflows without churn; a list that fills makes the
     /// next snapshot read the whole map). The tests make it small to check that fallback.
@@ -81,9 +84,16 @@ impl Default for CollectorOptions {
             read_waits: std::env::var_os(NO_WAITS).is_none(),
             read_whole: std::env::var_os(READ_WHOLE).is_some(),
             list_capacity: None,
+            switch_stop: std::env::var(SWITCH_STOP)
+                .ok()
+                .and_then(|stage| stage.parse().ok()),
         }
     }
 }
+
+/// In the environment, a stage (0 to 4) where the switch program stops
+/// ([`CollectorOptions::switch_stop`]): the benchmark of where its nanoseconds go.
+pub const SWITCH_STOP: &str = "TOPDOWN_BPF_SWITCH_STOP";
 
 /// Set (to anything) in the environment, every snapshot reads the whole thread map
 /// ([`CollectorOptions::read_whole`]).
@@ -148,6 +158,12 @@ impl Collector {
     pub fn start(set: &CounterSet, options: &CollectorOptions) -> Result<Self> {
         let calibration = calibration::calibrate(set)?;
         let verdict = canary::check()?;
+        if let Some(stage) = options.switch_stop {
+            eprintln!(
+                "topdown-bpf: {SWITCH_STOP}={stage}: the switch program stops early (a \
+                 benchmark), so what it skips is not charged"
+            );
+        }
         let mut collector = Self::attach(set, options)?;
         collector.startup_check = Some(verdict);
         collector.calibration = calibration;
@@ -205,10 +221,12 @@ impl Collector {
         let hierarchy_id_offset = offset("cgroup_root", "hierarchy_id")?;
 
         let set_slots = set.kernel_slots() as u32;
+        let switch_stop = options.switch_stop.unwrap_or(u32::MAX);
         let narrow = u32::from(options.narrow);
         let cgroup_only = u32::from(options.cgroup_only);
         let mut bpf = EbpfLoader::new()
             .override_global(global::SET_SLOTS, &set_slots, true)
+            .override_global(global::SWITCH_STOP, &switch_stop, true)
             .override_global(global::NARROW, &narrow, true)
             .override_global(global::CGROUP_ONLY, &cgroup_only, true)
             .override_global(global::TASK_CGROUPS_OFFSET, &task_cgroups_offset, true)
