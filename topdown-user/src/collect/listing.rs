@@ -99,7 +99,7 @@ impl Listing {
     }
 
     /// A whole read found `threads` threads in the map.
-    pub fn read_whole(&mut self, threads: usize) {
+    pub fn found_in_whole_read(&mut self, threads: usize) {
         self.threads_at_whole_read = threads;
     }
 

@@ -429,16 +429,12 @@ impl Collector {
             self.each_value::<u32, ThreadTotals>(map::THREADS, |totals| {
                 live.push(ThreadRecord::from_totals(totals, self.nr));
             })?;
-            self.listing.read_whole(live.len());
+            self.listing.found_in_whole_read(live.len());
         } else {
-            let map: HashMap<_, u32, ThreadTotals> =
-                HashMap::try_from(self.bpf.map(map::THREADS).context("no THREADS map")?)?;
+            // A thread gone since it was listed exited: its final record is in `records`.
             for tid in tids {
-                match map.get(&tid, 0) {
-                    Ok(totals) => live.push(ThreadRecord::from_totals(&totals, self.nr)),
-                    // Exited since it was listed: its final record is in `records`.
-                    Err(aya::maps::MapError::KeyNotFound) => {}
-                    Err(error) => return Err(error).context("reading the THREADS map"),
+                if let Some(totals) = self.thread(tid)? {
+                    live.push(ThreadRecord::from_totals(&totals, self.nr));
                 }
             }
         }
