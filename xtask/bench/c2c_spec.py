@@ -60,27 +60,29 @@ if distinct:
                            "ino": 4242, "phys": "0x40000000"},
                           {"start": "0x7f0000000000", "len": hex(8 << 20), "filename": "//anon", "prot": 3,
                            "phys": hex(0x80000000 + i * (8 << 20))}]})
-    samples = []
-    for _ in range(n):
-        i = random.randrange(4)
-        proc = procs[i]
-        if random.random() < 0.5:
-            addr = 0x7f1000000000 + random.randrange(32 << 17) * 8
-        else:
-            addr = 0x7f0000000000 + random.randrange(8 << 17) * 8
-        ip = 0x400000 + i * 0x100000 + 0x1000 + 0x100 * random.randrange(16) + random.randrange(32)
-        s = {"pid": proc["pid"], "tid": random.choice(proc["tids"]), "cpu": random.randrange(64),
-             "ip": hex(ip), "addr": hex(addr)}
-        if random.random() < 0.3:
-            s["store"] = True
-            s["data_src"] = random.choice(stores)
-        else:
-            s["data_src"] = random.choice(loads)
-            s["weight"] = random.randrange(5, 400)
-        samples.append(s)
     spec = {"nr_cpus": 64, "numa_nodes": [{"cpus": "0-31"}, {"cpus": "32-63"}], "phys_addr": True,
-            "processes": procs, "samples": samples}
-    json.dump(spec, open(out, "w"))
+            "processes": procs}
+    # Written one sample at a time: ten million samples as Python objects would take gigabytes.
+    with open(out, "w") as f:
+        f.write(json.dumps(spec)[:-1] + ', "samples": [')
+        for k in range(n):
+            i = random.randrange(4)
+            proc = procs[i]
+            if random.random() < 0.5:
+                addr = 0x7f1000000000 + random.randrange(32 << 17) * 8
+            else:
+                addr = 0x7f0000000000 + random.randrange(8 << 17) * 8
+            ip = 0x400000 + i * 0x100000 + 0x1000 + 0x100 * random.randrange(16) + random.randrange(32)
+            s = {"pid": proc["pid"], "tid": random.choice(proc["tids"]), "cpu": random.randrange(64),
+                 "ip": hex(ip), "addr": hex(addr)}
+            if random.random() < 0.3:
+                s["store"] = True
+                s["data_src"] = random.choice(stores)
+            else:
+                s["data_src"] = random.choice(loads)
+                s["weight"] = random.randrange(5, 400)
+            f.write((", " if k else "") + json.dumps(s))
+        f.write("]}")
     sys.exit(0)
 
 procs = []

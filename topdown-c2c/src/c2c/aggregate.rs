@@ -4,8 +4,9 @@
 //! and counts it. Each distinct classification input (data_src, whether the sample has an
 //! address, whether it is mapped) is classified once; an entry counts its samples per class and
 //! NUMA node; the counts become perf's statistics per line once, at the end, and per entry only
-//! for the entries a report shows ([`C2cData::entry_stats`]). A file is read on two threads
-//! when there are two CPUs, one stage each ([`read_file`]).
+//! for the entries a report shows ([`C2cData::entry_stats`]). A file is read twice, entries
+//! kept the second time only for the lines the first found worth showing, and each time on two
+//! threads when there are two CPUs, one stage each ([`read_file`]).
 
 use std::{
     hash::{Hash, Hasher},
@@ -23,10 +24,11 @@ use topdown_common::c2c::C2cStats;
 
 use super::{
     lines::{
-        Access, C2cData, CacheLine, ClassCount, Cycles, Entry, EntryKey, FirstSample, LineKey,
-        NO_NODE,
+        Access, C2cData, CacheLine, ClassCount, Contended, Cycles, Entry, EntryKey, FirstSample,
+        Latency, LineKey, NO_NODE,
     },
     options::{Coalesce, Field, ReportOptions},
+    rank::Shown,
     sharing,
 };
 use crate::perf_file::{
@@ -36,6 +38,11 @@ use crate::perf_file::{
 
 /// At most how many entries and lines an accumulator's tables are sized for at the start.
 const MAX_RESERVED: usize = 1 << 20;
+
+/// Samples per line the line table is first sized for: it grows from there (its 72-byte slots
+/// sized for every sample would be most of a small report's memory; a recording has several
+/// samples per line as a rule).
+const SAMPLES_PER_LINE: usize = 8;
 
 /// Slots of [`Classes::recent`].
 const RECENT: usize = 64;
@@ -264,15 +271,81 @@ struct Accumulator {
     /// Index in the recording's node list of each CPU's node ([`NO_NODE`]: none).
     node_of_cpu: Vec<u32>,
     classes: Classes,
-    /// Index of each line in `data.lines`, by the hash of its key.
-    line_ids: HashTable<u32>,
+    /// Each line's key, index in `data.lines` and (when lines are kept by [`Keep::Lines`])
+    /// contended counts, by the hash of its key.
+    line_ids: HashTable<LineSlot>,
     /// Index of each entry in `data.entries`, by the hash of its [`EntryId`].
     entry_ids: HashTable<u32>,
     /// Samples per (line, cgroup id, class), for samples that carry a cgroup.
     cgroups: FxHashMap<(u32, u64, u32), u64>,
     /// Stores and contended loads per (line, thread, word), when sharing is labelled.
     accesses: Option<AccessCounts>,
+    /// Which lines get entries.
+    keep: Keep,
+    /// Samples per class: all, and those of the lines `keep` says are shared.
+    samples: Vec<u64>,
+    shared_samples: Vec<u64>,
+    latency: Latency,
     data: C2cData,
+}
+
+/// Which lines an [`Accumulator`] keeps entries (and nodes, cgroups and accesses) for. Every
+/// line gets its contended counts, and every sample counts in the totals and latencies.
+#[derive(Clone)]
+enum Keep {
+    /// Every line: one pass (`--show-all`, and the live view).
+    All,
+    /// The lines a first pass found `shown`, by index (lines are numbered in the order of
+    /// their first samples: the same in every pass over a file), and those it found `shared`
+    /// (their samples make [`C2cData::shared`]). Both empty for the first pass itself, which
+    /// keeps no entries and counts no shared samples: it finds the lines' contended counts.
+    Lines { shown: Vec<bool>, shared: Vec<bool> },
+}
+
+impl Keep {
+    /// What a first pass keeps: no entries, only the lines' contended counts.
+    const fn first_pass() -> Self {
+        Self::Lines {
+            shown: Vec::new(),
+            shared: Vec::new(),
+        }
+    }
+
+    /// Whether line `index` is shown, and (with [`Self::Lines`]) shared.
+    fn line(&self, index: u32) -> (bool, bool) {
+        match self {
+            Self::All => (true, false),
+            Self::Lines { shown, shared } => (
+                shown.get(index as usize) == Some(&true),
+                shared.get(index as usize) == Some(&true),
+            ),
+        }
+    }
+
+    /// What a second pass keeps, from a first pass's `lines`: the lines `options` shows.
+    fn second_pass(lines: &[(LineKey, CacheLine)], options: ReportOptions) -> Self {
+        let shown = Shown::new(lines.iter().map(|(_, l)| &l.contended), options);
+        Self::Lines {
+            shown: lines
+                .iter()
+                .map(|(_, l)| shown.line(&l.contended))
+                .collect(),
+            shared: lines.iter().map(|(_, l)| l.contended.is_shared()).collect(),
+        }
+    }
+}
+
+/// A line in [`Accumulator::line_ids`]. With [`Keep::Lines`] every sample looks its line up
+/// (most lines of a busy recording are not shown): its key and counts are in the slot the
+/// lookup reads, not in a second place in memory (a cache miss fewer per sample, about a
+/// third of the lookup at ten million samples).
+#[derive(Clone)]
+struct LineSlot {
+    key: LineKey,
+    /// The line's index in [`C2cData::lines`].
+    index: u32,
+    /// Its contended counts so far (copied to the line at the end).
+    contended: Contended,
 }
 
 /// (stores, contended loads) per (line, thread, word).
@@ -295,7 +368,7 @@ fn entry_hash(id: &EntryId) -> u64 {
 impl Accumulator {
     /// For `line_size`-byte lines of the samples of `recording`, with its NUMA and memory
     /// topology.
-    fn new(recording: &PerfData, line_size: u64, sharing: bool) -> Self {
+    fn new(recording: &PerfData, line_size: u64, sharing: bool, keep: Keep) -> Self {
         let mut node_of_cpu = Vec::new();
         for (node, cpus) in recording.numa_cpus.iter().enumerate() {
             for &cpu in cpus {
@@ -307,10 +380,10 @@ impl Accumulator {
             }
         }
         // Lines and entries grow with what the file holds (152 bytes an entry, 128 a line;
-        // growing a vector remaps it, no copy). The two tables are sized once for as many
+        // growing a vector remaps it, no copy). The entry table is sized once for as many
         // entries as the file can hold samples (up to a bound), as rehashing a million
-        // entries costs a third of the report: resident are their 1-byte control words
-        // (about 2 bytes per possible sample) and the 4-byte slots filled.
+        // entries costs a third of the report: resident are its 1-byte control words (about
+        // 2 bytes per possible sample) and the 4-byte slots filled.
         let data = C2cData::default();
         let most = recording.max_samples.min(MAX_RESERVED);
         Self {
@@ -318,32 +391,53 @@ impl Accumulator {
             memory: recording.memory.clone(),
             node_of_cpu,
             classes: Classes::default(),
-            line_ids: HashTable::with_capacity(most),
-            entry_ids: HashTable::with_capacity(most),
+            line_ids: HashTable::with_capacity(most / SAMPLES_PER_LINE),
+            // A second pass's entries are those of the lines shown: few, as a rule.
+            entry_ids: HashTable::with_capacity(if let Keep::All = keep { most } else { 0 }),
             cgroups: FxHashMap::default(),
             accesses: sharing.then(FxHashMap::default),
+            keep,
+            samples: Vec::new(),
+            shared_samples: Vec::new(),
+            latency: Latency::default(),
             data,
         }
     }
 
-    /// The index of a new entry (and of its line, new too if it is the line's first).
-    fn new_entry(&mut self, r: &Resolved, hash: u64) -> u32 {
-        let (line_key, entry_key) = r.id.keys();
+    /// The slot of the line of `r` (key `key`), a new line if it is the line's first sample.
+    fn line_of(&mut self, r: &Resolved, key: &LineKey) -> &mut LineSlot {
         let lines = &mut self.data.lines;
-        let address = r.sample.addr & !(self.line_size - 1);
-        let line = match self.line_ids.entry(
-            line_hash(&line_key),
-            |&i| lines[i as usize].0 == line_key,
-            |&i| line_hash(&lines[i as usize].0),
-        ) {
-            hashbrown::hash_table::Entry::Occupied(found) => *found.get(),
+        let line_size = self.line_size;
+        match self
+            .line_ids
+            .entry(line_hash(key), |s| s.key == *key, |s| line_hash(&s.key))
+        {
+            hashbrown::hash_table::Entry::Occupied(found) => found.into_mut(),
             hashbrown::hash_table::Entry::Vacant(vacant) => {
                 let index = lines.len() as u32;
-                lines.push((line_key, CacheLine::new(address)));
-                vacant.insert(index);
-                index
+                lines.push((*key, CacheLine::new(r.sample.addr & !(line_size - 1))));
+                let slot = LineSlot {
+                    key: *key,
+                    index,
+                    contended: Contended::default(),
+                };
+                vacant.insert(slot).into_mut()
             }
-        };
+        }
+    }
+
+    /// The index of the entry of `r` (whose hash is `hash`), a new one of line `line` if it is
+    /// the entry's first sample.
+    fn entry_of(&mut self, r: &Resolved, hash: u64, line: u32) -> u32 {
+        let (_, entry_key) = r.id.keys();
+        let entries = &self.data.entries;
+        let found = self.entry_ids.find(hash, |&i| {
+            let (key, entry) = &entries[i as usize];
+            entry.line == line && *key == entry_key
+        });
+        if let Some(&index) = found {
+            return index;
+        }
         let entries = &mut self.data.entries;
         let index = entries.len() as u32;
         entries.push((entry_key, Entry::new(line, FirstSample::from(&r.sample))));
@@ -354,22 +448,68 @@ impl Accumulator {
         index
     }
 
-    /// Classifies `r` and counts it in its entry and line.
-    fn add(&mut self, r: &Resolved) {
-        let hash = entry_hash(&r.id);
+    /// The index of the entry of `r` with every line kept: the entry is looked up first (most
+    /// samples of a busy recording are not their line's first), its line only for a new one.
+    fn entry_of_any_line(&mut self, r: &Resolved, hash: u64) -> u32 {
         let (lines, entries) = (&self.data.lines, &self.data.entries);
         let (line_key, entry_key) = r.id.keys();
         let found = self.entry_ids.find(hash, |&i| {
             let (key, entry) = &entries[i as usize];
             *key == entry_key && lines[entry.line as usize].0 == line_key
         });
-        let index = match found {
+        match found {
             Some(&index) => index,
-            None => self.new_entry(r, hash),
-        };
+            None => {
+                let line = self.line_of(r, &line_key).index;
+                self.entry_of(r, hash, line)
+            }
+        }
+    }
+
+    /// Counts `class` (of `weight`) in the totals and latencies.
+    fn count(&mut self, class: u32, weight: u64) {
+        let class = class as usize;
+        if self.samples.len() <= class {
+            self.samples.resize(class + 1, 0);
+            self.shared_samples.resize(class + 1, 0);
+        }
+        self.samples[class] += 1;
+        // Latencies count for loads only (perf's `compute_stats`).
+        match self.classes.classified[class].1 {
+            None => {}
+            Some(Cycles::Load) => {
+                self.latency.all_cycles += weight;
+                self.latency.uncontended_cycles += weight;
+                self.latency.uncontended_loads += 1;
+            }
+            Some(_) => self.latency.all_cycles += weight,
+        }
+    }
+
+    /// Classifies `r` and counts it in its line, and in its entry where its line is kept.
+    fn add(&mut self, r: &Resolved) {
         let sample = &r.sample;
         let class = self.classes.id(sample.data_src, sample.addr, r.mapped);
-        let is_load = self.classes.classified[class as usize].1.is_some();
+        let (one, cycles) = self.classes.classified[class as usize];
+        let weight = if cycles.is_some() { sample.weight } else { 0 };
+        self.count(class, weight);
+        let hash = entry_hash(&r.id);
+        let (line_index, index) = if let Keep::All = self.keep {
+            let index = self.entry_of_any_line(r, hash);
+            (self.data.entries[index as usize].1.line, index)
+        } else {
+            let slot = self.line_of(r, &r.id.keys().0);
+            slot.contended.add_times(&one, 1);
+            let line = slot.index;
+            let (shown, shared) = self.keep.line(line);
+            if shared {
+                self.shared_samples[class as usize] += 1;
+            }
+            if !shown {
+                return;
+            }
+            (line, self.entry_of(r, hash, line))
+        };
         let node = self
             .node_of_cpu
             .get(sample.cpu as usize)
@@ -380,9 +520,6 @@ impl Accumulator {
             _ => None,
         };
         let entry = &mut self.data.entries[index as usize].1;
-        let line_index = entry.line;
-        // Latencies count for loads only (perf's `compute_stats`).
-        let weight = if is_load { sample.weight } else { 0 };
         match entry
             .counts
             .iter_mut()
@@ -412,7 +549,6 @@ impl Accumulator {
                 .or_default() += 1;
         }
         if let Some(accesses) = &mut self.accesses {
-            let one = &self.classes.classified[class as usize].0;
             let contended = one.tot_hitm > 0 || one.tot_peer > 0;
             if one.store > 0 || contended {
                 let word = ((sample.addr & (self.line_size - 1)) / sharing::WORD) as u8;
@@ -427,7 +563,21 @@ impl Accumulator {
     fn finish(self) -> C2cData {
         let mut data = self.data;
         (data.classes, data.class_cycles) = self.classes.classified.iter().copied().unzip();
-        data.sum_up();
+        data.total = data.stats_of(&self.samples);
+        data.latency = self.latency;
+        data.shared = match self.keep {
+            Keep::All => {
+                data.sum_contended_of_entries();
+                data.shared_of_entries()
+            }
+            Keep::Lines { .. } => {
+                for slot in self.line_ids.iter() {
+                    data.lines[slot.index as usize].1.contended = slot.contended;
+                }
+                let lines = data.lines.iter().filter(|(_, l)| l.contended.is_shared());
+                (lines.count(), data.stats_of(&self.shared_samples))
+            }
+        };
         let mut by_line: FxHashMap<u32, FxHashMap<u64, C2cStats>> = FxHashMap::default();
         for ((line, cgroup, class), samples) in self.cgroups {
             by_line
@@ -479,7 +629,12 @@ impl C2cBuilder {
     pub fn new(recording: &PerfData, options: ReportOptions) -> Self {
         Self {
             resolver: Resolver::new(options.line_size(), options.coalesce),
-            accumulator: Accumulator::new(recording, options.line_size(), options.sharing),
+            accumulator: Accumulator::new(
+                recording,
+                options.line_size(),
+                options.sharing,
+                Keep::All,
+            ),
         }
     }
 
@@ -545,25 +700,54 @@ impl SampleSink for Batcher {
 
 /// Reads the perf.data at `path` and classifies its samples (see [`C2cBuilder::new`]), on two
 /// threads when the machine lets us: one reads and resolves, the other counts.
+///
+/// Entries are kept only for the lines the report shows (all with `--show-all`): a first
+/// pass over the file counts each line's contended loads, which decide the lines shown; a
+/// second one counts again and keeps entries for those lines. A busy host's recording has
+/// about one entry per sample and few lines worth showing, so memory follows the report, not
+/// the file (BENCHMARKS.md: "c2c report at ten million samples").
 pub fn read_file(path: &Path, options: ReportOptions) -> Result<(PerfData, C2cData)> {
+    let file = reader::open(path)?;
+    if options.show_all {
+        return read_pass(&file, options, &Keep::All);
+    }
+    let (_, lines) = read_pass(&file, options, &Keep::first_pass())?;
+    let keep = Keep::second_pass(&lines.lines, options);
+    drop(lines);
+    read_pass(&file, options, &keep)
+}
+
+/// One pass over `file`, keeping entries for the lines `keep` says.
+fn read_pass(
+    file: &reader::Opened,
+    options: ReportOptions,
+    keep: &Keep,
+) -> Result<(PerfData, C2cData)> {
     if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
-        let (recording, builder) =
-            reader::read(path, |recording| C2cBuilder::new(recording, options))?;
+        let (line_size, sharing) = (options.line_size(), options.sharing);
+        let (recording, builder) = file.read(|recording| C2cBuilder {
+            resolver: Resolver::new(line_size, options.coalesce),
+            accumulator: Accumulator::new(recording, line_size, sharing, keep.clone()),
+        })?;
         return Ok((recording, builder.finish()));
     }
-    read_file_on_two_threads(path, options)
+    read_file_on_two_threads(file, options, keep)
 }
 
 /// [`read_file`] on two threads: this one counts what the other reads and resolves, in
 /// batches (sent in order, handed back to be filled again).
-fn read_file_on_two_threads(path: &Path, options: ReportOptions) -> Result<(PerfData, C2cData)> {
+fn read_file_on_two_threads(
+    file: &reader::Opened,
+    options: ReportOptions,
+    keep: &Keep,
+) -> Result<(PerfData, C2cData)> {
     let (line_size, coalesce, sharing) = (options.line_size(), options.coalesce, options.sharing);
     let (to_counter, from_reader) = mpsc::sync_channel(8);
     let (to_reader, spent) = mpsc::channel();
     std::thread::scope(|scope| {
         let reader = scope.spawn(move || -> Result<PerfData> {
             let spent = Rc::new(spent);
-            let (recording, mut sender) = reader::read(path, |recording| {
+            let (recording, mut sender) = file.read(|recording| {
                 // A new sink means a new start (a file out of time order is read again).
                 let _ = to_counter.send(Message::Start(Box::new(recording.clone())));
                 Batcher {
@@ -580,7 +764,12 @@ fn read_file_on_two_threads(path: &Path, options: ReportOptions) -> Result<(Perf
         for message in from_reader {
             match message {
                 Message::Start(recording) => {
-                    accumulator = Some(Accumulator::new(&recording, line_size, sharing));
+                    accumulator = Some(Accumulator::new(
+                        &recording,
+                        line_size,
+                        sharing,
+                        keep.clone(),
+                    ));
                 }
                 Message::Batch(mut batch) => {
                     if let Some(accumulator) = &mut accumulator {
@@ -596,8 +785,8 @@ fn read_file_on_two_threads(path: &Path, options: ReportOptions) -> Result<(Perf
         let recording = reader
             .join()
             .map_err(|_| anyhow::anyhow!("the reading thread failed"))??;
-        let accumulator =
-            accumulator.unwrap_or_else(|| Accumulator::new(&recording, line_size, sharing));
+        let accumulator = accumulator
+            .unwrap_or_else(|| Accumulator::new(&recording, line_size, sharing, keep.clone()));
         Ok((recording, accumulator.finish()))
     })
 }
@@ -701,7 +890,9 @@ mod tests {
                     sharing,
                     ..ReportOptions::default()
                 };
-                let (_, two) = read_file_on_two_threads(&path, options).unwrap();
+                let (_, two) =
+                    read_file_on_two_threads(&reader::open(&path).unwrap(), options, &Keep::All)
+                        .unwrap();
                 let read = reader::read_all(&path).unwrap();
                 let one = one_thread(&read, options);
                 assert_eq!(two.total, one.total);
@@ -716,6 +907,81 @@ mod tests {
                 assert!(one.shared().0 > 10 && one.total.lcl_hitm > 0);
                 assert!(one.lines.iter().any(|(_, l)| l.by_cgroup.len() == 2));
                 assert!(one.entries.iter().any(|(_, e)| e.phys.nodes.len() == 2));
+            }
+        }
+    }
+
+    #[test]
+    fn two_passes_keep_the_entries_of_the_lines_shown_and_count_what_one_pass_does() {
+        use crate::c2c::{options::C2cDisplay, rank};
+        let dir = tempfile::tempdir().unwrap();
+        for in_order in [true, false] {
+            let path = dir.path().join(format!("{in_order}.data"));
+            crate::perf_file::writer::write(&path, &recording(in_order), None).unwrap();
+            for (display, sharing) in [(C2cDisplay::Tot, false), (C2cDisplay::Lcl, true)] {
+                let options = ReportOptions {
+                    display,
+                    sharing,
+                    ..ReportOptions::default()
+                };
+                let (_, two) = read_file(&path, options).unwrap();
+                let (_, one) =
+                    read_pass(&reader::open(&path).unwrap(), options, &Keep::All).unwrap();
+                assert_eq!(two.total, one.total);
+                assert_eq!(two.latency, one.latency);
+                assert_eq!(two.shared(), one.shared());
+                assert_eq!(two.classes, one.classes);
+                assert_eq!(two.lines.len(), one.lines.len());
+                let shown = rank::Shown::new(one.lines.iter().map(|(_, l)| &l.contended), options);
+                let mut counted = [0; 2];
+                for ((key_two, two_line), (key_one, one_line)) in two.lines.iter().zip(&one.lines) {
+                    assert_eq!(key_two, key_one);
+                    assert_eq!(two_line.contended, one_line.contended);
+                    assert_eq!(two_line.address, one_line.address);
+                    let entries = |data: &C2cData, line| -> Vec<_> {
+                        data.entries_of(line)
+                            .map(|(key, e)| {
+                                (
+                                    *key,
+                                    e.counts.clone(),
+                                    e.cpus.clone(),
+                                    e.phys.clone(),
+                                    e.first,
+                                    e.line,
+                                )
+                            })
+                            .collect()
+                    };
+                    let is_shown = shown.line(&one_line.contended);
+                    counted[usize::from(is_shown)] += 1;
+                    if is_shown {
+                        assert_eq!(entries(&two, two_line), entries(&one, one_line));
+                        assert_eq!(two.line_stats(two_line), one.line_stats(one_line));
+                        assert_eq!(two_line.phys, one_line.phys);
+                        assert_eq!(two_line.by_cgroup, one_line.by_cgroup);
+                        assert_eq!(two.accesses_of(two_line), one.accesses_of(one_line));
+                    } else {
+                        assert_eq!(two.entries_of(two_line).count(), 0);
+                        assert!(two_line.by_cgroup.is_empty());
+                    }
+                }
+                assert!(
+                    counted[0] > 0 && counted[1] > 0,
+                    "shown and not: {counted:?}"
+                );
+                assert!(two.entries.len() < one.entries.len());
+                let address = |data: &C2cData| -> Vec<u64> {
+                    rank::rank(data, options)
+                        .lines
+                        .iter()
+                        .map(|l| l.address)
+                        .collect()
+                };
+                assert_eq!(address(&two), address(&one));
+                assert_eq!(
+                    rank::rank(&two, options).total,
+                    rank::rank(&one, options).total
+                );
             }
         }
     }

@@ -274,7 +274,7 @@ pub struct Contended {
 }
 
 impl Contended {
-    fn add_times(&mut self, one: &C2cStats, times: u64) {
+    pub(super) fn add_times(&mut self, one: &C2cStats, times: u64) {
         self.tot_hitm += one.tot_hitm * times;
         self.lcl_hitm += one.lcl_hitm * times;
         self.rmt_hitm += one.rmt_hitm * times;
@@ -457,34 +457,19 @@ impl C2cData {
         }
     }
 
-    /// Sets every line's [`Contended`] counts, the total and the shared lines' counts from the
-    /// entries (once, when every sample is in).
-    pub(super) fn sum_up(&mut self) {
-        let mut all = vec![0u64; self.classes.len()];
-        let mut latency = Latency::default();
+    /// Sets every line's contended counts from its entries (every line's).
+    pub(super) fn sum_contended_of_entries(&mut self) {
         for (_, entry) in &self.entries {
             let line = &mut self.lines[entry.line as usize].1;
             for count in &entry.counts {
                 line.contended
                     .add_times(&self.classes[count.class as usize], count.samples);
-                all[count.class as usize] += count.samples;
-                match self
-                    .class_cycles
-                    .get(count.class as usize)
-                    .copied()
-                    .flatten()
-                {
-                    None => {}
-                    Some(Cycles::Load) => {
-                        latency.all_cycles += count.weight;
-                        latency.uncontended_cycles += count.weight;
-                        latency.uncontended_loads += count.samples;
-                    }
-                    Some(_) => latency.all_cycles += count.weight,
-                }
             }
         }
-        self.latency = latency;
+    }
+
+    /// How many lines are shared, and their summed counts, from the entries (every line's).
+    pub(super) fn shared_of_entries(&self) -> (usize, C2cStats) {
         let mut shared = vec![0u64; self.classes.len()];
         for (_, entry) in &self.entries {
             if self.lines[entry.line as usize].1.contended.is_shared() {
@@ -493,20 +478,17 @@ impl C2cData {
                 }
             }
         }
-        let times = |counts: &[u64]| {
-            let mut stats = C2cStats::default();
-            for (class, &n) in counts.iter().enumerate() {
-                stats.add_times(&self.classes[class], n);
-            }
-            stats
-        };
-        self.total = times(&all);
-        let lines = self
-            .lines
-            .iter()
-            .filter(|(_, l)| l.contended.is_shared())
-            .count();
-        self.shared = (lines, times(&shared));
+        let lines = self.lines.iter().filter(|(_, l)| l.contended.is_shared());
+        (lines.count(), self.stats_of(&shared))
+    }
+
+    /// The classification of `samples[class]` samples of each class.
+    pub(super) fn stats_of(&self, samples: &[u64]) -> C2cStats {
+        let mut stats = C2cStats::default();
+        for (class, &n) in samples.iter().enumerate() {
+            stats.add_times(&self.classes[class], n);
+        }
+        stats
     }
 }
 

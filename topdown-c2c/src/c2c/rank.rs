@@ -2,7 +2,7 @@
 //! once per report, for every table, the JSON document and the browser.
 
 use super::{
-    lines::{C2cData, CacheLine},
+    lines::{C2cData, CacheLine, Contended},
     options::ReportOptions,
     sharing,
 };
@@ -18,16 +18,35 @@ pub struct Ranking<'a> {
     pub total: u64,
 }
 
+/// Which lines a report shows, by their contended counts: every line with `--show-all`, else
+/// those with at least 0.1 % of the display's count over all lines.
+pub struct Shown {
+    options: ReportOptions,
+    total: u64,
+}
+
+impl Shown {
+    /// For the lines whose contended counts are `lines`.
+    pub fn new<'a>(lines: impl Iterator<Item = &'a Contended>, options: ReportOptions) -> Self {
+        let total = lines.map(|c| options.display.line_metric(c)).sum();
+        Self { options, total }
+    }
+
+    /// Whether a line with `contended` counts is shown.
+    pub fn line(&self, contended: &Contended) -> bool {
+        let metric = self.options.display.line_metric(contended);
+        self.options.show_all || (self.total > 0 && metric as f64 / self.total as f64 >= 0.001)
+    }
+}
+
 /// The lines of `data` as `options` rank them.
 pub fn rank(data: &C2cData, options: ReportOptions) -> Ranking<'_> {
     let metric = |l: &CacheLine| options.display.line_metric(&l.contended);
-    let total: u64 = data.lines.iter().map(|(_, l)| metric(l)).sum();
+    let shown = Shown::new(data.lines.iter().map(|(_, l)| &l.contended), options);
     let mut lines: Vec<_> = data
         .lines
         .iter()
-        .filter(|(_, l)| {
-            options.show_all || (total > 0 && metric(l) as f64 / total as f64 >= 0.001)
-        })
+        .filter(|(_, l)| shown.line(&l.contended))
         .collect();
     lines.sort_by(|(ka, a), (kb, b)| {
         metric(b)
@@ -45,5 +64,8 @@ pub fn rank(data: &C2cData, options: ReportOptions) -> Ranking<'_> {
     } else {
         lines.into_iter().map(|(_, line)| line).collect()
     };
-    Ranking { lines, total }
+    Ranking {
+        lines,
+        total: shown.total,
+    }
 }

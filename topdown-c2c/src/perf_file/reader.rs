@@ -4,7 +4,12 @@
 //! crate drops the WEIGHT and DATA_SRC fields c2c needs, and sorts every record of a file
 //! without round markers, which is most of perf's own time on a large recording.
 
-use std::{fs::File, io::Cursor, ops::ControlFlow, path::Path};
+use std::{
+    fs::File,
+    io::Cursor,
+    ops::ControlFlow,
+    path::{Path, PathBuf},
+};
 
 use anyhow::{Context as _, Result, bail};
 use linux_perf_data::{Endianness, PerfFileReader};
@@ -29,16 +34,26 @@ fn parse_totals(bytes: &[u8]) -> Option<C2cStats> {
     Some(stats)
 }
 
-/// Reads `path`, handing each memory sample, in time order as perf processes them, to a sink
-/// made by `new_sink` from the file's header; returns the recording (without its samples) and
-/// the sink. A file in time order is streamed: a sample sees the mappings recorded before it.
-/// At the first sample out of order the sink is dropped and the file read again whole, its
-/// samples sorted, then handed to a new sink with every mapping known. One line of error,
-/// naming the byte offset, for anything corrupt or cut short.
+/// A perf.data file mapped and its header read (what is corrupt in it said once), its samples
+/// read by [`Self::read`], as many times as needed.
+pub struct Opened {
+    path: PathBuf,
+    bytes: memmap2::Mmap,
+    formats: Formats,
+    header: PerfData,
+}
+
+/// Reads `path` once: [`open`], then [`Opened::read`].
 pub fn read<S: SampleSink>(
     path: &Path,
     new_sink: impl Fn(&PerfData) -> S,
 ) -> Result<(PerfData, S)> {
+    open(path)?.read(new_sink)
+}
+
+/// Maps `path` and reads its header. One line of error for anything that is not a readable
+/// perf.data file.
+pub fn open(path: &Path) -> Result<Opened> {
     if path.is_dir() {
         bail!(
             "{} is a directory: give a recording with -i FILE (perf.data)",
@@ -103,6 +118,35 @@ pub fn read<S: SampleSink>(
         max_samples: records::max_samples(&bytes, &formats),
         ..PerfData::default()
     };
+    Ok(Opened {
+        path: path.to_owned(),
+        bytes,
+        formats,
+        header,
+    })
+}
+
+impl Opened {
+    /// Hands each memory sample, in time order as perf processes them, to a sink made by
+    /// `new_sink` from the file's header; returns the recording (without its samples) and the
+    /// sink. A file in time order is streamed: a sample sees the mappings recorded before it.
+    /// At the first sample out of order the sink is dropped and the file read again whole,
+    /// its samples sorted, then handed to a new sink with every mapping known. One line of
+    /// error, naming the byte offset, for anything corrupt or cut short.
+    pub fn read<S: SampleSink>(&self, new_sink: impl Fn(&PerfData) -> S) -> Result<(PerfData, S)> {
+        let header = self.header.clone();
+        read_samples(&self.path, &self.bytes, &self.formats, header, new_sink)
+    }
+}
+
+/// [`Opened::read`] of the file at `path` mapped at `bytes`.
+fn read_samples<S: SampleSink>(
+    path: &Path,
+    bytes: &memmap2::Mmap,
+    formats: &Formats,
+    header: PerfData,
+    new_sink: impl Fn(&PerfData) -> S,
+) -> Result<(PerfData, S)> {
     let corrupt = || format!("{} is corrupt", path.display());
     let mut recording = header.clone();
     let mut sink = new_sink(&recording);
@@ -118,8 +162,8 @@ pub fn read<S: SampleSink>(
         let _ = unsafe { bytes.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, 0, len) };
     };
     let walked = records::walk(
-        &bytes,
-        &formats,
+        bytes,
+        formats,
         &mut recording,
         |recording, sample| {
             if sample.time < last {
@@ -137,8 +181,8 @@ pub fn read<S: SampleSink>(
         recording = header;
         let mut samples = Vec::new();
         let _whole = records::walk(
-            &bytes,
-            &formats,
+            bytes,
+            formats,
             &mut recording,
             |recording, sample| {
                 samples.add(recording, sample);

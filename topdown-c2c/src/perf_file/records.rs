@@ -11,7 +11,7 @@ use super::{
     contents::{MemSample, PerfData},
     maps::Mapping,
 };
-use crate::cpus::parse_cpu_list;
+use crate::cpus::{MAX_CPUS, parse_cpu_list};
 
 /// perf.data record types and `misc` bits (`perf_event.h`), for reading and writing.
 #[allow(missing_docs, reason = "perf_event.h's names")]
@@ -141,12 +141,18 @@ impl Layout {
             None => 0,
         };
         let after = |at: Option<usize>| get(at.map(|at| at + shift));
+        // The CPU (`u32 cpu, res`: the low half) sizes each entry's CPU set: one no kernel
+        // can have is a corrupt file, not a bit set of half a gigabyte.
+        let cpu = get(self.cpu) as u32;
+        if cpu >= MAX_CPUS {
+            bail!("the sample names CPU {cpu}; a kernel has at most {MAX_CPUS} CPUs");
+        }
         let tid = get(self.tid);
         let weight = after(self.weight);
         *sample = MemSample {
             pid: tid as u32,
             tid: (tid >> 32) as u32,
-            cpu: get(self.cpu) as u32,
+            cpu,
             ip: get(self.ip),
             addr: get(self.addr),
             data_src: after(self.data_src),
@@ -574,6 +580,27 @@ mod tests {
                 .contains("has 12 bytes, its fields need 16"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn a_sample_on_a_cpu_no_kernel_has_is_corrupt() {
+        let layout = Layout::new(SampleFormat::IP | SampleFormat::CPU);
+        let body = |cpu: u32| -> Vec<u8> {
+            let mut body = 0x401000u64.to_le_bytes().to_vec();
+            body.extend(cpu.to_le_bytes());
+            body.extend(0u32.to_le_bytes());
+            body
+        };
+        let mut sample = MemSample::default();
+        layout.parse(&body(MAX_CPUS - 1), 0, &mut sample).unwrap();
+        assert_eq!(sample.cpu, MAX_CPUS - 1);
+        for cpu in [MAX_CPUS, u32::MAX] {
+            let error = layout.parse(&body(cpu), 0, &mut sample).unwrap_err();
+            assert!(
+                error.to_string().contains(&format!("names CPU {cpu}")),
+                "{error}"
+            );
+        }
     }
 
     #[test]
