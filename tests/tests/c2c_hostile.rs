@@ -39,7 +39,7 @@ fn crafted_files_get_one_line_and_never_take_the_report_down() {
         .map(|e| e.unwrap().path())
         .collect();
     files.sort();
-    assert!(files.len() >= 9, "{files:?}");
+    assert!(files.len() >= 10, "{files:?}");
     let output = Command::new(topdown_bpf_binary())
         .args(["c2c", "report", "--stdio", "-i"])
         .arg(dir.path())

@@ -15,6 +15,10 @@ import sys
 from pathlib import Path
 
 EVENT_DESC, NUMA_TOPOLOGY, MEM_TOPOLOGY = 12, 14, 22
+SAMPLE = 9
+# perf_event_attr.sample_type bits: the fields a sample holds before its CPU, and the CPU.
+BEFORE_CPU = [1 << 16, 1 << 0, 1 << 1, 1 << 2, 1 << 3, 1 << 6, 1 << 9]
+CPU = 1 << 7
 
 
 def u64(b, at):
@@ -57,6 +61,16 @@ def main():
         # version, block size, node count, then per node: id, size, bitmap bits, bitmap.
         at = feats[MEM_TOPOLOGY][0] + 24
         write("mem-topology-node", lambda b: struct.pack_into("<Q", b, at, 0x7FFFFFFF))
+    # The first sample's CPU (its fields in perf's order: IDENTIFIER, IP, TID, TIME, ADDR, ID,
+    # STREAM_ID, then CPU): a number no kernel has sized a CPU set per entry.
+    sample_type = u64(valid, attrs + 24)
+    if sample_type & CPU:
+        at, end = u64(valid, 40), u64(valid, 40) + u64(valid, 48)
+        while at + 8 <= end and struct.unpack_from("<I", valid, at)[0] != SAMPLE:
+            at += struct.unpack_from("<H", valid, at + 6)[0] or end
+        before = sum(1 for bit in BEFORE_CPU if sample_type & bit)
+        if at + 8 <= end:
+            write("sample-cpu", lambda b: struct.pack_into("<I", b, at + 8 + 8 * before, 4000000000))
     if NUMA_TOPOLOGY in feats:
         # nr, then per node: id (u32), mem total, mem free (u64), cpu list string (len, text).
         at, size = feats[NUMA_TOPOLOGY]
