@@ -13,8 +13,8 @@ use std::{
 
 use topdown_common::stats::Stat;
 use topdown_tests::{
-    Workload, assert_books, assert_waits_booked, books_floor_ns, privileged, schedstat_ns,
-    schedstat_run_delay_ns, wait_for_event,
+    Workload, assert_books, assert_charged_through_exit, assert_waits_booked, books_floor_ns,
+    privileged, schedstat_ns, schedstat_run_delay_ns, wait_for_event,
 };
 use topdown_user::{
     attrib::{Attributor, target::Target, usage::ThreadUsage},
@@ -128,7 +128,8 @@ fn charged_as_the_books_say(walk_maps: bool) {
             .get(tid)
             .unwrap_or_else(|| panic!("exited thread {tid} was not reported"));
         assert!(usage.exited, "thread {tid} is marked exited");
-        assert_books(
+        // It read its clock as its last act: the rest of its life is the exit's rule.
+        assert_charged_through_exit(
             &format!("exited {tid} vs its own clock"),
             usage.on_cpu_ns(),
             *cputime,
