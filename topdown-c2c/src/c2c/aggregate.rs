@@ -869,6 +869,15 @@ mod tests {
         recording
     }
 
+    /// [`recording`] written in time order and out of it, into `dir`.
+    fn recording_files(dir: &Path) -> [std::path::PathBuf; 2] {
+        [true, false].map(|in_order| {
+            let path = dir.join(format!("{in_order}.data"));
+            crate::perf_file::writer::write(&path, &recording(in_order), None).unwrap();
+            path
+        })
+    }
+
     /// Every sample of `recording`, classified on this thread.
     fn one_thread(recording: &PerfData, options: ReportOptions) -> C2cData {
         let mut builder = C2cBuilder::new(recording, options);
@@ -881,9 +890,7 @@ mod tests {
     #[test]
     fn two_threads_count_what_one_does_in_time_order_or_not() {
         let dir = tempfile::tempdir().unwrap();
-        for in_order in [true, false] {
-            let path = dir.path().join(format!("{in_order}.data"));
-            crate::perf_file::writer::write(&path, &recording(in_order), None).unwrap();
+        for path in recording_files(dir.path()) {
             for (coalesce, sharing) in [("iaddr", false), ("pid,tid,dso", true)] {
                 let options = ReportOptions {
                     coalesce: Coalesce::parse(coalesce).unwrap(),
@@ -915,9 +922,7 @@ mod tests {
     fn two_passes_keep_the_entries_of_the_lines_shown_and_count_what_one_pass_does() {
         use crate::c2c::{options::C2cDisplay, rank};
         let dir = tempfile::tempdir().unwrap();
-        for in_order in [true, false] {
-            let path = dir.path().join(format!("{in_order}.data"));
-            crate::perf_file::writer::write(&path, &recording(in_order), None).unwrap();
+        for path in recording_files(dir.path()) {
             for (display, sharing) in [(C2cDisplay::Tot, false), (C2cDisplay::Lcl, true)] {
                 let options = ReportOptions {
                     display,
