@@ -726,6 +726,7 @@ pub mod http;
 pub mod metric_expr;
 pub mod perfmon_metrics;
 pub mod pmu_events;
+pub mod software_set;
 
 pub use c2c_spec::perf_data_of;
 

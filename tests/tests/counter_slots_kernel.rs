@@ -11,39 +11,16 @@ use std::collections::HashMap;
 use topdown_common::stats::Stat;
 use topdown_tests::{
     Workload, assert_clock_counter, assert_read_together, assert_switch_counts, privileged,
+    software_set::{CONTEXT_SWITCHES, CPU_CLOCK, CPU_MIGRATIONS, PAGE_FAULTS, charges, software},
     stolen_ns,
 };
 use topdown_user::{
     attrib::{Attributor, target::Target, usage::ThreadUsage},
     collect::{Collector, CollectorOptions},
-    pmu::counter_set::{Counter, CounterSet, EventAttr, Unit},
+    pmu::counter_set::{Counter, CounterSet},
     tma::Model,
     tma::view::TopdownView,
 };
-
-const SOFTWARE: u32 = 1;
-const CPU_CLOCK: u64 = 0;
-const PAGE_FAULTS: u64 = 2;
-const CONTEXT_SWITCHES: u64 = 3;
-const CPU_MIGRATIONS: u64 = 4;
-
-fn software(name: &str, config: u64, leader: Option<usize>) -> Counter {
-    Counter {
-        name: name.to_owned(),
-        unit: if config == CPU_CLOCK {
-            Unit::Nanoseconds
-        } else {
-            Unit::Events
-        },
-        attr: EventAttr {
-            pmu_type: SOFTWARE,
-            config,
-            leader,
-            ..EventAttr::default()
-        },
-        cpus: None,
-    }
-}
 
 /// What a run of the workload under a set gave.
 struct Run {
@@ -298,10 +275,4 @@ fn cpu_specific_slots_keep_core_types_apart() {
         );
         assert_switch_counts(name, switches.reading.count, thread.switches);
     }
-}
-
-/// Most charges a thread had: its switches, and a tick per 10 ms it ran (twice over, as ticks
-/// and slices do not line up), and one at each end.
-fn charges(thread: &ThreadUsage) -> u64 {
-    thread.switches + 2 * thread.on_cpu_ns() / 10_000_000 + 2
 }

@@ -35,10 +35,36 @@ pub enum Stat {
     /// A thread charged since the last read could not be listed: the `CHARGED` ring buffer
     /// was full (not a loss: the next read then reads the whole thread map).
     ChargedListFull = 10,
+    /// A counter's count for a slice was refused as one no CPU can make: more than
+    /// [`MAX_COUNT_PER_NS`] per nanosecond it ran, or less than it read before (a wrapped or
+    /// reset hardware counter). That slice is charged as if the counter had been multiplexed
+    /// out (its enabled time, no count and no running time), so the thread's value is scaled
+    /// from its other slices, never made of the refused count.
+    CounterImpossible = 11,
 }
 
 /// Number of [`Stat`] slots.
-pub const NR_STATS: u32 = 11;
+pub const NR_STATS: u32 = 12;
+
+/// The most events a counter can count per nanosecond it ran, on any CPU: the fastest core
+/// events count at most a few dozen a cycle (occupancy events such as outstanding requests;
+/// TopDown slots and dispatched micro-operations count at most 12), no core clocks above
+/// 7 GHz, and 64 x 7 = 448 leaves more than a factor of two. A 32-bit PMU counter's wrap
+/// counted twice (2^31 at once) is refused in any slice shorter than 2 ms.
+pub const MAX_COUNT_PER_NS: u64 = 1024;
+
+/// Whether `count` events in `running_ns` nanoseconds on a counter is a count a CPU can
+/// make (see [`MAX_COUNT_PER_NS`]). A count that went backwards arrives here as a wrapped
+/// difference near 2^64 and is refused too.
+#[inline(always)]
+pub const fn possible_count(count: u64, running_ns: u64) -> bool {
+    let most = if running_ns > u64::MAX / MAX_COUNT_PER_NS {
+        u64::MAX
+    } else {
+        running_ns * MAX_COUNT_PER_NS
+    };
+    count <= most
+}
 
 impl Stat {
     /// Every stat, in index order.
@@ -54,6 +80,7 @@ impl Stat {
         Self::SwitchesUnreported,
         Self::CounterReads,
         Self::ChargedListFull,
+        Self::CounterImpossible,
     ];
 
     /// Whether a non-zero value of this stat means lost or uncharged data.
@@ -66,6 +93,7 @@ impl Stat {
                 | Self::CounterNotRunning
                 | Self::FollowMapFull
                 | Self::CgroupNameRingFull
+                | Self::CounterImpossible
         )
     }
 
@@ -83,6 +111,39 @@ impl Stat {
             Self::SwitchesUnreported => "switches the kernel did not report",
             Self::CounterReads => "counter set reads",
             Self::ChargedListFull => "charged thread list full",
+            Self::CounterImpossible => "counts refused as impossible",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wrapped_32_bit_counter_is_impossible_in_a_short_slice_and_real_counts_are_not() {
+        // A 6-wide core at 6 GHz counting every slot for 3 ms: possible.
+        assert!(possible_count(6 * 6 * 3_000_000, 3_000_000));
+        // The bound itself is possible, one more is not.
+        assert!(possible_count(1_000 * MAX_COUNT_PER_NS, 1_000));
+        assert!(!possible_count(1_000 * MAX_COUNT_PER_NS + 1, 1_000));
+        // A 32-bit counter's wrap counted as 2^31 over a 1 ms slice, and a count that went
+        // back by one (the wrapped difference).
+        assert!(!possible_count((1 << 31) + 12_602_269, 1_000_000));
+        assert!(!possible_count(u64::MAX, 1_000_000));
+        // Nothing counted is always possible, and a huge running time cannot overflow.
+        assert!(possible_count(0, 0));
+        assert!(possible_count(u64::MAX, u64::MAX));
+    }
+
+    #[test]
+    fn every_stat_is_listed_once_in_index_order_with_its_own_name() {
+        for (i, stat) in Stat::ALL.iter().enumerate() {
+            assert_eq!(*stat as usize, i);
+        }
+        let mut names: Vec<_> = Stat::ALL.iter().map(|s| s.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), NR_STATS as usize);
     }
 }

@@ -24,7 +24,7 @@ use topdown_common::{
     MAX_COUNTERS,
     cpu::CpuState,
     reading::{Reading, Readings},
-    stats::Stat,
+    stats::{Stat, possible_count},
     thread::{ThreadHeader, ThreadTotals, record_len},
 };
 
@@ -546,7 +546,8 @@ impl<'a> Prev<'a> {
 
 /// Reads every counter this CPU has beyond the clock; adds the deltas since the previous
 /// readings to `charged` when given, and makes the new readings the previous ones. A counter
-/// that did not run during the slice charges nothing (counted).
+/// that did not run during the slice charges nothing (counted); one whose count no CPU can
+/// make in the time it ran charges only its enabled time, as if multiplexed out (counted).
 #[inline(always)]
 fn read_counters(prev: &mut Prev<'_>, cpu: u32, mut charged: Option<&mut Readings>) {
     let slots = prev.slots;
@@ -568,8 +569,8 @@ fn read_counters(prev: &mut Prev<'_>, cpu: u32, mut charged: Option<&mut Reading
         };
         let last = &mut prev.readings.slots[i];
         let enabled = now.enabled_nanos.wrapping_sub(last.enabled_ns);
-        let running = now.running_nanos.wrapping_sub(last.running_ns);
-        let count = if running > 0 {
+        let mut running = now.running_nanos.wrapping_sub(last.running_ns);
+        let mut count = if running > 0 {
             now.counter.wrapping_sub(last.count)
         } else {
             0
@@ -582,6 +583,10 @@ fn read_counters(prev: &mut Prev<'_>, cpu: u32, mut charged: Option<&mut Reading
         if let Some(charged) = charged.as_deref_mut() {
             if running == 0 && enabled > 0 {
                 prev.stats[Stat::CounterNotRunning as usize] += 1;
+            } else if !possible_count(count, running) {
+                // Charged as if multiplexed out: scaled from the thread's other slices.
+                prev.stats[Stat::CounterImpossible as usize] += 1;
+                (count, running) = (0, 0);
             }
             let total = &mut charged.slots[i];
             total.count += count;
