@@ -20,7 +20,7 @@ fuzz_target!(|data: &[u8]| {
         sharing: true,
         ..ReportOptions::default()
     };
-    if let Ok((recording, data)) = aggregate::read_file(file.path(), options) {
+    if let Ok((recording, data)) = aggregate::read_file(file.path(), options, &|_| {}) {
         let _ = stats::render(&data, &recording.events, options);
         let mut names = data_names::DataNames::new(&recording);
         let ranking = rank::rank(&data, options);

@@ -19,6 +19,27 @@ struct Tmux {
 }
 
 impl Tmux {
+    /// A tmux server of its own (named after `name` and this process), running `command` in a
+    /// `width` x `height` session named `view`.
+    fn start(name: &str, width: u16, height: u16, command: &str) -> Self {
+        let tmux = Self {
+            socket: format!("topdown-{name}-{}", std::process::id()),
+        };
+        let (width, height) = (width.to_string(), height.to_string());
+        tmux.run(&[
+            "new-session",
+            "-d",
+            "-s",
+            "view",
+            "-x",
+            &width,
+            "-y",
+            &height,
+            command,
+        ]);
+        tmux
+    }
+
     fn run(&self, args: &[&str]) -> String {
         let output = Command::new("tmux")
             .args(["-L", &self.socket])
@@ -93,25 +114,12 @@ fn table_rows(screen: &[String]) -> Vec<&String> {
 fn check_view(width: u16, height: u16) {
     let dir = tempfile::tempdir().unwrap();
     let status = dir.path().join("status");
-    let tmux = Tmux {
-        socket: format!("topdown-live-view-{}-{width}", std::process::id()),
-    };
     let command = format!(
         "{} --duration 120; echo EXIT=$? > {}; sleep 120",
         topdown_bpf_binary().display(),
         status.display()
     );
-    tmux.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "view",
-        "-x",
-        &width.to_string(),
-        "-y",
-        &height.to_string(),
-        &command,
-    ]);
+    let tmux = Tmux::start(&format!("live-view-{width}"), width, height, &command);
 
     let screen = tmux.wait_for("the workload's threads in the view", |s| {
         s.iter().any(|l| l.contains("sleepy"))
@@ -240,9 +248,6 @@ fn c2c_report_on_a_terminal_browses_lines_and_their_entries() {
     let spec = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/c2c/branches.json");
     let data = perf_data_of(std::path::Path::new(spec), dir.path());
     let status = dir.path().join("status");
-    let tmux = Tmux {
-        socket: format!("topdown-c2c-view-{}", std::process::id()),
-    };
     let command = format!(
         "cd {} && {} c2c report -i {}; echo EXIT=$? > {}; sleep 120",
         dir.path().display(),
@@ -250,17 +255,7 @@ fn c2c_report_on_a_terminal_browses_lines_and_their_entries() {
         data.display(),
         status.display()
     );
-    tmux.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "view",
-        "-x",
-        "120",
-        "-y",
-        "24",
-        &command,
-    ]);
+    let tmux = Tmux::start("c2c-view", 120, 24, &command);
     let lines = tmux.wait_for("the lines", |s| s[1].contains("HOTTEST SYMBOL"));
     assert!(
         lines[0].starts_with("topdown-bpf c2c report:"),
@@ -300,25 +295,12 @@ fn per_core_view_is_full_screen_and_quits_to_its_totals() {
     }
     let dir = tempfile::tempdir().unwrap();
     let status = dir.path().join("status");
-    let tmux = Tmux {
-        socket: format!("topdown-core-view-{}", std::process::id()),
-    };
     let command = format!(
         "{} --per-core --duration 120; echo EXIT=$? > {}; sleep 120",
         topdown_bpf_binary().display(),
         status.display()
     );
-    tmux.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "view",
-        "-x",
-        "100",
-        "-y",
-        "20",
-        &command,
-    ]);
+    let tmux = Tmux::start("core-view", 100, 20, &command);
     let screen = tmux.wait_for("the cores", |s| {
         s[1].starts_with("CORE") && s[2].starts_with("S")
     });
@@ -351,26 +333,13 @@ fn a_recording_is_browsed_in_time_and_quits() {
         .unwrap();
     assert!(recorded.success());
     let status = dir.path().join("status");
-    let tmux = Tmux {
-        socket: format!("topdown-report-view-{}", std::process::id()),
-    };
     let command = format!(
         "{} report -i {}; echo EXIT=$? > {}; sleep 120",
         topdown_bpf_binary().display(),
         file.display(),
         status.display()
     );
-    tmux.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "view",
-        "-x",
-        "100",
-        "-y",
-        "30",
-        &command,
-    ]);
+    let tmux = Tmux::start("report-view", 100, 30, &command);
     let last = tmux.wait_for("the last window", |s| s[0].contains("  window "));
     let position = |screen: &[String]| -> (usize, usize) {
         let at = screen[0].split("  window ").nth(1).unwrap();
@@ -420,4 +389,67 @@ fn full_screen_view_fits_filters_and_quits() {
     );
     check_view(120, 40);
     check_view(80, 24);
+}
+
+/// `c2c report --progress` says how far its two passes are, on a terminal as one line rewritten
+/// in place that ends `, done` (nothing left of the percentages), and on a pipe too; without
+/// `--progress` a pipe gets no progress. (On a terminal without `--progress` the line waits
+/// half a second: `progress::tests`.) The file: 400,000 samples, over 16 MB, so each pass
+/// tells at least once (every 16 MB).
+#[test]
+fn c2c_report_says_how_far_a_long_read_is() {
+    if !have_tmux("c2c_report_says_how_far_a_long_read_is") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/c2c/branches.json");
+    let mut spec: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(fixture).unwrap()).unwrap();
+    spec["samples"][0]["count"] = 400_000.into();
+    let spec_path = dir.path().join("long.json");
+    fs::write(&spec_path, spec.to_string()).unwrap();
+    let data = perf_data_of(&spec_path, dir.path());
+    assert!(
+        fs::metadata(&data).unwrap().len() > 16 << 20,
+        "each pass tells once"
+    );
+
+    let piped = |progress: bool| {
+        let mut command = Command::new(topdown_bpf_binary());
+        command.args(["c2c", "report", "--stdio", "-i"]).arg(&data);
+        if progress {
+            command.arg("--progress");
+        }
+        let output = command.output().expect("running c2c report");
+        assert!(output.status.success());
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    let told = piped(true);
+    for said in ["pass 1 of 2", "pass 2 of 2", ", done"] {
+        assert!(told.contains(said), "{said:?} in {told:?}");
+    }
+    let quiet = piped(false);
+    assert!(!quiet.contains("reading"), "{quiet:?}");
+
+    let status = dir.path().join("status");
+    let command = format!(
+        "{} c2c report --progress --stdio -i {} > /dev/null; echo EXIT=$? > {}; sleep 120",
+        topdown_bpf_binary().display(),
+        data.display(),
+        status.display()
+    );
+    let tmux = Tmux::start("c2c-progress", 200, 24, &command);
+    assert_eq!(exit_status(&status), "EXIT=0");
+    let screen = tmux.screen();
+    let done = format!("reading {}, done", data.display());
+    assert!(
+        screen.iter().any(|l| l.trim_end() == done),
+        "one line, rewritten to {done:?}:\n{}",
+        screen.join("\n")
+    );
+    assert!(
+        !screen.iter().any(|l| l.contains('%')),
+        "{}",
+        screen.join("\n")
+    );
 }

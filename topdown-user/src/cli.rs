@@ -506,6 +506,11 @@ pub struct C2cReportArgs {
     )]
     pub input: PathBuf,
 
+    /// Show how far the read is on stderr from the start, even when stderr is not a terminal
+    /// (by default: on a terminal, once reading has taken half a second).
+    #[arg(long)]
+    pub progress: bool,
+
     /// How to report.
     #[command(flatten)]
     pub view: C2cViewArgs,

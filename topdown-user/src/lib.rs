@@ -24,6 +24,7 @@ pub mod pmu;
 pub mod preflight;
 pub mod privileges;
 pub mod process_exit;
+pub mod progress;
 pub mod recording;
 pub mod region;
 pub mod report;

@@ -17,11 +17,12 @@ const ORDER: &[&str] = &[
     // Crates of their own, re-exported (`topdown-c2c`): perf.data and names of addresses.
     "perf_file",
     "symbols",
-    // The host: privileges and limits, signal handling, process exits.
+    // The host: privileges and limits, signal handling, process exits, progress on stderr.
     "preflight",
     "privileges",
     "session",
     "process_exit",
+    "progress",
     // What the machine can count: PMUs, events, counter sets.
     "pmu",
     // The kernel half's userspace side: loading, counters, snapshots, records.

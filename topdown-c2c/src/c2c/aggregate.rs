@@ -706,32 +706,80 @@ impl SampleSink for Batcher {
 /// second one counts again and keeps entries for those lines. A busy host's recording has
 /// about one entry per sample and few lines worth showing, so memory follows the report, not
 /// the file (BENCHMARKS.md: "c2c report at ten million samples").
-pub fn read_file(path: &Path, options: ReportOptions) -> Result<(PerfData, C2cData)> {
+///
+/// `progress` is told, every 16 MB read, which pass of how many it is in and how far.
+pub fn read_file(
+    path: &Path,
+    options: ReportOptions,
+    progress: &(dyn Fn(ReadProgress) + Sync),
+) -> Result<(PerfData, C2cData)> {
     let file = reader::open(path)?;
     if options.show_all {
-        return read_pass(&file, options, &Keep::All);
+        return read_pass(&file, options, &Keep::All, &|read, size| {
+            progress(ReadProgress::new(1, 1, read, size));
+        });
     }
-    let (_, lines) = read_pass(&file, options, &Keep::first_pass())?;
+    let (_, lines) = read_pass(&file, options, &Keep::first_pass(), &|read, size| {
+        progress(ReadProgress::new(1, 2, read, size));
+    })?;
     let keep = Keep::second_pass(&lines.lines, options);
     drop(lines);
-    read_pass(&file, options, &keep)
+    read_pass(&file, options, &keep, &|read, size| {
+        progress(ReadProgress::new(2, 2, read, size));
+    })
 }
 
-/// One pass over `file`, keeping entries for the lines `keep` says.
+/// How far [`read_file`] is: pass `pass` of `passes` over the file, `read` bytes of its
+/// `size` into it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadProgress {
+    /// The pass, from 1.
+    pub pass: u32,
+    /// How many passes the report takes (1 with `--show-all`, else 2).
+    pub passes: u32,
+    /// Bytes of the file read in this pass.
+    pub read: u64,
+    /// The file's size in bytes.
+    pub size: u64,
+}
+
+impl ReadProgress {
+    fn new(pass: u32, passes: u32, read: u64, size: u64) -> Self {
+        Self {
+            pass,
+            passes,
+            read,
+            size,
+        }
+    }
+
+    /// How far the whole read is, in percent of every pass's bytes.
+    pub fn percent(&self) -> u64 {
+        let size = self.size.max(1);
+        let done = u64::from(self.pass.saturating_sub(1)) * size + self.read.min(size);
+        done * 100 / (u64::from(self.passes.max(1)) * size)
+    }
+}
+
+/// One pass over `file`, keeping entries for the lines `keep` says, telling `told` how far.
 fn read_pass(
     file: &reader::Opened,
     options: ReportOptions,
     keep: &Keep,
+    told: &(dyn Fn(u64, u64) + Sync),
 ) -> Result<(PerfData, C2cData)> {
     if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
         let (line_size, sharing) = (options.line_size(), options.sharing);
-        let (recording, builder) = file.read(|recording| C2cBuilder {
-            resolver: Resolver::new(line_size, options.coalesce),
-            accumulator: Accumulator::new(recording, line_size, sharing, keep.clone()),
-        })?;
+        let (recording, builder) = file.read_telling(
+            |recording| C2cBuilder {
+                resolver: Resolver::new(line_size, options.coalesce),
+                accumulator: Accumulator::new(recording, line_size, sharing, keep.clone()),
+            },
+            told,
+        )?;
         return Ok((recording, builder.finish()));
     }
-    read_file_on_two_threads(file, options, keep)
+    read_file_on_two_threads(file, options, keep, told)
 }
 
 /// [`read_file`] on two threads: this one counts what the other reads and resolves, in
@@ -740,6 +788,7 @@ fn read_file_on_two_threads(
     file: &reader::Opened,
     options: ReportOptions,
     keep: &Keep,
+    told: &(dyn Fn(u64, u64) + Sync),
 ) -> Result<(PerfData, C2cData)> {
     let (line_size, coalesce, sharing) = (options.line_size(), options.coalesce, options.sharing);
     let (to_counter, from_reader) = mpsc::sync_channel(8);
@@ -747,16 +796,19 @@ fn read_file_on_two_threads(
     std::thread::scope(|scope| {
         let reader = scope.spawn(move || -> Result<PerfData> {
             let spent = Rc::new(spent);
-            let (recording, mut sender) = file.read(|recording| {
-                // A new sink means a new start (a file out of time order is read again).
-                let _ = to_counter.send(Message::Start(Box::new(recording.clone())));
-                Batcher {
-                    resolver: Resolver::new(line_size, coalesce),
-                    batch: Vec::with_capacity(BATCH),
-                    to_counter: to_counter.clone(),
-                    spent: Rc::clone(&spent),
-                }
-            })?;
+            let (recording, mut sender) = file.read_telling(
+                |recording| {
+                    // A new sink means a new start (a file out of time order is read again).
+                    let _ = to_counter.send(Message::Start(Box::new(recording.clone())));
+                    Batcher {
+                        resolver: Resolver::new(line_size, coalesce),
+                        batch: Vec::with_capacity(BATCH),
+                        to_counter: to_counter.clone(),
+                        spent: Rc::clone(&spent),
+                    }
+                },
+                told,
+            )?;
             sender.flush();
             Ok(recording)
         });
@@ -796,6 +848,19 @@ mod tests {
     use topdown_common::data_src::DataSrc;
 
     use super::*;
+
+    #[test]
+    fn progress_counts_every_pass_in_one_percentage() {
+        let at = |pass, passes, read| ReadProgress::new(pass, passes, read, 1000).percent();
+        assert_eq!(at(1, 2, 0), 0);
+        assert_eq!(at(1, 2, 500), 25);
+        assert_eq!(at(2, 2, 0), 50);
+        assert_eq!(at(2, 2, 1000), 100);
+        assert_eq!(at(1, 1, 990), 99);
+        // A read past the size (a file grown while mapped) stops at its pass's end.
+        assert_eq!(at(1, 2, 5000), 50);
+        assert_eq!(ReadProgress::new(1, 1, 0, 0).percent(), 0);
+    }
 
     fn data_src(op: u64, lvl: u64, snoop: u64) -> u64 {
         let mut src = DataSrc::decode(0);
@@ -897,9 +962,13 @@ mod tests {
                     sharing,
                     ..ReportOptions::default()
                 };
-                let (_, two) =
-                    read_file_on_two_threads(&reader::open(&path).unwrap(), options, &Keep::All)
-                        .unwrap();
+                let (_, two) = read_file_on_two_threads(
+                    &reader::open(&path).unwrap(),
+                    options,
+                    &Keep::All,
+                    &|_, _| {},
+                )
+                .unwrap();
                 let read = reader::read_all(&path).unwrap();
                 let one = one_thread(&read, options);
                 assert_eq!(two.total, one.total);
@@ -929,9 +998,14 @@ mod tests {
                     sharing,
                     ..ReportOptions::default()
                 };
-                let (_, two) = read_file(&path, options).unwrap();
-                let (_, one) =
-                    read_pass(&reader::open(&path).unwrap(), options, &Keep::All).unwrap();
+                let (_, two) = read_file(&path, options, &|_| {}).unwrap();
+                let (_, one) = read_pass(
+                    &reader::open(&path).unwrap(),
+                    options,
+                    &Keep::All,
+                    &|_, _| {},
+                )
+                .unwrap();
                 assert_eq!(two.total, one.total);
                 assert_eq!(two.latency, one.latency);
                 assert_eq!(two.shared(), one.shared());

@@ -134,19 +134,49 @@ impl Opened {
     /// its samples sorted, then handed to a new sink with every mapping known. One line of
     /// error, naming the byte offset, for anything corrupt or cut short.
     pub fn read<S: SampleSink>(&self, new_sink: impl Fn(&PerfData) -> S) -> Result<(PerfData, S)> {
+        self.read_telling(new_sink, &|_, _| {})
+    }
+
+    /// [`Self::read`], telling `told` every [`records::PROGRESS_BYTES`] how many bytes of the
+    /// file's `size` it has read: `told(read, size)`. A file read again in time order counts
+    /// from 0 again.
+    pub fn read_telling<S: SampleSink>(
+        &self,
+        new_sink: impl Fn(&PerfData) -> S,
+        told: &(dyn Fn(u64, u64) + Sync),
+    ) -> Result<(PerfData, S)> {
         let header = self.header.clone();
-        read_samples(&self.path, &self.bytes, &self.formats, header, new_sink)
+        let read = Read {
+            path: &self.path,
+            bytes: &self.bytes,
+            formats: &self.formats,
+            told,
+        };
+        read_samples(&read, header, new_sink)
     }
 }
 
-/// [`Opened::read`] of the file at `path` mapped at `bytes`.
+/// What [`read_samples`] reads: the file at `path` mapped at `bytes`, its sample formats, and
+/// whom it tells how far it is.
+struct Read<'a> {
+    path: &'a Path,
+    bytes: &'a memmap2::Mmap,
+    formats: &'a Formats,
+    told: &'a (dyn Fn(u64, u64) + Sync),
+}
+
+/// [`Opened::read_telling`] of the file `read` names.
 fn read_samples<S: SampleSink>(
-    path: &Path,
-    bytes: &memmap2::Mmap,
-    formats: &Formats,
+    read: &Read<'_>,
     header: PerfData,
     new_sink: impl Fn(&PerfData) -> S,
 ) -> Result<(PerfData, S)> {
+    let Read {
+        path,
+        bytes,
+        formats,
+        told,
+    } = *read;
     let corrupt = || format!("{} is corrupt", path.display());
     let mut recording = header.clone();
     let mut sink = new_sink(&recording);
@@ -160,6 +190,7 @@ fn read_samples<S: SampleSink>(
         // page table entries, and a later read of those bytes maps the file's pages again
         // (same contents). Nothing is lost; it is only advice.
         let _ = unsafe { bytes.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, 0, len) };
+        told(up_to as u64, bytes.len() as u64);
     };
     let walked = records::walk(
         bytes,

@@ -19,6 +19,7 @@ use crate::{
     cli::{C2cArgs, C2cCommand, C2cViewArgs},
     perf_file::{contents::PerfData, writer},
     pmu::sysfs::SysRoot,
+    progress::Progress,
     report::c2c::{
         by_group, json, line_table, pareto as pareto_table, sharing as fixes_table, stats,
     },
@@ -62,7 +63,23 @@ pub fn run(args: &C2cArgs) -> Result<()> {
         }
         Some(C2cCommand::Report(report_args)) => {
             let options = report_options(&report_args.view)?;
-            let (recording, mut data) = aggregate::read_file(&report_args.input, options)?;
+            let progress = if report_args.progress {
+                Progress::always()
+            } else {
+                Progress::new()
+            };
+            let name = report_args.input.display().to_string();
+            let (recording, mut data) = aggregate::read_file(&report_args.input, options, &|at| {
+                progress.show(|| {
+                    format!(
+                        "reading {name}: pass {} of {}, {}%",
+                        at.pass,
+                        at.passes,
+                        at.percent()
+                    )
+                });
+            })?;
+            progress.done(|| format!("reading {name}"));
             if let Some(totals) = recording.totals {
                 data.total = totals;
             }

@@ -9,9 +9,9 @@
 use std::{
     collections::VecDeque,
     fs::File,
-    io::{BufRead as _, BufReader, IsTerminal as _, Read as _},
+    io::{BufRead as _, BufReader, Read as _},
     path::Path,
-    time::{Duration, Instant},
+    time::Duration,
 };
 use topdown_common::cgroup::CgroupId;
 
@@ -21,6 +21,7 @@ use super::format::{FORMAT, Header, OLDEST_VERSION, RecordLine, VERSION};
 use crate::{
     attrib::{Window, cgroups::CgroupNames},
     pmu::counter_set::CounterSet,
+    progress::Progress,
     tma::view::TopdownView,
 };
 
@@ -120,7 +121,7 @@ impl Recording {
         let mut windows = Vec::new();
         let mut totals = None;
         let mut cut_short = None;
-        let mut progress = Progress::new(path);
+        let progress = Progress::new();
         let (mut held, per_row) = (0u64, row_bytes(nr));
         loop {
             let where_ = || match windows.len() {
@@ -186,7 +187,7 @@ impl Recording {
                         .window(nr)
                         .with_context(|| format!("{shown}: line {}", lines.number))?;
                     windows.push(window);
-                    progress.show(windows.len());
+                    progress.show(|| format!("reading {shown}: {} windows", windows.len()));
                 }
                 RecordLine::Totals(window) => {
                     totals = Some(
@@ -197,7 +198,7 @@ impl Recording {
                 }
             }
         }
-        progress.done(windows.len());
+        progress.done(|| format!("reading {shown}: {} windows", windows.len()));
         if totals.is_none() && cut_short.is_none() {
             cut_short = Some("no totals line".into());
         }
@@ -340,43 +341,6 @@ impl FrameLines {
                 ));
             }
             Err(error) => self.stop = Some(Stop::Corrupt(error.to_string())),
-        }
-    }
-}
-
-/// "reading FILE: N windows" on a terminal's stderr, once reading has taken half a second, at
-/// most five times a second.
-struct Progress {
-    name: String,
-    started: Instant,
-    last: Option<Instant>,
-    on: bool,
-}
-
-impl Progress {
-    fn new(path: &Path) -> Self {
-        Self {
-            name: path.display().to_string(),
-            started: Instant::now(),
-            last: None,
-            on: std::io::stderr().is_terminal(),
-        }
-    }
-
-    fn show(&mut self, windows: usize) {
-        let due = match self.last {
-            None => self.started.elapsed() >= Duration::from_millis(500),
-            Some(last) => last.elapsed() >= Duration::from_millis(200),
-        };
-        if self.on && due {
-            self.last = Some(Instant::now());
-            eprint!("\rreading {}: {windows} windows", self.name);
-        }
-    }
-
-    fn done(&self, windows: usize) {
-        if self.last.is_some() {
-            eprintln!("\rreading {}: {windows} windows, done", self.name);
         }
     }
 }

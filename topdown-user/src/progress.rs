@@ -1,0 +1,114 @@
+//! Progress of long reads, on stderr when it is a terminal: nothing for work done within half
+//! a second, then one line rewritten at most five times a second, and its last state with
+//! `done` at the end (or from the start, wherever stderr goes: [`Progress::always`]). Safe to
+//! update from any thread.
+
+use std::{
+    io::IsTerminal as _,
+    sync::Mutex,
+    time::{Duration, Instant},
+};
+
+/// How long work runs before its progress is shown.
+const FIRST: Duration = Duration::from_millis(500);
+/// How often the line is rewritten after that.
+const EVERY: Duration = Duration::from_millis(200);
+
+/// A progress line for one read.
+pub struct Progress {
+    started: Instant,
+    /// How long after `started` the line is first due.
+    after: Duration,
+    /// When the line was last written; `None` while nothing was.
+    last: Mutex<Option<Instant>>,
+    on: bool,
+}
+
+impl Progress {
+    /// A progress line, shown only when stderr is a terminal.
+    pub fn new() -> Self {
+        Self::shown_when(std::io::stderr().is_terminal())
+    }
+
+    /// A progress line shown from the first update, wherever stderr goes (`--progress`).
+    pub fn always() -> Self {
+        Self {
+            after: Duration::ZERO,
+            ..Self::shown_when(true)
+        }
+    }
+
+    /// A progress line shown when `on`.
+    fn shown_when(on: bool) -> Self {
+        Self {
+            started: Instant::now(),
+            after: FIRST,
+            last: Mutex::new(None),
+            on,
+        }
+    }
+
+    /// Says `what` (made only when due) if the line is due.
+    pub fn show(&self, what: impl FnOnce() -> String) {
+        if !self.on {
+            return;
+        }
+        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        let due = match *last {
+            None => self.started.elapsed() >= self.after,
+            Some(at) => at.elapsed() >= EVERY,
+        };
+        if due {
+            *last = Some(Instant::now());
+            eprint!("\r{}\x1b[K", what());
+        }
+    }
+
+    /// Ends the line with `what` if anything was shown.
+    pub fn done(&self, what: impl FnOnce() -> String) {
+        if self.shown() {
+            eprintln!("\r{}, done\x1b[K", what());
+        }
+    }
+
+    /// Whether a line was written.
+    fn shown(&self) -> bool {
+        self.last
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+}
+
+impl Default for Progress {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nothing_is_said_before_half_a_second_nor_when_off() {
+        let progress = Progress::shown_when(true);
+        progress.show(|| unreachable!("not due yet"));
+        assert!(!progress.shown());
+        let off = Progress::shown_when(false);
+        std::thread::sleep(FIRST);
+        off.show(|| unreachable!("off"));
+        assert!(!off.shown());
+        progress.show(String::new);
+        assert!(progress.shown());
+        // Rewritten no sooner than EVERY.
+        progress.show(|| unreachable!("just written"));
+    }
+
+    #[test]
+    fn always_says_the_first_update() {
+        let progress = Progress::always();
+        progress.show(String::new);
+        assert!(progress.shown());
+    }
+}
