@@ -64,9 +64,9 @@ impl Progress {
         }
     }
 
-    /// Ends the line with `what` if anything was shown.
+    /// Ends the line with `what` if anything was shown, or always from [`Progress::always`].
     pub fn done(&self, what: impl FnOnce() -> String) {
-        if self.shown() {
+        if self.shown() || (self.on && self.after.is_zero()) {
             eprintln!("\r{}, done\x1b[K", what());
         }
     }

@@ -14,7 +14,10 @@
 # the file takes ~3 min and ~24 GB, the spec read whole as JSON).
 # Usage: c2c-report.sh TOPDOWN_BPF RUNS
 set -euo pipefail
-topdown=$1
+# Paths as given, resolved before the run moves to its own directory.
+absolute() { case $1 in */*) echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")" ;; *) echo "$1" ;; esac; }
+topdown=$(absolute "$1")
+[ -z "${BASELINE:-}" ] || BASELINE=$(absolute "$BASELINE")
 runs=${2:-5}
 samples=${SAMPLES:-1000000}
 cpus=${CPUS:-0-1}

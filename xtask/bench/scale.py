@@ -12,7 +12,9 @@ phase; then
 `topdown-bpf --per-thread -I 1000 --json --duration 10 --max-threads M` (M: twice the threads,
 at least 65,536) runs machine-wide, reading only the threads the kernel listed as charged (the
 default) and reading the whole thread map by batch every interval (TOPDOWN_BPF_READ_WHOLE=1,
-the way before the list), interleaved, ROUNDS times each. The figures are the tool's
+the way before the list), interleaved, ROUNDS times each; with BASELINE=BINARY, another build
+of the tool (reading as it reads by default) in the same rounds. PERIODS=5000,100000 keeps only
+those shapes (milliseconds between wakes). The figures are the tool's
 CPU (user + system from /proc/PID/stat, 10 ms ticks) per interval in the steady state (from its
 first interval's output to its last, over the intervals between: the start, whose
 preallocated thread map alone costs ~0.2 s at --max-threads 65536, is its own column), and per
@@ -32,17 +34,22 @@ TICK = os.sysconf("SC_CLK_TCK")
 SECONDS = 10
 
 
-# How the tool reads the live threads: its name in the table, and the environment that says so.
-WAYS = [("listed", {}), ("whole, by batch", {"TOPDOWN_BPF_READ_WHOLE": "1"})]
+# How the tool reads the live threads: its name in the table, the build, and the environment
+# that says so.
+WAYS = [("listed", TOPDOWN, {}),
+        ("whole, by batch", TOPDOWN, {"TOPDOWN_BPF_READ_WHOLE": "1"})]
+if os.environ.get("BASELINE"):
+    WAYS.append(("listed, baseline build", os.environ["BASELINE"], {}))
+PERIODS = [int(p) for p in os.environ.get("PERIODS", "").split(",") if p]
 
 
 def run_tool(way, count):
     """One run of the tool; (steady CPU seconds per interval, CPU seconds to its first
     interval's output, peak RSS in MB)."""
     env = dict(os.environ)
-    env.update(WAYS[way][1])
+    env.update(WAYS[way][2])
     tool = subprocess.Popen(
-        [TOPDOWN, "--per-thread", "-I", "1000", "--json",
+        [WAYS[way][1], "--per-thread", "-I", "1000", "--json",
          "--max-threads", str(max(65536, 2 * count)),
          "--duration", str(SECONDS)],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
@@ -77,6 +84,7 @@ def main():
     busy_limit = 2500 * os.cpu_count()
     shapes = ([(c, 50) for c in COUNTS if c <= busy_limit] + [(c, 5000) for c in COUNTS]
               + [(c, 100000) for c in COUNTS if c >= 10000])
+    shapes = [(c, p) for c, p in shapes if not PERIODS or p in PERIODS]
     for count, period in shapes:
         sleepers = subprocess.Popen([SLEEPERS, str(count), str(period),
                                      str(SECONDS * 2 * ROUNDS + 30)],
@@ -89,7 +97,7 @@ def main():
                 results[way].append(run_tool(way, count))
         sleepers.kill()
         sleepers.wait()
-        for way, (name, _) in enumerate(WAYS):
+        for way, (name, _, _) in enumerate(WAYS):
             cpu = statistics.median(r[0] for r in results[way])
             start = statistics.median(r[1] for r in results[way])
             rss = statistics.median(r[2] for r in results[way])

@@ -136,7 +136,8 @@ fn suites() -> Vec<Suite> {
                 "/tests/per_thread_kernel --test-threads=1",
                 "/tests/cgroup_kernel --test-threads=1",
             ],
-            limit: Duration::from_secs(600),
+            // 424 s on this host (2026-11-28, session 21); the limit only stops a hang.
+            limit: Duration::from_secs(900),
         },
     ];
     for arch in [Arch::X86_64, Arch::Aarch64] {

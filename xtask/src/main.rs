@@ -159,7 +159,9 @@ enum Bench {
     /// with the software set and with a TopDown Level 2 set.
     ModelStep,
     /// `xtask/bench/scale.sh`: the tool's CPU and memory per interval at 1,000 to 100,000
-    /// live threads, the threads the kernel listed as charged read against the whole map.
+    /// live threads, the threads the kernel listed as charged read against the whole map
+    /// (`BASELINE=BINARY`: and another build); then c2c report at a million and ten million
+    /// samples (`C2C=0` leaves it out).
     Scale,
 }
 
