@@ -392,7 +392,8 @@ fn full_screen_view_fits_filters_and_quits() {
 }
 
 /// `c2c report --progress` says how far its two passes are, on a terminal as one line rewritten
-/// in place that ends `, done` (nothing left of the percentages), and on a pipe too; without
+/// in place that ends `, done` (nothing left of the percentages), and on a pipe as a line each,
+/// without escapes; without
 /// `--progress` a pipe gets no progress. (On a terminal without `--progress` the line waits
 /// half a second: `progress::tests`.) The file: 400,000 samples, over 16 MB, so each pass
 /// tells at least once (every 16 MB).
@@ -428,6 +429,8 @@ fn c2c_report_says_how_far_a_long_read_is() {
     for said in ["pass 1 of 2", "pass 2 of 2", ", done"] {
         assert!(told.contains(said), "{said:?} in {told:?}");
     }
+    // A line each, no terminal escapes in a pipe.
+    assert!(!told.contains('\r') && !told.contains('\x1b'), "{told:?}");
     let quiet = piped(false);
     assert!(!quiet.contains("reading"), "{quiet:?}");
 

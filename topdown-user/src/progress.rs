@@ -22,18 +22,26 @@ pub struct Progress {
     /// When the line was last written; `None` while nothing was.
     last: Mutex<Option<Instant>>,
     on: bool,
+    /// Whether stderr is a terminal: the line is rewritten in place; elsewhere each update is
+    /// a line of its own (no escape sequences in a log).
+    terminal: bool,
 }
 
 impl Progress {
     /// A progress line, shown only when stderr is a terminal.
     pub fn new() -> Self {
-        Self::shown_when(std::io::stderr().is_terminal())
+        let terminal = std::io::stderr().is_terminal();
+        Self {
+            terminal,
+            ..Self::shown_when(terminal)
+        }
     }
 
     /// A progress line shown from the first update, wherever stderr goes (`--progress`).
     pub fn always() -> Self {
         Self {
             after: Duration::ZERO,
+            terminal: std::io::stderr().is_terminal(),
             ..Self::shown_when(true)
         }
     }
@@ -45,6 +53,7 @@ impl Progress {
             after: FIRST,
             last: Mutex::new(None),
             on,
+            terminal: false,
         }
     }
 
@@ -60,14 +69,22 @@ impl Progress {
         };
         if due {
             *last = Some(Instant::now());
-            eprint!("\r{}\x1b[K", what());
+            if self.terminal {
+                eprint!("\r{}\x1b[K", what());
+            } else {
+                eprintln!("{}", what());
+            }
         }
     }
 
     /// Ends the line with `what` if anything was shown, or always from [`Progress::always`].
     pub fn done(&self, what: impl FnOnce() -> String) {
         if self.shown() || (self.on && self.after.is_zero()) {
-            eprintln!("\r{}, done\x1b[K", what());
+            if self.terminal {
+                eprintln!("\r{}, done\x1b[K", what());
+            } else {
+                eprintln!("{}, done", what());
+            }
         }
     }
 
