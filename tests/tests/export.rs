@@ -38,11 +38,14 @@ fn documents(text: &str) -> Vec<Value> {
 fn recording(test: &str, name: &str, dir: &Path) -> Option<PathBuf> {
     let mount = unified_mount(test)?;
     let tree = TestTree::new(&mount, name, &["a", "b"]);
+    // The workloads outlive the recording's start: loading the programs takes over a second
+    // when the tests beside this one load theirs (seen: both workloads of 1.5 s done before
+    // the recorder attached, one cgroup missing). 4 s covers a 2 s recording started late.
     let mut children: Vec<_> = ["a", "b"]
         .iter()
         .map(|leaf| {
             let child = Command::new(env!("CARGO_BIN_EXE_workload"))
-                .args(["--run-ms", "1500", "--churn", "6", "--no-wait"])
+                .args(["--run-ms", "4000", "--churn", "6", "--no-wait"])
                 .stdout(Stdio::null())
                 .spawn()
                 .expect("starting the workload");

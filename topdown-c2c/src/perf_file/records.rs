@@ -148,7 +148,18 @@ impl Layout {
             bail!("the sample names CPU {cpu}; a kernel has at most {MAX_CPUS} CPUs");
         }
         let tid = get(self.tid);
+        // A load's latency in cycles: hardware reports at most 32 bits of it (WEIGHT_STRUCT's
+        // `var1_dw`; the plain word holds the same). Larger is a corrupt file, and keeps the
+        // 64-bit latency sums from overflowing below 2^32 samples.
         let weight = after(self.weight);
+        let weight = if self.weight_struct {
+            weight & 0xffff_ffff
+        } else {
+            weight
+        };
+        if weight > u64::from(u32::MAX) {
+            bail!("the sample's weight {weight} is no load latency (at most 2^32 - 1 cycles)");
+        }
         *sample = MemSample {
             pid: tid as u32,
             tid: (tid >> 32) as u32,
@@ -156,11 +167,7 @@ impl Layout {
             ip: get(self.ip),
             addr: get(self.addr),
             data_src: after(self.data_src),
-            weight: if self.weight_struct {
-                weight & 0xffff_ffff
-            } else {
-                weight
-            },
+            weight,
             phys_addr: after(self.phys_addr),
             time: get(self.time),
             cgroup: after(self.cgroup),
@@ -601,6 +608,34 @@ mod tests {
                 "{error}"
             );
         }
+    }
+
+    #[test]
+    fn a_weight_no_latency_can_have_is_corrupt() {
+        let layout = Layout::new(SampleFormat::IP | SampleFormat::WEIGHT);
+        let body = |weight: u64| -> Vec<u8> {
+            let mut body = 0x401000u64.to_le_bytes().to_vec();
+            body.extend(weight.to_le_bytes());
+            body
+        };
+        let mut sample = MemSample::default();
+        layout
+            .parse(&body(u64::from(u32::MAX)), 0, &mut sample)
+            .unwrap();
+        assert_eq!(sample.weight, u64::from(u32::MAX));
+        for weight in [1 << 32, u64::MAX] {
+            let error = layout.parse(&body(weight), 0, &mut sample).unwrap_err();
+            assert!(
+                error
+                    .to_string()
+                    .contains(&format!("weight {weight} is no load")),
+                "{error}"
+            );
+        }
+        // WEIGHT_STRUCT's latency is its low half: the rest is other fields, not corruption.
+        let structured = Layout::new(SampleFormat::IP | SampleFormat::WEIGHT_STRUCT);
+        structured.parse(&body(u64::MAX), 0, &mut sample).unwrap();
+        assert_eq!(sample.weight, u64::from(u32::MAX));
     }
 
     #[test]
