@@ -714,19 +714,24 @@ pub fn read_file(
     progress: &(dyn Fn(ReadProgress) + Sync),
 ) -> Result<(PerfData, C2cData)> {
     let file = reader::open(path)?;
+    // What pass `pass` of `passes` tells `progress` as it reads.
+    let telling = |pass, passes| {
+        move |read, size| {
+            progress(ReadProgress {
+                pass,
+                passes,
+                read,
+                size,
+            });
+        }
+    };
     if options.show_all {
-        return read_pass(&file, options, &Keep::All, &|read, size| {
-            progress(ReadProgress::new(1, 1, read, size));
-        });
+        return read_pass(&file, options, &Keep::All, &telling(1, 1));
     }
-    let (_, lines) = read_pass(&file, options, &Keep::first_pass(), &|read, size| {
-        progress(ReadProgress::new(1, 2, read, size));
-    })?;
+    let (_, lines) = read_pass(&file, options, &Keep::first_pass(), &telling(1, 2))?;
     let keep = Keep::second_pass(&lines.lines, options);
     drop(lines);
-    read_pass(&file, options, &keep, &|read, size| {
-        progress(ReadProgress::new(2, 2, read, size));
-    })
+    read_pass(&file, options, &keep, &telling(2, 2))
 }
 
 /// How far [`read_file`] is: pass `pass` of `passes` over the file, `read` bytes of its
@@ -744,15 +749,6 @@ pub struct ReadProgress {
 }
 
 impl ReadProgress {
-    fn new(pass: u32, passes: u32, read: u64, size: u64) -> Self {
-        Self {
-            pass,
-            passes,
-            read,
-            size,
-        }
-    }
-
     /// How far the whole read is, in percent of every pass's bytes.
     pub fn percent(&self) -> u64 {
         let size = self.size.max(1);
@@ -851,7 +847,15 @@ mod tests {
 
     #[test]
     fn progress_counts_every_pass_in_one_percentage() {
-        let at = |pass, passes, read| ReadProgress::new(pass, passes, read, 1000).percent();
+        let at = |pass, passes, read| {
+            ReadProgress {
+                pass,
+                passes,
+                read,
+                size: 1000,
+            }
+            .percent()
+        };
         assert_eq!(at(1, 2, 0), 0);
         assert_eq!(at(1, 2, 500), 25);
         assert_eq!(at(2, 2, 0), 50);
@@ -859,7 +863,13 @@ mod tests {
         assert_eq!(at(1, 1, 990), 99);
         // A read past the size (a file grown while mapped) stops at its pass's end.
         assert_eq!(at(1, 2, 5000), 50);
-        assert_eq!(ReadProgress::new(1, 1, 0, 0).percent(), 0);
+        let empty = ReadProgress {
+            pass: 1,
+            passes: 1,
+            read: 0,
+            size: 0,
+        };
+        assert_eq!(empty.percent(), 0);
     }
 
     fn data_src(op: u64, lvl: u64, snoop: u64) -> u64 {
