@@ -128,6 +128,18 @@ impl ThreadTotals {
     }
 }
 
+/// One entry of the kernel's `CHARGED` list: a thread's tid and the low 32 bits of the
+/// `LIST_EPOCH` it was listed in, which tell userspace whether it was listed before or after the
+/// epoch it just advanced (see `collect::listing` in the loader).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ListedThread {
+    /// The thread listed.
+    pub tid: u32,
+    /// The low 32 bits of the epoch it was listed in.
+    pub epoch: u32,
+}
+
 /// Bytes of a thread record carrying the first `slots` counter slots (at most all of them).
 pub const fn record_len(slots: usize) -> usize {
     let slots = if slots > crate::MAX_COUNTERS {

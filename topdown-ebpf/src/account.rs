@@ -25,7 +25,7 @@ use topdown_common::{
     cpu::CpuState,
     reading::{Reading, Readings},
     stats::{Stat, possible_count},
-    thread::{ThreadHeader, ThreadTotals, record_len},
+    thread::{ListedThread, ThreadHeader, ThreadTotals, record_len},
 };
 
 /// Number of slots of the counter set (slot 0, the clock, included); set by the loader. Records
@@ -68,8 +68,8 @@ static THREAD_RECORDS: RingBuf = RingBuf::with_byte_size(RECORDS_BYTES, 0);
 /// The record ring's size.
 const RECORDS_BYTES: u32 = 4 * 1024 * 1024;
 
-/// The tids of threads charged since userspace last read this list: each thread's first charge
-/// in a [`LIST_EPOCH`] puts it here once, so a read costs per thread that ran, not per live
+/// The threads charged since userspace last read this list ([`ListedThread`]: tid and epoch):
+/// each thread's first charge in a [`LIST_EPOCH`] puts it here once, so a read costs per thread that ran, not per live
 /// thread. Sized by the loader from `--max-threads`; when full, the thread is not stamped (it
 /// tries again at its next charge) and the failure is counted, and userspace reads the whole
 /// map at its next read.
@@ -412,10 +412,11 @@ fn list(state: &mut CpuState, totals: &mut ThreadTotals) {
     if totals.listed_epoch == epoch {
         return;
     }
-    if CHARGED
-        .output(&totals.header.tid, u64::from(BPF_RB_NO_WAKEUP))
-        .is_ok()
-    {
+    let listed = ListedThread {
+        tid: totals.header.tid,
+        epoch: epoch as u32,
+    };
+    if CHARGED.output(&listed, u64::from(BPF_RB_NO_WAKEUP)).is_ok() {
         totals.listed_epoch = epoch;
     } else {
         count_in(state, Stat::ChargedListFull);

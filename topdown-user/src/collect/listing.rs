@@ -2,16 +2,24 @@
 //! snapshot, not every entry of the thread map. On a host with 100,000 threads, most of which
 //! did not run in an interval, a read then costs per thread that ran (issue 33).
 //!
-//! The kernel puts a thread's tid on the `CHARGED` ring at its first charge in each epoch
-//! (`LIST_EPOCH`, see the kernel's `account::list`). Before each read, userspace advances the
-//! epoch, then drains the ring. Two races make a thread charged since the previous read miss
-//! the tids drained now, and both are closed by also reading, once more, the tids drained at
-//! the previous read:
+//! The kernel puts a thread on the `CHARGED` ring ([`ListedThread`]: its tid and the epoch) at
+//! its first charge in each epoch (`LIST_EPOCH`, see the kernel's `account::list`). Before each
+//! read, userspace advances the epoch, waits out the charges running then, and drains the ring.
+//! Two races could make a thread charged since this read miss the next one:
 //! - a thread listed in the new epoch before the drain (it ran between the advance and the
 //!   drain) and charged again after its value was read: that charge lists nothing (it is on the
-//!   list for this epoch already);
+//!   list for this epoch already). Its entry says the new epoch: it is read again at the next
+//!   read (carried).
 //! - a charge that read the old epoch before the advance and wrote the thread's totals after
-//!   its value was read (a preempted vCPU can stretch those nanoseconds).
+//!   its value was read (a preempted vCPU can stretch those nanoseconds). The wait closes it:
+//!   `membarrier(MEMBARRIER_CMD_GLOBAL)` is an RCU grace period, and the kernel runs tracepoint
+//!   and perf-event programs inside RCU read-side sections, so every charge that read the old
+//!   epoch has returned when it does. Where it cannot be had (`nohz_full` CPUs refuse it),
+//!   every tid drained is carried to the next read, which closes both races at the price of
+//!   reading each listed thread twice.
+//!
+//! Carrying only the new epoch's entries halves the lookups where the threads that run change
+//! from one interval to the next (a pool of mostly idle threads; issue 33).
 //!
 //! A list that filled up (counted by the kernel as [`Stat::ChargedListFull`]) or a lost thread
 //! record ([`Stat::RecordRingFull`], whose thread then leaves the map unseen) makes the next
@@ -25,18 +33,21 @@ use aya::{
     Ebpf,
     maps::{Array, MapData, RingBuf},
 };
-use topdown_common::{names::map, stats::Stat};
+use topdown_common::{names::map, stats::Stat, thread::ListedThread};
 
 use super::snapshot::Stats;
 
 /// The userspace half of the kernel's list of charged threads.
 pub struct Listing {
-    /// The kernel's list: tids, each a `u32` record.
+    /// The kernel's list: [`ListedThread`] records.
     list: RingBuf<MapData>,
     /// The epoch the kernel lists threads for now.
     epoch: u64,
-    /// The tids drained at the previous read, read once more at the next.
-    drained_before: Vec<u32>,
+    /// The tids to read once more at the next read (see the module's note).
+    carried: Vec<u32>,
+    /// Whether running charges can be waited out here (see [`wait_out_running_programs`]);
+    /// `false` once the kernel refused.
+    waits: bool,
     /// Every read is a whole one ([`super::CollectorOptions::read_whole`]).
     read_whole: bool,
     /// [`Stat::ChargedListFull`] and [`Stat::RecordRingFull`] as of the previous read.
@@ -47,15 +58,17 @@ pub struct Listing {
 
 impl Listing {
     /// Takes the kernel's list out of `bpf` and starts its first epoch (new totals hold epoch
-    /// 0, so every thread is listed at its first charge). Call before the programs attach.
-    pub fn start(bpf: &mut Ebpf, read_whole: bool) -> Result<Self> {
+    /// 0, so every thread is listed at its first charge). Running charges are waited out
+    /// before each drain where `wait` (and the kernel can). Call before the programs attach.
+    pub fn start(bpf: &mut Ebpf, read_whole: bool, wait: bool) -> Result<Self> {
         let mut listing = Self {
             list: RingBuf::try_from(
                 bpf.take_map(map::CHARGED)
                     .context("the BPF object has no CHARGED map")?,
             )?,
             epoch: 0,
-            drained_before: Vec::new(),
+            carried: Vec::new(),
+            waits: wait,
             read_whole,
             fallbacks_seen: (0, 0),
             threads_at_whole_read: 0,
@@ -64,24 +77,27 @@ impl Listing {
         Ok(listing)
     }
 
-    /// Starts a new epoch, drains the list, and returns the tids to read now: the ones just
-    /// drained and the ones drained at the previous read, sorted, each once.
+    /// Starts a new epoch, waits out the charges running, drains the list, and returns the
+    /// tids to read now: the ones just drained and the ones carried from the previous read,
+    /// sorted, each once.
     pub fn advance(&mut self, bpf: &mut Ebpf) -> Result<Vec<u32>> {
         self.advance_epoch(bpf)?;
-        let mut drained = Vec::new();
+        self.waits = self.waits && wait_out_running_programs();
+        // Only the low half of the epoch is listed; it wraps after 2^32 reads.
+        let new_epoch = self.epoch as u32;
+        let mut tids = std::mem::take(&mut self.carried);
         while let Some(item) = self.list.next() {
-            if let Some(tid) = item.first_chunk::<4>() {
-                drained.push(u32::from_ne_bytes(*tid));
+            if let Some(listed) = decode(&item) {
+                tids.push(listed.tid);
+                if !self.waits || listed.epoch == new_epoch {
+                    self.carried.push(listed.tid);
+                }
             }
         }
-        let mut tids = Vec::with_capacity(drained.len() + self.drained_before.len());
-        tids.extend_from_slice(&drained);
-        tids.append(&mut self.drained_before);
         tids.sort_unstable();
         tids.dedup();
-        drained.sort_unstable();
-        drained.dedup();
-        self.drained_before = drained;
+        self.carried.sort_unstable();
+        self.carried.dedup();
         Ok(tids)
     }
 
@@ -113,4 +129,25 @@ impl Listing {
             .set(0, &self.epoch, 0)
             .context("starting a new epoch of the charged-thread list")
     }
+}
+
+/// One entry of the kernel's list; `None` when it is short.
+fn decode(bytes: &[u8]) -> Option<ListedThread> {
+    let (tid, epoch) = bytes.first_chunk::<8>()?.split_at(4);
+    Some(ListedThread {
+        tid: u32::from_ne_bytes(tid.try_into().ok()?),
+        epoch: u32::from_ne_bytes(epoch.try_into().ok()?),
+    })
+}
+
+/// Waits until every BPF program running now has returned: `membarrier(MEMBARRIER_CMD_GLOBAL)`
+/// waits out an RCU grace period (on more than one CPU; on one, no program runs while this
+/// does), and tracepoint and perf-event programs run inside RCU read-side sections. `false`
+/// where the kernel refuses it (`nohz_full` CPUs, or no `CONFIG_MEMBARRIER`). It sleeps, for
+/// milliseconds; it costs no CPU.
+fn wait_out_running_programs() -> bool {
+    /// `MEMBARRIER_CMD_GLOBAL` in `enum membarrier_cmd`.
+    const MEMBARRIER_CMD_GLOBAL: libc::c_long = 1;
+    // SAFETY: membarrier takes no pointers.
+    unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) == 0 }
 }

@@ -67,6 +67,11 @@ pub struct CollectorOptions {
     /// Where the switch program stops early (`None`: it runs whole): only the benchmark of its
     /// parts sets it, through [`SWITCH_STOP`]; nothing after that point is charged.
     pub switch_stop: Option<u32>,
+    /// Wait out the charges running when a snapshot starts a new epoch of the kernel's list
+    /// (see [`listing`]), so a listed thread is read once, not again at the next snapshot. Off
+    /// by default only when [`CARRY_ALL`] is in the environment: how the tests check the way
+    /// hosts whose kernel refuses the wait (`nohz_full`) read.
+    pub wait_out_charges: bool,
     /// How many tids the kernel's list of charged threads holds (`None`: twice
     /// `max_threads`, which a read never overflows without churn; a list that fills makes the
     /// next snapshot read the whole map). The tests make it small to check that fallback.
@@ -83,6 +88,7 @@ impl Default for CollectorOptions {
             walk_maps: std::env::var_os(WALK_MAPS).is_some(),
             read_waits: std::env::var_os(NO_WAITS).is_none(),
             read_whole: std::env::var_os(READ_WHOLE).is_some(),
+            wait_out_charges: std::env::var_os(CARRY_ALL).is_none(),
             list_capacity: None,
             switch_stop: std::env::var(SWITCH_STOP)
                 .ok()
@@ -99,8 +105,12 @@ pub const SWITCH_STOP: &str = "TOPDOWN_BPF_SWITCH_STOP";
 /// ([`CollectorOptions::read_whole`]).
 pub const READ_WHOLE: &str = "TOPDOWN_BPF_READ_WHOLE";
 
-/// Bytes the kernel's ring takes per listed tid: an 8-byte record header and the 4-byte tid,
-/// rounded up to 8.
+/// Set (to anything) in the environment, running charges are not waited out at a snapshot
+/// ([`CollectorOptions::wait_out_charges`]): every listed tid is read again at the next one.
+pub const CARRY_ALL: &str = "TOPDOWN_BPF_CARRY_ALL";
+
+/// Bytes the kernel's ring takes per listed thread: an 8-byte record header and the 8-byte
+/// [`topdown_common::thread::ListedThread`].
 const LISTED_TID_BYTES: u32 = 16;
 
 /// Bytes of the kernel's list of charged threads holding `tids` tids: a power of two and a
@@ -310,7 +320,8 @@ impl Collector {
         cpu_state
             .set(0, PerCpuValues::try_from(states)?, 0)
             .context("setting each CPU's counter slots")?;
-        let listing = listing::Listing::start(&mut bpf, options.read_whole)?;
+        let listing =
+            listing::Listing::start(&mut bpf, options.read_whole, options.wait_out_charges)?;
 
         for name in PROGRAMS {
             let program: &mut BtfTracePoint = program(&mut bpf, name)?.try_into()?;
