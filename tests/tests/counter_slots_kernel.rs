@@ -10,13 +10,14 @@ use std::collections::HashMap;
 
 use topdown_common::stats::Stat;
 use topdown_tests::{
-    Workload, assert_clock_counter, assert_read_together, assert_switch_counts, privileged,
+    READ_GAP_NS, Workload, assert_clock_counter, assert_read_together, assert_switch_counts,
+    privileged,
     software_set::{CONTEXT_SWITCHES, CPU_CLOCK, CPU_MIGRATIONS, PAGE_FAULTS, charges, software},
     stolen_ns,
 };
 use topdown_user::{
     attrib::{Attributor, target::Target, usage::ThreadUsage},
-    collect::{Collector, CollectorOptions},
+    collect::{Collector, CollectorOptions, Stats},
     pmu::counter_set::{Counter, CounterSet},
     tma::Model,
     tma::view::TopdownView,
@@ -30,6 +31,8 @@ struct Run {
     stolen: u64,
     /// Switches the kernel did not report during the run (all CPUs).
     unreported: u64,
+    /// The kernel's loss and activity counters at the end of the run.
+    stats: Stats,
 }
 
 impl Run {
@@ -54,8 +57,13 @@ fn run(set: &CounterSet) -> Run {
 
 /// As [`run`], with the workload pinned to `cpu` when given.
 fn run_on(set: &CounterSet, cpu: Option<u32>) -> Run {
+    run_with(set, cpu, &CollectorOptions::default())
+}
+
+/// As [`run_on`], with the collector started with `options`.
+fn run_with(set: &CounterSet, cpu: Option<u32>, options: &CollectorOptions) -> Run {
     let stolen_before = stolen_ns();
-    let mut collector = Collector::start(set, &CollectorOptions::default()).expect("collector");
+    let mut collector = Collector::start(set, options).expect("collector");
     let args = ["--run-ms", "1500", "--churn", "3"];
     let workload = match cpu {
         None => Workload::spawn(env!("CARGO_BIN_EXE_workload"), &args),
@@ -74,7 +82,17 @@ fn run_on(set: &CounterSet, cpu: Option<u32>) -> Run {
     let mut attrib = Attributor::new(set.counters.len(), Target::Pids(vec![workload.pid()]));
     let snapshot = collector.snapshot().expect("snapshot");
     attrib.window(&snapshot);
-    assert!(!snapshot.stats.lost_anything(), "{:?}", snapshot.stats);
+    // Nothing lost; counts refused only where a bound was set to refuse them.
+    assert!(
+        snapshot
+            .stats
+            .losses()
+            .all(|(stat, n)| n == 0 || stat == Stat::CounterImpossible)
+            && (snapshot.stats.get(Stat::CounterImpossible) == 0
+                || !options.counter_bounds.is_empty()),
+        "{:?}",
+        snapshot.stats
+    );
     let usage = attrib
         .run_totals(&snapshot)
         .threads
@@ -86,6 +104,64 @@ fn run_on(set: &CounterSet, cpu: Option<u32>) -> Run {
         threads: usage,
         stolen: stolen_ns() - stolen_before,
         unreported: snapshot.stats.get(Stat::SwitchesUnreported),
+        stats: snapshot.stats,
+    }
+}
+
+/// A counter held to no count at all (a bound of 0 per nanosecond,
+/// [`CollectorOptions::counter_bounds`]) has every slice's count refused in the kernel, and
+/// only that counter: it shows as not counting (a refused slice charges no count and no running
+/// time, never a number made of the refused count), while the counters in the slots beside it
+/// keep their exact counts. A bound read from the wrong slot refuses the wrong counter.
+///
+/// The rule for the held `cpu-clock`: its count and running time come from one
+/// `bpf_perf_event_read_value` (both `local_clock()`, read nanoseconds apart), so a slice whose
+/// count is 0 (the only count a bound of 0 lets through) ran at most the read gap
+/// ([`READ_GAP_NS`] per charge).
+#[test]
+fn a_counter_held_to_no_count_has_every_slice_refused_and_only_it() {
+    if !privileged("a_counter_held_to_no_count_has_every_slice_refused_and_only_it") {
+        return;
+    }
+    let set = CounterSet {
+        name: "stand-in-bounds",
+        reason: "software events, one held to no count".into(),
+        counters: vec![
+            software("context-switches#1", CONTEXT_SWITCHES, None),
+            software("cpu-clock#2", CPU_CLOCK, None),
+            software("context-switches#3", CONTEXT_SWITCHES, None),
+        ],
+    };
+    let options = CollectorOptions {
+        counter_bounds: vec![(1, 0)],
+        ..CollectorOptions::default()
+    };
+    let run = run_with(&set, None, &options);
+    let (refused, reads) = (
+        run.stats.get(Stat::CounterImpossible),
+        run.stats.get(Stat::CounterReads),
+    );
+    // One refusal at most per read of the set: only the held counter is refused.
+    assert!(
+        (1..=reads).contains(&refused),
+        "{refused} slices refused in {reads} reads of the set"
+    );
+    assert_eq!(run.threads.len(), 3, "{:?}", run.threads);
+    for (name, thread) in &run.threads {
+        assert!(thread.on_cpu_ns() > 1_000_000, "{name} ran");
+        let held = thread.counters[1].reading;
+        let gap = charges(thread) * READ_GAP_NS;
+        assert!(
+            held.count == 0 && held.running_ns <= gap && held.enabled_ns > 0,
+            "{name}: the held cpu-clock was charged {held:?} (running at most {gap} ns)"
+        );
+        for i in [0, 2] {
+            assert_switch_counts(
+                &format!("{name} slot {i}"),
+                thread.counters[i].reading.count,
+                thread.switches,
+            );
+        }
     }
 }
 

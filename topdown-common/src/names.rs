@@ -55,6 +55,8 @@ pub mod map {
 pub mod global {
     /// How many slots the counter set has.
     pub const SET_SLOTS: &str = "SET_SLOTS";
+    /// The most each slot's counter counts per nanosecond it ran.
+    pub const SLOT_MOST_PER_NS: &str = "SLOT_MOST_PER_NS";
     /// Charge only followed processes.
     pub const NARROW: &str = "NARROW";
     /// Read counters only at cgroup switches.
@@ -100,8 +102,9 @@ pub mod global {
     pub const C2C_STORES_CONTENDED: &str = "C2C_STORES_CONTENDED";
 
     /// Every global the loader writes.
-    pub const ALL: [&str; 22] = [
+    pub const ALL: [&str; 23] = [
         SET_SLOTS,
+        SLOT_MOST_PER_NS,
         SWITCH_STOP,
         NARROW,
         CGROUP_ONLY,

@@ -36,7 +36,8 @@ pub enum Stat {
     /// was full (not a loss: the next read then reads the whole thread map).
     ChargedListFull = 10,
     /// A counter's count for a slice was refused as one no CPU can make: more than
-    /// [`MAX_COUNT_PER_NS`] per nanosecond it ran, or less than it read before (a wrapped or
+    /// [`MAX_CYCLES_PER_NS`] per nanosecond it ran for a counter of cycles,
+    /// [`MAX_COUNT_PER_NS`] for any other, or less than it read before (a wrapped or
     /// reset hardware counter). That slice is charged as if the counter had been multiplexed
     /// out (its enabled time, no count and no running time), so the thread's value is scaled
     /// from its other slices, never made of the refused count.
@@ -53,17 +54,34 @@ pub const NR_STATS: u32 = 12;
 /// counted twice (2^31 at once) is refused in any slice shorter than 2 ms.
 pub const MAX_COUNT_PER_NS: u64 = 1024;
 
-/// Whether `count` events in `running_ns` nanoseconds on a counter is a count a CPU can
-/// make (see [`MAX_COUNT_PER_NS`]). A count that went backwards arrives here as a wrapped
-/// difference near 2^64 and is refused too.
+/// The most a counter of cycles can count per nanosecond it ran: such events (`cycles`,
+/// `CPU_CLK_UNHALTED.*`, `CPU_CYCLES`, `*_CYCLES` events that count cycles with a condition)
+/// count at most once a cycle of a core clock, and no core clocks above 7 GHz. A 32-bit
+/// counter's wrap counted twice (2^31 at once) is refused in any slice shorter than 268 ms,
+/// so in every slice the collector's 10 ms tick leaves.
+pub const MAX_CYCLES_PER_NS: u64 = 8;
+
+/// Whether `count` events in `running_ns` nanoseconds on a counter that counts at most
+/// `most_per_ns` a nanosecond is a count a CPU can make ([`MAX_COUNT_PER_NS`],
+/// [`MAX_CYCLES_PER_NS`]; a larger bound counts as [`MAX_COUNT_PER_NS`]). A count that went
+/// backwards arrives here as a wrapped difference near 2^64 and is refused too. Running times
+/// past 2^53 ns (104 days: no slice runs that long; a wrapped one does) count as 2^53, so the
+/// bound, at most 2^63, is a plain multiplication: the BPF target has no 128-bit one to check
+/// an overflow with, and a division per counter read would cost more than the rest of it.
 #[inline(always)]
-pub const fn possible_count(count: u64, running_ns: u64) -> bool {
-    let most = if running_ns > u64::MAX / MAX_COUNT_PER_NS {
-        u64::MAX
+pub const fn possible_count(count: u64, running_ns: u64, most_per_ns: u64) -> bool {
+    const LONGEST_NS: u64 = 1 << 53;
+    let running_ns = if running_ns < LONGEST_NS {
+        running_ns
     } else {
-        running_ns * MAX_COUNT_PER_NS
+        LONGEST_NS
     };
-    count <= most
+    let most_per_ns = if most_per_ns < MAX_COUNT_PER_NS {
+        most_per_ns
+    } else {
+        MAX_COUNT_PER_NS
+    };
+    count <= running_ns.wrapping_mul(most_per_ns)
 }
 
 impl Stat {
@@ -122,18 +140,39 @@ mod tests {
 
     #[test]
     fn a_wrapped_32_bit_counter_is_impossible_in_a_short_slice_and_real_counts_are_not() {
+        let any = MAX_COUNT_PER_NS;
         // A 6-wide core at 6 GHz counting every slot for 3 ms: possible.
-        assert!(possible_count(6 * 6 * 3_000_000, 3_000_000));
+        assert!(possible_count(6 * 6 * 3_000_000, 3_000_000, any));
         // The bound itself is possible, one more is not.
-        assert!(possible_count(1_000 * MAX_COUNT_PER_NS, 1_000));
-        assert!(!possible_count(1_000 * MAX_COUNT_PER_NS + 1, 1_000));
+        assert!(possible_count(1_000 * any, 1_000, any));
+        assert!(!possible_count(1_000 * any + 1, 1_000, any));
         // A 32-bit counter's wrap counted as 2^31 over a 1 ms slice, and a count that went
         // back by one (the wrapped difference).
-        assert!(!possible_count((1 << 31) + 12_602_269, 1_000_000));
-        assert!(!possible_count(u64::MAX, 1_000_000));
-        // Nothing counted is always possible, and a huge running time cannot overflow.
-        assert!(possible_count(0, 0));
-        assert!(possible_count(u64::MAX, u64::MAX));
+        assert!(!possible_count((1 << 31) + 12_602_269, 1_000_000, any));
+        assert!(!possible_count(u64::MAX, 1_000_000, any));
+        // Nothing counted is always possible; a huge running time cannot overflow, and a bound
+        // above any event's is any event's.
+        assert!(possible_count(0, 0, any));
+        assert!(possible_count(1 << 63, u64::MAX, any));
+        assert!(!possible_count((1 << 63) + 1, u64::MAX, any));
+        assert!(!possible_count(1_000 * any + 1, 1_000, u64::MAX));
+    }
+
+    #[test]
+    fn a_wrap_of_cycles_is_impossible_in_any_slice_a_tick_leaves() {
+        let cycles = MAX_CYCLES_PER_NS;
+        // The arm64 guest's case: 2^31 + 12.6 million cycles over a 38.5 ms slice passes the
+        // bound of any event, not the bound of cycles.
+        let seen = (1 << 31) + 12_602_269;
+        assert!(possible_count(seen, 38_500_000, MAX_COUNT_PER_NS));
+        assert!(!possible_count(seen, 38_500_000, cycles));
+        // A 7 GHz core's cycles over a 10 ms tick's slice are possible; the wrap in the
+        // longest slice the bound refuses it in (268 ms) is not.
+        assert!(possible_count(7 * 10_000_000, 10_000_000, cycles));
+        assert!(!possible_count(1 << 31, 268_000_000, cycles));
+        // A bound of nothing refuses every count but none.
+        assert!(possible_count(0, 1_000, 0));
+        assert!(!possible_count(1, 1_000, 0));
     }
 
     #[test]

@@ -24,7 +24,7 @@ use topdown_common::{
     MAX_COUNTERS,
     cpu::CpuState,
     reading::{Reading, Readings},
-    stats::{Stat, possible_count},
+    stats::{MAX_COUNT_PER_NS, Stat, possible_count},
     thread::{ListedThread, ThreadHeader, ThreadTotals, record_len},
 };
 
@@ -32,6 +32,12 @@ use topdown_common::{
 /// sent to userspace carry this many slots.
 #[unsafe(no_mangle)]
 static SET_SLOTS: u32 = 1;
+
+/// The most each slot's counter can count per nanosecond it ran ([`possible_count`]): set by
+/// the loader from the set's events (`MAX_CYCLES_PER_NS` for counters of cycles); a count
+/// above it is refused.
+#[unsafe(no_mangle)]
+static SLOT_MOST_PER_NS: [u64; MAX_COUNTERS] = [MAX_COUNT_PER_NS; MAX_COUNTERS];
 
 /// Non-zero when only followed processes are charged (`-p`, `-t`, `-- CMD`): switches between
 /// two other threads then cost one lookup. Set by the loader.
@@ -584,7 +590,12 @@ fn read_counters(prev: &mut Prev<'_>, cpu: u32, mut charged: Option<&mut Reading
         if let Some(charged) = charged.as_deref_mut() {
             if running == 0 && enabled > 0 {
                 prev.stats[Stat::CounterNotRunning as usize] += 1;
-            } else if !possible_count(count, running) {
+            } else if !possible_count(
+                count,
+                running,
+                // SAFETY: a read-only global the loader sets before loading.
+                unsafe { core::ptr::read_volatile(&SLOT_MOST_PER_NS[i]) },
+            ) {
                 // Charged as if multiplexed out: scaled from the thread's other slices.
                 prev.stats[Stat::CounterImpossible as usize] += 1;
                 (count, running) = (0, 0);

@@ -72,6 +72,10 @@ pub struct CollectorOptions {
     /// by default only when [`CARRY_ALL`] is in the environment: how the tests check the way
     /// hosts whose kernel refuses the wait (`nohz_full`) read.
     pub wait_out_charges: bool,
+    /// Bounds that replace what some counters can count per nanosecond
+    /// ([`CounterSet::slot_bounds`]: counter index and bound); empty by default. The tests
+    /// give one counter a bound of 0 to see every count of it refused in the kernel.
+    pub counter_bounds: Vec<(usize, u64)>,
     /// How many tids the kernel's list of charged threads holds (`None`: twice
     /// `max_threads`, which a read never overflows without churn; a list that fills makes the
     /// next snapshot read the whole map). The tests make it small to check that fallback.
@@ -89,6 +93,7 @@ impl Default for CollectorOptions {
             read_waits: std::env::var_os(NO_WAITS).is_none(),
             read_whole: std::env::var_os(READ_WHOLE).is_some(),
             wait_out_charges: std::env::var_os(CARRY_ALL).is_none(),
+            counter_bounds: Vec::new(),
             list_capacity: None,
             switch_stop: std::env::var(SWITCH_STOP)
                 .ok()
@@ -231,11 +236,13 @@ impl Collector {
         let hierarchy_id_offset = offset("cgroup_root", "hierarchy_id")?;
 
         let set_slots = set.kernel_slots() as u32;
+        let slot_most_per_ns = set.slot_bounds(&options.counter_bounds);
         let switch_stop = options.switch_stop.unwrap_or(u32::MAX);
         let narrow = u32::from(options.narrow);
         let cgroup_only = u32::from(options.cgroup_only);
         let mut bpf = EbpfLoader::new()
             .override_global(global::SET_SLOTS, &set_slots, true)
+            .override_global(global::SLOT_MOST_PER_NS, &slot_most_per_ns, true)
             .override_global(global::SWITCH_STOP, &switch_stop, true)
             .override_global(global::NARROW, &narrow, true)
             .override_global(global::CGROUP_ONLY, &cgroup_only, true)

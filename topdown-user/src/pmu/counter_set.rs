@@ -2,7 +2,10 @@
 //! what to call them. A set is data; the kernel and collection code are the same for all.
 
 use anyhow::{Result, bail};
-use topdown_common::MAX_COUNTERS;
+use topdown_common::{
+    MAX_COUNTERS,
+    stats::{MAX_COUNT_PER_NS, MAX_CYCLES_PER_NS},
+};
 
 use super::{machine::Machine, sysfs::SysRoot};
 
@@ -65,6 +68,44 @@ pub struct Counter {
     pub cpus: Option<Vec<u32>>,
 }
 
+impl Counter {
+    /// `PERF_TYPE_HARDWARE`'s cycle events: `PERF_COUNT_HW_CPU_CYCLES`,
+    /// `PERF_COUNT_HW_BUS_CYCLES`, `PERF_COUNT_HW_REF_CPU_CYCLES`.
+    const HW_CYCLE_EVENTS: [u64; 3] = [0, 6, 9];
+
+    /// Whether this event counts cycles, at most one a cycle of a clock: perf's generic cycle
+    /// events, or an event its name says counts cycles (`cycles`, `CPU_CYCLES`, `*_CYCLES`
+    /// events that count cycles with a condition, Intel's `CPU_CLK_UNHALTED.*` and
+    /// `CYCLE_ACTIVITY.*`, AMD's `*_cyc`). Modifiers and PMU prefixes (`cpu_core/cycles/u`) do not change it.
+    pub fn counts_cycles(&self) -> bool {
+        /// `PERF_TYPE_HARDWARE`.
+        const PERF_TYPE_HARDWARE: u32 = 0;
+        if self.attr.pmu_type == PERF_TYPE_HARDWARE {
+            return Self::HW_CYCLE_EVENTS.contains(&(self.attr.config & 0xffff_ffff));
+        }
+        let name = self.name.to_ascii_lowercase();
+        let event = name.split([':', '#']).next().unwrap_or_default();
+        let event = event.trim_end_matches('/');
+        let event = event.rsplit_once('/').map_or(event, |(_, event)| event);
+        event.contains("cycles")
+            || event.starts_with("cycle_activity")
+            || event.starts_with("cpu_clk_unhalted")
+            || event.ends_with("_cyc")
+    }
+
+    /// The most this counter can count per nanosecond it ran, to which the kernel program
+    /// holds every slice's count (`topdown_common::stats::possible_count`):
+    /// [`MAX_CYCLES_PER_NS`] for an event of cycles ([`Self::counts_cycles`]),
+    /// [`MAX_COUNT_PER_NS`] for any other.
+    pub fn most_per_ns(&self) -> u64 {
+        if self.counts_cycles() {
+            MAX_CYCLES_PER_NS
+        } else {
+            MAX_COUNT_PER_NS
+        }
+    }
+}
+
 /// The counters the kernel program reads at every switch, beside the on-CPU clock.
 ///
 /// The clock is not a counter of the set: the kernel program takes every thread's on-CPU time
@@ -96,6 +137,25 @@ impl CounterSet {
     /// How many slots the kernel program reads for this set: the clock's and the counters'.
     pub fn kernel_slots(&self) -> usize {
         self.counters.len() + 1
+    }
+
+    /// What each kernel slot's counter can count at most per nanosecond it ran
+    /// ([`Counter::most_per_ns`]); `override_by_counter` replaces some (by counter index, in
+    /// set order: the tests refuse every count of one counter this way). Slots the set does not
+    /// use (and the clock's, which is no counter) hold [`MAX_COUNT_PER_NS`].
+    pub fn slot_bounds(&self, override_by_counter: &[(usize, u64)]) -> [u64; MAX_COUNTERS] {
+        let mut bounds = [MAX_COUNT_PER_NS; MAX_COUNTERS];
+        for (index, counter) in self.counters.iter().enumerate() {
+            if let Some(bound) = bounds.get_mut(Self::kernel_slot(index)) {
+                *bound = counter.most_per_ns();
+            }
+        }
+        for &(index, most) in override_by_counter {
+            if let Some(bound) = bounds.get_mut(Self::kernel_slot(index)) {
+                *bound = most;
+            }
+        }
+        bounds
     }
 
     /// A set without counters: on-CPU time and switches only.
@@ -198,6 +258,73 @@ mod tests {
     use std::fs;
 
     use super::*;
+
+    fn named(name: &str, pmu_type: u32, config: u64) -> Counter {
+        Counter {
+            name: name.to_owned(),
+            unit: Unit::Events,
+            attr: EventAttr {
+                pmu_type,
+                config,
+                ..EventAttr::default()
+            },
+            cpus: None,
+        }
+    }
+
+    #[test]
+    fn counters_of_cycles_are_held_to_a_clock_s_rate_and_others_to_any_event_s() {
+        let raw = 4;
+        for cycles in [
+            named("cycles", 0, 0),
+            named("cpu_core/cycles/u", 0, 8 << 32),
+            named("ref-cycles", 0, 9),
+            named("cpu_atom/CPU_CLK_UNHALTED.THREAD/", raw, 0x3c),
+            named("CYCLE_ACTIVITY.STALLS_L3_MISS:k", raw, 0x6a3),
+            named("CPU_CYCLES", raw, 0x11),
+            named("ls_not_halted_cyc", raw, 0x76),
+            named("cycles#2", raw, 0x3c),
+        ] {
+            assert!(cycles.counts_cycles(), "{}", cycles.name);
+            assert_eq!(cycles.most_per_ns(), MAX_CYCLES_PER_NS, "{}", cycles.name);
+        }
+        for other in [
+            named("instructions", 0, 1),
+            named("cpu_core/instructions/", 0, (8 << 32) | 1),
+            named("TOPDOWN.SLOTS", raw, 0x1a4),
+            named("STALL_SLOT", raw, 0x3f),
+            named("L1D_PEND_MISS.PENDING", raw, 0x148),
+            named("cpu-clock", 1, 0),
+            named("msr/tsc/", 12, 0),
+        ] {
+            assert!(!other.counts_cycles(), "{}", other.name);
+            assert_eq!(other.most_per_ns(), MAX_COUNT_PER_NS, "{}", other.name);
+        }
+    }
+
+    #[test]
+    fn slot_bounds_follow_the_counters_slots_and_overrides() {
+        let mut set = CounterSet::empty("test", String::new());
+        set.counters = vec![
+            named("instructions", 0, 1),
+            named("cycles", 0, 0),
+            named("context-switches", 1, 3),
+        ];
+        let bounds = set.slot_bounds(&[]);
+        assert_eq!(
+            bounds[..5],
+            [
+                MAX_COUNT_PER_NS,
+                MAX_COUNT_PER_NS,
+                MAX_CYCLES_PER_NS,
+                MAX_COUNT_PER_NS,
+                MAX_COUNT_PER_NS
+            ]
+        );
+        let overridden = set.slot_bounds(&[(2, 0), (MAX_COUNTERS, 0)]);
+        assert_eq!(overridden[3], 0, "counter 2 is slot 3");
+        assert_eq!(overridden[..3], bounds[..3]);
+    }
 
     /// A PMU for a fixture: name, type, format files, event files.
     type FixturePmu<'a> = (
