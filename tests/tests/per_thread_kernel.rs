@@ -328,12 +328,12 @@ fn a_full_charged_list_falls_back_to_reading_the_whole_map() {
 /// Threads of [`listed_reads_match_the_map`] that block at once and stay blocked.
 const IDLE_THREADS: usize = 400;
 
-/// Runs `threads` workers (and [`IDLE_THREADS`] idle ones) in this process for 1.5 s, each spinning `spin` then sleeping
-/// `sleep_ms` times 1 to 4 (so some run in an interval and others not), with a collector whose
-/// list holds `list_capacity` tids, snapshotting every 40 ms; then parks them and checks what
-/// [`interval_reads_of_the_threads_charged_miss_no_charge`] says; `wait_out_charges` as
-/// [`CollectorOptions::wait_out_charges`]. Returns the last stats, and how many snapshots read
-/// only the threads listed of how many.
+/// Runs `threads` workers (and [`IDLE_THREADS`] idle ones) in this process for 1.5 s, each
+/// spinning `spin` then sleeping `sleep_ms` times 1 to 4 (so some run in an interval and others
+/// not), with a collector whose list holds `list_capacity` tids, snapshotting every 40 ms; then
+/// parks them and checks what [`interval_reads_of_the_threads_charged_miss_no_charge`] says;
+/// `wait_out_charges` as [`CollectorOptions::wait_out_charges`]. Returns the last stats, and how
+/// many snapshots read only the threads listed of how many.
 fn listed_reads_match_the_map(
     threads: usize,
     list_capacity: Option<u32>,

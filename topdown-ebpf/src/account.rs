@@ -75,10 +75,10 @@ static THREAD_RECORDS: RingBuf = RingBuf::with_byte_size(RECORDS_BYTES, 0);
 const RECORDS_BYTES: u32 = 4 * 1024 * 1024;
 
 /// The threads charged since userspace last read this list ([`ListedThread`]: tid and epoch):
-/// each thread's first charge in a [`LIST_EPOCH`] puts it here once, so a read costs per thread that ran, not per live
-/// thread. Sized by the loader from `--max-threads`; when full, the thread is not stamped (it
-/// tries again at its next charge) and the failure is counted, and userspace reads the whole
-/// map at its next read.
+/// each thread's first charge in a [`LIST_EPOCH`] puts it here once, so a read costs per thread
+/// that ran, not per live thread. Sized by the loader from `--max-threads`; when full, the
+/// thread is not stamped (it tries again at its next charge) and the failure is counted, and
+/// userspace reads the whole map at its next read.
 #[map]
 static CHARGED: RingBuf = RingBuf::with_byte_size(64 * 1024, 0);
 
@@ -225,10 +225,10 @@ pub fn note_switch(state: &mut CpuState, prev_tid: u32, next_tid: u32) -> bool {
     reported
 }
 
-/// Whether a switch to `next` (thread `next_tid`) reads the counters: always, unless only cgroups are reported
-/// and `next` is in the cgroup whose threads ran since the last read (`state.group`), no
-/// thread changed cgroup since, and the switch to `prev` was `reported` (else another thread
-/// ran unseen). Remembers `next`'s cgroup (0 for the idle task, whose counts are kept apart).
+/// Whether a switch to `next` (thread `next_tid`) reads the counters: always, unless only
+/// cgroups are reported and `next` is in the cgroup whose threads ran since the last read
+/// (`state.group`), no thread changed cgroup since, and the switch to `prev` was `reported`
+/// (else another thread ran unseen). Remembers `next`'s cgroup (0 for the idle task, whose counts are kept apart).
 #[inline(always)]
 pub fn reads_at_switch(state: &mut CpuState, next: Task, next_tid: u32, reported: bool) -> bool {
     // SAFETY: a read-only global the loader sets before loading.

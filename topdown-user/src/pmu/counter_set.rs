@@ -76,7 +76,8 @@ impl Counter {
     /// Whether this event counts cycles, at most one a cycle of a clock: perf's generic cycle
     /// events, or an event its name says counts cycles (`cycles`, `CPU_CYCLES`, `*_CYCLES`
     /// events that count cycles with a condition, Intel's `CPU_CLK_UNHALTED.*` and
-    /// `CYCLE_ACTIVITY.*`, AMD's `*_cyc`). Modifiers and PMU prefixes (`cpu_core/cycles/u`) do not change it.
+    /// `CYCLE_ACTIVITY.*`, AMD's `*_cyc`). Modifiers and PMU prefixes (`cpu_core/cycles/u`) do
+    /// not change it.
     pub fn counts_cycles(&self) -> bool {
         /// `PERF_TYPE_HARDWARE`.
         const PERF_TYPE_HARDWARE: u32 = 0;
