@@ -239,9 +239,7 @@ fn is_event(counter: &Counter, names: &[&str], generic: u64) -> bool {
         return counter.attr.config & 0xffff_ffff == generic;
     }
     // `cpu_core/INST_RETIRED.ANY/` or `INST_RETIRED.ANY`; modifiers (`:u`) are in the attr.
-    let name = counter.name.trim_end_matches('/');
-    let name = name.rsplit_once('/').map_or(name, |(_, event)| event);
-    let name = name.split_once(':').map_or(name, |(event, _)| event);
+    let name = counter.event_name();
     names.iter().any(|n| n.eq_ignore_ascii_case(name))
 }
 
@@ -494,19 +492,9 @@ pub fn shown_nodes<'r>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pmu::counter_set::{EventAttr, Unit};
 
     fn counter(name: &str, pmu_type: u32, config: u64) -> Counter {
-        Counter {
-            name: name.into(),
-            unit: Unit::Events,
-            attr: EventAttr {
-                pmu_type,
-                config,
-                ..EventAttr::default()
-            },
-            cpus: None,
-        }
+        Counter::event(name, pmu_type, config)
     }
 
     fn set(counters: Vec<Counter>) -> CounterSet {

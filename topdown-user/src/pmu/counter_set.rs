@@ -68,10 +68,41 @@ pub struct Counter {
     pub cpus: Option<Vec<u32>>,
 }
 
+#[cfg(test)]
+impl Counter {
+    /// A counter of event `name` (`perf_event_attr` type and config), counting events on every
+    /// CPU: the unit tests' counters.
+    pub(crate) fn event(name: &str, pmu_type: u32, config: u64) -> Self {
+        Self {
+            name: name.to_owned(),
+            unit: Unit::Events,
+            attr: EventAttr {
+                pmu_type,
+                config,
+                ..EventAttr::default()
+            },
+            cpus: None,
+        }
+    }
+}
+
 impl Counter {
     /// `PERF_TYPE_HARDWARE`'s cycle events: `PERF_COUNT_HW_CPU_CYCLES`,
     /// `PERF_COUNT_HW_BUS_CYCLES`, `PERF_COUNT_HW_REF_CPU_CYCLES`.
     const HW_CYCLE_EVENTS: [u64; 3] = [0, 6, 9];
+
+    /// The event its name spells, without a PMU prefix or modifiers: `INST_RETIRED.ANY` of
+    /// `cpu_core/INST_RETIRED.ANY/u` or of `INST_RETIRED.ANY:u`.
+    pub fn event_name(&self) -> &str {
+        match self.name.split_once('/') {
+            // `pmu/event/modifiers`: what is between the first and the last slash.
+            Some((_, rest)) => rest.rsplit_once('/').map_or(rest, |(event, _)| event),
+            None => self
+                .name
+                .split_once(':')
+                .map_or(&self.name, |(event, _)| event),
+        }
+    }
 
     /// Whether this event counts cycles, at most one a cycle of a clock: perf's generic cycle
     /// events, or an event its name says counts cycles (`cycles`, `CPU_CYCLES`, `*_CYCLES`
@@ -84,10 +115,7 @@ impl Counter {
         if self.attr.pmu_type == PERF_TYPE_HARDWARE {
             return Self::HW_CYCLE_EVENTS.contains(&(self.attr.config & 0xffff_ffff));
         }
-        let name = self.name.to_ascii_lowercase();
-        let event = name.split([':', '#']).next().unwrap_or_default();
-        let event = event.trim_end_matches('/');
-        let event = event.rsplit_once('/').map_or(event, |(_, event)| event);
+        let event = self.event_name().to_ascii_lowercase();
         event.contains("cycles")
             || event.starts_with("cycle_activity")
             || event.starts_with("cpu_clk_unhalted")
@@ -261,15 +289,19 @@ mod tests {
     use super::*;
 
     fn named(name: &str, pmu_type: u32, config: u64) -> Counter {
-        Counter {
-            name: name.to_owned(),
-            unit: Unit::Events,
-            attr: EventAttr {
-                pmu_type,
-                config,
-                ..EventAttr::default()
-            },
-            cpus: None,
+        Counter::event(name, pmu_type, config)
+    }
+
+    #[test]
+    fn the_event_name_drops_the_pmu_prefix_and_modifiers() {
+        for (name, event) in [
+            ("cpu_core/INST_RETIRED.ANY/u", "INST_RETIRED.ANY"),
+            ("cpu_core/INST_RETIRED.ANY/", "INST_RETIRED.ANY"),
+            ("msr/tsc/", "tsc"),
+            ("INST_RETIRED.ANY:u", "INST_RETIRED.ANY"),
+            ("cycles", "cycles"),
+        ] {
+            assert_eq!(named(name, 4, 0).event_name(), event, "{name}");
         }
     }
 
@@ -284,7 +316,7 @@ mod tests {
             named("CYCLE_ACTIVITY.STALLS_L3_MISS:k", raw, 0x6a3),
             named("CPU_CYCLES", raw, 0x11),
             named("ls_not_halted_cyc", raw, 0x76),
-            named("cycles#2", raw, 0x3c),
+            named("cpu_core/CPU_CLK_UNHALTED.THREAD/k", raw, 0x3c),
         ] {
             assert!(cycles.counts_cycles(), "{}", cycles.name);
             assert_eq!(cycles.most_per_ns(), MAX_CYCLES_PER_NS, "{}", cycles.name);
