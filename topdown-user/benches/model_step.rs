@@ -10,6 +10,9 @@
 //! each Level 2 metric a share of its parent), the general counters of a tenth of the threads
 //! multiplexed (running 60 % of their enabled time), every thread in one of 200 cgroups.
 
+mod support;
+use support::Lcg;
+
 use std::time::{Duration, Instant};
 use topdown_common::{
     cgroup::CgroupId,
@@ -37,24 +40,6 @@ use topdown_user::{
 const THREADS: u32 = 30_000;
 /// Windows timed; the median is reported.
 const RUNS: usize = 11;
-
-/// A small deterministic generator (64-bit LCG), so runs are comparable.
-struct Lcg(u64);
-
-impl Lcg {
-    fn next(&mut self) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        self.0 >> 11
-    }
-
-    /// A fraction in [0, 1).
-    fn fraction(&mut self) -> f64 {
-        (self.next() % 1_000_000) as f64 / 1e6
-    }
-}
 
 fn counter(name: &str) -> Counter {
     Counter {

@@ -13,7 +13,7 @@ pub mod target;
 pub mod usage;
 
 use std::{
-    collections::{BTreeMap, HashMap},
+    collections::{BTreeMap, HashMap, HashSet},
     time::Duration,
 };
 use topdown_common::cgroup::CgroupId;
@@ -263,6 +263,20 @@ impl Attributor {
             .filter(|before| before.same_thread(record))
     }
 
+    /// Keeps `record` as its thread's latest totals, in place of the tid's previous ones (their
+    /// slots' memory reused), and notes its tid in `kept` where the snapshot was read whole.
+    fn keep(&mut self, record: &ThreadRecord, kept: Option<&mut HashSet<Tid>>) {
+        match self.live.get_mut(&record.tid()) {
+            Some(slot) => slot.clone_from(record),
+            None => {
+                self.live.insert(record.tid(), record.clone());
+            }
+        }
+        if let Some(kept) = kept {
+            kept.insert(record.tid());
+        }
+    }
+
     /// Usage since the previous snapshot (or since [`Attributor::start`]). A snapshot that
     /// read only the threads charged since the previous one ([`Snapshot::live_complete`] unset)
     /// leaves the other threads' totals as they were.
@@ -284,18 +298,19 @@ impl Attributor {
                 .charge(before, now);
         };
 
-        // Each thread's latest record of this snapshot, in the order they were sent.
-        let mut latest: HashMap<Tid, &ThreadRecord> = HashMap::new();
+        // Each thread's latest record of this snapshot, in the order they were sent, and
+        // whether the map was read for its tid.
+        let mut latest: HashMap<Tid, (&ThreadRecord, bool)> = HashMap::new();
         let mut threads = Vec::new();
         let mut exits = ExitedThreads::new(self.window_exit_rows);
         for record in &snapshot.records {
             let before = latest
                 .get(&record.tid())
-                .copied()
+                .map(|&(r, _)| r)
                 .filter(|r| r.same_thread(record))
                 .or_else(|| Self::before(&self.live, record));
             charge(record.cgroup(), before, record);
-            latest.insert(record.tid(), record);
+            latest.insert(record.tid(), (record, false));
             if record.exited() && self.target.keeps(&record.header) {
                 let usage = ThreadUsage::between(Self::before(&self.live, record), record, nr);
                 self.exited.add(ThreadUsage::between(None, record, nr));
@@ -304,12 +319,18 @@ impl Attributor {
         }
         threads.extend(exits.into_rows());
 
-        let mut live = HashMap::with_capacity(snapshot.live.len());
+        // The threads read whole: every live thread, so those not read are gone from the map.
+        let mut kept = snapshot
+            .live_complete
+            .then(|| HashSet::with_capacity(snapshot.live.len()));
         for now in &snapshot.live {
-            let sent = latest
-                .get(&now.tid())
-                .copied()
-                .filter(|r| r.same_thread(now));
+            let sent = match latest.get_mut(&now.tid()) {
+                Some((record, read)) => {
+                    *read = true;
+                    Some(*record).filter(|r| r.same_thread(now))
+                }
+                None => None,
+            };
             // Most live threads on a large host did not run since the previous snapshot: their
             // totals are the ones kept, which stay (nothing to charge, no row, no copy).
             if sent.is_none()
@@ -318,8 +339,8 @@ impl Attributor {
                     .get(&now.tid())
                     .is_some_and(|kept| kept.unchanged_in(now))
             {
-                if let Some((tid, kept)) = self.live.remove_entry(&now.tid()) {
-                    live.insert(tid, kept);
+                if let Some(kept) = kept.as_mut() {
+                    kept.insert(now.tid());
                 }
                 continue;
             }
@@ -346,12 +367,12 @@ impl Attributor {
                     });
                 }
             }
-            live.insert(now.tid(), newest.clone());
+            self.keep(newest, kept.as_mut());
         }
         // A thread that sent a record after the map was read and was not read from it (born,
         // or listed as charged, after the read): the record is its latest.
-        for (tid, record) in latest {
-            if record.exited() || live.contains_key(&tid) {
+        for (record, read) in latest.into_values() {
+            if record.exited() || read {
                 continue;
             }
             if self.target.keeps(&record.header) {
@@ -360,12 +381,12 @@ impl Attributor {
                     threads.push(usage);
                 }
             }
-            live.insert(tid, record.clone());
+            self.keep(record, kept.as_mut());
         }
-        if snapshot.live_complete {
+        if let Some(kept) = kept {
             // Threads gone from the map without a final record: it was lost (counted by the
             // kernel), or the thread was only ever charged to scratch space (map full, counted).
-            self.live = live;
+            self.live.retain(|tid, _| kept.contains(tid));
         } else {
             // Only the threads charged since the previous snapshot were read: the others keep
             // their totals, except those that died.
@@ -374,7 +395,6 @@ impl Attributor {
                     self.live.remove(&record.tid());
                 }
             }
-            self.live.extend(live);
         }
 
         let idle = snapshot

@@ -11,12 +11,27 @@ use topdown_common::{
 
 /// What the kernel says about one thread: who it is, and its cumulative totals for the set's
 /// slots only (a map value or a ring-buffer record, decoded once here).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct ThreadRecord {
     /// Who, where, how often; flags say whether it died or left a cgroup.
     pub header: ThreadHeader,
     /// Cumulative readings, one per slot of the set.
     pub slots: Vec<Reading>,
+}
+
+impl Clone for ThreadRecord {
+    fn clone(&self) -> Self {
+        Self {
+            header: self.header,
+            slots: self.slots.clone(),
+        }
+    }
+
+    /// Reuses the slots' memory: the attributor keeps each thread's latest record this way.
+    fn clone_from(&mut self, source: &Self) {
+        self.header = source.header;
+        self.slots.clone_from(&source.slots);
+    }
 }
 
 impl ThreadRecord {

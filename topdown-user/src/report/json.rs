@@ -134,71 +134,6 @@ struct IntervalDoc {
     length_s: f64,
 }
 
-/// What a thread row says about whose it is.
-#[derive(Serialize)]
-struct ThreadDoc<'a> {
-    tid: u32,
-    pid: u32,
-    comm: &'a str,
-    cgroup: &'a str,
-    cgroup_id: u64,
-    exited: bool,
-    /// Exited threads this row folds (0: one thread's own row).
-    folded_threads: u64,
-    #[serde(flatten)]
-    values: ValuesDoc<'a>,
-}
-
-/// What a group row says about whose it is.
-#[derive(Serialize)]
-struct GroupDoc<'a> {
-    label: &'a str,
-    cgroup: &'a str,
-    cgroup_id: u64,
-    kind: &'static str,
-    container_id: Option<&'a str>,
-    runtime: Option<&'static str>,
-    pod_uid: Option<&'a str>,
-    qos: Option<&'static str>,
-    #[serde(flatten)]
-    values: ValuesDoc<'a>,
-}
-
-/// A row's value columns, `{key: value}`, in column order (null where not measured).
-struct ColumnsDoc<'a> {
-    columns: &'a [Column],
-    row: &'a Row,
-}
-
-impl Serialize for ColumnsDoc<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap as _;
-        let mut map = serializer.serialize_map(Some(self.columns.len()))?;
-        for column in self.columns {
-            match column.value(self.row) {
-                Some(Number::Int(n)) => map.serialize_entry(column.key, &n)?,
-                Some(Number::Float(x)) => map.serialize_entry(column.key, &x)?,
-                None => map.serialize_entry(column.key, &None::<f64>)?,
-            }
-        }
-        map.end()
-    }
-}
-
-/// A row's values.
-#[derive(Serialize)]
-struct ValuesDoc<'a> {
-    #[serde(flatten)]
-    columns: ColumnsDoc<'a>,
-    counters: CountersDoc<'a>,
-    run_percent: f64,
-    /// What held it back: `throttled`, `waiting for CPU`, else TopDown's bottleneck; null when
-    /// none of them.
-    bottleneck: Option<&'static str>,
-    /// One entry per core type it ran on; null without TopDown.
-    topdown: Option<Vec<TopdownDoc<'a>>>,
-}
-
 /// TopDown on one core type.
 #[derive(Serialize)]
 struct TopdownDoc<'a> {
@@ -312,68 +247,136 @@ pub fn write_document(
     let head = head.strip_suffix('}').unwrap_or(&head);
     write!(out, "{head},\"{list}\":[")?;
     let order = name_order(set);
+    // Rows are serialized into a buffer of our own and written a batch at a time: serde_json
+    // writes a row in dozens of small pieces, each a call through `dyn Write` otherwise.
+    let mut batch = Vec::with_capacity(ROW_BATCH_BYTES + 4096);
     for (i, row) in rows.iter().enumerate() {
         if i > 0 {
-            out.write_all(b",")?;
+            batch.push(b',');
         }
-        write_entry(&mut *out, row, shown.columns, set, &order, view)?;
+        write_entry(&mut batch, row, shown.columns, set, &order, view)?;
+        if batch.len() >= ROW_BATCH_BYTES {
+            out.write_all(&batch)?;
+            batch.clear();
+        }
     }
-    out.write_all(b"]}\n")?;
+    batch.extend_from_slice(b"]}\n");
+    out.write_all(&batch)?;
     Ok(())
 }
 
-/// One row's object: who it is, then its values.
+/// How many bytes of rows are serialized before they are written out.
+const ROW_BATCH_BYTES: usize = 64 * 1024;
+
+/// One row's object: who it is, then its values, in the order docs/live.md gives.
 fn write_entry(
-    out: &mut dyn Write,
+    out: &mut Vec<u8>,
     row: &Row,
     columns: &[Column],
     set: &CounterSet,
     order: &[usize],
     view: Option<&TopdownView>,
 ) -> Result<()> {
-    let values = ValuesDoc {
-        columns: ColumnsDoc { columns, row },
-        counters: CountersDoc::new(set, &row.counters, order),
-        run_percent: row.run_fraction * 100.0,
-        bottleneck: row.bottleneck(),
-        topdown: topdown(row, view),
-    };
+    let mut object = Object::open(out);
     match &row.who {
-        Who::Thread(t) => serde_json::to_writer(
-            out,
-            &ThreadDoc {
-                tid: t.tid.0,
-                pid: t.pid.0,
-                comm: &t.comm,
-                cgroup: &t.cgroup,
-                cgroup_id: t.cgroup_id.0,
-                exited: t.exited,
-                folded_threads: t.folded,
-                values,
-            },
-        )?,
+        Who::Thread(t) => {
+            object.int("tid", u64::from(t.tid.0));
+            object.int("pid", u64::from(t.pid.0));
+            object.value("comm", t.comm.as_str())?;
+            object.value("cgroup", t.cgroup.as_str())?;
+            object.int("cgroup_id", t.cgroup_id.0);
+            object.value("exited", &t.exited)?;
+            object.int("folded_threads", t.folded);
+        }
         Who::Group { group, .. } => {
             let (container_id, runtime) = match &group.owner {
                 Owner::Container { id, runtime, .. } => (Some(id.as_str()), Some(*runtime)),
                 _ => (None, None),
             };
-            serde_json::to_writer(
-                out,
-                &GroupDoc {
-                    label: &group.label,
-                    cgroup: &group.path,
-                    cgroup_id: group.id.0,
-                    kind: group.owner.kind(),
-                    container_id,
-                    runtime,
-                    pod_uid: group.owner.pod().map(|p| p.uid.as_str()),
-                    qos: group.owner.pod().map(|p| p.qos.name()),
-                    values,
-                },
-            )?;
+            object.value("label", group.label.as_str())?;
+            object.value("cgroup", group.path.as_str())?;
+            object.int("cgroup_id", group.id.0);
+            object.value("kind", group.owner.kind())?;
+            object.value("container_id", &container_id)?;
+            object.value("runtime", &runtime)?;
+            object.value("pod_uid", &group.owner.pod().map(|p| p.uid.as_str()))?;
+            object.value("qos", &group.owner.pod().map(|p| p.qos.name()))?;
         }
     }
+    for column in columns {
+        match column.value(row) {
+            Some(Number::Int(n)) => object.int(column.key, n),
+            Some(Number::Float(x)) => object.float(column.key, Some(x)),
+            None => object.float(column.key, None),
+        }
+    }
+    object.value("counters", &CountersDoc::new(set, &row.counters, order))?;
+    object.float("run_percent", Some(row.run_fraction * 100.0));
+    object.value("bottleneck", &row.bottleneck())?;
+    object.value("topdown", &topdown(row, view))?;
+    object.close();
     Ok(())
+}
+
+/// A JSON object written field by field into a buffer: the text serde_json writes for a struct
+/// of these fields, without its per-key escaping and calls. Keys are the schema's own
+/// identifiers and columns' keys (letters, digits and `_`: checked in debug builds and by the
+/// unit tests), written as they are; numbers go through serde_json's formatter, strings and
+/// nested values through serde_json.
+struct Object<'a> {
+    out: &'a mut Vec<u8>,
+    empty: bool,
+}
+
+impl<'a> Object<'a> {
+    fn open(out: &'a mut Vec<u8>) -> Self {
+        out.push(b'{');
+        Self { out, empty: true }
+    }
+
+    fn key(&mut self, key: &str) {
+        debug_assert!(is_plain_key(key), "{key} needs escaping");
+        if !std::mem::replace(&mut self.empty, false) {
+            self.out.push(b',');
+        }
+        self.out.push(b'"');
+        self.out.extend_from_slice(key.as_bytes());
+        self.out.extend_from_slice(b"\":");
+    }
+
+    fn int(&mut self, key: &str, value: u64) {
+        use serde_json::ser::Formatter as _;
+        self.key(key);
+        // Writing to a Vec cannot fail.
+        let _ = serde_json::ser::CompactFormatter.write_u64(self.out, value);
+    }
+
+    /// A float, `null` for none and for a value JSON cannot hold (as serde_json writes them).
+    fn float(&mut self, key: &str, value: Option<f64>) {
+        use serde_json::ser::Formatter as _;
+        self.key(key);
+        match value.filter(|x| x.is_finite()) {
+            Some(x) => {
+                let _ = serde_json::ser::CompactFormatter.write_f64(self.out, x);
+            }
+            None => self.out.extend_from_slice(b"null"),
+        }
+    }
+
+    fn value<T: Serialize + ?Sized>(&mut self, key: &str, value: &T) -> Result<()> {
+        self.key(key);
+        serde_json::to_writer(&mut *self.out, value)?;
+        Ok(())
+    }
+
+    fn close(self) {
+        self.out.push(b'}');
+    }
+}
+
+/// Whether `key` is written the same escaped or not: ASCII letters, digits and `_` only.
+fn is_plain_key(key: &str) -> bool {
+    key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
 #[cfg(test)]
@@ -388,6 +391,61 @@ mod tests {
             attr: EventAttr::default(),
             cpus: None,
         }
+    }
+
+    #[test]
+    fn objects_are_the_json_serde_writes_for_the_same_fields() {
+        let mut out = Vec::new();
+        let mut object = Object::open(&mut out);
+        object.int("tid", u64::MAX);
+        object.value("comm", "a \"quoted\\ name\n").unwrap();
+        object.float("cpu_percent", Some(12.5));
+        object.float("not_a_number", Some(f64::NAN));
+        object.float("infinite", Some(f64::INFINITY));
+        object.float("missing", None);
+        object.value("exited", &true).unwrap();
+        object.value("runtime", &None::<&str>).unwrap();
+        object.close();
+        #[derive(Serialize)]
+        struct Same<'a> {
+            tid: u64,
+            comm: &'a str,
+            cpu_percent: f64,
+            not_a_number: f64,
+            infinite: f64,
+            missing: Option<f64>,
+            exited: bool,
+            runtime: Option<&'a str>,
+        }
+        let expected = serde_json::to_string(&Same {
+            tid: u64::MAX,
+            comm: "a \"quoted\\ name\n",
+            cpu_percent: 12.5,
+            not_a_number: f64::NAN,
+            infinite: f64::INFINITY,
+            missing: None,
+            exited: true,
+            runtime: None,
+        })
+        .unwrap();
+        // serde_json's own text of the same object, keys in the same order.
+        assert_eq!(String::from_utf8(out).unwrap(), expected);
+        let mut empty = Vec::new();
+        Object::open(&mut empty).close();
+        assert_eq!(empty, b"{}");
+    }
+
+    #[test]
+    fn every_column_key_is_written_as_it_is() {
+        let mut set = CounterSet::software("test".into());
+        set.counters
+            .extend(["cycles", "instructions", "cpu_core/cycles/u", "weird\"name"].map(counter));
+        let columns = crate::model::columns::columns(&set);
+        assert!(columns.len() > 5);
+        for column in columns {
+            assert!(is_plain_key(column.key), "{}", column.key);
+        }
+        assert!(!is_plain_key("a\"b") && !is_plain_key("a\\b") && !is_plain_key("é"));
     }
 
     #[test]
