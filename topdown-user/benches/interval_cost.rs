@@ -1,7 +1,7 @@
 //! User space's cost per interval of `--per-thread -I 1000 --json` after the kernel's books are
 //! read: the attributor's window from a snapshot, the frame (rows named), and the JSON document
-//! written. Not a test: run with `cargo bench -p topdown-user --bench interval_cost`; results go
-//! to BENCHMARKS.md (issue 33 item 1).
+//! written. Not a test: run with `cargo xtask bench interval-cost`; results go to BENCHMARKS.md
+//! (issue 33 item 1).
 //!
 //! The input is shaped like the scale bench's pool of mostly idle threads (`scale.sh`, the 5 s
 //! shape): 30,000 live threads, of which a different fifth ran in each interval, so each

@@ -4,8 +4,8 @@
 //! - `build-ebpf`: builds the BPF object (installing bpf-linker and its LLVM when missing).
 //! - `run -- ARGS`: builds everything and runs `topdown-bpf ARGS` (through sudo when not root).
 //! - `test`: builds everything and runs the whole test suite.
-//! - `bench [collector|c2c-report|churn|cgroup-reads|model-step|scale]`: the benchmarks (see
-//!   BENCHMARKS.md).
+//! - `bench [collector|c2c-report|churn|cgroup-reads|model-step|interval-cost|scale]`: the
+//!   benchmarks (see BENCHMARKS.md).
 //! - `fuzz [TARGET] [--seconds N]`: the fuzz targets in `fuzz/` (cargo-fuzz, libFuzzer).
 //! - `install [--prefix DIR]`: the binary, its man pages and shell completions.
 
@@ -158,6 +158,9 @@ enum Bench {
     /// `topdown-user/benches/model_step.rs`: the model step over a window of 30,000 threads,
     /// with the software set and with a TopDown Level 2 set.
     ModelStep,
+    /// `topdown-user/benches/interval_cost.rs`: user space's work per interval after the
+    /// kernel's books are read (attributor, rows, JSON) at 30,000 live threads, a fifth running.
+    IntervalCost,
     /// `xtask/bench/scale.sh`: the tool's CPU and memory per interval at 1,000 to 100,000
     /// live threads, the threads the kernel listed as charged read against the whole map
     /// (`BASELINE=BINARY`: and another build); then c2c report at a million and ten million
@@ -335,10 +338,15 @@ fn run(cli: Cli) -> Result<()> {
                 Bench::Churn => "xtask/bench/churn.sh",
                 Bench::CgroupReads => "xtask/bench/cgroup-reads.sh",
                 Bench::Scale => "xtask/bench/scale.sh",
-                Bench::ModelStep => {
+                Bench::ModelStep | Bench::IntervalCost => {
+                    let bench = if which == Bench::ModelStep {
+                        "model_step"
+                    } else {
+                        "interval_cost"
+                    };
                     let status = Command::new("cargo")
                         .current_dir(&root)
-                        .args(["bench", "-p", "topdown-user", "--bench", "model_step"])
+                        .args(["bench", "-p", "topdown-user", "--bench", bench])
                         .status()
                         .context("running cargo bench")?;
                     return check(status, "the benchmark");
