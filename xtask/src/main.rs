@@ -6,7 +6,7 @@
 //! - `test`: builds everything and runs the whole test suite.
 //! - `bench [collector|c2c-report|churn|cgroup-reads|model-step|interval-cost|scale]`: the
 //!   benchmarks (see BENCHMARKS.md).
-//! - `fuzz [TARGET] [--seconds N]`: the fuzz targets in `fuzz/` (cargo-fuzz, libFuzzer).
+//! - `fuzz [TARGET] [--seconds N] [--dev]`: the fuzz targets in `fuzz/` (cargo-fuzz, libFuzzer).
 //! - `install [--prefix DIR]`: the binary, its man pages and shell completions.
 
 mod apt;
@@ -14,6 +14,7 @@ mod build;
 mod deps;
 mod dist;
 mod dist_checks;
+mod fuzz;
 mod guest;
 mod install;
 
@@ -104,6 +105,10 @@ enum Task {
         /// Seconds per target.
         #[arg(long, default_value_t = 60)]
         seconds: u64,
+        /// The test command's unoptimised build (overflow checks, debug assertions), which
+        /// builds in about half the time.
+        #[arg(long)]
+        dev: bool,
     },
     /// Build what an operator installs into target/dist: for each architecture a tarball
     /// (static binary, man pages, completions, unit, licences) and a .deb, and one multi-arch
@@ -129,16 +134,6 @@ enum Task {
         debug: bool,
     },
 }
-
-/// The fuzz targets in `fuzz/fuzz_targets`, run by `cargo xtask fuzz` and briefly by
-/// `cargo xtask test`.
-const FUZZ_TARGETS: [&str; 5] = [
-    "perf_data",
-    "perf_stat_csv",
-    "event_spec",
-    "sysfs_format",
-    "http_request",
-];
 
 /// Seconds `cargo xtask test` runs each fuzz target (`TOPDOWN_FUZZ_SECONDS` overrides).
 const TEST_FUZZ_SECONDS: u64 = 10;
@@ -235,7 +230,7 @@ fn run(cli: Cli) -> Result<()> {
                 .ok()
                 .and_then(|s| s.parse().ok())
                 .unwrap_or(TEST_FUZZ_SECONDS);
-            let results = fuzz(&root, &FUZZ_TARGETS, seconds, FuzzBuild::Checked)?;
+            let results = fuzz::run(&root, &fuzz::TARGETS, seconds, fuzz::Build::Checked)?;
             let fuzz_done = started.elapsed();
             // The emulated arm64 PMU: its tests' verdicts count with the host's; a guest that
             // could not be booted or did not finish is one failure.
@@ -252,7 +247,7 @@ fn run(cli: Cli) -> Result<()> {
             passed += p;
             failed += f;
             for (target, outcome) in &results {
-                let ok = *outcome == FuzzOutcome::NothingFound;
+                let ok = *outcome == fuzz::Outcome::NothingFound;
                 println!(
                     "fuzz {target} for {seconds} s ... {}",
                     if ok { "ok" } else { "FAILED" }
@@ -276,7 +271,7 @@ fn run(cli: Cli) -> Result<()> {
             // and every fuzz target.
             println!("\ntests: {passed} passed, {failed} failed");
             check(status, "cargo test")?;
-            fuzz_verdict(&results)?;
+            fuzz::verdict(&results)?;
             if guest.1 > 0 {
                 bail!("the guests' suites failed (their output is above)");
             }
@@ -285,27 +280,37 @@ fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
-        Task::Fuzz { target, seconds } => {
+        Task::Fuzz {
+            target,
+            seconds,
+            dev,
+        } => {
             let targets: Vec<&str> = match target.as_deref() {
-                None => FUZZ_TARGETS.to_vec(),
-                Some(name) if FUZZ_TARGETS.contains(&name) => vec![name],
+                None => fuzz::TARGETS.to_vec(),
+                Some(name) if fuzz::TARGETS.contains(&name) => vec![name],
                 Some(name) => bail!(
                     "no fuzz target `{name}`: one of {}",
-                    FUZZ_TARGETS.join(", ")
+                    fuzz::TARGETS.join(", ")
                 ),
             };
-            let results = fuzz(&root, &targets, seconds, FuzzBuild::Optimised)?;
+            let build = if dev {
+                fuzz::Build::Checked
+            } else {
+                fuzz::Build::Optimised
+            };
+            let results = fuzz::run(&root, &targets, seconds, build)?;
             for (target, outcome) in &results {
                 println!(
                     "fuzz {target}: {}",
                     match outcome {
-                        FuzzOutcome::NothingFound => "nothing found",
-                        FuzzOutcome::Found => "FOUND (see fuzz/artifacts)",
-                        FuzzOutcome::DidNotBuild => "DID NOT BUILD (see target/fuzz-logs)",
+                        fuzz::Outcome::NothingFound => "nothing found",
+                        fuzz::Outcome::Found => "FOUND (see fuzz/artifacts)",
+                        fuzz::Outcome::DidNotBuild =>
+                            "DID NOT BUILD (see target/fuzz-logs/build.log)",
                     }
                 );
             }
-            fuzz_verdict(&results)
+            fuzz::verdict(&results)
         }
         Task::Screenshots => screenshots(&root),
         Task::Dist { check: true, .. } => {
@@ -435,119 +440,6 @@ fn screenshots(root: &Path) -> Result<()> {
     )?;
     println!("xtask: wrote {} and {}", view.display(), plot.display());
     Ok(())
-}
-
-/// Runs each of `targets` for `seconds` (2 GB memory limit, 10 s per input): whether it found
-/// nothing. Inputs it finds go to target/fuzz-corpus, never into the seeds in fuzz/corpus.
-/// How a fuzz target's run ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum FuzzOutcome {
-    NothingFound,
-    /// libFuzzer stopped on an input (written to fuzz/artifacts).
-    Found,
-    /// The target did not compile (cargo-fuzz's log says why): not a finding.
-    DidNotBuild,
-}
-
-/// An error naming what went wrong when any target did not end with nothing found.
-fn fuzz_verdict(results: &[(String, FuzzOutcome)]) -> Result<()> {
-    let names = |wanted| -> Vec<&str> {
-        results
-            .iter()
-            .filter(|(_, o)| *o == wanted)
-            .map(|(t, _)| t.as_str())
-            .collect()
-    };
-    let (broken, found) = (names(FuzzOutcome::DidNotBuild), names(FuzzOutcome::Found));
-    if !broken.is_empty() {
-        bail!(
-            "fuzz targets did not build: {} (see target/fuzz-logs)",
-            broken.join(", ")
-        );
-    }
-    if !found.is_empty() {
-        bail!(
-            "fuzz targets found something: {} (see fuzz/artifacts)",
-            found.join(", ")
-        );
-    }
-    Ok(())
-}
-
-/// How the fuzz targets are built.
-#[derive(Clone, Copy)]
-enum FuzzBuild {
-    /// Optimised (`-O`): many inputs a second, for `cargo xtask fuzz`'s long runs.
-    Optimised,
-    /// Unoptimised, with overflow checks and debug assertions (`--dev`), for the test command:
-    /// it replays the seeds and mutates for seconds, which an optimised build does not repay
-    /// (on 2 cores: 3 min 14 s to build the first target, against a 569 s fuzz stage with `-O`
-    /// and five 10 s runs); `perf_data` runs about 100 inputs a second in it.
-    Checked,
-}
-
-fn fuzz(
-    root: &Path,
-    targets: &[&str],
-    seconds: u64,
-    build: FuzzBuild,
-) -> Result<Vec<(String, FuzzOutcome)>> {
-    deps::ensure_cargo_fuzz()?;
-    let fuzz_dir = root.join("fuzz");
-    targets
-        .iter()
-        .map(|target| {
-            let scratch = root.join("target/fuzz-corpus").join(target);
-            std::fs::create_dir_all(&scratch)
-                .with_context(|| format!("creating {}", scratch.display()))?;
-            let logs = root.join("target/fuzz-logs");
-            std::fs::create_dir_all(&logs)
-                .with_context(|| format!("creating {}", logs.display()))?;
-            let log_path = logs.join(format!("{target}.log"));
-            let log = std::fs::File::create(&log_path)
-                .with_context(|| format!("creating {}", log_path.display()))?;
-            // libFuzzer refuses a corpus folder that does not exist (git keeps no empty ones).
-            let seeds = Some(fuzz_dir.join("corpus").join(target)).filter(|dir| dir.is_dir());
-            let status = cargo()
-                .current_dir(&fuzz_dir)
-                .env("PATH", deps::path_with_cargo_bin())
-                .args(["fuzz", "run"])
-                .arg(match build {
-                    FuzzBuild::Optimised => "-O",
-                    FuzzBuild::Checked => "--dev",
-                })
-                .arg(target)
-                .arg(&scratch)
-                .args(seeds)
-                .args([
-                    "--".into(),
-                    format!("-max_total_time={seconds}"),
-                    "-rss_limit_mb=2048".into(),
-                    "-timeout=10".into(),
-                    "-print_final_stats=1".into(),
-                ])
-                .stdout(Stdio::null())
-                .stderr(log)
-                .status()
-                .with_context(|| format!("running fuzz target {target}"))?;
-            let mut outcome = FuzzOutcome::NothingFound;
-            if !status.success() {
-                // What libFuzzer said last: the finding, or why it could not run.
-                let text = std::fs::read_to_string(&log_path).unwrap_or_default();
-                let tail: Vec<&str> = text.lines().rev().take(15).collect();
-                for line in tail.iter().rev() {
-                    eprintln!("  {target}: {line}");
-                }
-                eprintln!("  {target}: whole log in {}", log_path.display());
-                outcome = if text.contains("failed to build fuzz script") {
-                    FuzzOutcome::DidNotBuild
-                } else {
-                    FuzzOutcome::Found
-                };
-            }
-            Ok(((*target).to_owned(), outcome))
-        })
-        .collect()
 }
 
 fn workspace_root() -> PathBuf {
