@@ -7,13 +7,12 @@ use std::{
     fs,
     path::{Path, PathBuf},
     process::Stdio,
-    sync::Mutex,
     thread,
 };
 
 use anyhow::{Context as _, Result, bail};
 
-use crate::{cargo, deps};
+use crate::{cargo, deps, parallel};
 
 /// The fuzz targets in `fuzz/fuzz_targets`, run by `cargo xtask fuzz` and briefly by
 /// `cargo xtask test`.
@@ -87,32 +86,10 @@ pub fn run(
             .map(|t| ((*t).to_owned(), Outcome::DidNotBuild))
             .collect());
     }
-    let queue = Mutex::new(targets.iter().enumerate().rev().collect::<Vec<_>>());
-    let outcomes = Mutex::new(vec![Outcome::NothingFound; targets.len()]);
     let workers = thread::available_parallelism().map_or(1, usize::from);
-    thread::scope(|scope| -> Result<()> {
-        let runners: Vec<_> = (0..workers.min(targets.len()))
-            .map(|_| {
-                scope.spawn(|| -> Result<()> {
-                    loop {
-                        let next = queue.lock().expect("the fuzz queue").pop();
-                        let Some((at, target)) = next else {
-                            return Ok(());
-                        };
-                        let outcome = run_target(root, &fuzz_dir, &logs, target, seconds, build)?;
-                        outcomes.lock().expect("the fuzz outcomes")[at] = outcome;
-                    }
-                })
-            })
-            .collect();
-        for runner in runners {
-            runner
-                .join()
-                .map_err(|_| anyhow::anyhow!("a fuzz runner panicked"))??;
-        }
-        Ok(())
+    let outcomes = parallel::each(targets.to_vec(), workers, |target| {
+        run_target(root, &fuzz_dir, &logs, target, seconds, build)
     })?;
-    let outcomes = outcomes.into_inner().expect("the fuzz outcomes");
     Ok(targets
         .iter()
         .zip(outcomes)

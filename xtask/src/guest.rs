@@ -34,7 +34,7 @@ use anyhow::{Context as _, Result, bail};
 use crate::{
     apt::{PrivateApt, cache_dir},
     build::{self, Arch},
-    check, count_before, deps,
+    check, count_before, deps, parallel,
 };
 
 /// A Debian kernel image: the newest `linux-image-<series>...-<arch>-unsigned` in the archive,
@@ -231,35 +231,12 @@ pub fn run_suite(root: &Path, only: Option<&str>, filter: Option<&str>) -> Resul
         "\nxtask: {} guests, {workers} at a time (their lines are marked guest[NAME])",
         ready.len()
     );
-    ready.reverse();
-    let queue = std::sync::Mutex::new(ready);
-    let totals = std::sync::Mutex::new((0u64, 0u64));
-    thread::scope(|scope| -> Result<()> {
-        let runners: Vec<_> = (0..workers)
-            .map(|_| {
-                scope.spawn(|| -> Result<()> {
-                    loop {
-                        let next = queue.lock().expect("the guest queue").pop();
-                        let Some((suite, kernel, initramfs)) = next else {
-                            return Ok(());
-                        };
-                        let (p, f) = run_guest(&kernel, &initramfs, &suite)?;
-                        let mut totals = totals.lock().expect("the guest totals");
-                        totals.0 += p;
-                        totals.1 += f;
-                    }
-                })
-            })
-            .collect();
-        for runner in runners {
-            runner
-                .join()
-                .map_err(|_| anyhow::anyhow!("a guest runner panicked"))??;
-        }
-        Ok(())
+    let results = parallel::each(ready, workers, |(suite, kernel, initramfs)| {
+        run_guest(&kernel, &initramfs, &suite)
     })?;
-    let totals = *totals.lock().expect("the guest totals");
-    Ok(totals)
+    Ok(results
+        .into_iter()
+        .fold((0, 0), |(p, f), (passed, failed)| (p + passed, f + failed)))
 }
 
 /// How many guests run at once: `TOPDOWN_GUESTS` where set, else one per host CPU (a guest

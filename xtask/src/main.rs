@@ -17,6 +17,7 @@ mod dist_checks;
 mod fuzz;
 mod guest;
 mod install;
+mod parallel;
 
 use std::{
     env,
