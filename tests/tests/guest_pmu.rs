@@ -138,13 +138,30 @@ fn cycles_per_thread_follow_each_threads_on_cpu_time() {
     let event = format!("{PMU}/cpu_cycles/");
     let ((_, documents), run) = run_tool_measured(&["--per-thread", "-e", &event], 2000);
     let last = documents.last().unwrap();
+    // A slice whose count the kernel refused as impossible (QEMU's PMU has given a count 2^31
+    // too high, see docs/how-it-counts.md) is charged as if the counter had been off: running
+    // then falls short of enabled by that slice.
+    let refused = last["kernel_stats"]["counts_refused_as_impossible"]
+        .as_u64()
+        .expect("the count of refused counts");
+    if refused > 0 {
+        eprintln!("THE KERNEL REFUSED {refused} COUNTS AS IMPOSSIBLE in this run");
+    }
     let mut checked = 0;
     for thread in threads_by_tid(last).values() {
         let counter = &thread["counters"][event.as_str()];
-        assert_eq!(
-            counter["enabled_ns"], counter["running_ns"],
-            "one hardware event on a 7-counter PMU is never multiplexed"
+        let (enabled, running) = (
+            counter["enabled_ns"].as_u64().expect("enabled_ns"),
+            counter["running_ns"].as_u64().expect("running_ns"),
         );
+        if refused == 0 {
+            assert_eq!(
+                enabled, running,
+                "one hardware event on a 7-counter PMU is never multiplexed: {thread}"
+            );
+        } else {
+            assert!(running <= enabled, "{thread}");
+        }
         let on_cpu = thread["on_cpu_ns"].as_u64().unwrap();
         let cycles = counter["value"].as_f64().expect("counted");
         assert_cycles_track_time(
