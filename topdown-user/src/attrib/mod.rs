@@ -337,7 +337,7 @@ impl Attributor {
                 && self
                     .live
                     .get(&now.tid())
-                    .is_some_and(|kept| kept.unchanged_in(now))
+                    .is_some_and(|old| old.unchanged_in(now))
             {
                 if let Some(kept) = kept.as_mut() {
                     kept.insert(now.tid());
