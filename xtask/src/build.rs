@@ -57,11 +57,49 @@ impl Arch {
         }
     }
 
-    /// The directory of its user-space build (`debug` or `release` below it).
+    /// The directory of its user-space build ([`Profile::dir`] below it).
     pub fn out_dir(self, root: &Path) -> PathBuf {
         match self {
             Self::X86_64 => root.join("target"),
             Self::Aarch64 => root.join("target/aarch64-unknown-linux-gnu"),
+        }
+    }
+}
+
+/// The cargo profile of a user-space build.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Profile {
+    /// Unoptimised, as the host's tests run it.
+    Dev,
+    /// The emulated arm64 guests' (Cargo.toml's `guest`): `dev` with the code optimised a
+    /// little, because an emulated CPU runs an unoptimised build's startup and snapshots tens of
+    /// times slower than this host.
+    Guest,
+    /// Optimised, as users get it.
+    Release,
+}
+
+impl Profile {
+    /// The build's directory name below the target directory.
+    pub fn dir(self) -> &'static str {
+        match self {
+            Self::Dev => "debug",
+            Self::Guest => "guest",
+            Self::Release => "release",
+        }
+    }
+
+    /// `Release` where `release`, else `Dev`.
+    pub fn chosen(release: bool) -> Self {
+        if release { Self::Release } else { Self::Dev }
+    }
+
+    /// The cargo arguments that choose it.
+    pub fn args(self) -> &'static [&'static str] {
+        match self {
+            Self::Dev => &[],
+            Self::Guest => &["--profile", "guest"],
+            Self::Release => &["--release"],
         }
     }
 }
@@ -139,13 +177,12 @@ pub fn static_x86_64_dir(root: &Path) -> PathBuf {
 /// binary. Release builds are static on both architectures (one binary runs on every
 /// distribution, whatever its C library: Debian 11 and Amazon Linux 2 have a glibc older than
 /// this host's); the x86_64 debug build the tests run stays dynamic.
-pub fn user(root: &Path, release: bool, arch: Arch) -> Result<PathBuf> {
+pub fn user(root: &Path, profile: Profile, arch: Arch) -> Result<PathBuf> {
     let mut build = cargo_for(root, arch, "build")?;
-    build.args(["--package", "topdown-user", "--bins"]);
-    if release {
-        build.arg("--release");
-    }
-    let static_x86_64 = release && arch == Arch::X86_64;
+    build
+        .args(["--package", "topdown-user", "--bins"])
+        .args(profile.args());
+    let static_x86_64 = profile == Profile::Release && arch == Arch::X86_64;
     if static_x86_64 {
         build.args(["--target", "x86_64-unknown-linux-gnu"]).env(
             "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS",
@@ -159,8 +196,5 @@ pub fn user(root: &Path, release: bool, arch: Arch) -> Result<PathBuf> {
     if static_x86_64 {
         return Ok(static_x86_64_dir(root).join("release/topdown-bpf"));
     }
-    Ok(arch
-        .out_dir(root)
-        .join(if release { "release" } else { "debug" })
-        .join("topdown-bpf"))
+    Ok(arch.out_dir(root).join(profile.dir()).join("topdown-bpf"))
 }

@@ -101,7 +101,7 @@ pub fn dist(root: &Path, arches: &[Arch]) -> Result<Vec<PathBuf>> {
     fs::create_dir_all(&out).context("creating target/dist")?;
     // Man pages and completions are text: made once, by the binary this host runs, as
     // `cargo xtask install` lays them out under a prefix.
-    let host = build::user(root, true, Arch::X86_64)?;
+    let host = build::user(root, build::Profile::Release, Arch::X86_64)?;
     let dist = Dist {
         root,
         stage: out.join(".stage"),
@@ -113,7 +113,11 @@ pub fn dist(root: &Path, arches: &[Arch]) -> Result<Vec<PathBuf>> {
     let mut written = Vec::new();
     let mut images = Vec::new();
     for &arch in arches {
-        let binary = stripped(&build::user(root, true, arch)?, arch, &dist.stage)?;
+        let binary = stripped(
+            &build::user(root, build::Profile::Release, arch)?,
+            arch,
+            &dist.stage,
+        )?;
         let file = Command::new("file")
             .arg(&binary)
             .output()

@@ -33,7 +33,7 @@ use anyhow::{Context as _, Result, bail};
 
 use crate::{
     apt::{PrivateApt, cache_dir},
-    build::{self, Arch},
+    build::{self, Arch, Profile},
     check, count_before, deps, parallel,
 };
 
@@ -115,10 +115,10 @@ fn suites() -> Vec<Suite> {
                 "/tests/per_thread_kernel --test-threads=1",
                 "/tests/cgroup_kernel --test-threads=1",
             ],
-            // 424 s on this host alone and beside another guest (2026-11-28), 687 s and past
-            // 900 s in two runs the host gave less (2026-11-28, session 23); the limit only stops
-            // a hang (a guest that does not finish is booted once more).
-            limit: Duration::from_secs(1200),
+            // 147 s beside another guest in the `guest` profile (2026-11-28; 424-687 s, once
+            // past 900, in the unoptimised build); the limit only stops a hang (a guest that does
+            // not finish is booted once more).
+            limit: Duration::from_secs(600),
         },
         Suite {
             name: "pmu".to_owned(),
@@ -128,14 +128,14 @@ fn suites() -> Vec<Suite> {
             // `command_mode` (signals, `-p`) and `counter_slots_kernel` (slots of software
             // events) test no architecture's kernel side: they run on the host only;
             // `kernel_matrix` follows a command here. The kernel-facing suites run in a guest of
-            // their own (`pmu-kernel`): together the four took 545 s to over 600 s on a
-            // slower host (2026-11-28), where these two alone took up to ~9 minutes (guest_pmu
-            // 244-391 s); the limit only stops a hang.
+            // their own (`pmu-kernel`). 113 s beside another guest in the `guest` profile
+            // (2026-11-28; up to ~9 minutes in the unoptimised build); the limit only stops a
+            // hang.
             commands: &[
                 "/tests/guest_pmu --test-threads=1",
                 "/tests/kernel_matrix --test-threads=1",
             ],
-            limit: Duration::from_secs(900),
+            limit: Duration::from_secs(600),
         },
         Suite {
             name: "exact".to_owned(),
@@ -169,8 +169,8 @@ fn suites() -> Vec<Suite> {
                     Arch::X86_64 => MATRIX_COMMANDS,
                     Arch::Aarch64 => ARM64_MATRIX_COMMANDS,
                 },
-                // amd64 89-101 s with another guest beside it on these machines, arm64's
-                // `kernel_matrix` 81-131 s (2026-11-28); the limit only stops a hang.
+                // amd64 114-123 s with another guest beside it on these machines, arm64 29-30 s
+                // (2026-11-28); the limit only stops a hang.
                 limit: Duration::from_secs(400),
             });
         }
@@ -291,24 +291,23 @@ struct Files {
 }
 
 fn build_files(root: &Path, arch: Arch) -> Result<Files> {
-    // amd64: the static release binary, as a fleet gets it (it must need no library); arm64:
-    // the static debug build.
-    let tool = build::user(root, arch == Arch::X86_64, arch)?;
-    if arch == Arch::X86_64 && !shared_libraries(&tool)?.is_empty() {
+    // amd64: the static release binary, as a fleet gets it (it must need no library), and the
+    // host's own test build; arm64: everything in the `guest` profile (`build::Profile::Guest`).
+    let (profile, release_tool) = match arch {
+        Arch::X86_64 => (
+            Profile::Dev,
+            Some(build::user(root, Profile::Release, arch)?),
+        ),
+        Arch::Aarch64 => (Profile::Guest, None),
+    };
+    if let Some(tool) = &release_tool
+        && !shared_libraries(tool)?.is_empty()
+    {
         bail!(
             "{} is not static: it loads shared libraries (ldd)",
             tool.display()
         );
     }
-    let mut programs = build::cargo_for(root, arch, "build")?;
-    programs.args(["--package", "topdown-tests", "--bins"]);
-    check(
-        programs.status().context("building the guest programs")?,
-        "building the guests' test programs",
-    )?;
-    let debug = arch.out_dir(root).join("debug");
-    let programs: Vec<PathBuf> = PROGRAMS.iter().map(|p| debug.join(p)).collect();
-
     let mut names: Vec<&str> = suites()
         .iter()
         .filter(|s| s.arch == arch)
@@ -317,13 +316,17 @@ fn build_files(root: &Path, arch: Arch) -> Result<Files> {
         .collect();
     names.sort_unstable();
     names.dedup();
-    let mut build = build::cargo_for(root, arch, "test")?;
-    build.args([
-        "--package",
-        "topdown-tests",
-        "--no-run",
-        "--message-format=json-render-diagnostics",
-    ]);
+    // One cargo invocation builds the programs, the test binaries and (arm64) the tool: with
+    // `-Z build-std`, a `cargo build` and a `cargo test` build std with different crates, and
+    // everything above std twice (4 1/2 minutes more here).
+    let mut build = build::cargo_for(root, arch, "build")?;
+    build
+        .args(["--package", "topdown-tests", "--bins"])
+        .arg("--message-format=json-render-diagnostics")
+        .args(profile.args());
+    if release_tool.is_none() {
+        build.args(["--package", "topdown-user"]);
+    }
     for name in &names {
         build.args(["--test", name]);
     }
@@ -331,8 +334,12 @@ fn build_files(root: &Path, arch: Arch) -> Result<Files> {
         .stderr(Stdio::inherit())
         .output()
         .context("building the guests' test binaries")?;
-    check(output.status, "building the guests' test binaries")?;
+    check(
+        output.status,
+        "building the guests' programs and test binaries",
+    )?;
     let mut tests = BTreeMap::new();
+    let mut binaries = BTreeMap::new();
     for line in String::from_utf8_lossy(&output.stdout).lines() {
         let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else {
             continue;
@@ -340,9 +347,13 @@ fn build_files(root: &Path, arch: Arch) -> Result<Files> {
         if let (Some(name), Some(executable)) = (
             message["target"]["name"].as_str(),
             message["executable"].as_str(),
-        ) && message["profile"]["test"] == true
-        {
-            tests.insert(name.to_owned(), PathBuf::from(executable));
+        ) {
+            let built = if message["profile"]["test"] == true {
+                &mut tests
+            } else {
+                &mut binaries
+            };
+            built.insert(name.to_owned(), PathBuf::from(executable));
         }
     }
     for name in names {
@@ -350,6 +361,16 @@ fn build_files(root: &Path, arch: Arch) -> Result<Files> {
             bail!("cargo built no {} test binary `{name}`", arch.debian());
         }
     }
+    let mut built = |name: &str| {
+        binaries
+            .remove(name)
+            .with_context(|| format!("cargo built no {} program `{name}`", arch.debian()))
+    };
+    let tool = match release_tool {
+        Some(tool) => tool,
+        None => built("topdown-bpf")?,
+    };
+    let programs: Vec<PathBuf> = PROGRAMS.iter().map(|p| built(p)).collect::<Result<_>>()?;
     let mut libraries = Vec::new();
     if arch == Arch::X86_64 {
         for binary in programs.iter().chain(tests.values()) {

@@ -24,7 +24,7 @@ pub const COMPLETIONS: [(&str, &str); 3] = [
 /// Builds `topdown-bpf` (optimised unless `debug`) and installs it, its pages and its
 /// completions under `prefix`; returns what it wrote.
 pub fn install(root: &Path, prefix: &Path, debug: bool) -> Result<Vec<PathBuf>> {
-    let binary = build::user(root, !debug, Arch::X86_64)?;
+    let binary = build::user(root, build::Profile::chosen(!debug), Arch::X86_64)?;
     let bin = prefix.join("bin/topdown-bpf");
     copy(&binary, &bin, 0o755)?;
     let mut written = vec![bin.clone()];

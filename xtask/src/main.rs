@@ -179,7 +179,7 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Task::BuildEbpf { arch } => build::ebpf(&root, arch).map(|_| ()),
         Task::Build { release, arch } => {
-            let binary = build::user(&root, release, arch)?;
+            let binary = build::user(&root, build::Profile::chosen(release), arch)?;
             println!("xtask: built {}", binary.display());
             Ok(())
         }
@@ -192,13 +192,13 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Task::Run { release, args } => {
-            let binary = build::user(&root, release, Arch::X86_64)?;
+            let binary = build::user(&root, build::Profile::chosen(release), Arch::X86_64)?;
             exec_privileged(&binary, &args)
         }
         Task::Test { args } => {
             let started = std::time::Instant::now();
             warn_if_disk_short(&root);
-            build::user(&root, false, Arch::X86_64)?;
+            build::user(&root, build::Profile::Dev, Arch::X86_64)?;
             deps::offer_test_tools();
             let perf612 = deps::offer_perf_6_12(&root.join("target/perf612"));
             let object = Arch::X86_64.ebpf_object(&root);
@@ -358,7 +358,7 @@ fn run(cli: Cli) -> Result<()> {
                     return check(status, "the benchmark");
                 }
             };
-            let binary = build::user(&root, true, Arch::X86_64)?;
+            let binary = build::user(&root, build::Profile::Release, Arch::X86_64)?;
             deps::ensure_bench_tools()?;
             let status = Command::new("bash")
                 .arg(root.join(script))
@@ -374,7 +374,7 @@ fn run(cli: Cli) -> Result<()> {
 /// Records the test workload for eight seconds and draws docs/view.png (the full-screen view,
 /// as a tree) and docs/plot.png (%CPU per thread) from the recording.
 fn screenshots(root: &Path) -> Result<()> {
-    let binary = build::user(root, true, Arch::X86_64)?;
+    let binary = build::user(root, build::Profile::Release, Arch::X86_64)?;
     deps::ensure_debian_packages(&["fonts-dejavu-core"])?;
     let built = cargo()
         .current_dir(root)
