@@ -191,15 +191,30 @@ declare -A what=(
   [whole]="+ the charge (clock, run-queue delay, name on first switch, list epoch)"
 )
 echo
-echo "| switch program stopped after | median ns/run | added by this part |"
+# What a part adds is the median of its per-run differences with the stage before it (both
+# measured in the same run, a few seconds apart), not the difference of two medians: runs here
+# spread by half again, and the medians of neighbouring stages can come out in either order.
+echo "| switch program stopped after | median ns/run | added by this part (median of per-run differences) |"
 echo "|---|---:|---:|"
 before=""
 for stage in "${stages[@]}"; do
   # shellcheck disable=SC2086
   m=$(median ${stage_ns[$stage]})
-  added=$([ -z "$before" ] && echo "-" || python3 -c "print(round($m - $before))")
+  if [ -z "$before" ]; then
+    added="-"
+  else
+    # shellcheck disable=SC2086
+    read -r -a now <<< ${stage_ns[$stage]}
+    # shellcheck disable=SC2086
+    read -r -a then <<< ${stage_ns[$before]}
+    diffs=()
+    for i in "${!now[@]}"; do
+      diffs+=("$((now[i] - then[i]))")
+    done
+    added=$(median "${diffs[@]}")
+  fi
   echo "| ${what[$stage]} | $m | $added |"
-  before=$m
+  before=$stage
 done
 echo
 for stage in "${stages[@]}"; do
