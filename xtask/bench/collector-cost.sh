@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Collector cost, five tables (see BENCHMARKS.md). Usage: collector-cost.sh TOPDOWN_BPF RUNS
+# Collector cost, six tables (see BENCHMARKS.md). Usage: collector-cost.sh TOPDOWN_BPF RUNS
 #  1. Software set: pinned `perf bench sched pipe` (pure context switching on CPU 0) with no
 #     collector, topdown-bpf machine-wide, topdown-bpf narrowed to another process (every switch
 #     here is between unwatched threads), a bpftrace program doing per-thread on-CPU accounting,
@@ -16,6 +16,8 @@
 #     collector's CPU per exited thread, records lost, sched_switch ns/run during churn.
 #  5. Where the switch program's nanoseconds go: the program stopped after each of its stages
 #     (TOPDOWN_BPF_SWITCH_STOP), the first an empty program, interleaved in the same run.
+#  6. Only with BASELINE=/path/to/another/topdown-bpf: the whole switch program (machine-wide,
+#     software set) of TOPDOWN_BPF against BASELINE's, interleaved, with per-run differences.
 # TABLES=1 (or 12, 4, ...) runs only those tables.
 set -euo pipefail
 tables=${TABLES:-12345}
@@ -220,6 +222,24 @@ echo
 for stage in "${stages[@]}"; do
   echo "Stage $stage, ns/run per run:${stage_ns[$stage]}"
 done
+fi
+if [[ $tables == *6* && -n ${BASELINE:-} ]]; then
+echo "## 6. The whole switch program against $BASELINE" >&2
+base_ns=(); this_ns=(); diffs=()
+for i in $(seq 1 "$runs"); do
+  read -r _ b < <(with_collector sched_switch "$BASELINE" --duration 600 -o /dev/null)
+  read -r _ t < <(with_collector sched_switch "$topdown" --duration 600 -o /dev/null)
+  base_ns+=("$b"); this_ns+=("$t")
+  [ "$b" = n/a ] || [ "$t" = n/a ] || diffs+=("$((b - t))")
+  echo "run $i/$runs: baseline $b this build $t" >&2
+done
+echo
+echo "| switch program, ns per run | median | per run |"
+echo "|---|---:|---|"
+echo "| baseline ($BASELINE) | $(median "${base_ns[@]}") | ${base_ns[*]} |"
+echo "| this build ($topdown) | $(median "${this_ns[@]}") | ${this_ns[*]} |"
+echo "| baseline minus this build, per run | $(median "${diffs[@]}") | ${diffs[*]} |"
+echo
 fi
 if [[ $tables == *4* ]]; then
 echo "## 4. Churn" >&2
