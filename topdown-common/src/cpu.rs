@@ -37,6 +37,9 @@ pub struct CpuState {
     /// started running after it and never switched out was not ticked, so it has no map slot
     /// to look up at its exit.
     pub tick_ns: u64,
+    /// One past the highest slot of the thread map this CPU took (0: none): the slots in use
+    /// are below the highest of all CPUs', so a whole read scans only those.
+    pub slots_high: u64,
     /// Loss and activity counters, indexed by [`crate::stats::Stat`].
     pub stats: [u64; NR_STATS as usize],
     /// Counter readings at the previous charge.
@@ -61,6 +64,7 @@ impl CpuState {
             group: Self::NO_GROUP,
             group_moves: 0,
             tick_ns: 0,
+            slots_high: 0,
             stats: [0; NR_STATS as usize],
             prev: Readings::ZERO,
             idle: Readings::ZERO,

@@ -6,8 +6,12 @@
 
 /// Maps, by the name of their `static`.
 pub mod map {
-    /// Every live thread's totals, by tid (sized by `--max-threads`).
+    /// Every live thread's totals, a slot each (sized by `--max-threads`; memory-mapped).
     pub const THREADS: &str = "THREADS";
+    /// Each tid's slot in `THREADS` plus one (sized from `kernel.pid_max`).
+    pub const THREAD_SLOTS: &str = "THREAD_SLOTS";
+    /// The free slots of `THREADS` (filled by the loader).
+    pub const FREE_SLOTS: &str = "FREE_SLOTS";
     /// The perf event array of counters, `cpu * MAX_COUNTERS + slot`.
     pub const COUNTERS: &str = "COUNTERS";
     /// What each CPU keeps: the previous readings and its slot mask.
@@ -34,8 +38,10 @@ pub mod map {
     pub const C2C_SAMPLES: &str = "C2C_SAMPLES";
 
     /// Every map the loader names.
-    pub const ALL: [&str; 13] = [
+    pub const ALL: [&str; 15] = [
         THREADS,
+        THREAD_SLOTS,
+        FREE_SLOTS,
         COUNTERS,
         CPU_STATE,
         THREAD_RECORDS,

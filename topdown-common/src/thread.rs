@@ -77,8 +77,8 @@ impl ThreadHeader {
 
 /// Cumulative totals charged to one thread since the collector started.
 ///
-/// The kernel keeps one per live thread in the `THREADS` hash map (key: tid) and updates it
-/// at every switch-out of that thread and at every collector tick while it runs; the first
+/// The kernel keeps one per live thread in a slot of the `THREADS` array (a free slot's tid is
+/// 0; `THREAD_SLOTS` finds a tid's slot) and updates it at every switch-out of that thread and at every collector tick while it runs; the first
 /// charge in each `LIST_EPOCH` puts its tid on the `CHARGED` list, so userspace reads only the
 /// threads that ran (see the kernel's `account::list`). Records about
 /// a thread (it died, it changed cgroup) go to userspace through the `THREAD_RECORDS` ring
@@ -128,9 +128,9 @@ impl ThreadTotals {
     }
 }
 
-/// One entry of the kernel's `CHARGED` list: a thread's tid and the low 32 bits of the
-/// `LIST_EPOCH` it was listed in, which tell userspace whether it was listed before or after the
-/// epoch it just advanced (see `collect::listing` in the loader).
+/// One entry of the kernel's `CHARGED` list: a thread's tid, its slot in `THREADS`, and the low
+/// 32 bits of the `LIST_EPOCH` it was listed in, which tell userspace whether it was listed
+/// before or after the epoch it just advanced (see `collect::listing` in the loader).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ListedThread {
@@ -138,6 +138,8 @@ pub struct ListedThread {
     pub tid: u32,
     /// The low 32 bits of the epoch it was listed in.
     pub epoch: u32,
+    /// Its slot in `THREADS` (its totals are there while its tid is).
+    pub slot: u32,
 }
 
 /// Bytes of a thread record carrying the first `slots` counter slots (at most all of them).

@@ -10,10 +10,10 @@
 //! Cgroups are charged in userspace from the threads' records; losses are only counted.
 
 use aya_ebpf::{
-    bindings::{BPF_NOEXIST, BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
+    bindings::{BPF_F_MMAPABLE, BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
     helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid, bpf_get_smp_processor_id},
     macros::map,
-    maps::{Array, HashMap, PerCpuArray, PerfEventArray, RingBuf},
+    maps::{Array, PerCpuArray, PerfEventArray, RingBuf, Stack},
 };
 
 use crate::{
@@ -58,9 +58,24 @@ static CPU_STATE: PerCpuArray<CpuState> = PerCpuArray::with_max_entries(1, 0);
 #[map]
 static COUNTERS: PerfEventArray<u32> = PerfEventArray::new(0);
 
-/// Live threads' totals, by tid. Size set by the loader (`--max-threads`).
+/// Live threads' totals, one slot each (a free slot's tid is 0). Userspace maps it read-only
+/// and copies a thread's totals out of its slot without a system call (Linux 5.5 has mmap-able
+/// arrays). Size set by the loader (`--max-threads`).
 #[map]
-static THREADS: HashMap<u32, ThreadTotals> = HashMap::with_max_entries(16384, 0);
+static THREADS: Array<ThreadTotals> = Array::with_max_entries(16384, BPF_F_MMAPABLE);
+
+/// Each live thread's slot in [`THREADS`] plus one (0: none), indexed by tid. Sized by the
+/// loader from `kernel.pid_max`: a tid beyond it is charged to scratch space and counted as a
+/// full map. Only the CPU running a thread writes its entry, so it needs no lock.
+#[map]
+static THREAD_SLOTS: Array<u32> = Array::with_max_entries(32768, 0);
+
+/// The free slots of [`THREADS`], filled by the loader (slot 0 on top). A thread takes one at
+/// its first charge and gives it back at its exit; a stack, so the slots in use stay the lowest
+/// ones (each CPU's [`CpuState::slots_high`] bounds them) and a whole read scans only those.
+/// Linux 5.10 has no atomic fetch-and-add in BPF, so slots cannot be handed out by a counter.
+#[map]
+static FREE_SLOTS: Stack<u32> = Stack::with_max_entries(16384, 0);
 
 /// Scratch space for a thread not (or no longer) in `THREADS`: too big for the BPF stack.
 #[map]
@@ -74,7 +89,7 @@ static THREAD_RECORDS: RingBuf = RingBuf::with_byte_size(RECORDS_BYTES, 0);
 /// The record ring's size.
 const RECORDS_BYTES: u32 = 4 * 1024 * 1024;
 
-/// The threads charged since userspace last read this list ([`ListedThread`]: tid and epoch):
+/// The threads charged since userspace last read this list ([`ListedThread`]: tid, epoch, slot):
 /// each thread's first charge in a [`LIST_EPOCH`] puts it here once, so a read costs per thread
 /// that ran, not per live thread. Sized by the loader from `--max-threads`; when full, the
 /// thread is not stamped (it tries again at its next charge) and the failure is counted, and
@@ -325,7 +340,7 @@ pub fn charge_current(
         }
         return;
     }
-    let Some((totals, in_map)) = totals_of(state, task, &clocks, now, end) else {
+    let Some((totals, slot)) = totals_of(state, task, &clocks, now, end) else {
         return;
     };
     if end != SliceEnd::Tick && crate::stops_at(crate::Stage::ThreadLookup) {
@@ -371,8 +386,10 @@ pub fn charge_current(
         totals.run_delay_ns = delay;
     }
     charge_clock(&mut totals.charged, ran);
-    if in_map && end != SliceEnd::Exit {
-        list(state, totals);
+    if let Some(slot) = slot
+        && end != SliceEnd::Exit
+    {
+        list(state, totals, slot);
     }
     if read {
         read_counters(&mut Prev::of(state), cpu, Some(&mut totals.charged));
@@ -389,10 +406,35 @@ pub fn charge_current(
     if end == SliceEnd::Exit {
         totals.header.flags |= ThreadHeader::FLAG_EXITED;
         send(state, totals);
-        if in_map {
-            let _ = THREADS.remove(&tid);
+        if let Some(slot) = slot {
+            free_slot(totals, tid, slot);
         }
     }
+}
+
+/// Gives `totals`' slot (`slot`, held by thread `tid`, whose final record is sent) back: its
+/// tid cleared first (a reader copying the slot then sees another tid), its header and the
+/// set's slots zeroed (what a reader could see of it before the next thread's tid), then its
+/// index entry.
+#[inline(always)]
+fn free_slot(totals: &mut ThreadTotals, tid: u32, slot: u32) {
+    // SAFETY: a field of the thread's own slot.
+    unsafe { core::ptr::write_volatile(&mut totals.header.tid, 0) };
+    totals.header = ThreadTotals::new(0, 0).header;
+    zero_set_slots(&mut totals.charged);
+    if let Some(index) = THREAD_SLOTS.get_ptr_mut(tid) {
+        // SAFETY: this thread's own index entry; only the CPU running it writes it.
+        unsafe { core::ptr::write_volatile(index, 0) };
+    }
+    let _ = FREE_SLOTS.push(&slot, 0);
+}
+
+/// The slot of live thread `tid` in [`THREADS`] and its totals; `None` when it has none.
+#[inline(always)]
+fn slot_of(tid: u32) -> Option<(u32, *mut ThreadTotals)> {
+    // SAFETY: an entry of the tid index, a u32.
+    let slot = unsafe { core::ptr::read_volatile(THREAD_SLOTS.get_ptr(tid)?) }.checked_sub(1)?;
+    Some((slot, THREADS.get_ptr_mut(slot)?))
 }
 
 /// A thread called exec (`task`, the current thread): its name changes now, not at its next
@@ -400,16 +442,16 @@ pub fn charge_current(
 #[inline(always)]
 pub fn on_exec(task: Task) {
     let tid = bpf_get_current_pid_tgid() as u32;
-    if let Some(totals) = THREADS.get_ptr_mut(&tid) {
+    if let Some((_, totals)) = slot_of(tid) {
         // SAFETY: the current thread's own slot; it is running here, so no charge races.
         unsafe { (*totals).header.comm = task.comm() };
     }
 }
 
-/// Puts the thread of `totals` (in `THREADS`) on the [`CHARGED`] list, unless it is already on
-/// it in this epoch. A full list is counted and the thread stays unstamped.
+/// Puts the thread of `totals` (in slot `slot` of `THREADS`) on the [`CHARGED`] list, unless it
+/// is already on it in this epoch. A full list is counted and the thread stays unstamped.
 #[inline(always)]
-fn list(state: &mut CpuState, totals: &mut ThreadTotals) {
+fn list(state: &mut CpuState, totals: &mut ThreadTotals, slot: u32) {
     let Some(epoch) = LIST_EPOCH.get_ptr(0) else {
         return;
     };
@@ -421,6 +463,7 @@ fn list(state: &mut CpuState, totals: &mut ThreadTotals) {
     let listed = ListedThread {
         tid: totals.header.tid,
         epoch: epoch as u32,
+        slot,
     };
     if CHARGED.output(&listed, u64::from(BPF_RB_NO_WAKEUP)).is_ok() {
         totals.listed_epoch = epoch;
@@ -452,12 +495,12 @@ fn send(state: &mut CpuState, totals: &ThreadTotals) {
     }
 }
 
-/// The totals `task` is charged to, and whether they are in `THREADS`: its slot there
-/// (created on first sight, with its cgroup), or this CPU's scratch slot: for a thread whose
-/// first charge is its last (it lived one slice: no slot is made only to be deleted), or when
-/// the map is full (the loss is counted). A thread at its exit that never switched out before
-/// and started running after this CPU's latest tick was never charged, so it has no slot:
-/// the lookup (a miss, ~50 ns of a short thread's one switch) is skipped.
+/// The totals `task` is charged to, and its slot in `THREADS` (`None`: this CPU's scratch
+/// space): its slot there (taken on first sight, with its cgroup), or scratch: for a thread
+/// whose first charge is its last (it lived one slice: no slot is taken only to be given back),
+/// or when no slot is free or its tid is beyond the index (the loss is counted). A thread at its
+/// exit that never switched out before and started running after this CPU's latest tick was
+/// never charged, so it has no slot: the lookup is skipped.
 #[inline(always)]
 fn totals_of(
     state: &mut CpuState,
@@ -465,15 +508,15 @@ fn totals_of(
     clocks: &Clocks,
     now: u64,
     end: SliceEnd,
-) -> Option<(*mut ThreadTotals, bool)> {
+) -> Option<(*mut ThreadTotals, Option<u32>)> {
     let tid = task.tid();
     let tgid = task.tgid();
     // Its one slice started where its runtime began: every tick charge in it has a later clock.
     let never_charged = end == SliceEnd::Exit
         && task.switches_out() == 1
         && state.tick_ns < clocks.run_end.saturating_sub(clocks.runtime);
-    if !never_charged && let Some(totals) = THREADS.get_ptr_mut(&tid) {
-        return Some((totals, true));
+    if !never_charged && let Some((slot, totals)) = slot_of(tid) {
+        return Some((totals, Some(slot)));
     }
     let scratch = SCRATCH.get_ptr_mut(0)?;
     // SAFETY: per-CPU scratch slot, not shared with another program run.
@@ -494,20 +537,45 @@ fn totals_of(
         }
     }
     if end == SliceEnd::Exit {
-        return Some((scratch, false));
+        return Some((scratch, None));
     }
     // SAFETY: as above.
-    match THREADS.insert(&tid, unsafe { &*scratch }, u64::from(BPF_NOEXIST)) {
-        Ok(()) => Some(
-            THREADS
-                .get_ptr_mut(&tid)
-                .map_or((scratch, false), |totals| (totals, true)),
-        ),
-        Err(_) => {
+    match take_slot(state, tid, unsafe { &mut *scratch }) {
+        Some((slot, totals)) => Some((totals, Some(slot))),
+        None => {
             count_in(state, Stat::ThreadMapFull);
-            Some((scratch, false))
+            Some((scratch, None))
         }
     }
+}
+
+/// Takes a free slot of `THREADS` for thread `tid` and copies `first` (its totals before its
+/// first charge, `tid` in them) into it; `None` when its tid is beyond the index or no slot is
+/// free. The slot's tid is written last, so a whole read that sees it sees the rest (on x86;
+/// see `collect::mapped` in the loader).
+#[inline(always)]
+fn take_slot(
+    state: &mut CpuState,
+    tid: u32,
+    first: &mut ThreadTotals,
+) -> Option<(u32, *mut ThreadTotals)> {
+    // The index entry is found before a slot is taken: a slot taken is never given back here.
+    let index = THREAD_SLOTS.get_ptr_mut(tid)?;
+    let slot = FREE_SLOTS.pop().ok()??;
+    let totals = THREADS.get_ptr_mut(slot)?;
+    first.header.tid = 0;
+    // SAFETY: a free slot, which no program run writes (it was just taken off the stack), and
+    // this thread's own index entry.
+    unsafe {
+        *totals = *first;
+        core::ptr::write_volatile(&mut (*totals).header.tid, tid);
+        core::ptr::write_volatile(index, slot + 1);
+    }
+    first.header.tid = tid;
+    if u64::from(slot) >= state.slots_high {
+        state.slots_high = u64::from(slot) + 1;
+    }
+    Some((slot, totals))
 }
 
 /// Zeroes the slots of the set (see [`SET_SLOTS`]); the rest are never read.

@@ -91,8 +91,8 @@ fn run(collector: &Collector) -> Result<Verdict> {
     let booked = blocked_runtime(tid)?;
     let charged = collector
         .thread(tid)?
-        .filter(|totals| totals.header.tgid == std::process::id())
-        .map(|totals| totals.charged.slots[CounterSet::CLOCK_SLOT].count);
+        .filter(|record| record.header.tgid == std::process::id())
+        .and_then(|record| Some(record.slots.get(CounterSet::CLOCK_SLOT)?.count));
     let _ = release_tx.send(());
     let _ = canary.join();
     Ok(Verdict {

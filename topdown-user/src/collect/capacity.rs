@@ -1,8 +1,8 @@
 //! How many threads the kernel's live-thread map holds when `--max-threads` is not given: room
 //! for twice the threads alive now (at least [`FLOOR`]), as far as the system lets threads be
-//! (`threads-max`, `pid_max`) and as far as a share of memory goes. The map is preallocated
-//! (tracing programs on 5.10 may use no other hash map), so every entry costs its memory from
-//! the start; threads beyond it are charged to scratch space and counted as a full map.
+//! (`threads-max`, `pid_max`) and as far as a share of memory goes. The map is an array, so
+//! every slot costs its memory from the start; threads beyond it are charged to scratch space
+//! and counted as a full map. Its index by tid is sized from [`pid_max`].
 
 use std::fs;
 
@@ -10,7 +10,7 @@ use topdown_common::thread::ThreadTotals;
 
 use crate::pmu::sysfs::SysRoot;
 
-/// The smallest map: what a desktop or a small server needs, 15 MB.
+/// The smallest map: what a desktop or a small server needs, 14 MB.
 pub const FLOOR: u32 = 16_384;
 
 /// The kernel's largest pid count (`PID_MAX_LIMIT` on 64-bit).
@@ -19,9 +19,19 @@ pub const PID_MAX_LIMIT: u32 = 4_194_304;
 /// The map takes at most this share of the machine's memory by default (1/64: 1.6 %).
 const MEMORY_SHARE: u64 = 64;
 
-/// What one entry takes in the kernel: the value, the key, and the hash table's element header
-/// (a list node, a hash and padding: 48 bytes on 64-bit kernels).
-const ENTRY_BYTES: u64 = size_of::<ThreadTotals>() as u64 + 8 + 48;
+/// What one entry takes in the kernel: its slot of the array and its entry in the stack of
+/// free slots (the index by tid is sized by `pid_max`, 4 bytes a tid, whatever the map's size).
+const ENTRY_BYTES: u64 = size_of::<ThreadTotals>() as u64 + 4;
+
+/// The system's `kernel.pid_max` now (every tid is below it), [`PID_MAX_LIMIT`] where it cannot
+/// be read.
+pub fn pid_max() -> u32 {
+    fs::read_to_string("/proc/sys/kernel/pid_max")
+        .ok()
+        .and_then(|text| text.trim().parse::<u32>().ok())
+        .filter(|&max| max > 0)
+        .map_or(PID_MAX_LIMIT, |max| max.min(PID_MAX_LIMIT))
+}
 
 /// The map's size, and why when the default could not give the room it wanted.
 #[derive(Clone, Debug, PartialEq, Eq)]

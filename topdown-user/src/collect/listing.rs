@@ -2,7 +2,7 @@
 //! snapshot, not every entry of the thread map. On a host with 100,000 threads, most of which
 //! did not run in an interval, a read then costs per thread that ran (issue 33).
 //!
-//! The kernel puts a thread on the `CHARGED` ring ([`ListedThread`]: its tid and the epoch) at
+//! The kernel puts a thread on the `CHARGED` ring ([`ListedThread`]: its tid, slot and epoch) at
 //! its first charge in each epoch (`LIST_EPOCH`, see the kernel's `account::list`). Before each
 //! read, userspace advances the epoch, waits out the charges running then, and drains the ring.
 //! Two races could make a thread charged since this read miss the next one:
@@ -23,10 +23,7 @@
 //!
 //! A list that filled up (counted by the kernel as [`Stat::ChargedListFull`]) or a lost thread
 //! record ([`Stat::RecordRingFull`], whose thread then leaves the map unseen) makes the next
-//! read a whole one, which also drops threads that left the map without a record. So does a
-//! list of more than half the threads the latest whole read found: a lookup per thread costs
-//! several times a batch read's share of an entry (BENCHMARKS.md), so when most threads ran,
-//! reading them all is cheaper.
+//! read a whole one, which also drops threads that left the map without a record.
 
 use anyhow::{Context as _, Result};
 use aya::{
@@ -43,8 +40,8 @@ pub struct Listing {
     list: RingBuf<MapData>,
     /// The epoch the kernel lists threads for now.
     epoch: u64,
-    /// The tids to read once more at the next read (see the module's note).
-    carried: Vec<u32>,
+    /// The threads to read once more at the next read (see the module's note).
+    carried: Vec<ListedThread>,
     /// Whether running charges can be waited out here (see [`wait_out_running_programs`]);
     /// `false` once the kernel refused.
     waits: bool,
@@ -52,8 +49,6 @@ pub struct Listing {
     read_whole: bool,
     /// [`Stat::ChargedListFull`] and [`Stat::RecordRingFull`] as of the previous read.
     fallbacks_seen: (u64, u64),
-    /// Threads in the map at the latest whole read (0 before the first).
-    threads_at_whole_read: usize,
 }
 
 impl Listing {
@@ -71,52 +66,44 @@ impl Listing {
             waits: wait,
             read_whole,
             fallbacks_seen: (0, 0),
-            threads_at_whole_read: 0,
         };
         listing.advance_epoch(bpf)?;
         Ok(listing)
     }
 
     /// Starts a new epoch, waits out the charges running, drains the list, and returns the
-    /// tids to read now: the ones just drained and the ones carried from the previous read,
-    /// sorted, each once.
-    pub fn advance(&mut self, bpf: &mut Ebpf) -> Result<Vec<u32>> {
+    /// threads to read now: the ones just drained and the ones carried from the previous read,
+    /// by tid, each once.
+    pub fn advance(&mut self, bpf: &mut Ebpf) -> Result<Vec<ListedThread>> {
         self.advance_epoch(bpf)?;
         self.waits = self.waits && wait_out_running_programs();
         // Only the low half of the epoch is listed; it wraps after 2^32 reads.
         let new_epoch = self.epoch as u32;
-        let mut tids = std::mem::take(&mut self.carried);
+        let mut threads = std::mem::take(&mut self.carried);
         while let Some(item) = self.list.next() {
             if let Some(listed) = decode(&item) {
-                tids.push(listed.tid);
+                threads.push(listed);
                 if !self.waits || listed.epoch == new_epoch {
-                    self.carried.push(listed.tid);
+                    self.carried.push(listed);
                 }
             }
         }
-        tids.sort_unstable();
-        tids.dedup();
-        self.carried.sort_unstable();
-        self.carried.dedup();
-        Ok(tids)
+        once_each(&mut threads);
+        once_each(&mut self.carried);
+        Ok(threads)
     }
 
-    /// Whether this read of `listed` threads must read the whole map: asked for, the kernel
-    /// counted a full list or a lost thread record since the previous read (`stats`: read after
-    /// [`Self::advance`]), or the whole map is cheaper to read (see the module's note).
-    pub fn must_read_whole(&mut self, listed: usize, stats: &Stats) -> bool {
+    /// Whether this read must read the whole map: asked for, or the kernel counted a full list
+    /// or a lost thread record since the previous read (`stats`: read after
+    /// [`Self::advance`]).
+    pub fn must_read_whole(&mut self, stats: &Stats) -> bool {
         let seen = (
             stats.get(Stat::ChargedListFull),
             stats.get(Stat::RecordRingFull),
         );
         let grew = seen != self.fallbacks_seen;
         self.fallbacks_seen = seen;
-        self.read_whole || grew || listed * 2 > self.threads_at_whole_read
-    }
-
-    /// A whole read found `threads` threads in the map.
-    pub fn found_in_whole_read(&mut self, threads: usize) {
-        self.threads_at_whole_read = threads;
+        self.read_whole || grew
     }
 
     fn advance_epoch(&mut self, bpf: &mut Ebpf) -> Result<()> {
@@ -131,12 +118,25 @@ impl Listing {
     }
 }
 
+/// Keeps each thread of `threads` once, in tid order: the latest-listed of its entries (a
+/// thread listed in two epochs keeps its slot while it lives; a tid reused since has another).
+fn once_each(threads: &mut Vec<ListedThread>) {
+    // A stable sort keeps entries of one tid in the order listed; the last one is kept.
+    threads.sort_by_key(|thread| thread.tid);
+    threads.reverse();
+    threads.dedup_by_key(|thread| thread.tid);
+    threads.reverse();
+}
+
 /// One entry of the kernel's list; `None` when it is short.
 fn decode(bytes: &[u8]) -> Option<ListedThread> {
-    let (tid, epoch) = bytes.first_chunk::<8>()?.split_at(4);
+    let field = |at: usize| -> Option<u32> {
+        Some(u32::from_ne_bytes(*bytes.get(at..at + 4)?.first_chunk()?))
+    };
     Some(ListedThread {
-        tid: u32::from_ne_bytes(tid.try_into().ok()?),
-        epoch: u32::from_ne_bytes(epoch.try_into().ok()?),
+        tid: field(0)?,
+        epoch: field(4)?,
+        slot: field(8)?,
     })
 }
 

@@ -1,24 +1,24 @@
 //! Loads and attaches the kernel programs, opens the per-CPU counters, and reads what the kernel
 //! charged into typed [`Snapshot`]s. Nothing else in the crate touches aya.
 
-mod batch;
 pub mod btf;
 pub mod c2c;
 pub mod calibration;
 pub mod canary;
 pub mod capacity;
 mod listing;
+mod mapped;
 mod object;
 pub mod perf_open;
 mod record_stream;
 mod snapshot;
 
-use std::{collections::HashMap as StdHashMap, hash::Hash, time::Duration};
+use std::{os::fd::AsFd as _, time::Duration};
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use aya::{
-    Btf, Ebpf, EbpfLoader, Pod,
-    maps::{Array, HashMap, MapData, PerCpuArray, PerCpuValues, PerfEventArray, RingBuf},
+    Btf, Ebpf, EbpfLoader,
+    maps::{Array, HashMap, MapData, PerCpuArray, PerCpuValues, PerfEventArray, RingBuf, Stack},
     programs::{
         BtfTracePoint, PerfEvent,
         perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
@@ -31,7 +31,6 @@ use topdown_common::{
     cpu::CpuState,
     names::{global, map, program},
     stats::Stat,
-    thread::ThreadTotals,
 };
 
 use self::{perf_open::OpenCounters, record_stream::RecordStream};
@@ -52,10 +51,6 @@ pub struct CollectorOptions {
     /// (the deltas go to the next thread of that cgroup charged with a read, so cgroup sums
     /// stay exact while the threads' own counter values do not).
     pub cgroup_only: bool,
-    /// Read maps entry by entry even where the kernel reads them by batch (Linux 5.6): how
-    /// the tests check both ways and the bench compares them. Set by default when
-    /// [`WALK_MAPS`] is in the environment.
-    pub walk_maps: bool,
     /// Read each thread's run-queue delay at its charges (where the kernel has `sched_info`).
     /// Off by default only when [`NO_WAITS`] is in the environment: how the bench measures the
     /// switch program with and without the extra load.
@@ -89,7 +84,6 @@ impl Default for CollectorOptions {
             tick: Duration::from_millis(10),
             narrow: false,
             cgroup_only: false,
-            walk_maps: std::env::var_os(WALK_MAPS).is_some(),
             read_waits: std::env::var_os(NO_WAITS).is_none(),
             read_whole: std::env::var_os(READ_WHOLE).is_some(),
             wait_out_charges: std::env::var_os(CARRY_ALL).is_none(),
@@ -114,9 +108,10 @@ pub const READ_WHOLE: &str = "TOPDOWN_BPF_READ_WHOLE";
 /// ([`CollectorOptions::wait_out_charges`]): every listed tid is read again at the next one.
 pub const CARRY_ALL: &str = "TOPDOWN_BPF_CARRY_ALL";
 
-/// Bytes the kernel's ring takes per listed thread: an 8-byte record header and the 8-byte
-/// [`topdown_common::thread::ListedThread`].
-const LISTED_TID_BYTES: u32 = 16;
+/// Bytes the kernel's ring takes per listed thread: an 8-byte record header and a
+/// [`topdown_common::thread::ListedThread`], rounded up to 8 bytes.
+const LISTED_TID_BYTES: u32 =
+    8 + size_of::<topdown_common::thread::ListedThread>().next_multiple_of(8) as u32;
 
 /// Bytes of the kernel's list of charged threads holding `tids` tids: a power of two and a
 /// whole number of pages, as ring buffers must be.
@@ -130,10 +125,6 @@ fn charged_list_bytes(tids: u32) -> u32 {
         .unwrap_or(1 << 31)
         .max(page)
 }
-
-/// Set (to anything) in the environment, maps are walked entry by entry even where the kernel
-/// reads them by batch ([`CollectorOptions::walk_maps`]).
-pub const WALK_MAPS: &str = "TOPDOWN_BPF_WALK_MAPS";
 
 /// Set (to anything) in the environment, run-queue delay is not read
 /// ([`CollectorOptions::read_waits`]): every wait is then not measured.
@@ -159,8 +150,8 @@ pub struct Collector {
     startup_check: Option<canary::Verdict>,
     /// Which of the set's hardware events this PMU counts (see [`calibration`]).
     calibration: calibration::Calibration,
-    /// Maps are read by batch until the kernel says it cannot ([`batch::read_all`]).
-    batch_reads: std::cell::Cell<bool>,
+    /// The live threads' totals, mapped ([`mapped::MappedThreads`]).
+    threads: mapped::MappedThreads,
     /// Which threads to read at each snapshot ([`listing::Listing`]).
     listing: listing::Listing,
 }
@@ -274,6 +265,8 @@ impl Collector {
             .override_global(global::CGROUP_ROOT_OFFSET, &cgroup_root_offset, true)
             .override_global(global::HIERARCHY_ID_OFFSET, &hierarchy_id_offset, true)
             .map_max_entries(map::THREADS, options.max_threads)
+            .map_max_entries(map::FREE_SLOTS, options.max_threads)
+            .map_max_entries(map::THREAD_SLOTS, capacity::pid_max())
             .map_max_entries(
                 map::CHARGED,
                 charged_list_bytes(
@@ -329,6 +322,7 @@ impl Collector {
             .context("setting each CPU's counter slots")?;
         let listing =
             listing::Listing::start(&mut bpf, options.read_whole, options.wait_out_charges)?;
+        let threads = map_threads(&mut bpf, options.max_threads)?;
 
         for name in PROGRAMS {
             let program: &mut BtfTracePoint = program(&mut bpf, name)?.try_into()?;
@@ -373,7 +367,7 @@ impl Collector {
             _counters: counters,
             startup_check: None,
             calibration: calibration::Calibration::default(),
-            batch_reads: std::cell::Cell::new(!options.walk_maps),
+            threads,
             listing,
         })
     }
@@ -438,23 +432,22 @@ impl Collector {
     /// records are taken, so a thread missing from the map has its final record here (unless it
     /// was lost, which is counted), and a record may be newer than the thread's map value.
     pub fn snapshot(&mut self) -> Result<Snapshot> {
-        let tids = self.listing.advance(&mut self.bpf)?;
-        let whole = self.listing.must_read_whole(tids.len(), &self.stats()?);
-        // Each value as it is read: memory holds a record of the set's slots per thread, not
-        // the kernel's whole value (every slot a set may have).
+        let listed = self.listing.advance(&mut self.bpf)?;
+        let states = self.cpu_states()?;
+        let whole = self.listing.must_read_whole(&sum_stats(&states));
+        // Memory holds a record of the set's slots per thread, not the kernel's whole value
+        // (every slot a set may have).
         let mut live = Vec::new();
         if whole {
-            self.each_value::<u32, ThreadTotals>(map::THREADS, |totals| {
-                live.push(ThreadRecord::from_totals(totals, self.nr));
-            })?;
-            self.listing.found_in_whole_read(live.len());
+            self.threads
+                .each(slots_high(&states), self.nr, |record| live.push(record));
         } else {
             // A thread gone since it was listed exited: its final record is in `records`.
-            for tid in tids {
-                if let Some(totals) = self.thread(tid)? {
-                    live.push(ThreadRecord::from_totals(&totals, self.nr));
-                }
-            }
+            live.extend(
+                listed
+                    .iter()
+                    .filter_map(|thread| self.threads.get(thread.slot, thread.tid, self.nr)),
+            );
         }
         let records = self.records.take();
         let states = self.cpu_states()?;
@@ -485,11 +478,6 @@ impl Collector {
         states.get(&0, 0).context("reading each CPU's state")
     }
 
-    /// The kernel side's loss and activity counters now, summed over CPUs.
-    fn stats(&self) -> Result<Stats> {
-        Ok(sum_stats(&self.cpu_states()?))
-    }
-
     /// Waits until every thread of the processes `ended` (which have exited: reaped, or their
     /// pidfd readable) has switched out for the last time, so its final record is in the next
     /// snapshot; at most `limit`. A process is reported exited once its last thread has passed
@@ -500,10 +488,12 @@ impl Collector {
     pub async fn await_final_switches(&self, ended: &[u32], limit: Duration) -> Result<usize> {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
-            let mut left = 0;
-            self.each_value::<u32, ThreadTotals>(map::THREADS, |totals| {
-                left += usize::from(ended.contains(&totals.header.tgid));
-            })?;
+            let high = slots_high(&self.cpu_states()?);
+            let left = self
+                .threads
+                .tids(high)
+                .filter(|(_, tgid)| ended.contains(tgid))
+                .count();
             if left == 0 || tokio::time::Instant::now() >= deadline {
                 return Ok(left);
             }
@@ -511,15 +501,22 @@ impl Collector {
         }
     }
 
-    /// The totals of live thread `tid` as the kernel holds them now (`None`: not in the map).
-    pub fn thread(&self, tid: u32) -> Result<Option<ThreadTotals>> {
-        let map: HashMap<_, u32, ThreadTotals> =
-            HashMap::try_from(self.bpf.map(map::THREADS).context("no THREADS map")?)?;
-        match map.get(&tid, 0) {
-            Ok(totals) => Ok(Some(totals)),
-            Err(aya::maps::MapError::KeyNotFound) => Ok(None),
-            Err(error) => Err(error).context("reading the THREADS map"),
-        }
+    /// The header and the set's slots of live thread `tid` as the kernel holds them now
+    /// (`None`: it has no slot).
+    pub fn thread(&self, tid: u32) -> Result<Option<ThreadRecord>> {
+        let index: Array<_, u32> = Array::try_from(
+            self.bpf
+                .map(map::THREAD_SLOTS)
+                .context("no THREAD_SLOTS map")?,
+        )?;
+        let slot = match index.get(&tid, 0) {
+            Ok(slot) => slot,
+            Err(aya::maps::MapError::OutOfBounds { .. }) => 0,
+            Err(error) => return Err(error).context("reading the THREAD_SLOTS map"),
+        };
+        Ok(slot
+            .checked_sub(1)
+            .and_then(|slot| self.threads.get(slot, tid, self.nr)))
     }
 
     /// Ids and paths of the cgroups removed since the previous call.
@@ -540,48 +537,29 @@ impl Collector {
         }
         removed
     }
+}
 
-    /// Hands every value of the hash map `name` to `each`, one per key: read by batch where the
-    /// kernel can ([`batch::read_each`]: a call's worth in memory at a time), else walked
-    /// (deleting the key being visited, a thread exiting, restarts the kernel's walk, so keys
-    /// can come twice: kept once).
-    fn each_value<K: Pod + Eq + Hash, V: Pod>(
-        &self,
-        name: &str,
-        mut each: impl FnMut(&V),
-    ) -> Result<()> {
-        let found = self
-            .bpf
-            .map(name)
-            .with_context(|| format!("no {name} map"))?;
-        if self.batch_reads.get()
-            && let aya::maps::Map::HashMap(data) = found
-        {
-            // A batch read visits each bucket once: every key comes once.
-            let read = batch::read_each::<K, V>(std::os::fd::AsFd::as_fd(data.fd()), |_, value| {
-                each(&value);
-            })
-            .with_context(|| format!("reading the {name} map"))?;
-            if read {
-                return Ok(());
-            }
-            log::info!("this kernel cannot read maps by batch: walking {name}");
-            self.batch_reads.set(false);
-        }
-        let map: HashMap<_, K, V> = HashMap::try_from(found)?;
-        let mut by_key = StdHashMap::new();
-        for entry in map.iter() {
-            match entry {
-                Ok((key, value)) => {
-                    by_key.insert(key, value);
-                }
-                Err(aya::maps::MapError::KeyNotFound) => {}
-                Err(error) => return Err(error).with_context(|| format!("reading the {name} map")),
-            }
-        }
-        by_key.values().for_each(each);
-        Ok(())
+/// One past the highest slot of the thread map any CPU took: every live thread's slot is below.
+fn slots_high(states: &[CpuState]) -> u32 {
+    let high = states.iter().map(|state| state.slots_high).max();
+    u32::try_from(high.unwrap_or(0)).unwrap_or(u32::MAX)
+}
+
+/// Fills the kernel's stack of free slots of the thread map (`max_threads` of them, slot 0 on
+/// top) and maps the map's slots read-only. Before the programs attach.
+fn map_threads(bpf: &mut Ebpf, max_threads: u32) -> Result<mapped::MappedThreads> {
+    let mut free: Stack<_, u32> = Stack::try_from(map(bpf, map::FREE_SLOTS)?)?;
+    for slot in (0..max_threads).rev() {
+        free.push(&slot, 0)
+            .context("filling the kernel's list of free thread slots")?;
     }
+    let threads = bpf.map(map::THREADS).context("no THREADS map")?;
+    let aya::maps::Map::Array(data) = threads else {
+        bail!("the BPF object's THREADS map is not an array");
+    };
+    mapped::MappedThreads::map(data.fd().as_fd(), max_threads).context(
+        "mapping the kernel's thread map (needs Linux 5.5 or newer: memory-mapped BPF arrays)",
+    )
 }
 
 /// Each stat summed over CPUs.
