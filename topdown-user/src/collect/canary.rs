@@ -51,8 +51,9 @@ pub fn check() -> Result<Verdict> {
         switch_stop: None,
         ..CollectorOptions::default()
     };
-    let collector = Collector::attach(&set, &options).context("attaching the start-up check")?;
-    let verdict = run(&collector)?;
+    let mut collector =
+        Collector::attach(&set, &options).context("attaching the start-up check")?;
+    let verdict = run(&mut collector)?;
     if !verdict.agrees() {
         let charged = verdict
             .charged_ns
@@ -69,7 +70,7 @@ pub fn check() -> Result<Verdict> {
 }
 
 /// Runs the canary thread: spin, block, compare, release.
-fn run(collector: &Collector) -> Result<Verdict> {
+fn run(collector: &mut Collector) -> Result<Verdict> {
     let (spun_tx, spun_rx) = mpsc::channel::<u32>();
     let (release_tx, release_rx) = mpsc::channel::<()>();
     let canary = thread::Builder::new()

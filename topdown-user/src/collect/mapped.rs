@@ -18,7 +18,7 @@
 
 use std::{
     io,
-    os::fd::{AsRawFd as _, BorrowedFd},
+    os::fd::{AsRawFd as _, BorrowedFd, OwnedFd},
     ptr::NonNull,
 };
 
@@ -26,76 +26,81 @@ use topdown_common::{reading::Reading, thread::ThreadTotals};
 
 use super::snapshot::ThreadRecord;
 
-/// The `THREADS` array mapped read-only.
+/// The `THREADS` array mapped read-only, as far as its slots are in use: the kernel installs
+/// every page of a mapping of a BPF array at once, so the mapping grows (doubling) with the
+/// highest slot in use, and the tool's resident size with the threads that lived, not with
+/// `--max-threads`.
 pub struct MappedThreads {
+    /// The map's descriptor, to map more of it.
+    fd: OwnedFd,
     /// The first slot.
     base: NonNull<ThreadTotals>,
     /// Slots mapped.
-    slots: u32,
+    mapped: u32,
     /// Bytes mapped.
     len: usize,
+    /// Slots of the array.
+    slots: u32,
 }
 
 // SAFETY: a read-only shared mapping of kernel memory, read with volatile copies only; it is
-// valid until dropped, wherever it is used from.
+// valid until dropped or remapped (which takes `&mut self`), wherever it is used from.
 unsafe impl Send for MappedThreads {}
 // SAFETY: as above; nothing is written through it.
 unsafe impl Sync for MappedThreads {}
 
+/// Slots mapped at first (864 KB).
+const FIRST_SLOTS: u32 = 1024;
+
 impl MappedThreads {
-    /// Maps the `slots` slots of the array behind `fd` read-only.
+    /// Maps the first slots of the array of `slots` slots behind `fd` read-only.
     pub fn map(fd: BorrowedFd<'_>, slots: u32) -> io::Result<Self> {
-        // SAFETY: sysconf has no preconditions.
-        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
-            .unwrap_or(4096)
-            .max(4096);
-        // An array's elements are its value size rounded up to 8 bytes, from offset 0.
-        const _: () = assert!(size_of::<ThreadTotals>().is_multiple_of(8));
-        let len = (slots as usize)
-            .checked_mul(size_of::<ThreadTotals>())
-            .ok_or_else(|| io::Error::other("the thread map is too big to map"))?
-            .next_multiple_of(page);
-        // SAFETY: a new shared read-only mapping of `len` bytes of the map's memory, which
-        // the kernel sized to hold `slots` elements rounded up to pages.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
+        let fd = fd.try_clone_to_owned()?;
+        let (base, len) = map_slots(&fd, FIRST_SLOTS.min(slots))?;
+        Ok(Self {
+            fd,
+            base,
+            mapped: FIRST_SLOTS.min(slots),
+            len,
+            slots,
+        })
+    }
+
+    /// Maps at least the slots below `high` (at most the array's): twice what is mapped, or
+    /// more where `high` needs it.
+    pub fn cover(&mut self, high: u32) -> io::Result<()> {
+        let high = high.min(self.slots);
+        if high <= self.mapped {
+            return Ok(());
         }
-        let base =
-            NonNull::new(base.cast::<ThreadTotals>()).ok_or_else(io::Error::last_os_error)?;
-        Ok(Self { base, slots, len })
+        let mapped = high.max(self.mapped.saturating_mul(2)).min(self.slots);
+        let (base, len) = map_slots(&self.fd, mapped)?;
+        self.unmap();
+        (self.base, self.mapped, self.len) = (base, mapped, len);
+        Ok(())
     }
 
     /// The header and first `nr` slots of live thread `tid` from slot `slot`; `None` when
     /// the slot does not hold `tid` (it exited: its final record is in the ring) or is beyond
-    /// the array.
+    /// the mapping (see [`Self::cover`]).
     pub fn get(&self, slot: u32, tid: u32, nr: usize) -> Option<ThreadRecord> {
         let record = self.copy(slot, nr)?;
         (record.header.tid == tid).then_some(record)
     }
 
-    /// Hands the live thread of every slot below `high` (the highest slot the kernel took, plus
-    /// one) to `each`, with its first `nr` slots.
+    /// Hands the live thread of every mapped slot below `high` (the highest slot the kernel
+    /// took, plus one: see [`Self::cover`]) to `each`, with its first `nr` slots.
     pub fn each(&self, high: u32, nr: usize, mut each: impl FnMut(ThreadRecord)) {
-        for slot in 0..high.min(self.slots) {
+        for slot in 0..high.min(self.mapped) {
             if let Some(record) = self.copy(slot, nr) {
                 each(record);
             }
         }
     }
 
-    /// The tid and process of the live thread in each slot below `high`.
+    /// The tid and process of the live thread in each mapped slot below `high`.
     pub fn tids(&self, high: u32) -> impl Iterator<Item = (u32, u32)> + '_ {
-        (0..high.min(self.slots)).filter_map(|slot| {
+        (0..high.min(self.mapped)).filter_map(|slot| {
             let totals = self.slot(slot)?;
             // SAFETY: fields of a slot inside the mapping, read whole.
             let (tid, tgid) = unsafe {
@@ -132,16 +137,148 @@ impl MappedThreads {
         }
     }
 
-    /// A pointer to slot `slot`; `None` beyond the array.
+    /// A pointer to slot `slot`; `None` beyond the mapping.
     fn slot(&self, slot: u32) -> Option<*const ThreadTotals> {
         // SAFETY: inside the mapping (checked against the slots mapped).
-        (slot < self.slots).then(|| unsafe { self.base.as_ptr().add(slot as usize).cast_const() })
+        (slot < self.mapped).then(|| unsafe { self.base.as_ptr().add(slot as usize).cast_const() })
+    }
+
+    fn unmap(&mut self) {
+        // SAFETY: the current mapping, unmapped once (replaced or dropped right after).
+        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
     }
 }
 
 impl Drop for MappedThreads {
     fn drop(&mut self) {
-        // SAFETY: the mapping made in `map`, unmapped once.
-        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
+        self.unmap();
+    }
+}
+
+/// A new read-only mapping of the first `slots` slots of the array behind `fd`, and its length.
+fn map_slots(fd: &OwnedFd, slots: u32) -> io::Result<(NonNull<ThreadTotals>, usize)> {
+    // SAFETY: sysconf has no preconditions.
+    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+        .unwrap_or(4096)
+        .max(4096);
+    // An array's elements are its value size rounded up to 8 bytes, from offset 0.
+    const _: () = assert!(size_of::<ThreadTotals>().is_multiple_of(8));
+    let len = (slots as usize)
+        .checked_mul(size_of::<ThreadTotals>())
+        .ok_or_else(|| io::Error::other("the thread map is too big to map"))?
+        .next_multiple_of(page);
+    // SAFETY: a new shared read-only mapping of `len` bytes of the map's memory, which the
+    // kernel sized to hold every slot, rounded up to pages.
+    let base = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            fd.as_raw_fd(),
+            0,
+        )
+    };
+    if base == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    let base = NonNull::new(base.cast::<ThreadTotals>()).ok_or_else(io::Error::last_os_error)?;
+    Ok((base, len))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::{AsFd as _, FromRawFd as _};
+
+    use super::*;
+
+    /// `BPF_MAP_CREATE` of an mmap-able array of `slots` [`ThreadTotals`]; `None` without the
+    /// privilege.
+    fn thread_array(slots: u32) -> Option<OwnedFd> {
+        /// `BPF_F_MMAPABLE`.
+        const MMAPABLE: u32 = 1 << 10;
+        // map_type (2: array), key_size, value_size, max_entries, map_flags (union bpf_attr's
+        // first member, zero beyond).
+        let mut attr = [0u32; 30];
+        attr[..5].copy_from_slice(&[2, 4, size_of::<ThreadTotals>() as u32, slots, MMAPABLE]);
+        // SAFETY: a zeroed bpf_attr with its map-creation fields set.
+        let fd = unsafe { libc::syscall(libc::SYS_bpf, 0, attr.as_mut_ptr(), size_of_val(&attr)) };
+        if fd < 0 {
+            let error = io::Error::last_os_error();
+            assert_eq!(
+                error.raw_os_error(),
+                Some(libc::EPERM),
+                "BPF_MAP_CREATE: {error}"
+            );
+            return None;
+        }
+        // SAFETY: the kernel just returned this descriptor to us.
+        Some(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+    }
+
+    /// Writes `totals` into slot `slot` as the kernel programs would (`BPF_MAP_UPDATE_ELEM`).
+    fn write(fd: &OwnedFd, slot: u32, totals: &ThreadTotals) {
+        // map_fd, pad, key, value, flags (the elem member).
+        let attr = [
+            u64::from(fd.as_raw_fd() as u32),
+            (&raw const slot) as u64,
+            std::ptr::from_ref(totals) as u64,
+            0,
+        ];
+        // SAFETY: a bpf_attr elem member pointing at a key and value of the map's sizes.
+        let rc = unsafe { libc::syscall(libc::SYS_bpf, 2, attr.as_ptr(), size_of_val(&attr)) };
+        assert_eq!(rc, 0, "BPF_MAP_UPDATE_ELEM: {}", io::Error::last_os_error());
+    }
+
+    fn totals(tid: u32, tgid: u32, count: u64) -> ThreadTotals {
+        let mut totals = ThreadTotals::new(tid, tgid);
+        totals.charged.slots[0].count = count;
+        totals.charged.slots[1].count = count + 1;
+        totals
+    }
+
+    /// A thread is read from its slot only while the slot holds its tid, a freed slot's zeroed
+    /// header is never a thread, and slots beyond the first mapping are read once it grows to
+    /// cover them; the test needs root, and says so without it.
+    #[test]
+    fn slots_read_back_as_the_kernel_wrote_them_and_the_mapping_grows() {
+        let Some(fd) = thread_array(5000) else {
+            eprintln!("SKIPPED: creating a BPF map needs root (CAP_BPF): run as root, as CI does");
+            return;
+        };
+        write(&fd, 3, &totals(41, 40, 1000));
+        write(&fd, 4000, &totals(42, 40, 2000));
+        // A freed slot: tid and header zeroed, readings left.
+        write(&fd, 5, &totals(0, 0, 77));
+        let mut mapped = MappedThreads::map(fd.as_fd(), 5000).unwrap();
+
+        let read = mapped.get(3, 41, 2).expect("slot 3 holds thread 41");
+        assert_eq!((read.header.tid, read.header.tgid), (41, 40));
+        assert_eq!(
+            read.slots.iter().map(|r| r.count).collect::<Vec<_>>(),
+            [1000, 1001]
+        );
+        assert!(
+            mapped.get(3, 99, 2).is_none(),
+            "another tid: not that thread"
+        );
+        assert!(mapped.get(5, 0, 2).is_none(), "a freed slot is no thread");
+        assert!(
+            mapped.get(4000, 42, 2).is_none(),
+            "beyond the first mapping"
+        );
+
+        mapped.cover(4001).unwrap();
+        let far = mapped.get(4000, 42, 1).expect("covered now");
+        assert_eq!(far.slots.len(), 1);
+        assert_eq!(far.slots[0].count, 2000);
+        let mut all = Vec::new();
+        mapped.each(4001, 2, |record| all.push(record.header.tid));
+        assert_eq!(all, [41, 42], "every thread once, a freed slot left out");
+        assert_eq!(mapped.tids(4001).collect::<Vec<_>>(), [(41, 40), (42, 40)]);
+
+        mapped.cover(u32::MAX).unwrap();
+        assert!(mapped.get(4999, 1, 1).is_none(), "the last slot: free");
+        assert!(mapped.get(5000, 1, 1).is_none(), "beyond the array");
     }
 }

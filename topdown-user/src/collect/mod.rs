@@ -435,12 +435,19 @@ impl Collector {
         let listed = self.listing.advance(&mut self.bpf)?;
         let states = self.cpu_states()?;
         let whole = self.listing.must_read_whole(&sum_stats(&states));
+        let listed_high = listed
+            .iter()
+            .map(|thread| thread.slot.saturating_add(1))
+            .max();
+        let high = slots_high(&states).max(listed_high.unwrap_or(0));
+        self.threads
+            .cover(high)
+            .context("mapping more of the kernel's thread map")?;
         // Memory holds a record of the set's slots per thread, not the kernel's whole value
         // (every slot a set may have).
         let mut live = Vec::new();
         if whole {
-            self.threads
-                .each(slots_high(&states), self.nr, |record| live.push(record));
+            self.threads.each(high, self.nr, |record| live.push(record));
         } else {
             // A thread gone since it was listed exited: its final record is in `records`.
             live.extend(
@@ -485,10 +492,13 @@ impl Collector {
     /// may run in between, and on one CPU it does. Returns how many threads had still not
     /// switched out at the limit (they stay live in the report, their counts complete but for
     /// that last slice).
-    pub async fn await_final_switches(&self, ended: &[u32], limit: Duration) -> Result<usize> {
+    pub async fn await_final_switches(&mut self, ended: &[u32], limit: Duration) -> Result<usize> {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
             let high = slots_high(&self.cpu_states()?);
+            self.threads
+                .cover(high)
+                .context("mapping more of the kernel's thread map")?;
             let left = self
                 .threads
                 .tids(high)
@@ -503,7 +513,7 @@ impl Collector {
 
     /// The header and the set's slots of live thread `tid` as the kernel holds them now
     /// (`None`: it has no slot).
-    pub fn thread(&self, tid: u32) -> Result<Option<ThreadRecord>> {
+    pub fn thread(&mut self, tid: u32) -> Result<Option<ThreadRecord>> {
         let index: Array<_, u32> = Array::try_from(
             self.bpf
                 .map(map::THREAD_SLOTS)
@@ -514,9 +524,13 @@ impl Collector {
             Err(aya::maps::MapError::OutOfBounds { .. }) => 0,
             Err(error) => return Err(error).context("reading the THREAD_SLOTS map"),
         };
-        Ok(slot
-            .checked_sub(1)
-            .and_then(|slot| self.threads.get(slot, tid, self.nr)))
+        let Some(slot) = slot.checked_sub(1) else {
+            return Ok(None);
+        };
+        self.threads
+            .cover(slot.saturating_add(1))
+            .context("mapping more of the kernel's thread map")?;
+        Ok(self.threads.get(slot, tid, self.nr))
     }
 
     /// Ids and paths of the cgroups removed since the previous call.
