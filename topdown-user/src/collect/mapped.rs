@@ -27,9 +27,9 @@ use topdown_common::{reading::Reading, thread::ThreadTotals};
 use super::snapshot::ThreadRecord;
 
 /// The `THREADS` array mapped read-only, as far as its slots are in use: the kernel installs
-/// every page of a mapping of a BPF array at once, so the mapping grows (doubling) with the
-/// highest slot in use, and the tool's resident size with the threads that lived, not with
-/// `--max-threads`.
+/// every page of a mapping of a BPF array at once, so the mapping grows with the highest slot
+/// in use ([`MappedThreads::cover`]), and the tool's resident size with the threads that lived,
+/// not with `--max-threads`.
 pub struct MappedThreads {
     /// The map's descriptor, to map more of it.
     fd: OwnedFd,
@@ -66,18 +66,34 @@ impl MappedThreads {
         })
     }
 
-    /// Maps at least the slots below `high` (at most the array's): twice what is mapped, or
-    /// more where `high` needs it.
+    /// Maps at least the slots below `high` (at most the array's), and a quarter more for
+    /// the threads to come: remaps are few (each grows the mapping by a quarter at least) and
+    /// the mapping stays within 1.25 times the slots in use. The old mapping goes first, so the
+    /// two never count in the tool's peak size together.
     pub fn cover(&mut self, high: u32) -> io::Result<()> {
         let high = high.min(self.slots);
         if high <= self.mapped {
             return Ok(());
         }
-        let mapped = high.max(self.mapped.saturating_mul(2)).min(self.slots);
-        let (base, len) = map_slots(&self.fd, mapped)?;
+        let mapped = high
+            .max(self.mapped)
+            .saturating_add(high.max(self.mapped) / 4)
+            .min(self.slots);
         self.unmap();
-        (self.base, self.mapped, self.len) = (base, mapped, len);
-        Ok(())
+        match map_slots(&self.fd, mapped) {
+            Ok((base, len)) => {
+                (self.base, self.mapped, self.len) = (base, mapped, len);
+                Ok(())
+            }
+            Err(error) => {
+                // Back to what was mapped; failing that, nothing is (no slot is read).
+                match map_slots(&self.fd, self.mapped) {
+                    Ok((base, len)) => (self.base, self.len) = (base, len),
+                    Err(_) => (self.mapped, self.len) = (0, 0),
+                }
+                Err(error)
+            }
+        }
     }
 
     /// The header and first `nr` slots of live thread `tid` from slot `slot`; `None` when
@@ -144,8 +160,10 @@ impl MappedThreads {
     }
 
     fn unmap(&mut self) {
-        // SAFETY: the current mapping, unmapped once (replaced or dropped right after).
-        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
+        if self.len > 0 {
+            // SAFETY: the current mapping, unmapped once (replaced or dropped right after).
+            unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
+        }
     }
 }
 
