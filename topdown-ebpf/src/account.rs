@@ -65,8 +65,8 @@ static COUNTERS: PerfEventArray<u32> = PerfEventArray::new(0);
 static THREADS: Array<ThreadTotals> = Array::with_max_entries(16384, BPF_F_MMAPABLE);
 
 /// Each live thread's slot in [`THREADS`] plus one (0: none), indexed by tid. Sized by the
-/// loader from `kernel.pid_max`: a tid beyond it is charged to scratch space and counted as a
-/// full map. Only the CPU running a thread writes its entry, so it needs no lock.
+/// loader from `kernel.pid_max` and the highest tid alive: a tid beyond it (`pid_max` raised
+/// since) is charged to scratch space and counted as a full map. Only the CPU running a thread writes its entry, so it needs no lock.
 #[map]
 static THREAD_SLOTS: Array<u32> = Array::with_max_entries(32768, 0);
 

@@ -189,7 +189,7 @@ declare -A what=(
   [1]="+ this CPU's state (one per-CPU array lookup)"
   [2]="+ the switch noted (prev's and next's tid, clocks and runtime loads, unreported-switch check)"
   [3]="+ the charge begun (the CPU's clock moved on, the switch counted)"
-  [4]="+ prev's totals found in the thread map (its switch count loads, the hash lookup by tid)"
+  [4]="+ prev's totals found in the thread map (its switch count loads, its slot by tid: two array loads)"
   [whole]="+ the charge (clock, run-queue delay, name on first switch, list epoch)"
 )
 echo

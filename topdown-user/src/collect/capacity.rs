@@ -2,7 +2,7 @@
 //! for twice the threads alive now (at least [`FLOOR`]), as far as the system lets threads be
 //! (`threads-max`, `pid_max`) and as far as a share of memory goes. The map is an array, so
 //! every slot costs its memory from the start; threads beyond it are charged to scratch space
-//! and counted as a full map. Its index by tid is sized from [`pid_max`].
+//! and counted as a full map. Its index by tid is sized by [`tid_index_size`].
 
 use std::fs;
 
@@ -23,14 +23,35 @@ const MEMORY_SHARE: u64 = 64;
 /// free slots (the index by tid is sized by `pid_max`, 4 bytes a tid, whatever the map's size).
 const ENTRY_BYTES: u64 = size_of::<ThreadTotals>() as u64 + 4;
 
-/// The system's `kernel.pid_max` now (every tid is below it), [`PID_MAX_LIMIT`] where it cannot
-/// be read.
-pub fn pid_max() -> u32 {
-    fs::read_to_string("/proc/sys/kernel/pid_max")
+/// How many tids the kernel's index of thread slots holds: every tid below `kernel.pid_max`
+/// and every tid alive now (threads born while `pid_max` was higher keep their tids when it is
+/// lowered), at most [`PID_MAX_LIMIT`]. A tid beyond it is charged to scratch space and
+/// counted as a full map.
+pub fn tid_index_size() -> u32 {
+    let pid_max = fs::read_to_string("/proc/sys/kernel/pid_max")
         .ok()
         .and_then(|text| text.trim().parse::<u32>().ok())
-        .filter(|&max| max > 0)
-        .map_or(PID_MAX_LIMIT, |max| max.min(PID_MAX_LIMIT))
+        .unwrap_or(PID_MAX_LIMIT);
+    let above_live = highest_live_tid().map_or(0, |tid| tid.saturating_add(1));
+    pid_max.max(above_live).clamp(1, PID_MAX_LIMIT)
+}
+
+/// The highest tid alive now (`/proc/PID/task`), `None` where `/proc` cannot be read.
+fn highest_live_tid() -> Option<u32> {
+    let numbered = |dir: &str| -> Vec<u32> {
+        fs::read_dir(dir).map_or_else(
+            |_| Vec::new(),
+            |entries| {
+                entries
+                    .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
+                    .collect()
+            },
+        )
+    };
+    numbered("/proc")
+        .into_iter()
+        .flat_map(|pid| numbered(&format!("/proc/{pid}/task")))
+        .max()
 }
 
 /// The map's size, and why when the default could not give the room it wanted.
@@ -106,6 +127,25 @@ impl Capacity {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The index holds this thread's tid and every tid below `pid_max`.
+    #[test]
+    fn the_tid_index_holds_every_live_tid_and_pid_max() {
+        let size = tid_index_size();
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() } as u32;
+        assert!(size > tid, "index of {size} tids, this thread is {tid}");
+        let pid_max: u32 = fs::read_to_string("/proc/sys/kernel/pid_max")
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(
+            size >= pid_max.min(PID_MAX_LIMIT),
+            "{size} < pid_max {pid_max}"
+        );
+        assert!(highest_live_tid().is_some_and(|high| high >= tid));
+    }
 
     /// A system with `alive` threads, these limits and `memory_kb` of memory.
     fn system(alive: u64, threads_max: u64, pid_max: u64, memory_kb: u64) -> tempfile::TempDir {

@@ -266,7 +266,7 @@ impl Collector {
             .override_global(global::HIERARCHY_ID_OFFSET, &hierarchy_id_offset, true)
             .map_max_entries(map::THREADS, options.max_threads)
             .map_max_entries(map::FREE_SLOTS, options.max_threads)
-            .map_max_entries(map::THREAD_SLOTS, capacity::pid_max())
+            .map_max_entries(map::THREAD_SLOTS, capacity::tid_index_size())
             .map_max_entries(
                 map::CHARGED,
                 charged_list_bytes(
