@@ -66,7 +66,8 @@ static THREADS: Array<ThreadTotals> = Array::with_max_entries(16384, BPF_F_MMAPA
 
 /// Each live thread's slot in [`THREADS`] plus one (0: none), indexed by tid. Sized by the
 /// loader from `kernel.pid_max` and the highest tid alive: a tid beyond it (`pid_max` raised
-/// since) is charged to scratch space and counted as a full map. Only the CPU running a thread writes its entry, so it needs no lock.
+/// since) is charged to scratch space and counted as a full map. Only the CPU running a thread
+/// writes its entry, so it needs no lock.
 #[map]
 static THREAD_SLOTS: Array<u32> = Array::with_max_entries(32768, 0);
 
@@ -243,7 +244,8 @@ pub fn note_switch(state: &mut CpuState, prev_tid: u32, next_tid: u32) -> bool {
 /// Whether a switch to `next` (thread `next_tid`) reads the counters: always, unless only
 /// cgroups are reported and `next` is in the cgroup whose threads ran since the last read
 /// (`state.group`), no thread changed cgroup since, and the switch to `prev` was `reported`
-/// (else another thread ran unseen). Remembers `next`'s cgroup (0 for the idle task, whose counts are kept apart).
+/// (else another thread ran unseen). Remembers `next`'s cgroup (0 for the idle task, whose
+/// counts are kept apart).
 #[inline(always)]
 pub fn reads_at_switch(state: &mut CpuState, next: Task, next_tid: u32, reported: bool) -> bool {
     // SAFETY: a read-only global the loader sets before loading.
