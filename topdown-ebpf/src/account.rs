@@ -563,7 +563,14 @@ fn take_slot(
 ) -> Option<(u32, *mut ThreadTotals)> {
     // The index entry is found before a slot is taken: a slot taken is never given back here.
     let index = THREAD_SLOTS.get_ptr_mut(tid)?;
-    let slot = FREE_SLOTS.pop().ok()??;
+    // Since Linux 6.15 the stack's lock is a resilient spinlock whose slow path can give up
+    // (EBUSY): under thread churn on these 2-CPU VMs about one pop in a thousand did, each a
+    // thread charged to scratch (counted as a full map). A second try has taken a slot in
+    // every churn run since.
+    let slot = match FREE_SLOTS.pop() {
+        Ok(slot) => slot?,
+        Err(_) => FREE_SLOTS.pop().ok()??,
+    };
     let totals = THREADS.get_ptr_mut(slot)?;
     first.header.tid = 0;
     // SAFETY: a free slot, which no program run writes (it was just taken off the stack), and

@@ -71,7 +71,7 @@ def alone():
 
 
 def machine_wide(report):
-    tool = subprocess.Popen([TOPDOWN, "--duration", "11", "--json", "-o", report],
+    tool = subprocess.Popen([TOPDOWN, "--duration", "11", "--json", "--force", "-o", report],
                             stderr=subprocess.DEVNULL)
     time.sleep(3)
     before = proc_cpu_ns(tool.pid)
@@ -83,7 +83,7 @@ def machine_wide(report):
 
 
 def command(report, extra):
-    done, cpu = run_child([TOPDOWN, *extra, "--json", "-o", report, "--", *CHURN_CMD])
+    done, cpu = run_child([TOPDOWN, *extra, "--json", "--force", "-o", report, "--", *CHURN_CMD])
     return done, cpu, lost_in(report)
 
 
