@@ -409,7 +409,7 @@ pub fn charge_current(
         totals.header.flags |= ThreadHeader::FLAG_EXITED;
         send(state, totals);
         if let Some(slot) = slot {
-            free_slot(totals, tid, slot);
+            free_slot(state, totals, tid, slot);
         }
     }
 }
@@ -419,7 +419,7 @@ pub fn charge_current(
 /// set's slots zeroed (what a reader could see of it before the next thread's tid), then its
 /// index entry.
 #[inline(always)]
-fn free_slot(totals: &mut ThreadTotals, tid: u32, slot: u32) {
+fn free_slot(state: &mut CpuState, totals: &mut ThreadTotals, tid: u32, slot: u32) {
     // SAFETY: a field of the thread's own slot.
     unsafe { core::ptr::write_volatile(&mut totals.header.tid, 0) };
     totals.header = ThreadTotals::new(0, 0).header;
@@ -428,7 +428,11 @@ fn free_slot(totals: &mut ThreadTotals, tid: u32, slot: u32) {
         // SAFETY: this thread's own index entry; only the CPU running it writes it.
         unsafe { core::ptr::write_volatile(index, 0) };
     }
-    let _ = FREE_SLOTS.push(&slot, 0);
+    // A second try, as in `take_slot`; a slot that still cannot go back is lost to the map
+    // (counted as a full map: the map holds one thread fewer from now on).
+    if FREE_SLOTS.push(&slot, 0).is_err() && FREE_SLOTS.push(&slot, 0).is_err() {
+        count_in(state, Stat::ThreadMapFull);
+    }
 }
 
 /// The slot of live thread `tid` in [`THREADS`] and its totals; `None` when it has none.
