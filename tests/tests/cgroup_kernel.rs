@@ -165,7 +165,7 @@ fn each_cgroup_is_charged_what_its_cpu_stat_says() {
         "moved/from charged {from} ns, more than its books ({booked_from} ns)"
     );
     assert_eq!(
-        names.name(ids["b"]),
+        names.name(ids["b"]).to_string(),
         tree.path("b"),
         "a cgroup removed during the run keeps its path"
     );

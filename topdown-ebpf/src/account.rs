@@ -104,7 +104,7 @@ static CHARGED: RingBuf = RingBuf::with_byte_size(64 * 1024, 0);
 static LIST_EPOCH: Array<u64> = Array::with_max_entries(1, 0);
 
 /// Records are sent without waking the reader, which drains the ring on its own timer (every
-/// 20 ms: a wakeup per record cost a thread's exit more than the rest of its accounting);
+/// 100 ms: a wakeup per record cost a thread's exit more than the rest of its accounting);
 /// past this much waiting data the reader is woken at once, long before the ring fills.
 const RECORDS_WAKE_AT: u64 = RECORDS_BYTES as u64 / 4;
 

@@ -102,7 +102,7 @@ fn window(set: &CounterSet, rng: &mut Lcg) -> Window {
             ThreadUsage {
                 tid: Tid(tid),
                 pid: Pid(1 + tid / 8),
-                comm: format!("worker-{}", tid % 97),
+                comm: format!("worker-{}", tid % 97).into(),
                 cgroup_id: CgroupId(1 + u64::from(tid % 200)),
                 switches: 1 + rng.next() % 500,
                 on_cpu: Duration::from_nanos(ns),

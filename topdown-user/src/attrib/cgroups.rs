@@ -8,13 +8,15 @@ use std::{
     fs,
     os::unix::fs::MetadataExt as _,
     path::{Path, PathBuf},
+    sync::Arc,
 };
 
 /// Names cgroup ids by walking the cgroup2 mount; remembers paths of cgroups since removed.
 #[derive(Debug)]
 pub struct CgroupNames {
     mount: Option<PathBuf>,
-    paths: HashMap<CgroupId, String>,
+    /// Shared with every row that names one (a row's copy is a reference count).
+    paths: HashMap<CgroupId, Arc<str>>,
     rescanned: bool,
 }
 
@@ -43,7 +45,7 @@ impl CgroupNames {
 
     /// Remembers the path of a cgroup the kernel saw removed.
     pub fn learn(&mut self, id: CgroupId, path: String) {
-        self.paths.insert(id, path);
+        self.paths.insert(id, path.into());
     }
 
     /// Remembers the paths of cgroups the kernel saw removed (`(id, path)`), so they are still
@@ -63,7 +65,7 @@ impl CgroupNames {
             .or_else(|| {
                 self.paths
                     .iter()
-                    .find(|(_, p)| *p == path)
+                    .find(|(_, p)| &***p == path)
                     .map(|(id, _)| *id)
             })
     }
@@ -74,7 +76,7 @@ impl CgroupNames {
     }
 
     /// The cgroup's path relative to the mount (`/` for the root), or `cgroup:<id>`.
-    pub fn name(&mut self, id: CgroupId) -> String {
+    pub fn name(&mut self, id: CgroupId) -> Arc<str> {
         if !self.paths.contains_key(&id) && !self.rescanned {
             self.rescanned = true;
             self.scan();
@@ -82,7 +84,7 @@ impl CgroupNames {
         self.paths
             .get(&id)
             .cloned()
-            .unwrap_or_else(|| format!("cgroup:{id}"))
+            .unwrap_or_else(|| format!("cgroup:{id}").into())
     }
 
     fn scan(&mut self) {
@@ -95,7 +97,7 @@ impl CgroupNames {
                 continue;
             };
             self.paths
-                .insert(CgroupId(meta.ino()), relative(&mount, &dir));
+                .insert(CgroupId(meta.ino()), relative(&mount, &dir).into());
             let Ok(entries) = fs::read_dir(&dir) else {
                 continue;
             };
@@ -144,17 +146,17 @@ mod tests {
         fs::create_dir_all(dir.path().join("a/b")).unwrap();
         let ino = fs::metadata(dir.path().join("a/b")).unwrap().ino();
         let mut names = CgroupNames::at(Some(dir.path().to_path_buf()));
-        assert_eq!(names.name(CgroupId(ino)), "/a/b");
+        assert_eq!(&*names.name(CgroupId(ino)), "/a/b");
         fs::create_dir_all(dir.path().join("late")).unwrap();
         let late = fs::metadata(dir.path().join("late")).unwrap().ino();
         assert_eq!(
-            names.name(CgroupId(late)),
+            &*names.name(CgroupId(late)),
             "/late",
             "unknown ids trigger a rescan"
         );
         assert_eq!(
-            names.name(CgroupId(u64::MAX)),
-            format!("cgroup:{}", u64::MAX)
+            *names.name(CgroupId(u64::MAX)),
+            *format!("cgroup:{}", u64::MAX)
         );
     }
 }

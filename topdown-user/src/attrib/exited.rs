@@ -89,7 +89,7 @@ impl ExitedThreads {
     pub fn rows(&self) -> impl Iterator<Item = ThreadUsage> + '_ {
         let folds = self.processes.values().chain(&self.others).map(|row| {
             let mut row = row.clone();
-            row.comm = fold_name(row.pid, row.folded);
+            row.comm = fold_name(row.pid, row.folded).into();
             row
         });
         self.threads
@@ -110,7 +110,7 @@ impl ExitedThreads {
             .map(|Reverse(ByOnCpu(t))| t);
         threads.chain(processes).chain(self.others).map(|mut row| {
             if row.folded > 0 {
-                row.comm = fold_name(row.pid, row.folded);
+                row.comm = fold_name(row.pid, row.folded).into();
             }
             row
         })
@@ -131,7 +131,7 @@ fn folded_row(pid: Pid, like: &ThreadUsage) -> ThreadUsage {
     ThreadUsage {
         tid: Tid(0),
         pid,
-        comm: String::new(),
+        comm: compact_str::CompactString::default(),
         cgroup_id: like.cgroup_id,
         switches: 0,
         on_cpu: std::time::Duration::ZERO,
@@ -153,7 +153,7 @@ mod tests {
         ThreadUsage {
             tid: Tid(tid),
             pid: Pid(pid),
-            comm: format!("t{tid}"),
+            comm: format!("t{tid}").into(),
             cgroup_id: CgroupId(1),
             switches: 1,
             on_cpu: std::time::Duration::from_nanos(ns),

@@ -87,7 +87,7 @@ pub fn group(
         |path: &str| options.keep.is_empty() || options.keep.iter().any(|k| is_within(path, k));
     let mut groups: BTreeMap<String, Group> = BTreeMap::new();
     for usage in cgroups {
-        let path = names.name(usage.id);
+        let path = names.name(usage.id).to_string();
         if !kept(&path) {
             continue;
         }

@@ -12,10 +12,10 @@ pub mod stalls;
 pub mod target;
 pub mod usage;
 
-use std::{
-    collections::{BTreeMap, HashMap, HashSet},
-    time::Duration,
-};
+// Keyed by tids and cgroup ids, looked up several times per thread read: foldhash, not
+// SipHash (a tenth of a read's time at 30,000 threads; BENCHMARKS.md).
+use foldhash::{HashMap, HashMapExt as _, HashSet, HashSetExt as _};
+use std::{collections::BTreeMap, time::Duration};
 use topdown_common::cgroup::CgroupId;
 use topdown_common::thread::{Pid, Tid};
 
@@ -124,7 +124,7 @@ impl Window {
                     let row = &mut threads[at];
                     row.add(thread);
                     if row.folded > 0 {
-                        row.comm = exited::fold_name(row.pid, row.folded);
+                        row.comm = exited::fold_name(row.pid, row.folded).into();
                     }
                 } else {
                     thread_at.insert(key, threads.len());
@@ -323,6 +323,9 @@ impl Attributor {
         let mut kept = snapshot
             .live_complete
             .then(|| HashSet::with_capacity(snapshot.live.len()));
+        // One lookup of a thread's kept totals per thread read (a host's worth of threads
+        // misses the cache at each).
+        let (live, target) = (&mut self.live, &self.target);
         for now in &snapshot.live {
             let sent = match latest.get_mut(&now.tid()) {
                 Some((record, read)) => {
@@ -331,19 +334,18 @@ impl Attributor {
                 }
                 None => None,
             };
+            let mut old = live.get_mut(&now.tid());
             // Most live threads on a large host did not run since the previous snapshot: their
             // totals are the ones kept, which stay (nothing to charge, no row, no copy).
-            if sent.is_none()
-                && self
-                    .live
-                    .get(&now.tid())
-                    .is_some_and(|old| old.unchanged_in(now))
-            {
+            if sent.is_none() && old.as_deref().is_some_and(|old| old.unchanged_in(now)) {
                 if let Some(kept) = kept.as_mut() {
                     kept.insert(now.tid());
                 }
                 continue;
             }
+            // The thread's previous totals (a record sent is the same thread, so they are its
+            // too).
+            let before = old.as_deref().filter(|before| before.same_thread(now));
             let newest = match sent {
                 // Died after the map was read: its final record is charged above.
                 Some(record) if record.exited() => continue,
@@ -354,12 +356,12 @@ impl Attributor {
                     now
                 }
                 None => {
-                    charge(now.cgroup(), Self::before(&self.live, now), now);
+                    charge(now.cgroup(), before, now);
                     now
                 }
             };
-            if self.target.keeps(&newest.header) {
-                let usage = ThreadUsage::between(Self::before(&self.live, newest), newest, nr);
+            if target.keeps(&newest.header) {
+                let usage = ThreadUsage::between(before, newest, nr);
                 if !usage.is_idle() {
                     threads.push(ThreadUsage {
                         cgroup_id: now.cgroup(),
@@ -367,7 +369,16 @@ impl Attributor {
                     });
                 }
             }
-            self.keep(newest, kept.as_mut());
+            // Kept as the tid's latest totals, its slots' memory reused.
+            match old.as_mut() {
+                Some(slot) => slot.clone_from(newest),
+                None => {
+                    live.insert(newest.tid(), newest.clone());
+                }
+            }
+            if let Some(kept) = kept.as_mut() {
+                kept.insert(now.tid());
+            }
         }
         // A thread that sent a record after the map was read and was not read from it (born,
         // or listed as charged, after the read): the record is its latest.

@@ -2,7 +2,9 @@
 //! cgroups asked for (cgroups, containers, pods, services), their paths and owners resolved.
 //! Reports take these names as they are; nothing past this point reads /sys/fs/cgroup.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
+
+use compact_str::CompactString;
 
 use super::{
     Window,
@@ -62,7 +64,7 @@ pub fn name(
             .map(|usage| {
                 let cgroup = names.name(usage.cgroup_id);
                 Named {
-                    stalls: window.stalls.get(&cgroup).copied(),
+                    stalls: window.stalls.get(&*cgroup).copied(),
                     who: Who::Thread(ThreadKey {
                         tid: usage.tid,
                         pid: usage.pid,
@@ -104,9 +106,10 @@ pub struct ThreadKey {
     /// Process id.
     pub pid: Pid,
     /// Thread name.
-    pub comm: String,
-    /// cgroup path (or `cgroup:<id>` if it could not be named).
-    pub cgroup: String,
+    pub comm: CompactString,
+    /// cgroup path (or `cgroup:<id>` if it could not be named), shared with
+    /// [`CgroupNames`].
+    pub cgroup: Arc<str>,
     /// cgroup2 id.
     pub cgroup_id: CgroupId,
     /// The thread died.
@@ -135,9 +138,9 @@ impl Who {
                 if decorate && t.exited {
                     format!("{} (exited)", t.comm)
                 } else {
-                    t.comm.clone()
+                    t.comm.to_string()
                 },
-                t.cgroup.clone(),
+                t.cgroup.to_string(),
             ],
             Self::Group {
                 by: GroupBy::Cgroup,

@@ -156,12 +156,12 @@ impl StallReader {
             return;
         };
         for id in &window.removed_cgroups {
-            self.last.remove(&names.name(*id));
+            self.last.remove(&*names.name(*id));
         }
         // Each path once, however many charged cgroups share an ancestor.
         let mut paths: BTreeSet<String> = BTreeSet::new();
         for cgroup in &window.cgroups {
-            let mut path = names.name(cgroup.id);
+            let mut path = names.name(cgroup.id).to_string();
             if !path.starts_with('/') {
                 continue;
             }

@@ -42,6 +42,9 @@ pub struct Listing {
     epoch: u64,
     /// The threads to read once more at the next read (see the module's note).
     carried: Vec<ListedThread>,
+    /// How many threads the previous read returned: the next one's list starts that large
+    /// (grown one push at a time, a list of 20,000 was copied a dozen times).
+    previous_len: usize,
     /// Whether running charges can be waited out here (see [`wait_out_running_programs`]);
     /// `false` once the kernel refused.
     waits: bool,
@@ -63,6 +66,7 @@ impl Listing {
             )?,
             epoch: 0,
             carried: Vec::new(),
+            previous_len: 0,
             waits: wait,
             read_whole,
             fallbacks_seen: (0, 0),
@@ -79,7 +83,8 @@ impl Listing {
         self.waits = self.waits && wait_out_running_programs();
         // Only the low half of the epoch is listed; it wraps after 2^32 reads.
         let new_epoch = self.epoch as u32;
-        let mut threads = std::mem::take(&mut self.carried);
+        let mut threads = Vec::with_capacity(self.previous_len.max(self.carried.len()));
+        threads.append(&mut self.carried);
         while let Some(item) = self.list.next() {
             if let Some(listed) = decode(&item) {
                 threads.push(listed);
@@ -90,6 +95,7 @@ impl Listing {
         }
         once_each(&mut threads);
         once_each(&mut self.carried);
+        self.previous_len = threads.len();
         Ok(threads)
     }
 

@@ -445,7 +445,7 @@ impl Collector {
             .context("mapping more of the kernel's thread map")?;
         // Memory holds a record of the set's slots per thread, not the kernel's whole value
         // (every slot a set may have).
-        let mut live = Vec::new();
+        let mut live = Vec::with_capacity(if whole { high as usize } else { listed.len() });
         if whole {
             self.threads.each(high, self.nr, |record| live.push(record));
         } else {

@@ -17,8 +17,11 @@ use super::snapshot::ThreadRecord;
 use crate::privileges::Phase;
 
 /// How long the drain thread sleeps when the kernel does not wake it (it also checks whether
-/// it should stop this often).
-const POLL_MS: i32 = 20;
+/// it should stop this often). The kernel wakes it once a quarter of the ring waits, so this
+/// only bounds how long a few records sit there; each snapshot drains the ring itself. Every
+/// wake-up costs the tool CPU whether or not anything came (20 ms, 50 wake-ups a second, was
+/// a tenth of its CPU on a host with 30,000 mostly idle threads: BENCHMARKS.md).
+const POLL_MS: i32 = 100;
 
 /// The ring and what was drained from it, behind one lock: the drain thread and
 /// [`RecordStream::take`] are its two consumers, never at the same time.

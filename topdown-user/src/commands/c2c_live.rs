@@ -290,7 +290,9 @@ impl Gathered {
     fn finish(mut self, events: Vec<String>) -> (PerfData, C2cData) {
         let mut names = CgroupNames::host();
         for id in self.cgroups {
-            self.recording.cgroups.insert(id, names.name(CgroupId(id)));
+            self.recording
+                .cgroups
+                .insert(id, names.name(CgroupId(id)).to_string());
         }
         self.recording.events = events;
         (self.recording, self.builder.finish())

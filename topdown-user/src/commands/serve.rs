@@ -132,7 +132,7 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
                 if let Some(c2c) = c2c.as_mut() {
                     let records = c2c.drain();
                     // Unknown ids may walk the tree once per tick (the rows' naming), not per drain.
-                    let samples = forwarded::classify(&records, |id| names.name(CgroupId(id)));
+                    let samples = forwarded::classify(&records, |id| names.name(CgroupId(id)).to_string());
                     exporter.update_c2c(&samples, &c2c.counts()?);
                 }
             }

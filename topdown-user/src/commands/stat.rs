@@ -84,7 +84,7 @@ pub async fn run(
     verbose: bool,
 ) -> Result<ExitCode> {
     let Some(path) = output else {
-        return session(cli, None, Box::new(std::io::stdout()), recording, verbose).await;
+        return session(cli, None, crate::report::stdout(), recording, verbose).await;
     };
     may_write(&path, "the report", &[], force)?;
     let file = std::fs::File::create(&path)

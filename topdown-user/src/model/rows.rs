@@ -228,7 +228,7 @@ pub fn order<'a>(set: &CounterSet, key: &'a SortKey) -> impl Fn(&Row, &Row) -> O
     };
     move |a: &Row, b: &Row| {
         compare(a, b, key, counter_index)
-            .then(a.who.id(false).cmp(&b.who.id(false)))
+            .then_with(|| a.who.id(false).cmp(&b.who.id(false)))
             .then_with(|| a.who.name().cmp(b.who.name()))
     }
 }

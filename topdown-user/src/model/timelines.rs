@@ -176,7 +176,7 @@ fn row_value(row: &Row, node: Option<&str>) -> Option<f64> {
 /// A row's name in the legend: `comm (tid)`, or the group's label.
 fn label(who: &Who) -> String {
     match who {
-        Who::Thread(t) if t.folded > 0 => t.comm.clone(),
+        Who::Thread(t) if t.folded > 0 => t.comm.to_string(),
         Who::Thread(t) => format!("{} ({})", t.comm, t.tid),
         Who::Group { group, .. } => group.label.clone(),
     }

@@ -92,8 +92,8 @@ fn process_row(threads: &[Row], set: &CounterSet, topdown: Option<&BoundView<'_>
         .unwrap_or_else(|| ThreadKey {
             tid: Tid(0),
             pid: Pid(0),
-            comm: String::new(),
-            cgroup: String::new(),
+            comm: compact_str::CompactString::default(),
+            cgroup: "".into(),
             cgroup_id: CgroupId(0),
             exited: false,
             folded: 0,
@@ -148,7 +148,7 @@ fn process_row(threads: &[Row], set: &CounterSet, topdown: Option<&BoundView<'_>
 fn cgroups(rows: Vec<Row>, reverse: bool) -> Vec<Row> {
     let path = |row: &Row| match &row.who {
         Who::Group { group, .. } => group.path.clone(),
-        Who::Thread(t) => t.cgroup.clone(),
+        Who::Thread(t) => t.cgroup.to_string(),
     };
     let paths: Vec<String> = rows.iter().map(path).collect();
     let index: HashMap<&str, usize> = paths
@@ -236,7 +236,7 @@ mod tests {
             who: Who::Thread(ThreadKey {
                 tid: Tid(tid),
                 pid: Pid(pid),
-                comm: format!("t{tid}"),
+                comm: format!("t{tid}").into(),
                 cgroup: "/".into(),
                 cgroup_id: CgroupId(1),
                 exited: false,

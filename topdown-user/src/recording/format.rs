@@ -269,7 +269,7 @@ impl WindowLine {
                 .map(|t| ThreadLine {
                     tid: t.tid.0,
                     pid: t.pid.0,
-                    comm: t.comm.clone(),
+                    comm: t.comm.to_string(),
                     cgroup_id: t.cgroup_id.0,
                     switches: t.switches,
                     run_delay_ns: duration_ns(t.waited),
@@ -360,7 +360,7 @@ impl WindowLine {
                 Ok(ThreadUsage {
                     tid: Tid(t.tid),
                     pid: Pid(t.pid),
-                    comm: t.comm,
+                    comm: t.comm.into(),
                     cgroup_id: CgroupId(t.cgroup_id),
                     switches: t.switches,
                     on_cpu,

@@ -94,8 +94,8 @@ mod tests {
         assert!(view.has_pmem, "the recording machine's #has_pmem");
         assert_eq!(read.header.interval_ms, 100);
         assert_eq!(read.header.machine.cpu, "GenuineIntel-6-8F");
-        assert_eq!(read.names.name(CgroupId(7)), "/a/b");
-        assert_eq!(read.names.name(CgroupId(8)), "/c");
+        assert_eq!(&*read.names.name(CgroupId(7)), "/a/b");
+        assert_eq!(&*read.names.name(CgroupId(8)), "/c");
         assert_eq!(
             read.names.id_of("/a"),
             Some(CgroupId(5)),

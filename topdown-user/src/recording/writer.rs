@@ -90,7 +90,7 @@ impl Recorder {
                     new.push((parent.0, ancestor.to_owned()));
                 }
             }
-            new.push((id.0, path));
+            new.push((id.0, path.to_string()));
         }
         if new.is_empty() {
             return Ok(());

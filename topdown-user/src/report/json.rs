@@ -283,7 +283,7 @@ fn write_entry(
             object.int("tid", u64::from(t.tid.0));
             object.int("pid", u64::from(t.pid.0));
             object.value("comm", t.comm.as_str())?;
-            object.value("cgroup", t.cgroup.as_str())?;
+            object.value("cgroup", &*t.cgroup)?;
             object.int("cgroup_id", t.cgroup_id.0);
             object.value("exited", &t.exited)?;
             object.int("folded_threads", t.folded);

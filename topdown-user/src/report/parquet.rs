@@ -339,9 +339,9 @@ impl ParquetWriter {
             Who::Thread(t) => (
                 Some(i64::from(t.tid.0)),
                 Some(i64::from(t.pid.0)),
-                Some(t.comm.clone()),
+                Some(t.comm.to_string()),
                 Some(t.exited),
-                t.cgroup.clone(),
+                t.cgroup.to_string(),
                 t.cgroup_id,
             ),
             Who::Group { group, .. } => (None, None, None, None, group.path.clone(), group.id),

@@ -203,10 +203,10 @@ impl<'a> TraceWriter<'a> {
             let (pid, tid) = (thread.pid.0, thread.tid.0);
             charged.insert(tid);
             // The latest name: a thread that execs takes the program's.
-            self.threads.insert((pid, tid), thread.comm.clone());
+            self.threads.insert((pid, tid), thread.comm.to_string());
             let own = thread.folded == 0;
             if own && (tid == pid || !self.processes.contains_key(&pid)) {
-                self.processes.insert(pid, thread.comm.clone());
+                self.processes.insert(pid, thread.comm.to_string());
             }
             let mut counters = Map::new();
             for (counter, value) in self.set.counters.iter().zip(&row.counters) {
@@ -226,8 +226,8 @@ impl<'a> TraceWriter<'a> {
             let bottleneck = row.topdown.iter().flatten().find_map(|td| td.bottleneck);
             let name = bottleneck.unwrap_or("on-CPU");
             let mut args = Map::new();
-            args.insert("comm".into(), json!(thread.comm));
-            args.insert("cgroup".into(), json!(thread.cgroup));
+            args.insert("comm".into(), json!(thread.comm.as_str()));
+            args.insert("cgroup".into(), json!(&*thread.cgroup));
             args.insert("container".into(), json!(export.container));
             // The value columns, measured ones only.
             for column in &self.columns {

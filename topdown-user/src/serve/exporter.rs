@@ -297,7 +297,7 @@ impl Exporter {
         for id in &window.removed_cgroups {
             let path = frame.names().name(*id);
             // Only the cgroup now at the path: one created again there keeps the series.
-            if let Some(entry) = self.exported.get_mut(&path)
+            if let Some(entry) = self.exported.get_mut(&*path)
                 && entry.id == *id
             {
                 entry.removed_at.get_or_insert(now);
@@ -852,7 +852,7 @@ mod tests {
         let mut counts = counts;
         counts.stats.nr_entries = 50;
         let mut names = CgroupNames::at(Some(dir.path().to_path_buf()));
-        let samples = classify(&records, |id| names.name(CgroupId(id)));
+        let samples = classify(&records, |id| names.name(CgroupId(id)).to_string());
         assert_eq!(samples.len(), 3, "every HITM is in a class");
         exporter.update_c2c(&samples, &counts);
         let text = exporter.encode();
