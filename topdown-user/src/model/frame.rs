@@ -105,8 +105,7 @@ impl<'a> Frame<'a> {
             };
         }
         let mut rows: Vec<&Row> = self.threads().iter().collect();
-        let by = rows::order(self.set, &options.sort);
-        rows.sort_by(|a, b| by(a, b));
+        rows::sort_refs(&mut rows, self.set, &options.sort);
         let total = rows.len();
         rows.truncate(options.top.unwrap_or(total));
         WindowRows { rows, total }
