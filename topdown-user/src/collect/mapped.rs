@@ -19,8 +19,9 @@
 use std::{
     io,
     os::fd::{AsRawFd as _, BorrowedFd, OwnedFd},
-    ptr::NonNull,
 };
+
+use memmap2::{MmapOptions, MmapRaw};
 
 use topdown_common::{reading::Reading, thread::ThreadTotals};
 
@@ -33,21 +34,13 @@ use super::snapshot::ThreadRecord;
 pub struct MappedThreads {
     /// The map's descriptor, to map more of it.
     fd: OwnedFd,
-    /// The first slot.
-    base: NonNull<ThreadTotals>,
+    /// The mapping of the first `mapped` slots (`None`: none are), unmapped when dropped.
+    map: Option<MmapRaw>,
     /// Slots mapped.
     mapped: u32,
-    /// Bytes mapped.
-    len: usize,
     /// Slots of the array.
     slots: u32,
 }
-
-// SAFETY: a read-only shared mapping of kernel memory, read with volatile copies only; it is
-// valid until dropped or remapped (which takes `&mut self`), wherever it is used from.
-unsafe impl Send for MappedThreads {}
-// SAFETY: as above; nothing is written through it.
-unsafe impl Sync for MappedThreads {}
 
 /// Slots mapped at first (864 KB).
 const FIRST_SLOTS: u32 = 1024;
@@ -56,12 +49,11 @@ impl MappedThreads {
     /// Maps the first slots of the array of `slots` slots behind `fd` read-only.
     pub fn map(fd: BorrowedFd<'_>, slots: u32) -> io::Result<Self> {
         let fd = fd.try_clone_to_owned()?;
-        let (base, len) = map_slots(&fd, FIRST_SLOTS.min(slots))?;
+        let map = map_slots(&fd, FIRST_SLOTS.min(slots))?;
         Ok(Self {
             fd,
-            base,
+            map: Some(map),
             mapped: FIRST_SLOTS.min(slots),
-            len,
             slots,
         })
     }
@@ -79,17 +71,17 @@ impl MappedThreads {
             .max(self.mapped)
             .saturating_add(high.max(self.mapped) / 4)
             .min(self.slots);
-        self.unmap();
+        self.map = None;
         match map_slots(&self.fd, mapped) {
-            Ok((base, len)) => {
-                (self.base, self.mapped, self.len) = (base, mapped, len);
+            Ok(map) => {
+                (self.map, self.mapped) = (Some(map), mapped);
                 Ok(())
             }
             Err(error) => {
                 // Back to what was mapped; failing that, nothing is (no slot is read).
-                match map_slots(&self.fd, self.mapped) {
-                    Ok((base, len)) => (self.base, self.len) = (base, len),
-                    Err(_) => (self.mapped, self.len) = (0, 0),
+                self.map = map_slots(&self.fd, self.mapped).ok();
+                if self.map.is_none() {
+                    self.mapped = 0;
                 }
                 Err(error)
             }
@@ -155,26 +147,14 @@ impl MappedThreads {
 
     /// A pointer to slot `slot`; `None` beyond the mapping.
     fn slot(&self, slot: u32) -> Option<*const ThreadTotals> {
+        let map = self.map.as_ref().filter(|_| slot < self.mapped)?;
         // SAFETY: inside the mapping (checked against the slots mapped).
-        (slot < self.mapped).then(|| unsafe { self.base.as_ptr().add(slot as usize).cast_const() })
-    }
-
-    fn unmap(&mut self) {
-        if self.len > 0 {
-            // SAFETY: the current mapping, unmapped once (replaced or dropped right after).
-            unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
-        }
+        Some(unsafe { map.as_ptr().cast::<ThreadTotals>().add(slot as usize) })
     }
 }
 
-impl Drop for MappedThreads {
-    fn drop(&mut self) {
-        self.unmap();
-    }
-}
-
-/// A new read-only mapping of the first `slots` slots of the array behind `fd`, and its length.
-fn map_slots(fd: &OwnedFd, slots: u32) -> io::Result<(NonNull<ThreadTotals>, usize)> {
+/// A new read-only mapping of the first `slots` slots of the array behind `fd`.
+fn map_slots(fd: &OwnedFd, slots: u32) -> io::Result<MmapRaw> {
     // SAFETY: sysconf has no preconditions.
     let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
         .unwrap_or(4096)
@@ -185,23 +165,10 @@ fn map_slots(fd: &OwnedFd, slots: u32) -> io::Result<(NonNull<ThreadTotals>, usi
         .checked_mul(size_of::<ThreadTotals>())
         .ok_or_else(|| io::Error::other("the thread map is too big to map"))?
         .next_multiple_of(page);
-    // SAFETY: a new shared read-only mapping of `len` bytes of the map's memory, which the
-    // kernel sized to hold every slot, rounded up to pages.
-    let base = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            fd.as_raw_fd(),
-            0,
-        )
-    };
-    if base == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
-    let base = NonNull::new(base.cast::<ThreadTotals>()).ok_or_else(io::Error::last_os_error)?;
-    Ok((base, len))
+    // The kernel sized the map's memory to hold every slot, rounded up to pages.
+    MmapOptions::new()
+        .len(len)
+        .map_raw_read_only(fd.as_raw_fd())
 }
 
 #[cfg(test)]

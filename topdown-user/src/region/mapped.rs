@@ -9,7 +9,7 @@ use std::{
     fs::File,
     io::Read as _,
     os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd},
-    ptr::{NonNull, addr_of},
+    ptr::addr_of,
     sync::atomic::{Ordering, compiler_fence},
 };
 
@@ -37,13 +37,9 @@ pub struct PageState {
 /// An opened, mapped counter of the calling thread.
 pub struct MappedCounter {
     file: File,
-    page: NonNull<perf_event_mmap_page>,
-    length: usize,
+    /// Its first page (a `perf_event_mmap_page`), unmapped when dropped.
+    page: memmap2::MmapRaw,
 }
-
-// SAFETY: the page is only read (volatile, under the seqlock), and the fd and mapping belong to
-// this value alone.
-unsafe impl Send for MappedCounter {}
 
 impl MappedCounter {
     /// Opens `attr` for the calling thread on any CPU (in `group`, when given) and maps its
@@ -74,25 +70,11 @@ impl MappedCounter {
         // SAFETY: sysconf has no preconditions.
         let length = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
             .context("the page size")?;
-        // SAFETY: maps the counter's first page read-only; checked below.
-        let page = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                length,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if page == libc::MAP_FAILED {
-            bail!(
-                "mapping the counter's page failed: {}",
-                std::io::Error::last_os_error()
-            );
-        }
-        let page = NonNull::new(page.cast()).context("mmap returned null")?;
-        Ok(Self { file, page, length })
+        let page = memmap2::MmapOptions::new()
+            .len(length)
+            .map_raw_read_only(&file)
+            .context("mapping the counter's page failed")?;
+        Ok(Self { file, page })
     }
 
     /// The counter's file (for ioctls and read(2)).
@@ -103,7 +85,7 @@ impl MappedCounter {
     /// The page's RDPMC state, read under its seqlock; with `rdpmc`, also RDPMC of the counter
     /// when the page allows it.
     pub fn state(&self, rdpmc: bool) -> PageState {
-        let page = self.page.as_ptr();
+        let page = self.page.as_ptr().cast::<perf_event_mmap_page>();
         loop {
             // SAFETY: the page is mapped for the life of self; fields are read volatile, as
             // the kernel updates them.
@@ -158,15 +140,6 @@ impl MappedCounter {
             .read_exact(&mut buffer)
             .context("read(2) of the counter")?;
         Ok(u64::from_ne_bytes(buffer))
-    }
-}
-
-impl Drop for MappedCounter {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in open, unmapped once.
-        unsafe {
-            libc::munmap(self.page.as_ptr().cast(), self.length);
-        }
     }
 }
 
