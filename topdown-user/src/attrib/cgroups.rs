@@ -3,8 +3,8 @@
 
 use topdown_common::cgroup::CgroupId;
 
+use foldhash::{HashMap, HashMapExt as _};
 use std::{
-    collections::HashMap,
     fs,
     os::unix::fs::MetadataExt as _,
     path::{Path, PathBuf},
@@ -15,7 +15,8 @@ use std::{
 #[derive(Debug)]
 pub struct CgroupNames {
     mount: Option<PathBuf>,
-    /// Shared with every row that names one (a row's copy is a reference count).
+    /// Shared with every row that names one (a row's copy is a reference count); looked up
+    /// once per row, with foldhash.
     paths: HashMap<CgroupId, Arc<str>>,
     rescanned: bool,
 }

@@ -58,30 +58,36 @@ pub fn name(
                 },
             })
             .collect(),
-        None => window
-            .threads
-            .iter()
-            .map(|usage| {
-                let cgroup = names.name(usage.cgroup_id);
-                Named {
-                    stalls: window.stalls.get(&*cgroup).copied(),
-                    who: Who::Thread(ThreadKey {
-                        tid: usage.tid,
-                        pid: usage.pid,
-                        comm: usage.comm.clone(),
-                        cgroup,
-                        cgroup_id: usage.cgroup_id,
-                        exited: usage.exited,
-                        folded: usage.folded,
-                    }),
-                    switches: usage.switches,
-                    on_cpu: usage.on_cpu,
-                    waited: window.waits_measured.then_some(usage.waited),
-                    counters: usage.counters.clone(),
-                }
-            })
-            .collect(),
+        None => name_threads(window, names).collect(),
     }
+}
+
+/// `window`'s threads, each with its cgroup's path, one at a time (the rows of a window with
+/// many threads are built from them without a list of these in between).
+pub fn name_threads<'w>(
+    window: &'w Window,
+    names: &'w mut CgroupNames,
+) -> impl Iterator<Item = Named> + 'w {
+    names.allow_rescan();
+    window.threads.iter().map(move |usage| {
+        let cgroup = names.name(usage.cgroup_id);
+        Named {
+            stalls: window.stalls.get(&*cgroup).copied(),
+            who: Who::Thread(ThreadKey {
+                tid: usage.tid,
+                pid: usage.pid,
+                comm: usage.comm.clone(),
+                cgroup,
+                cgroup_id: usage.cgroup_id,
+                exited: usage.exited,
+                folded: usage.folded,
+            }),
+            switches: usage.switches,
+            on_cpu: usage.on_cpu,
+            waited: window.waits_measured.then_some(usage.waited),
+            counters: usage.counters.clone(),
+        }
+    })
 }
 
 /// Whose usage a report line holds.

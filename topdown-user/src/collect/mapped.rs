@@ -25,7 +25,7 @@ use memmap2::{MmapOptions, MmapRaw};
 
 use topdown_common::{reading::Reading, thread::ThreadTotals};
 
-use super::snapshot::ThreadRecord;
+use super::snapshot::{Slots, ThreadRecord};
 
 /// The `THREADS` array mapped read-only, as far as its slots are in use: the kernel installs
 /// every page of a mapping of a BPF array at once, so the mapping grows with the highest slot
@@ -135,7 +135,7 @@ impl MappedThreads {
             std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
             let header = (&raw const (*totals).header).read_volatile();
             let charged = &raw const (*totals).charged.slots;
-            let slots: Vec<Reading> = (0..nr.min(topdown_common::MAX_COUNTERS))
+            let slots: Slots = (0..nr.min(topdown_common::MAX_COUNTERS))
                 .map(|i| charged.cast::<Reading>().add(i).read_volatile())
                 .collect();
             std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);

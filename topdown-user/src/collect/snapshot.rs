@@ -2,6 +2,8 @@
 
 use std::time::Instant;
 
+use smallvec::SmallVec;
+
 use topdown_common::{
     cgroup::CgroupId,
     reading::Reading,
@@ -16,8 +18,14 @@ pub struct ThreadRecord {
     /// Who, where, how often; flags say whether it died or left a cgroup.
     pub header: ThreadHeader,
     /// Cumulative readings, one per slot of the set.
-    pub slots: Vec<Reading>,
+    pub slots: Slots,
 }
+
+/// A thread's readings, one per slot of the set: the software set's one slot (the clock) is
+/// held inline, so the records of a host's worth of threads are not each a pointer to a
+/// separate allocation (kept for every live thread, read at every charge); larger sets'
+/// slots are allocated as a `Vec`'s would be.
+pub type Slots = SmallVec<[Reading; 1]>;
 
 impl Clone for ThreadRecord {
     fn clone(&self) -> Self {
@@ -44,7 +52,9 @@ impl ThreadRecord {
     pub fn from_totals(totals: &ThreadTotals, nr: usize) -> Self {
         Self {
             header: totals.header,
-            slots: totals.charged.slots[..nr.min(totals.charged.slots.len())].to_vec(),
+            slots: SmallVec::from_slice(
+                &totals.charged.slots[..nr.min(totals.charged.slots.len())],
+            ),
         }
     }
 

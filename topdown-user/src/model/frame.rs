@@ -70,7 +70,8 @@ impl<'a> Frame<'a> {
     pub fn threads(&self) -> &Rc<Vec<Row>> {
         self.threads.get_or_init(|| {
             let options = self.options(SortKey::Tid, None);
-            let named = named::name(self.window, &mut self.names.borrow_mut(), None);
+            let mut names = self.names.borrow_mut();
+            let named = named::name_threads(self.window, &mut names);
             Rc::new(rows::rows(self.window, named, self.set, &options).0)
         })
     }

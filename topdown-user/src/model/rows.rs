@@ -168,7 +168,7 @@ impl RowOptions {
 /// cut.
 pub fn rows(
     window: &Window,
-    named: Vec<Named>,
+    named: impl IntoIterator<Item = Named>,
     set: &CounterSet,
     options: &RowOptions,
 ) -> (Vec<Row>, usize) {
@@ -230,40 +230,46 @@ pub fn sort_refs(rows: &mut Vec<&Row>, set: &CounterSet, key: &SortKey) {
         rows.sort_by(|a, b| by(a, b));
         return;
     }
-    let mut keyed: Vec<(i128, u64, &Row)> = rows
+    // One number per row: the rank in the high half, the id (the first tie-breaker) in the
+    // low; the name breaks what ties remain.
+    let mut keyed: Vec<(u128, &Row)> = rows
         .iter()
         .map(|&row| {
             let rank = rank(Some(row), key, counter).unwrap_or_default();
-            (rank, row.who.id(false), row)
+            let rank = u128::from((rank as u64) ^ (1 << 63));
+            (rank << 64 | u128::from(row.who.id(false)), row)
         })
         .collect();
     keyed.sort_by(|a, b| {
         a.0.cmp(&b.0)
-            .then(a.1.cmp(&b.1))
-            .then_with(|| a.2.who.name().cmp(b.2.who.name()))
+            .then_with(|| a.1.who.name().cmp(b.1.who.name()))
     });
     rows.clear();
-    rows.extend(keyed.into_iter().map(|(_, _, row)| row));
+    rows.extend(keyed.into_iter().map(|(_, row)| row));
 }
 
 /// `row`'s place in `key`'s order as one number, smaller first, as [`compare`] orders rows;
 /// `None` for keys that are not one number (the verdict, the name). With no row, whether
 /// `key` has one.
-fn rank(row: Option<&Row>, key: &SortKey, counter: Option<usize>) -> Option<i128> {
+fn rank(row: Option<&Row>, key: &SortKey, counter: Option<usize>) -> Option<i64> {
     if matches!(key, SortKey::Verdict | SortKey::Comm) {
         return None;
     }
     let Some(row) = row else {
         return Some(0);
     };
+    // Nanoseconds and switches past i64 (292 years of them) rank as its largest.
+    let nanos = |d: std::time::Duration| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX);
     Some(match key {
-        SortKey::OnCpu => -(row.on_cpu.as_nanos() as i128),
-        SortKey::Switches => -i128::from(row.switches),
+        SortKey::OnCpu => -nanos(row.on_cpu),
+        SortKey::Switches => -i64::try_from(row.switches).unwrap_or(i64::MAX),
         // Not measured: after every measured wait, as `Option`'s order puts it.
-        SortKey::Wait => row.waited.map_or(i128::MAX, |w| -(w.as_nanos() as i128)),
-        SortKey::Tid => i128::from(row.who.id(false)),
-        SortKey::Pid => i128::from(row.who.id(true)),
-        SortKey::Counter(name) => -i128::from(total_order(counter_value(row, name, counter))),
+        SortKey::Wait => row.waited.map_or(i64::MAX, |w| -nanos(w)),
+        // A cgroup id past i64 ranks as its largest; the id itself then orders it.
+        SortKey::Tid => i64::try_from(row.who.id(false)).unwrap_or(i64::MAX),
+        SortKey::Pid => i64::try_from(row.who.id(true)).unwrap_or(i64::MAX),
+        // `!` reverses the order without overflow.
+        SortKey::Counter(name) => !total_order(counter_value(row, name, counter)),
         SortKey::Verdict | SortKey::Comm => return None,
     })
 }
