@@ -15,7 +15,10 @@ pub mod usage;
 // Keyed by tids and cgroup ids, looked up several times per thread read: foldhash, not
 // SipHash (a tenth of a read's time at 30,000 threads; BENCHMARKS.md).
 use foldhash::{HashMap, HashMapExt as _, HashSet, HashSetExt as _};
-use std::{collections::BTreeMap, time::Duration};
+use std::{
+    collections::{BTreeMap, hash_map::Entry},
+    time::Duration,
+};
 use topdown_common::cgroup::CgroupId;
 use topdown_common::thread::{Pid, Tid};
 
@@ -263,13 +266,18 @@ impl Attributor {
             .filter(|before| before.same_thread(record))
     }
 
-    /// Keeps `record` as its thread's latest totals, in place of the tid's previous ones (their
-    /// slots' memory reused), and notes its tid in `kept` where the snapshot was read whole.
-    fn keep(&mut self, record: &ThreadRecord, kept: Option<&mut HashSet<Tid>>) {
-        match self.live.get_mut(&record.tid()) {
-            Some(slot) => slot.clone_from(record),
-            None => {
-                self.live.insert(record.tid(), record.clone());
+    /// Keeps `record` as its thread's latest totals in `entry` (its tid's), in place of the
+    /// previous ones (their slots' memory reused), and notes its tid in `kept` where the
+    /// snapshot was read whole.
+    fn keep(
+        entry: Entry<'_, Tid, ThreadRecord>,
+        record: &ThreadRecord,
+        kept: Option<&mut HashSet<Tid>>,
+    ) {
+        match entry {
+            Entry::Occupied(mut slot) => slot.get_mut().clone_from(record),
+            Entry::Vacant(slot) => {
+                slot.insert(record.clone());
             }
         }
         if let Some(kept) = kept {
@@ -334,10 +342,14 @@ impl Attributor {
                 }
                 None => None,
             };
-            let mut old = live.get_mut(&now.tid());
+            let entry = live.entry(now.tid());
+            let old = match &entry {
+                Entry::Occupied(slot) => Some(slot.get()),
+                Entry::Vacant(_) => None,
+            };
             // Most live threads on a large host did not run since the previous snapshot: their
             // totals are the ones kept, which stay (nothing to charge, no row, no copy).
-            if sent.is_none() && old.as_deref().is_some_and(|old| old.unchanged_in(now)) {
+            if sent.is_none() && old.is_some_and(|old| old.unchanged_in(now)) {
                 if let Some(kept) = kept.as_mut() {
                     kept.insert(now.tid());
                 }
@@ -345,7 +357,7 @@ impl Attributor {
             }
             // The thread's previous totals (a record sent is the same thread, so they are its
             // too).
-            let before = old.as_deref().filter(|before| before.same_thread(now));
+            let before = old.filter(|before| before.same_thread(now));
             let newest = match sent {
                 // Died after the map was read: its final record is charged above.
                 Some(record) if record.exited() => continue,
@@ -369,16 +381,7 @@ impl Attributor {
                     });
                 }
             }
-            // Kept as the tid's latest totals, its slots' memory reused.
-            match old.as_mut() {
-                Some(slot) => slot.clone_from(newest),
-                None => {
-                    live.insert(newest.tid(), newest.clone());
-                }
-            }
-            if let Some(kept) = kept.as_mut() {
-                kept.insert(now.tid());
-            }
+            Self::keep(entry, newest, kept.as_mut());
         }
         // A thread that sent a record after the map was read and was not read from it (born,
         // or listed as charged, after the read): the record is its latest.
@@ -392,7 +395,7 @@ impl Attributor {
                     threads.push(usage);
                 }
             }
-            self.keep(record, kept.as_mut());
+            Self::keep(self.live.entry(record.tid()), record, kept.as_mut());
         }
         if let Some(kept) = kept {
             // Threads gone from the map without a final record: it was lost (counted by the

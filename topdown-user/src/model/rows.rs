@@ -225,21 +225,20 @@ pub fn sort(rows: &mut [Row], set: &CounterSet, key: &SortKey) {
 /// rows by reading them at every comparison was a tenth of a live read's time: BENCHMARKS.md).
 pub fn sort_refs(rows: &mut Vec<&Row>, set: &CounterSet, key: &SortKey) {
     let counter = counter_index(set, key);
-    if rank(None, key, counter).is_none() {
+    // One number per row: the rank in the high half, the id (the first tie-breaker) in the
+    // low; the name breaks what ties remain. `None` for a key that is not one number.
+    let keyed: Option<Vec<(u128, &Row)>> = rows
+        .iter()
+        .map(|&row| {
+            let rank = u128::from((rank(row, key, counter)? as u64) ^ (1 << 63));
+            Some((rank << 64 | u128::from(row.who.id(false)), row))
+        })
+        .collect();
+    let Some(mut keyed) = keyed else {
         let by = order(set, key);
         rows.sort_by(|a, b| by(a, b));
         return;
-    }
-    // One number per row: the rank in the high half, the id (the first tie-breaker) in the
-    // low; the name breaks what ties remain.
-    let mut keyed: Vec<(u128, &Row)> = rows
-        .iter()
-        .map(|&row| {
-            let rank = rank(Some(row), key, counter).unwrap_or_default();
-            let rank = u128::from((rank as u64) ^ (1 << 63));
-            (rank << 64 | u128::from(row.who.id(false)), row)
-        })
-        .collect();
+    };
     keyed.sort_by(|a, b| {
         a.0.cmp(&b.0)
             .then_with(|| a.1.who.name().cmp(b.1.who.name()))
@@ -249,15 +248,8 @@ pub fn sort_refs(rows: &mut Vec<&Row>, set: &CounterSet, key: &SortKey) {
 }
 
 /// `row`'s place in `key`'s order as one number, smaller first, as [`compare`] orders rows;
-/// `None` for keys that are not one number (the verdict, the name). With no row, whether
-/// `key` has one.
-fn rank(row: Option<&Row>, key: &SortKey, counter: Option<usize>) -> Option<i64> {
-    if matches!(key, SortKey::Verdict | SortKey::Comm) {
-        return None;
-    }
-    let Some(row) = row else {
-        return Some(0);
-    };
+/// `None` for keys that are not one number (the verdict, the name).
+fn rank(row: &Row, key: &SortKey, counter: Option<usize>) -> Option<i64> {
     // Nanoseconds and switches past i64 (292 years of them) rank as its largest.
     let nanos = |d: std::time::Duration| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX);
     Some(match key {
