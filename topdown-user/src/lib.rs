@@ -21,6 +21,7 @@ pub mod import;
 pub mod model;
 pub mod picture;
 pub mod pmu;
+pub mod prefetch;
 pub mod preflight;
 pub mod privileges;
 pub mod process_exit;

@@ -23,6 +23,8 @@ const ORDER: &[&str] = &[
     "session",
     "process_exit",
     "progress",
+    // Hints to the CPU of memory read soon.
+    "prefetch",
     // What the machine can count: PMUs, events, counter sets.
     "pmu",
     // The kernel half's userspace side: loading, counters, snapshots, records.

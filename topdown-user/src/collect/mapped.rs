@@ -26,6 +26,7 @@ use memmap2::{MmapOptions, MmapRaw};
 use topdown_common::{reading::Reading, thread::ThreadTotals};
 
 use super::snapshot::{Slots, ThreadRecord};
+use crate::prefetch;
 
 /// The `THREADS` array mapped read-only, as far as its slots are in use: the kernel installs
 /// every page of a mapping of a BPF array at once, so the mapping grows with the highest slot
@@ -103,6 +104,14 @@ impl MappedThreads {
             if let Some(record) = self.copy(slot, nr) {
                 each(record);
             }
+        }
+    }
+
+    /// Asks the CPU for the part of slot `slot` that [`Self::get`] copies with `nr` slots, to be
+    /// read soon (see [`crate::prefetch`]); nothing beyond the mapping.
+    pub fn prefetch(&self, slot: u32, nr: usize) {
+        if let Some(totals) = self.slot(slot) {
+            prefetch::bytes(totals.cast(), topdown_common::thread::record_len(nr));
         }
     }
 

@@ -35,6 +35,7 @@ use topdown_common::{
 
 use self::{perf_open::OpenCounters, record_stream::RecordStream};
 use crate::pmu::counter_set::CounterSet;
+use crate::prefetch;
 use crate::privileges::Phase;
 
 /// How the collector runs.
@@ -450,11 +451,14 @@ impl Collector {
             self.threads.each(high, self.nr, |record| live.push(record));
         } else {
             // A thread gone since it was listed exited: its final record is in `records`.
-            live.extend(
-                listed
-                    .iter()
-                    .filter_map(|thread| self.threads.get(thread.slot, thread.tid, self.nr)),
-            );
+            // The slots of the threads that ran are spread over the map: each is asked for
+            // a few threads ahead of its copy (`crate::prefetch`).
+            for (i, thread) in listed.iter().enumerate() {
+                if let Some(ahead) = listed.get(i + prefetch::AHEAD) {
+                    self.threads.prefetch(ahead.slot, self.nr);
+                }
+                live.extend(self.threads.get(thread.slot, thread.tid, self.nr));
+            }
         }
         let records = self.records.take();
         let states = self.cpu_states()?;
