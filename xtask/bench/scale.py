@@ -15,7 +15,9 @@ default) and reading every live thread's slot every interval (TOPDOWN_BPF_READ_W
 a read does after a full list), interleaved, ROUNDS times each; with BASELINE=BINARY, another build
 of the tool (reading as it reads by default) in the same rounds. PERIODS=5000,100000 keeps only
 those shapes (milliseconds between wakes). The figures are the tool's
-CPU (user + system from /proc/PID/stat, 10 ms ticks) per interval in the steady state (from its
+CPU (the nanoseconds on CPU the scheduler books for each of its threads,
+/proc/PID/task/*/schedstat; 10 ms ticks of /proc/PID/stat were too coarse at 1,000 threads,
+a tick or two per run) per interval in the steady state (from its
 first interval's output to its last, over the intervals between: the start, whose
 preallocated thread map alone costs ~0.2 s at --max-threads 65536, is its own column), and per
 live thread per interval; its peak RSS (VmHWM) and, apart, the peak of its own allocations
@@ -32,7 +34,6 @@ import time
 
 TOPDOWN, SLEEPERS, ROUNDS = sys.argv[1], sys.argv[2], int(sys.argv[3])
 COUNTS = [int(n) for n in sys.argv[4:]]
-TICK = os.sysconf("SC_CLK_TCK")
 SECONDS = 10
 
 
@@ -43,6 +44,24 @@ WAYS = [("listed", TOPDOWN, {}),
 if os.environ.get("BASELINE"):
     WAYS.append(("listed, baseline build", os.environ["BASELINE"], {}))
 PERIODS = [int(p) for p in os.environ.get("PERIODS", "").split(",") if p]
+
+
+def cpu_seconds(pid):
+    """CPU time of every thread of process `pid` so far, in seconds (schedstat's first field:
+    ns on CPU); threads that exit between the listing and the read are left out (the tool's
+    threads live as long as it does)."""
+    total = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return total / 1e9
 
 
 def run_tool(way, count):
@@ -61,9 +80,10 @@ def run_tool(way, count):
     for _ in tool.stdout:
         lines += 1
         try:
-            with open(f"/proc/{tool.pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            cpu = (int(fields[11]) + int(fields[12])) / TICK
+            now = cpu_seconds(tool.pid)
+            if not now:
+                continue
+            cpu = now
             if first is None:
                 first = cpu
             with open(f"/proc/{tool.pid}/status") as f:
@@ -93,7 +113,9 @@ def main():
     shapes = [(c, p) for c, p in shapes if not PERIODS or p in PERIODS]
     for count, period in shapes:
         sleepers = subprocess.Popen([SLEEPERS, str(count), str(period),
-                                     str(SECONDS * 2 * ROUNDS + 30)],
+                                     # Alive through every run (each ~1 s longer than
+                                     # its intervals, with its start and its exit).
+                                     str((SECONDS + 5) * len(WAYS) * ROUNDS + 30)],
                                     stdout=subprocess.PIPE, text=True)
         assert sleepers.stdout.readline().startswith("started"), "sleepers started"
         time.sleep(2)

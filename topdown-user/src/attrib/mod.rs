@@ -837,6 +837,58 @@ mod tests {
         );
     }
 
+    /// Threads read over many of the chunks the attributor warms the cache for: each that ran is
+    /// charged its own delta once, those that did not run get no row, and a new thread under a
+    /// reused tid is charged whole, wherever a chunk starts or ends.
+    #[test]
+    fn threads_read_across_chunks_are_each_charged_their_own_delta() {
+        let t0 = Instant::now();
+        let mut attrib = Attributor::new(0, Target::All);
+        attrib.start(t0);
+        let count = 3 * WARM_CHUNK as u32 + 5;
+        let first: Vec<ThreadRecord> = (1..=count)
+            .map(|tid| record(tid, 1, 7, 10 * u64::from(tid), 1, 0))
+            .collect();
+        let w1 = attrib.window(&snapshot(t0, first, vec![]));
+        assert_eq!(w1.threads.len(), count as usize);
+        // Every third thread ran for `tid` ns more; the others are read unchanged; tid 17 is a
+        // new thread.
+        let second: Vec<ThreadRecord> = (1..=count)
+            .map(|tid| {
+                let ns = 10 * u64::from(tid);
+                let mut now = if tid % 3 == 0 {
+                    record(tid, 1, 7, ns + u64::from(tid), 2, 0)
+                } else {
+                    record(tid, 1, 7, ns, 1, 0)
+                };
+                if tid == 17 {
+                    now.header.born_ns += 1;
+                }
+                now
+            })
+            .collect();
+        let w2 = attrib.window(&listed(t0 + Duration::from_secs(1), second, vec![]));
+        let mut charged: Vec<(u32, u64)> = w2
+            .threads
+            .iter()
+            .map(|t| (t.tid.0, t.on_cpu_ns()))
+            .collect();
+        charged.sort_unstable();
+        let mut expected: Vec<(u32, u64)> = (1..=count)
+            .filter(|tid| tid % 3 == 0)
+            .map(|tid| (tid, u64::from(tid)))
+            .chain([(17, 170)])
+            .collect();
+        expected.sort_unstable();
+        assert_eq!(charged, expected);
+        let sum: u64 = expected.iter().map(|&(_, ns)| ns).sum();
+        assert_eq!(
+            on_cpu(&w2, 7),
+            sum,
+            "the cgroup is charged what its threads were"
+        );
+    }
+
     /// A removed cgroup's charges up to the window after its removal are in the run's totals
     /// (its threads' last records can come a window late); then it is retired: its totals kept
     /// for the run, or forgotten by a session that never reports them.
