@@ -137,35 +137,42 @@ impl Who {
 
     /// The values of [`Who::key_names`]; a thread's name says `(exited)` when `decorate`.
     pub fn key_values(&self, decorate: bool) -> Vec<String> {
+        let mut values = Vec::with_capacity(5);
+        self.each_key_value(decorate, |value| values.push(value.to_string()));
+        values
+    }
+
+    /// Hands each of [`Who::key_values`] to `each`, in order, as text to format (a CSV line
+    /// writes them into its own buffer).
+    pub fn each_key_value(&self, decorate: bool, mut each: impl FnMut(std::fmt::Arguments<'_>)) {
         match self {
-            Self::Thread(t) => vec![
-                t.tid.to_string(),
-                t.pid.to_string(),
+            Self::Thread(t) => {
+                each(format_args!("{}", t.tid));
+                each(format_args!("{}", t.pid));
                 if decorate && t.exited {
-                    format!("{} (exited)", t.comm)
+                    each(format_args!("{} (exited)", t.comm));
                 } else {
-                    t.comm.to_string()
-                },
-                t.cgroup.to_string(),
-            ],
+                    each(format_args!("{}", t.comm));
+                }
+                each(format_args!("{}", t.cgroup));
+            }
             Self::Group {
                 by: GroupBy::Cgroup,
                 group,
             } => {
-                vec![group.path.clone(), group.id.to_string()]
+                each(format_args!("{}", group.path));
+                each(format_args!("{}", group.id));
             }
             Self::Group {
                 by: GroupBy::Container,
                 group,
             } => {
                 let pod = group.owner.pod();
-                vec![
-                    group.label.clone(),
-                    group.owner.kind().to_owned(),
-                    pod.map_or_else(|| "-".to_owned(), |p| p.uid.clone()),
-                    pod.map_or("-", |p| p.qos.name()).to_owned(),
-                    group.path.clone(),
-                ]
+                each(format_args!("{}", group.label));
+                each(format_args!("{}", group.owner.kind()));
+                each(format_args!("{}", pod.map_or("-", |p| p.uid.as_str())));
+                each(format_args!("{}", pod.map_or("-", |p| p.qos.name())));
+                each(format_args!("{}", group.path));
             }
         }
     }

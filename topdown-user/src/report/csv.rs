@@ -1,12 +1,13 @@
 //! Separated values (`--csv`, `-x SEP`), one line per thread (or group) per window.
 
-use super::Shown;
+use super::{NOT_COUNTED, Shown};
 use crate::{
     attrib::Window,
     model::{
         columns::{NodeColumn, view_nodes},
         rows::{Row, RowOptions, Who},
     },
+    prefetch,
 };
 
 /// Every part's node columns; empty without TopDown.
@@ -46,6 +47,8 @@ pub fn header(shown: &Shown<'_>, sep: u8) -> String {
 }
 
 /// One line per row; the time field is the window's end, or `total` for the run summary.
+/// Fields are formatted into one buffer and handed to the CSV writer as they come (a window of
+/// 20,000 rows made a `String` per field, and a `Vec` per row, each interval).
 pub fn lines(window: &Window, rows: &[&Row], shown: &Shown<'_>, sep: u8, is_final: bool) -> String {
     let Shown {
         set,
@@ -58,50 +61,204 @@ pub fn lines(window: &Window, rows: &[&Row], shown: &Shown<'_>, sep: u8, is_fina
     } else {
         format!("{:.6}", (window.start + window.length).as_secs_f64())
     };
-    records(
-        sep,
-        rows.iter().map(|row| {
-            let mut fields = vec![time.clone()];
-            fields.extend(row.who.key_values(false));
-            fields.extend(columns.iter().map(|c| c.field(row)));
-            for value in row.counters.iter().take(set.counters.len()) {
-                fields.push(super::count_cell(value.scaled()));
-                fields.push(format!("{:.2}", value.reading.running_fraction() * 100.0));
+    let mut line = Line {
+        writer: writer(sep, rows.len() * LINE_BYTES),
+        field: String::new(),
+    };
+    for (i, row) in rows.iter().enumerate() {
+        // Rows in a report's order lie all over the window's memory (prefetch's note).
+        if let Some(ahead) = rows.get(i + prefetch::AHEAD) {
+            prefetch::read(*ahead);
+        }
+        line.put(format_args!("{time}"));
+        row.who.each_key_value(false, |value| line.put(value));
+        for column in columns {
+            line.field.clear();
+            column.write_field(row, &mut line.field);
+            line.write_field();
+        }
+        for value in row.counters.iter().take(set.counters.len()) {
+            match value.scaled() {
+                Some(count) => line.put(format_args!("{count:.0}")),
+                None => line.put(format_args!("{}", NOT_COUNTED)),
             }
-            for column in &nodes {
-                let value = column.of(row).map(|n| n.value);
-                fields.push(value.map_or_else(String::new, |v| format!("{v:.6}")));
+            line.put(format_args!(
+                "{:.2}",
+                value.reading.running_fraction() * 100.0
+            ));
+        }
+        for column in &nodes {
+            match column.of(row) {
+                Some(node) => line.put(format_args!("{:.6}", node.value)),
+                None => line.put(format_args!("")),
             }
-            for td in &row.topdown {
-                let bottleneck = td.as_ref().and_then(|td| td.bottleneck);
-                fields.push(bottleneck.unwrap_or_default().to_owned());
-            }
-            fields.push(row.verdict.words().unwrap_or_default().to_owned());
-            if let Some(thread) = row.who.thread() {
-                fields.push(u8::from(thread.exited).to_string());
-            }
-            fields
-        }),
-    )
+        }
+        for td in &row.topdown {
+            let bottleneck = td.as_ref().and_then(|td| td.bottleneck);
+            line.put(format_args!("{}", bottleneck.unwrap_or_default()));
+        }
+        line.put(format_args!("{}", row.verdict.words().unwrap_or_default()));
+        if let Some(thread) = row.who.thread() {
+            line.put(format_args!("{}", u8::from(thread.exited)));
+        }
+        line.end();
+    }
+    text(line.writer)
+}
+
+/// About how many bytes a line takes (a thread's line of the software set: ~100).
+const LINE_BYTES: usize = 128;
+
+/// The line being written: the CSV writer and the buffer each field is formatted into.
+struct Line {
+    writer: csv::Writer<Vec<u8>>,
+    field: String,
+}
+
+impl Line {
+    /// Formats one field and writes it (quoted where CSV needs it).
+    fn put(&mut self, value: std::fmt::Arguments<'_>) {
+        use std::fmt::Write as _;
+        self.field.clear();
+        // Writing to a String cannot fail.
+        let _ = self.field.write_fmt(value);
+        self.write_field();
+    }
+
+    /// Writes the field formatted in `self.field`.
+    fn write_field(&mut self) {
+        // Writing to memory cannot fail.
+        let _ = self.writer.write_field(&self.field);
+    }
+
+    /// Ends the line.
+    fn end(&mut self) {
+        let _ = self.writer.write_record(None::<&[u8]>);
+    }
+}
+
+/// A CSV writer with separator `sep` into memory, `capacity` bytes reserved.
+fn writer(sep: u8, capacity: usize) -> csv::Writer<Vec<u8>> {
+    csv::WriterBuilder::new()
+        .delimiter(sep)
+        .from_writer(Vec::with_capacity(capacity))
+}
+
+/// What `writer` wrote.
+fn text(writer: csv::Writer<Vec<u8>>) -> String {
+    let bytes = writer.into_inner().unwrap_or_default();
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 /// `records` written with separator `sep`, fields quoted where CSV needs it (the separator, a
 /// quote or a line break in them: event names such as `cpu/event=0xc2,umask=0x2/u`, comms).
 fn records(sep: u8, records: impl Iterator<Item = Vec<String>>) -> String {
-    let mut writer = csv::WriterBuilder::new()
-        .delimiter(sep)
-        .from_writer(Vec::new());
+    let mut writer = writer(sep, 0);
     for record in records {
         // Writing to memory cannot fail.
         let _ = writer.write_record(&record);
     }
-    let bytes = writer.into_inner().unwrap_or_default();
-    String::from_utf8_lossy(&bytes).into_owned()
+    text(writer)
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use topdown_common::cgroup::CgroupId;
+
     use super::*;
+    use crate::{
+        attrib::{
+            cgroups::CgroupNames,
+            named,
+            usage::{CounterValue, ThreadUsage},
+        },
+        collect::Stats,
+        model::{columns, rows},
+        pmu::counter_set::{Counter, CounterSet, EventAttr, Unit},
+    };
+
+    /// Every field of a thread's line, read back by a CSV reader under the header's names:
+    /// who (a name holding the separator quoted), the value columns, each counter scaled to its
+    /// enabled time with its running share, `<not counted>` for one never running, the exited
+    /// flag; the window's end as the time, `total` for the run's totals.
+    #[test]
+    fn lines_carry_every_field_under_the_headers_names() {
+        let mut set = CounterSet::software(String::new());
+        set.counters
+            .extend(["cycles", "instructions"].map(|name| Counter {
+                name: name.to_owned(),
+                unit: Unit::Events,
+                attr: EventAttr::default(),
+                cpus: None,
+            }));
+        let mut busy = ThreadUsage::clocked(7, 7, CgroupId(1), 2_000_000, 3);
+        busy.comm = "a,b".into();
+        // Cycles ran half its enabled time: scaled twice; instructions never ran.
+        busy.counters = vec![
+            CounterValue::new(1_000, 400, 200),
+            CounterValue::new(0, 400, 0),
+        ];
+        let mut gone = ThreadUsage::clocked(9, 7, CgroupId(1), 1_000_000, 1);
+        gone.exited = true;
+        gone.counters = vec![CounterValue::new(10, 5, 5), CounterValue::new(30, 5, 5)];
+        let window = Window {
+            start: Duration::from_secs(1),
+            length: Duration::from_millis(500),
+            threads: vec![busy, gone],
+            idle: vec![],
+            cgroups: vec![],
+            removed_cgroups: vec![],
+            stats: Stats::default(),
+            waits_measured: false,
+            stalls: std::collections::BTreeMap::new(),
+        };
+        let options = RowOptions::default();
+        let named = named::name(&window, &mut CgroupNames::at(None), None);
+        let (rows, _) = rows::rows(&window, named, &set, &options);
+        let rows: Vec<&Row> = rows.iter().collect();
+        let columns = columns::columns(&set);
+        let shown = Shown {
+            set: &set,
+            columns: &columns,
+            options: &options,
+        };
+        for (is_final, time) in [(false, "1.500000"), (true, "total")] {
+            let text = header(&shown, b',') + &lines(&window, &rows, &shown, b',', is_final);
+            let mut reader = csv::Reader::from_reader(text.as_bytes());
+            let names = reader.headers().unwrap().clone();
+            let lines: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+            assert_eq!(lines.len(), 2, "{text}");
+            let field = |line: &csv::StringRecord, name: &str| -> String {
+                let at = names
+                    .iter()
+                    .position(|n| n == name)
+                    .unwrap_or_else(|| panic!("{name}"));
+                line.get(at).unwrap().to_owned()
+            };
+            let line = |tid: &str| lines.iter().find(|l| field(l, "tid") == tid).unwrap();
+            let (busy, gone) = (line("7"), line("9"));
+            assert!(lines.iter().all(|l| l.len() == names.len()), "{text}");
+            for (line, name, expected) in [
+                (busy, "time_s", time),
+                (busy, "comm", "a,b"),
+                (busy, "pid", "7"),
+                (busy, "on_cpu_ns", "2000000"),
+                (busy, "switches", "3"),
+                (busy, "cycles", "2000"),
+                (busy, "cycles:run_percent", "50.00"),
+                (busy, "instructions", NOT_COUNTED),
+                (busy, "instructions:run_percent", "0.00"),
+                (busy, "exited", "0"),
+                (gone, "instructions", "30"),
+                (gone, "cycles:run_percent", "100.00"),
+                (gone, "exited", "1"),
+            ] {
+                assert_eq!(field(line, name), expected, "{name} of {line:?}");
+            }
+        }
+    }
 
     #[test]
     fn fields_holding_the_separator_or_quotes_are_quoted() {
