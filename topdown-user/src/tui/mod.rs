@@ -33,7 +33,7 @@ use crate::{
     model::{
         columns::{self, Column},
         frame::Frame,
-        rows::{Row, RowOptions, SortKey, order, rows},
+        rows::{self, Row, RowOptions, SortKey, rows},
         sink::WindowSink,
         tree,
     },
@@ -333,8 +333,11 @@ impl ViewModel {
             let (rows, total) = match group_index(view) {
                 Some(at) => rows(&latest.window, latest.groups[at].clone(), set, &options),
                 None => {
-                    let mut rows = latest.threads.to_vec();
-                    rows.sort_by(order(set, &options.sort));
+                    // Sorted by reference, then copied once in order: sorting the copies moved
+                    // 280-byte rows (a third of the view's time at 20,000 rows a window).
+                    let mut sorted: Vec<&Row> = latest.threads.iter().collect();
+                    rows::sort_refs(&mut sorted, set, &options.sort);
+                    let rows: Vec<Row> = sorted.into_iter().cloned().collect();
                     let total = rows.len();
                     (rows, total)
                 }
