@@ -222,6 +222,57 @@ pub fn assert_waits_booked(what: &str, charged: u64, booked: u64) {
     );
 }
 
+/// The part of a thread's run-queue waits the collector charged to one group of culprits
+/// (`charged`: the kernel's split, [`topdown_common::neighbours`]) against what the kernel's
+/// own trace says that group held the CPU during those waits (`traced`:
+/// [`sched_trace::waits_behind`]), over a run with `stolen` ns of the CPU's clock outside
+/// its task clock and `unreported` switches the tracepoint did not report. The rules that bound
+/// the difference:
+///
+/// - Same waits: the collector splits each wait `sched_info` books (from the thread's enqueue
+///   to its switch in, on the run queue's clock) over the slices the CPU ran, walking back from
+///   the switch in; the trace sees the same switches. Its enqueue lies between its
+///   `sched_waking` and its `sched_wakeup` (or at its switch out, when preempted), so the
+///   group's share lies between the trace's `least` and `most`.
+/// - Clocks: the collector's slices are on the scheduler's task clock, read once per switch,
+///   the trace's on the trace clock at the tracepoint, after the scheduler's pick; and a
+///   wakeup that preempts skips the next clock update (`rq_clock_skip_update`), so a switch's
+///   clock may be the wakeup's. Each boundary inside a wait, and its end, may move up to
+///   [`switch_lag_ns`] between two culprits; the trace's microseconds add 1 us at each end.
+/// - The task clock leaves stolen (and, with `CONFIG_IRQ_TIME_ACCOUNTING`, interrupt) time out
+///   while the run queue's clock keeps it: a wait spans that much more of the history.
+/// - A switch the tracepoint did not report leaves its slice to the next reported holder: up
+///   to [`UNREPORTED_SLICE_NS`] each.
+/// - The CPU's history holds its latest 16 slices: a wait spanning more is charged as not
+///   attributed, which the test counts with the groups that are no culprit of its.
+pub fn assert_split_traced(
+    what: &str,
+    charged: u64,
+    traced: (u64, u64),
+    waits: &sched_trace::TracedWaits,
+    stolen: u64,
+    unreported: u64,
+) {
+    let (least, most) = traced;
+    let tolerance = (waits.boundaries + waits.waits) * switch_lag_ns()
+        + waits.waits * 2_000
+        + stolen
+        + unreported * UNREPORTED_SLICE_NS;
+    eprintln!(
+        "{what}: charged {charged} ns, the trace says {least} to {most} ns over {} waits \
+         ({} boundaries; tolerance {tolerance} ns)",
+        waits.waits, waits.boundaries
+    );
+    assert!(
+        charged + tolerance >= least && charged <= most + tolerance,
+        "{what}: charged {charged} ns, the trace says {least} to {most} ns (tolerance \
+         {tolerance} ns over {} waits, {} boundaries, {stolen} ns stolen, {unreported} \
+         unreported switches)",
+        waits.waits,
+        waits.boundaries
+    );
+}
+
 /// A cgroup's CPU stall (throttled time, periods, pressure) as the tool reported it over a run
 /// (`reported`) against the growth of the kernel's own total over the test (`booked`: the same
 /// `cpu.stat` or `cpu.pressure` field read before the run and after). The rules that bound the
@@ -726,6 +777,7 @@ pub mod http;
 pub mod metric_expr;
 pub mod perfmon_metrics;
 pub mod pmu_events;
+pub mod sched_trace;
 pub mod software_set;
 
 pub use c2c_spec::perf_data_of;

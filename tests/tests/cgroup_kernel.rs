@@ -4,6 +4,7 @@
 
 use std::{
     collections::HashMap,
+    io::{BufRead as _, BufReader},
     os::unix::process::CommandExt as _,
     process::{Child, Command, Stdio},
     thread,
@@ -14,9 +15,12 @@ use topdown_common::cgroup::CgroupId;
 use serde_json::Value;
 use topdown_common::stats::Stat;
 use topdown_tests::{
-    assert_books, assert_clock_counter, assert_ran, assert_stall_books, books_floor_ns,
+    assert_books, assert_clock_counter, assert_ran, assert_split_traced, assert_stall_books,
+    assert_waits_booked, books_floor_ns,
     cgroup_tree::{TestTree, unified_mount},
-    stolen_ns, topdown_bpf_binary,
+    pin_to_cpu,
+    sched_trace::{SchedTrace, waits_behind},
+    schedstat_run_delay_ns, stolen_ns, topdown_bpf_binary,
 };
 use topdown_user::{
     attrib::{
@@ -38,11 +42,14 @@ use topdown_user::{
 fn spawn_in(tree: &TestTree, leaf: &str, run_ms: u32) -> Child {
     let run_ms = run_ms.to_string();
     let mut command = Command::new(env!("CARGO_BIN_EXE_workload"));
-    command.args(["--run-ms", &run_ms, "--churn", "2", "--no-wait"]);
+    command
+        .args(["--run-ms", &run_ms, "--churn", "2", "--no-wait"])
+        .stdout(Stdio::null());
     spawn_command_in(tree, leaf, command, None)
 }
 
-/// `command` started inside `leaf` (as [`spawn_in`]), on CPU `cpu` alone when given.
+/// `command` started inside `leaf` (as [`spawn_in`]), on CPU `cpu` alone when given; its
+/// standard output as the caller set it.
 fn spawn_command_in(
     tree: &TestTree,
     leaf: &str,
@@ -56,7 +63,6 @@ fn spawn_command_in(
             .into_encoded_bytes(),
     )
     .unwrap();
-    command.stdout(Stdio::null());
     // SAFETY: between fork and exec the child only calls open, write and close, which are
     // async-signal-safe, on memory prepared before the fork.
     unsafe {
@@ -265,9 +271,13 @@ fn cgroup_only_reads_charge_each_cgroup_its_own_counts() {
     };
     let mut collector = Collector::start(&set, &options).expect("collector");
     let mut workload = Command::new(env!("CARGO_BIN_EXE_workload"));
-    workload.args(["--run-ms", "1500", "--churn", "2", "--no-wait"]);
+    workload
+        .args(["--run-ms", "1500", "--churn", "2", "--no-wait"])
+        .stdout(Stdio::null());
     let mut churn = Command::new(env!("CARGO_BIN_EXE_churn"));
-    churn.args(["--seconds", "1.5", "--creators", "1"]);
+    churn
+        .args(["--seconds", "1.5", "--creators", "1"])
+        .stdout(Stdio::null());
     let children = vec![
         spawn_command_in(&tree, "p", workload, Some(0)),
         spawn_command_in(&tree, "q", churn, Some(0)),
@@ -541,7 +551,204 @@ fn throttling_and_pressure_are_the_cgroups_own_books() {
             assert_ne!(verdict, Some("throttled"), "{row}");
         }
     } else {
-        // Three threads always runnable on one CPU: each waits about twice as long as it runs.
-        assert_eq!(verdict, Some("waiting for CPU"), "{row}");
+        // Three threads always runnable on one CPU: each waits about twice as long as it runs,
+        // most of it behind the other two.
+        assert_eq!(
+            verdict,
+            Some("waiting for CPU behind its own threads"),
+            "{row}"
+        );
     }
+}
+
+/// The `neighbours` program beside the tests.
+const NEIGHBOURS: &str = env!("CARGO_BIN_EXE_neighbours");
+
+/// The tids of process `pid` once it has `threads` of them.
+fn tids_of(pid: u32, threads: usize) -> Vec<u32> {
+    for _ in 0..500 {
+        let tids: Vec<u32> = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .map(|dir| {
+                dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if tids.len() >= threads {
+            return tids;
+        }
+        thread::sleep(Duration::from_millis(2));
+    }
+    panic!("process {pid} did not start its {threads} threads");
+}
+
+/// A field of `/proc/PID/task/TID/status`.
+fn status_field(pid: u32, tid: u32, name: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status"))
+        .expect("reading a thread's status")
+        .lines()
+        .find_map(|line| line.strip_prefix(name)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{name} in a thread's status"))
+}
+
+/// The noisy-neighbour scene on one CPU: a victim in cgroup `a` (it wakes every 1-2 ms for
+/// 200 us of work), two hogs in `b` and one in `c`, all on CPU 0. The victim's waits are split
+/// over whoever held the CPU: every nanosecond of them is charged somewhere (the parts add up
+/// to its `schedstat` wait), its waits behind `b`, behind `c` and behind anything else are what
+/// the kernel's own scheduler trace says they held the CPU during its waits
+/// ([`assert_split_traced`]'s bound), its cgroup's split is its own, and its preemptions are
+/// its `nonvoluntary_ctxt_switches`.
+#[test]
+fn waits_are_split_over_the_neighbours_that_held_the_cpu() {
+    let Some(mount) = unified_mount("waits_are_split_over_the_neighbours_that_held_the_cpu") else {
+        return;
+    };
+    let tree = TestTree::new(&mount, "neighbours", &["a", "b", "c"]);
+    // This test's own threads (the collector's among them) stay off CPU 0 where there is
+    // another.
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) > 1 {
+        pin_to_cpu(1).expect("pinning the test to CPU 1");
+    }
+    let set = CounterSet::for_machine(&SysRoot::host()).expect("counter set");
+    let mut collector = Collector::start(&set, &CollectorOptions::default()).expect("collector");
+    let trace = SchedTrace::start("topdown-neighbours");
+    let stolen_before = stolen_ns();
+
+    let mut victim = Command::new(NEIGHBOURS);
+    victim
+        .args(["victim", "--run-ms", "1500"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    let mut victim = spawn_command_in(&tree, "a", victim, Some(0));
+    let hog = |leaf: &str, threads: &str| {
+        let mut hog = Command::new(NEIGHBOURS);
+        hog.args(["hog", "--threads", threads, "--run-ms", "1500"])
+            .stdout(Stdio::null());
+        spawn_command_in(&tree, leaf, hog, Some(0))
+    };
+    let (mut b, mut c) = (hog("b", "2"), hog("c", "1"));
+    let b_tids = tids_of(b.id(), 3);
+    let c_tids = tids_of(c.id(), 2);
+    let mut parked = String::new();
+    BufReader::new(victim.stdout.take().expect("the victim's stdout"))
+        .read_line(&mut parked)
+        .expect("the victim's line");
+    let pid = victim.id();
+    let tid = serde_json::from_str::<Value>(&parked).expect("the victim's line")["parked"]
+        .as_u64()
+        .expect("the victim's tid") as u32;
+    for hog in [&mut b, &mut c] {
+        assert!(hog.wait().expect("waiting for a hog").success());
+    }
+    let events = trace.as_ref().map(SchedTrace::stop);
+    let stolen = stolen_ns().saturating_sub(stolen_before);
+    // The victim is parked (blocked): its books are final.
+    let booked = schedstat_run_delay_ns(pid, tid);
+    let involuntary = status_field(pid, tid, "nonvoluntary_ctxt_switches:");
+
+    let snapshot = collector.snapshot().expect("snapshot");
+    assert!(
+        snapshot.neighbours_measured,
+        "this kernel has sched_info: waits are split over neighbours"
+    );
+    let mut attrib = Attributor::new(set.counters.len(), Target::All);
+    attrib.window(&snapshot);
+    let totals = attrib.run_totals(&snapshot);
+    assert!(totals.neighbours_measured);
+    let usage = totals
+        .threads
+        .iter()
+        .find(|t| t.tid.0 == tid)
+        .expect("the victim was charged");
+    let waited = usage.waited.as_nanos() as u64;
+    assert_waits_booked("the victim's wait vs schedstat", waited, booked);
+    let behind = &usage.behind;
+    eprintln!("the victim's wait, split: {behind:?}");
+    assert_eq!(
+        behind.total_ns(),
+        waited,
+        "every nanosecond of the wait is charged to a culprit, idle or unattributed"
+    );
+    let (a_id, b_id, c_id) = (tree.id("a"), tree.id("b"), tree.id("c"));
+    let behind_of = |id: CgroupId| {
+        behind
+            .by
+            .iter()
+            .filter(|(culprit, _)| *culprit == id)
+            .map(|(_, ns)| ns)
+            .sum::<u64>()
+    };
+    // The victim is alone in its cgroup: a wait charged behind it is a wait that reached back
+    // into the victim's own slice, which only the clocks' difference (stolen time) can do; it
+    // is compared with the rest below.
+    eprintln!(
+        "the victim's wait behind its own cgroup: {} ns",
+        behind_of(a_id)
+    );
+    let (on_b, on_c) = (behind_of(b_id), behind_of(c_id));
+    assert!(
+        on_b > 10 * books_floor_ns() && on_c > books_floor_ns(),
+        "the victim waited behind both hogs' cgroups: b {on_b} ns, c {on_c} ns"
+    );
+    // The part booked on the CPU it left when it was moved to CPU 0 at its start is no slice
+    // of CPU 0's.
+    let elsewhere = behind.migrated_ns;
+    let rest = waited - on_b - on_c - elsewhere;
+    let cgroup_a = totals
+        .cgroups
+        .iter()
+        .find(|g| g.id == a_id)
+        .expect("cgroup a was charged");
+    // The victim's first wait (forked, before it moved itself into `a`) is its parent
+    // cgroup's; every wait after is `a`'s, and split alike.
+    assert_eq!(
+        cgroup_a.behind.total_ns(),
+        cgroup_a.waited.as_nanos() as u64,
+        "a's split adds up to a's wait"
+    );
+    assert_eq!(
+        cgroup_a
+            .behind
+            .by
+            .iter()
+            .find(|(id, _)| *id == b_id)
+            .map(|(_, ns)| *ns),
+        Some(on_b)
+    );
+    assert_eq!(
+        behind.preempted, involuntary,
+        "preemptions are the kernel's nonvoluntary_ctxt_switches"
+    );
+    assert_eq!(
+        behind.preempted_by_other, behind.preempted,
+        "every preemption of a thread alone in its cgroup is by another cgroup"
+    );
+
+    if let Some(events) = events {
+        let traced = waits_behind(&events, 0, tid, 3, |t| {
+            if b_tids.contains(&t) {
+                0
+            } else if c_tids.contains(&t) {
+                1
+            } else {
+                2
+            }
+        });
+        let unreported = snapshot.stats.get(Stat::SwitchesUnreported);
+        for (what, charged, group) in [
+            ("behind b", on_b, 0),
+            ("behind c", on_c, 1),
+            ("behind anything else", rest, 2),
+        ] {
+            assert_split_traced(
+                &format!("the victim's wait {what}"),
+                charged,
+                (traced.least[group], traced.most[group]),
+                &traced,
+                stolen,
+                unreported,
+            );
+        }
+    }
+    drop(victim.stdin.take());
+    assert!(victim.wait().expect("the victim").success());
 }

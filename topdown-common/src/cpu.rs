@@ -1,7 +1,7 @@
 //! Everything the kernel programs keep per CPU, in one map value: the switch path looks it up
 //! once.
 
-use crate::{reading::Readings, stats::NR_STATS};
+use crate::{neighbours::History, reading::Readings, stats::NR_STATS};
 
 /// One CPU's state: read and written only by programs running on that CPU (and by the loader
 /// before the programs attach), so it needs no atomics.
@@ -46,6 +46,9 @@ pub struct CpuState {
     pub prev: Readings,
     /// What this CPU's idle task (tid 0) was charged: idle is kept per CPU, never as a thread.
     pub idle: Readings,
+    /// Its latest slices, for splitting a wait over whoever held the CPU during it (unused when
+    /// the loader turned neighbours off).
+    pub history: History,
 }
 
 impl CpuState {
@@ -68,6 +71,7 @@ impl CpuState {
             stats: [0; NR_STATS as usize],
             prev: Readings::ZERO,
             idle: Readings::ZERO,
+            history: History::EMPTY,
         }
     }
 }

@@ -13,6 +13,7 @@ pub mod cgroup;
 pub mod cpu;
 pub mod data_src;
 pub mod names;
+pub mod neighbours;
 pub mod reading;
 pub mod stats;
 pub mod thread;

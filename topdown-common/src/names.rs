@@ -107,9 +107,14 @@ pub mod global {
     /// Forward only stores to lines loads contended.
     pub const C2C_STORES_CONTENDED: &str = "C2C_STORES_CONTENDED";
 
+    /// Split waits over the threads that held the CPU, and count preemptions (`--no-neighbours`
+    /// turns it off).
+    pub const NEIGHBOURS: &str = "NEIGHBOURS";
+
     /// Every global the loader writes.
-    pub const ALL: [&str; 23] = [
+    pub const ALL: [&str; 24] = [
         SET_SLOTS,
+        NEIGHBOURS,
         SLOT_MOST_PER_NS,
         SWITCH_STOP,
         NARROW,
@@ -153,9 +158,12 @@ pub mod program {
     pub const TICK: &str = "tick";
     /// Classifies memory samples for c2c.
     pub const C2C_FILTER: &str = "c2c_filter";
+    /// A queued task moves to another CPU: the wait it just booked is not that CPU's.
+    pub const SCHED_MIGRATE_TASK: &str = "sched_migrate_task";
 
     /// Every program the loader loads.
-    pub const ALL: [&str; 8] = [
+    pub const ALL: [&str; 9] = [
+        SCHED_MIGRATE_TASK,
         CGROUP_ATTACH_TASK,
         SCHED_SWITCH,
         SCHED_PROCESS_FORK,

@@ -1,6 +1,9 @@
 //! What the kernel has charged to one thread, and the records it sends about threads.
 
-use crate::reading::{Reading, Readings};
+use crate::{
+    neighbours::WaitBehind,
+    reading::{Reading, Readings},
+};
 
 /// A thread id (the kernel's `pid`), in the initial pid namespace: its own type wherever it
 /// crosses from the kernel's records to rows and outputs, so it is never taken for a process.
@@ -62,6 +65,9 @@ pub struct ThreadHeader {
     pub flags: u32,
     /// Thread name as of the latest charge (NUL-padded).
     pub comm: [u8; COMM_LEN],
+    /// Whom its waits (`waited_ns`) were spent behind, and its preemptions; all zero when the
+    /// loader turned neighbours off.
+    pub behind: WaitBehind,
 }
 
 impl ThreadHeader {
@@ -102,6 +108,9 @@ pub struct ThreadTotals {
     /// The `LIST_EPOCH` in which the thread's tid was last put on the `CHARGED` list (not sent
     /// in records): listed once per epoch, at its first charge in it.
     pub listed_epoch: u64,
+    /// The task's `nivcsw` (involuntary switches out) at its latest charge (not sent in
+    /// records): each charge adds its growth since to `header.behind.preempted`.
+    pub nivcsw: u64,
 }
 
 impl ThreadTotals {
@@ -118,12 +127,14 @@ impl ThreadTotals {
                 last_cpu: 0,
                 flags: 0,
                 comm: [0; COMM_LEN],
+                behind: WaitBehind::ZERO,
             },
             charged: Readings::ZERO,
             cgroup_moves: 0,
             runtime_ns: 0,
             run_delay_ns: 0,
             listed_epoch: 0,
+            nivcsw: 0,
         }
     }
 }

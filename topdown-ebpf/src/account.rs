@@ -23,6 +23,7 @@ use crate::{
 use topdown_common::{
     MAX_COUNTERS,
     cpu::CpuState,
+    neighbours::IDLE,
     reading::{Reading, Readings},
     stats::{MAX_COUNT_PER_NS, Stat, possible_count},
     thread::{ListedThread, ThreadHeader, ThreadTotals, record_len},
@@ -49,6 +50,11 @@ static NARROW: u32 = 0;
 /// Set by the loader.
 #[unsafe(no_mangle)]
 static CGROUP_ONLY: u32 = 0;
+
+/// Non-zero when waits are split over whoever held the CPU during them and preemptions are
+/// counted (the default; `--no-neighbours` leaves it 0). Set by the loader.
+#[unsafe(no_mangle)]
+static NEIGHBOURS: u32 = 0;
 
 /// Each CPU's state; set per CPU by the loader before the programs attach.
 #[map]
@@ -151,6 +157,15 @@ impl Clocks {
     }
 }
 
+/// The two threads of a switch, for what only a switch tells (whom `prev` was preempted by).
+#[derive(Clone, Copy)]
+pub struct Switch {
+    /// The thread switched out (the one charged).
+    pub prev: Task,
+    /// The thread switched in.
+    pub next: Task,
+}
+
 /// Why the current slice ends.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum SliceEnd {
@@ -184,6 +199,30 @@ fn count_in(state: &mut CpuState, stat: Stat) {
     if let Some(slot) = state.stats.get_mut(stat as usize) {
         *slot += 1;
     }
+}
+
+/// Whether waits are split over the CPU's history and preemptions counted.
+#[inline(always)]
+pub fn neighbours() -> bool {
+    // SAFETY: a read-only global the loader sets before loading.
+    unsafe { core::ptr::read_volatile(&NEIGHBOURS) != 0 }
+}
+
+/// At a switch on a narrowed collector whose `prev` is not watched (no charge follows): the
+/// CPU's history still ends `prev`'s slice, held by its cgroup (the current task's: `prev`),
+/// so a watched thread's wait is split over every thread that ran.
+#[inline(always)]
+pub fn unwatched_switch(state: &mut CpuState, prev_tid: u32, clocks: Clocks) {
+    if !neighbours() {
+        return;
+    }
+    let cgroup = if prev_tid == 0 {
+        IDLE
+    } else {
+        // SAFETY: a helper without arguments.
+        unsafe { bpf_get_current_cgroup_id() }
+    };
+    state.history.switch(cgroup, clocks.now());
 }
 
 /// Whether the loader narrowed charging to followed processes.
@@ -289,6 +328,7 @@ pub fn charge_current(
     state: &mut CpuState,
     end: SliceEnd,
     task: impl TaskFields,
+    switch: Option<Switch>,
     clocks: Clocks,
     read: bool,
 ) {
@@ -297,6 +337,14 @@ pub fn charge_current(
     if state.last_ns == 0 {
         read_counters(&mut Prev::of(state), cpu, None);
         state.last_ns = clocks.now();
+        if neighbours() {
+            if end != SliceEnd::Tick {
+                let tid = task.tid();
+                unwatched_switch(state, tid, clocks);
+            } else if state.history.switch_ns == 0 {
+                state.history.switch_ns = clocks.now();
+            }
+        }
         return;
     }
     let tid = task.tid();
@@ -332,6 +380,9 @@ pub fn charge_current(
     }
     if tid == 0 {
         charge_clock(&mut state.idle, slice);
+        if end != SliceEnd::Tick && neighbours() {
+            state.history.switch(IDLE, now);
+        }
         if read {
             let mut prev = Prev {
                 slots: state.slots,
@@ -377,15 +428,25 @@ pub fn charge_current(
     // Waits the same way: at the first charge, the whole run-queue delay of a thread whose whole
     // runtime is this slice (it first ran since this CPU began measuring), none of one that ran
     // before (its earlier waits are not the collector's); after that, its growth.
+    let born_here = first && clocks.runtime <= slice;
     if let Some(delay) = task.run_delay() {
-        totals.header.waited_ns += if !first {
+        let waited = if !first {
             delay.saturating_sub(totals.run_delay_ns)
-        } else if clocks.runtime <= slice {
+        } else if born_here {
             delay
         } else {
             0
         };
+        totals.header.waited_ns += waited;
         totals.run_delay_ns = delay;
+        // The wait ended as the thread was switched in, where the CPU's history ends: only
+        // this thread ran here since (ticks add no slice).
+        if waited > 0 && neighbours() {
+            state.history.split(waited, &mut totals.header.behind);
+        }
+    }
+    if neighbours() {
+        count_preemptions(totals, task, switch, first, born_here);
     }
     charge_clock(&mut totals.charged, ran);
     if let Some(slot) = slot
@@ -399,6 +460,9 @@ pub fn charge_current(
     totals.header.last_cpu = cpu;
     if end != SliceEnd::Tick {
         totals.header.switches += 1;
+        if neighbours() {
+            state.history.switch(totals.header.cgroup_id, now);
+        }
     }
     // The name is refreshed on ticks, the first switch and the last one, and at exec (see
     // `on_exec`), not on every switch.
@@ -411,6 +475,72 @@ pub fn charge_current(
         if let Some(slot) = slot {
             free_slot(state, totals, tid, slot);
         }
+    }
+}
+
+/// Adds the growth of `task`'s involuntary switches out since its previous charge (all of them
+/// for a thread `born_here`, none at the `first` charge of one that ran before), and counts
+/// one whose `switch` went to a thread of another cgroup as preempted by another cgroup.
+#[inline(always)]
+fn count_preemptions(
+    totals: &mut ThreadTotals,
+    task: impl TaskFields,
+    switch: Option<Switch>,
+    first: bool,
+    born_here: bool,
+) {
+    let nivcsw = task.involuntary_switches();
+    let grown = if !first {
+        nivcsw.saturating_sub(totals.nivcsw)
+    } else if born_here {
+        nivcsw
+    } else {
+        0
+    };
+    totals.nivcsw = nivcsw;
+    if grown == 0 {
+        return;
+    }
+    totals.header.behind.preempted += grown;
+    // This switch was involuntary: the kernel counts it before the tracepoint.
+    if let Some(Switch { prev, next }) = switch
+        && next.tid() != 0
+        && next.cgroup_address() != prev.cgroup_address()
+    {
+        totals.header.behind.preempted_by_other += 1;
+    }
+}
+
+/// A queued thread moves to another CPU (`tp_btf/sched_migrate_task`): the kernel has just
+/// booked the wait it spent on the CPU it leaves (`sched_info` at its dequeue), which that
+/// CPU's slices did not end, so it is charged as waited before a migration, not split over
+/// the CPU it is charged on next. The thread is not running (the kernel migrates only tasks off
+/// a CPU), so no charge of it races with this one.
+#[inline(always)]
+pub fn on_migrate(task: Task) {
+    if !neighbours() {
+        return;
+    }
+    let Some((slot, totals)) = slot_of(task.tid()) else {
+        return;
+    };
+    // SAFETY: the slot of a thread no CPU runs now.
+    let totals = unsafe { &mut *totals };
+    if totals.runtime_ns == 0 || totals.header.tid != task.tid() {
+        return;
+    }
+    let Some(delay) = task.run_delay() else {
+        return;
+    };
+    let waited = delay.saturating_sub(totals.run_delay_ns);
+    if waited == 0 {
+        return;
+    }
+    totals.header.waited_ns += waited;
+    totals.header.behind.migrated_ns += waited;
+    totals.run_delay_ns = delay;
+    if let Some(state) = cpu_state() {
+        list(state, totals, slot);
     }
 }
 
@@ -533,6 +663,7 @@ fn totals_of(
         (*scratch).runtime_ns = 0;
         (*scratch).run_delay_ns = 0;
         (*scratch).listed_epoch = 0;
+        (*scratch).nivcsw = 0;
         zero_set_slots(&mut (*scratch).charged);
         (*scratch).header.born_ns = now;
         // The count first: a move completing after it is seen at the next charge.

@@ -46,8 +46,15 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
     if stops_at(Stage::CpuState) {
         return 0;
     }
+    let clocks = account::Clocks {
+        runtime: prev.sum_exec_runtime(),
+        // Where the scheduler has just ended prev's runtime.
+        run_end: prev.exec_start(),
+        next_start,
+    };
     let read = if account::narrowed() {
         if !account::switch_watched(state, prev, next, next_start) {
+            account::unwatched_switch(state, prev.tid(), clocks);
             return 0;
         }
         true
@@ -55,12 +62,6 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
         let next_tid = next.tid();
         let reported = account::note_switch(state, prev.tid(), next_tid);
         account::reads_at_switch(state, next, next_tid, reported)
-    };
-    let clocks = account::Clocks {
-        runtime: prev.sum_exec_runtime(),
-        // Where the scheduler has just ended prev's runtime.
-        run_end: prev.exec_start(),
-        next_start,
     };
     let end = if prev.is_dead() {
         account::SliceEnd::Exit
@@ -70,7 +71,8 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
     if stops_at(Stage::Switch) {
         return 0;
     }
-    account::charge_current(state, end, prev, clocks, read);
+    let switch = account::Switch { prev, next };
+    account::charge_current(state, end, prev, Some(switch), clocks, read);
     0
 }
 
@@ -127,6 +129,14 @@ pub fn sched_process_free(ctx: BtfTracePointContext) -> i32 {
     0
 }
 
+/// `tp_btf/sched_migrate_task(struct task_struct *p, int dest_cpu)`: a task moves to another
+/// CPU; a queued one has just booked the wait it spent on the CPU it leaves.
+#[btf_tracepoint(function = "sched_migrate_task")]
+pub fn sched_migrate_task(ctx: BtfTracePointContext) -> i32 {
+    account::on_migrate(Task::from_arg(ctx.arg(0)));
+    0
+}
+
 /// Threads moved to another cgroup: their cgroup is read again at their next charge.
 #[btf_tracepoint(function = "cgroup_attach_task")]
 pub fn cgroup_attach_task(_ctx: BtfTracePointContext) -> i32 {
@@ -151,7 +161,7 @@ pub fn tick(_ctx: PerfEventContext) -> i32 {
         // The scheduler's latest update of the running task: the rest of its slice is charged
         // at its switch.
         let clocks = account::Clocks::at(current.exec_start(), current.sum_exec_runtime());
-        account::charge_current(state, account::SliceEnd::Tick, current, clocks, true);
+        account::charge_current(state, account::SliceEnd::Tick, current, None, clocks, true);
     }
     0
 }

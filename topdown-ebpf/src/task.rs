@@ -138,6 +138,13 @@ pub trait TaskFields: Copy {
         comm
     }
 
+    /// How many times the task was switched out while still runnable (`nivcsw`: preempted, or
+    /// yielding); at `sched_switch`, `prev`'s count includes this switch when it is one.
+    #[inline(always)]
+    fn involuntary_switches(self) -> u64 {
+        self.u64_at(offset(&TASK_NIVCSW_OFFSET))
+    }
+
     /// How many times the task was switched out (`nvcsw + nivcsw`): at `sched_switch`, `prev`'s
     /// count includes this switch (`__schedule` bumps it before the tracepoint), so 1 means
     /// it never switched out before.

@@ -89,6 +89,7 @@ impl Books {
             removed_cgroups: Vec::new(),
             stats,
             waits_measured: true,
+            neighbours_measured: true,
         }
     }
 }

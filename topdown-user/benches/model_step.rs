@@ -107,6 +107,7 @@ fn window(set: &CounterSet, rng: &mut Lcg) -> Window {
                 switches: 1 + rng.next() % 500,
                 on_cpu: Duration::from_nanos(ns),
                 waited: Duration::from_nanos(rng.next() % 5_000_000),
+                behind: Default::default(),
                 counters,
                 exited: false,
                 folded: 0,
@@ -133,6 +134,7 @@ fn window(set: &CounterSet, rng: &mut Lcg) -> Window {
         removed_cgroups: Vec::new(),
         stats: Stats::default(),
         waits_measured: true,
+        neighbours_measured: true,
         stalls: std::collections::BTreeMap::new(),
     }
 }

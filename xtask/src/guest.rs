@@ -184,9 +184,10 @@ const BUSYBOX_APPLETS: [&str; 9] = [
 ];
 
 /// The test programs the guests run (`tests/src/bin`), besides the tool.
-const PROGRAMS: [&str; 6] = [
+const PROGRAMS: [&str; 7] = [
     "guest_init",
     "clocked",
+    "neighbours",
     "known_instructions",
     "workload",
     "churn",

@@ -123,6 +123,7 @@ pub fn group(
                         switches: 0,
                         on_cpu: std::time::Duration::ZERO,
                         waited: std::time::Duration::ZERO,
+                        behind: Default::default(),
                         counters: Vec::new(),
                     },
                 }
@@ -154,6 +155,7 @@ mod tests {
             switches: 1,
             on_cpu: std::time::Duration::from_nanos(ns),
             waited: std::time::Duration::ZERO,
+            behind: Default::default(),
             counters: vec![CounterValue::new(ns, ns, ns)],
         }
     }

@@ -7,6 +7,7 @@ pub mod cores;
 pub mod exited;
 pub mod groups;
 pub mod named;
+pub mod neighbours;
 pub mod silence;
 pub mod stalls;
 pub mod target;
@@ -71,6 +72,10 @@ pub struct Window {
     /// Whether rows' `waited` is measured (the kernel has `sched_info`; a recording made
     /// before waits were written has none): where not, it is 0 and no number.
     pub waits_measured: bool,
+    /// Whether rows' `behind` is measured (waits are, and the kernel split them over
+    /// neighbours: not with `--no-neighbours`, nor in a recording made before they were
+    /// written): where not, it is empty and no number.
+    pub neighbours_measured: bool,
     /// CPU stalls the kernel booked in the window per cgroup path (throttling, pressure), for
     /// the cgroups charged and their ancestors ([`stalls::StallReader`]); empty where they
     /// were not read (a thread view, a recording made before they were written).
@@ -165,6 +170,7 @@ impl Window {
                 .collect(),
             stats: last.stats,
             waits_measured: windows.iter().all(|w| w.waits_measured),
+            neighbours_measured: false,
             stalls: windows.iter().fold(BTreeMap::new(), |mut sum, w| {
                 for (path, stalls) in &w.stalls {
                     sum.entry(path.clone())
@@ -458,6 +464,7 @@ impl Attributor {
             removed_cgroups,
             stats: snapshot.stats,
             waits_measured: snapshot.waits_measured,
+            neighbours_measured: snapshot.neighbours_measured,
             stalls: std::collections::BTreeMap::new(),
         }
     }
@@ -505,6 +512,7 @@ impl Attributor {
             removed_cgroups: Vec::new(),
             stats: snapshot.stats,
             waits_measured: snapshot.waits_measured,
+            neighbours_measured: snapshot.neighbours_measured,
             stalls: std::collections::BTreeMap::new(),
         }
     }
@@ -571,6 +579,7 @@ mod tests {
             removed_cgroups: vec![],
             stats: Stats::default(),
             waits_measured: false,
+            neighbours_measured: false,
         }
     }
 

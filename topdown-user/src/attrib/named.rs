@@ -10,6 +10,7 @@ use super::{
     Window,
     cgroups::CgroupNames,
     groups::{Group, GroupBy, GroupOptions, group},
+    neighbours::{CulpritNames, Culprits},
     stalls::CpuStalls,
     usage::CounterValue,
 };
@@ -29,6 +30,8 @@ pub struct Named {
     pub on_cpu: Duration,
     /// Time waiting in a run queue; `None` where not measured.
     pub waited: Option<Duration>,
+    /// Whom it waited behind, culprits named; `None` where not measured.
+    pub behind: Option<Box<Culprits>>,
     /// CPU stalls as the kernel booked them (throttling, pressure) at a group's root cgroup,
     /// or at a thread's cgroup; `None` where they were not read.
     pub stalls: Option<CpuStalls>,
@@ -44,20 +47,26 @@ pub fn name(
 ) -> Vec<Named> {
     names.allow_rescan();
     match grouping {
-        Some(grouping) => group(&window.cgroups, names, grouping)
-            .into_iter()
-            .map(|g| Named {
-                switches: g.usage.switches,
-                on_cpu: g.usage.on_cpu,
-                waited: window.waits_measured.then_some(g.usage.waited),
-                stalls: window.stalls.get(&g.path).copied(),
-                counters: g.usage.counters.clone(),
-                who: Who::Group {
-                    by: grouping.by,
-                    group: Box::new(g),
-                },
-            })
-            .collect(),
+        Some(grouping) => {
+            let mut culprits = CulpritNames::new(Some(grouping.by));
+            group(&window.cgroups, names, grouping)
+                .into_iter()
+                .map(|g| Named {
+                    switches: g.usage.switches,
+                    on_cpu: g.usage.on_cpu,
+                    waited: window.waits_measured.then_some(g.usage.waited),
+                    behind: window
+                        .neighbours_measured
+                        .then(|| Box::new(culprits.culprits(&g.usage.behind, names))),
+                    stalls: window.stalls.get(&g.path).copied(),
+                    counters: g.usage.counters.clone(),
+                    who: Who::Group {
+                        by: grouping.by,
+                        group: Box::new(g),
+                    },
+                })
+                .collect()
+        }
         None => name_threads(window, names).collect(),
     }
 }
@@ -69,6 +78,7 @@ pub fn name_threads<'w>(
     names: &'w mut CgroupNames,
 ) -> impl Iterator<Item = Named> + 'w {
     names.allow_rescan();
+    let mut culprits = CulpritNames::new(None);
     window.threads.iter().map(move |usage| {
         let cgroup = names.name(usage.cgroup_id);
         Named {
@@ -85,6 +95,9 @@ pub fn name_threads<'w>(
             switches: usage.switches,
             on_cpu: usage.on_cpu,
             waited: window.waits_measured.then_some(usage.waited),
+            behind: window
+                .neighbours_measured
+                .then(|| Box::new(culprits.culprits(&usage.behind, names))),
             counters: usage.counters.clone(),
         }
     })

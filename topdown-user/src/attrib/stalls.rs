@@ -291,6 +291,7 @@ mod tests {
             removed_cgroups: Vec::new(),
             stats: crate::collect::Stats::default(),
             waits_measured: true,
+            neighbours_measured: true,
             stalls: BTreeMap::new(),
         };
         reader.window(&mut window, &mut names);

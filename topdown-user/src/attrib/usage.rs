@@ -9,6 +9,7 @@ use topdown_common::{
     thread::{Pid, Tid},
 };
 
+use super::neighbours::Behind;
 use crate::{collect::ThreadRecord, pmu::counter_set::CounterSet};
 
 /// One counter over a window: the kernel's reading of it (a delta: [`Reading::since`]), and
@@ -93,6 +94,9 @@ pub struct ThreadUsage {
     /// Time waiting in a run queue charged in the window (see [`crate::attrib::Window`]'s
     /// `waits_measured`).
     pub waited: Duration,
+    /// Whom those waits were spent behind, and its preemptions (see
+    /// [`crate::attrib::Window`]'s `neighbours_measured`).
+    pub behind: Behind,
     /// One value per counter of the set, in the set's order.
     pub counters: Vec<CounterValue>,
     /// The thread died (in this window, or in the run for run totals).
@@ -116,6 +120,7 @@ impl ThreadUsage {
                 .saturating_sub(before.map_or(0, |t| t.header.switches)),
             on_cpu: clock_delta(before_slots, &now.slots),
             waited: waited_delta(before, now),
+            behind: Behind::between(before.map(|t| &t.header.behind), &now.header.behind),
             counters: deltas(before_slots, &now.slots, nr),
             exited: now.exited(),
             folded: 0,
@@ -143,6 +148,7 @@ impl ThreadUsage {
         self.switches += later.switches;
         self.on_cpu += later.on_cpu;
         self.waited += later.waited;
+        self.behind.add(&later.behind);
         add_counters(&mut self.counters, &later.counters);
         self.cgroup_id = later.cgroup_id;
         self.exited |= later.exited;
@@ -154,6 +160,7 @@ impl ThreadUsage {
         self.switches += other.switches;
         self.on_cpu += other.on_cpu;
         self.waited += other.waited;
+        self.behind.add(&other.behind);
         add_counters(&mut self.counters, &other.counters);
         self.folded += other.folded.max(1);
     }
@@ -170,6 +177,8 @@ pub struct CgroupUsage {
     pub on_cpu: Duration,
     /// Its threads' time waiting in a run queue, charged in the window.
     pub waited: Duration,
+    /// Whom its threads' waits were spent behind, and their preemptions.
+    pub behind: Behind,
     /// One value per counter of the set, in the set's order.
     pub counters: Vec<CounterValue>,
 }
@@ -187,6 +196,7 @@ impl ThreadUsage {
             switches,
             on_cpu: Duration::from_nanos(ns),
             waited: Duration::ZERO,
+            behind: Behind::default(),
             counters: Vec::new(),
             exited: false,
             folded: 0,
@@ -202,6 +212,7 @@ impl CgroupUsage {
             switches: 0,
             on_cpu: Duration::ZERO,
             waited: Duration::ZERO,
+            behind: Behind::default(),
             counters: vec![CounterValue::default(); nr],
         }
     }
@@ -215,6 +226,10 @@ impl CgroupUsage {
         let before_slots = before.map(|t| t.slots.as_slice());
         self.on_cpu += clock_delta(before_slots, &now.slots);
         self.waited += waited_delta(before, now);
+        self.behind.add(&Behind::between(
+            before.map(|t| &t.header.behind),
+            &now.header.behind,
+        ));
         let delta = deltas(before_slots, &now.slots, self.counters.len());
         add_counters(&mut self.counters, &delta);
     }
@@ -234,6 +249,7 @@ impl CgroupUsage {
         self.switches += other.switches;
         self.on_cpu += other.on_cpu;
         self.waited += other.waited;
+        self.behind.add(&other.behind);
         add_counters(&mut self.counters, &other.counters);
     }
 }

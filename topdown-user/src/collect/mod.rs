@@ -76,6 +76,11 @@ pub struct CollectorOptions {
     /// `max_threads`, which a read never overflows without churn; a list that fills makes the
     /// next snapshot read the whole map). The tests make it small to check that fallback.
     pub list_capacity: Option<u32>,
+    /// Split each thread's waits over whoever held the CPU during them, and count its
+    /// preemptions ([`topdown_common::neighbours`]). On by default; off with
+    /// `--no-neighbours`, or when [`NO_NEIGHBOURS`] is in the environment (how the bench
+    /// measures what it costs).
+    pub neighbours: bool,
 }
 
 impl Default for CollectorOptions {
@@ -90,12 +95,17 @@ impl Default for CollectorOptions {
             wait_out_charges: std::env::var_os(CARRY_ALL).is_none(),
             counter_bounds: Vec::new(),
             list_capacity: None,
+            neighbours: std::env::var_os(NO_NEIGHBOURS).is_none(),
             switch_stop: std::env::var(SWITCH_STOP)
                 .ok()
                 .and_then(|stage| stage.parse().ok()),
         }
     }
 }
+
+/// In the environment: the kernel does not split waits over neighbours
+/// ([`CollectorOptions::neighbours`] off).
+pub const NO_NEIGHBOURS: &str = "TOPDOWN_BPF_NO_NEIGHBOURS";
 
 /// In the environment, a stage (0 to 4) where the switch program stops
 /// ([`CollectorOptions::switch_stop`]): the benchmark of where its nanoseconds go.
@@ -142,6 +152,8 @@ pub struct Collector {
     narrow: bool,
     /// The kernel side reads run-queue delay (the kernel has `sched_info`).
     waits_measured: bool,
+    /// Whether the kernel side splits waits over neighbours.
+    neighbours: bool,
     /// Whether anything was followed: followed processes are then forgotten once freed, and
     /// the kernel programs look processes up in `FOLLOWED`.
     following: bool,
@@ -232,7 +244,9 @@ impl Collector {
         let switch_stop = options.switch_stop.unwrap_or(u32::MAX);
         let narrow = u32::from(options.narrow);
         let cgroup_only = u32::from(options.cgroup_only);
+        let neighbours = u32::from(options.neighbours);
         let mut bpf = EbpfLoader::new()
+            .override_global(global::NEIGHBOURS, &neighbours, true)
             .override_global(global::SET_SLOTS, &set_slots, true)
             .override_global(global::SLOT_MOST_PER_NS, &slot_most_per_ns, true)
             .override_global(global::SWITCH_STOP, &switch_stop, true)
@@ -298,7 +312,10 @@ impl Collector {
         let btf = Btf::from_sys_fs().context(
             "reading kernel BTF from /sys/kernel/btf/vmlinux (needs CONFIG_DEBUG_INFO_BTF=y)",
         )?;
-        for name in PROGRAMS.into_iter().chain([FORGET_PROGRAM]) {
+        for name in PROGRAMS
+            .into_iter()
+            .chain([FORGET_PROGRAM, MIGRATE_PROGRAM])
+        {
             let program: &mut BtfTracePoint = program(&mut bpf, name)?.try_into()?;
             program
                 .load(name, &btf)
@@ -325,7 +342,8 @@ impl Collector {
             listing::Listing::start(&mut bpf, options.read_whole, options.wait_out_charges)?;
         let threads = map_threads(&mut bpf, options.max_threads)?;
 
-        for name in PROGRAMS {
+        let migrations = options.neighbours.then_some(MIGRATE_PROGRAM);
+        for name in PROGRAMS.into_iter().chain(migrations) {
             let program: &mut BtfTracePoint = program(&mut bpf, name)?.try_into()?;
             program
                 .attach()
@@ -364,6 +382,7 @@ impl Collector {
             nr,
             narrow: options.narrow,
             waits_measured: task_run_delay_offset != 0,
+            neighbours: options.neighbours && task_run_delay_offset != 0,
             following: false,
             _counters: counters,
             startup_check: None,
@@ -479,6 +498,7 @@ impl Collector {
             removed_cgroups: self.removed_cgroups(),
             stats: sum_stats(&states),
             waits_measured: self.waits_measured,
+            neighbours_measured: self.neighbours,
         })
     }
 
@@ -605,6 +625,10 @@ const PROGRAMS: [&str; 5] = [
 /// The program that forgets followed processes once they are freed: loaded with the others,
 /// attached only when something is followed (it runs at every task's free).
 const FORGET_PROGRAM: &str = program::SCHED_PROCESS_FREE;
+
+/// The program that books a migrated thread's wait on the CPU it left as such: attached only
+/// when waits are split over neighbours.
+const MIGRATE_PROGRAM: &str = program::SCHED_MIGRATE_TASK;
 
 /// The CPUs online now, as the kernel lists them.
 pub fn online_cpus() -> Result<Vec<u32>> {

@@ -143,6 +143,9 @@ pub struct Snapshot {
     /// Whether the kernel side reads run-queue delay (`ThreadHeader::waited_ns`): this kernel
     /// has `sched_info`.
     pub waits_measured: bool,
+    /// Whether the kernel side splits waits over neighbours and counts preemptions
+    /// (`ThreadHeader::behind`): waits are measured and `--no-neighbours` was not given.
+    pub neighbours_measured: bool,
 }
 
 /// The kernel side's loss and activity counters, summed over CPUs.

@@ -174,6 +174,7 @@ mod tests {
             removed_cgroups: Vec::new(),
             stats: Stats::default(),
             waits_measured: false,
+            neighbours_measured: false,
             stalls: std::collections::BTreeMap::new(),
         }
     }

@@ -1,6 +1,6 @@
 //! The per-thread rows every renderer draws: values computed once, sorted and cut once.
 
-use std::{cmp::Ordering, str::FromStr, time::Duration};
+use std::{borrow::Cow, cmp::Ordering, str::FromStr, time::Duration};
 
 use anyhow::{Result, bail};
 
@@ -10,6 +10,7 @@ use crate::{
         Window,
         groups::{GroupBy, GroupOptions},
         named::Named,
+        neighbours::Culprits,
         stalls::CpuStalls,
         usage::CounterValue,
     },
@@ -31,6 +32,9 @@ pub struct Row {
     pub waited: Option<Duration>,
     /// That time over the window's wall time (1.0: one thread waiting all the window).
     pub wait_share: Option<f64>,
+    /// Whom it waited behind (culprits named, the largest first) and its preemptions; `None`
+    /// where not measured.
+    pub behind: Option<Box<Culprits>>,
     /// CPU stalls (throttling, pressure) of a group's root cgroup, or of a thread's cgroup;
     /// `None` where they were not read.
     pub stalls: Option<CpuStalls>,
@@ -52,11 +56,34 @@ pub struct Row {
 
 impl Row {
     /// What held it back, for machine outputs: the verdict's words (`throttled`, `waiting for
-    /// CPU`), else TopDown's bottleneck node (its first core type's), else `None`.
-    pub fn bottleneck(&self) -> Option<&'static str> {
-        self.verdict
-            .words()
-            .or_else(|| self.topdown.iter().flatten().find_map(|td| td.bottleneck))
+    /// CPU behind batch-7f3a`), else TopDown's bottleneck node (its first core type's), else
+    /// `None`.
+    pub fn bottleneck(&self) -> Option<Cow<'_, str>> {
+        self.verdict_words().or_else(|| {
+            self.topdown
+                .iter()
+                .flatten()
+                .find_map(|td| td.bottleneck)
+                .map(Cow::Borrowed)
+        })
+    }
+
+    /// The verdict's words (`None` for [`Verdict::Ran`]); a wait names its largest culprit
+    /// where one is known: `waiting for CPU behind batch-7f3a`, or `behind its own threads`
+    /// for a group that waited most behind itself.
+    pub fn verdict_words(&self) -> Option<Cow<'_, str>> {
+        let words = self.verdict.words()?;
+        match self.behind.as_ref().and_then(|b| b.first()) {
+            Some((culprit, _)) if self.verdict == Verdict::WaitingForCpu => {
+                let itself = self.who.group().is_some_and(|g| g.label == culprit);
+                Some(Cow::Owned(if itself {
+                    format!("{words} behind its own threads")
+                } else {
+                    format!("{words} behind {culprit}")
+                }))
+            }
+            _ => Some(Cow::Borrowed(words)),
+        }
     }
 }
 
@@ -182,6 +209,7 @@ pub fn rows(
                  switches,
                  on_cpu,
                  waited,
+                 behind,
                  stalls,
                  counters,
              }| {
@@ -191,6 +219,7 @@ pub fn rows(
                     cpu_share: on_cpu.as_nanos() as f64 / wall_ns,
                     waited,
                     wait_share: waited.map(|w| w.as_nanos() as f64 / wall_ns),
+                    behind,
                     verdict: Verdict::of(on_cpu, waited, stalls.as_ref(), window.length),
                     stalls,
                     switches,
@@ -374,6 +403,7 @@ mod tests {
                 removed_cgroups: Vec::new(),
                 stats: Stats::default(),
                 waits_measured,
+                neighbours_measured: false,
                 stalls: std::collections::BTreeMap::new(),
             };
             let mut names = CgroupNames::at(None);
@@ -445,6 +475,7 @@ mod tests {
             removed_cgroups: Vec::new(),
             stats: Stats::default(),
             waits_measured: false,
+            neighbours_measured: false,
             stalls: std::collections::BTreeMap::new(),
         };
         let set = CounterSet::software(String::new());
@@ -516,6 +547,7 @@ mod tests {
             removed_cgroups: Vec::new(),
             stats: Stats::default(),
             waits_measured: true,
+            neighbours_measured: true,
             stalls: [("/a".to_owned(), held)].into(),
         };
         let set = CounterSet::software(String::new());
@@ -539,8 +571,12 @@ mod tests {
                 (3, Verdict::Ran)
             ]
         );
-        assert_eq!(threads[0].bottleneck(), Some("throttled"));
-        assert_eq!(threads[2].bottleneck(), None, "no TopDown: nothing to say");
+        assert_eq!(threads[0].bottleneck().as_deref(), Some("throttled"));
+        assert_eq!(
+            threads[2].bottleneck().as_deref(),
+            None,
+            "no TopDown: nothing to say"
+        );
         let throttled = crate::model::columns::columns(&set)
             .into_iter()
             .find(|c| c.key == "throttled_ns")

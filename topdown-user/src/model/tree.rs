@@ -12,7 +12,10 @@ use super::{
     verdict::Verdict,
 };
 use crate::{
-    attrib::usage::{CounterValue, add_counters},
+    attrib::{
+        neighbours::Culprits,
+        usage::{CounterValue, add_counters},
+    },
     pmu::counter_set::CounterSet,
     tma::view::BoundView,
 };
@@ -122,6 +125,11 @@ fn process_row(threads: &[Row], set: &CounterSet, topdown: Option<&BoundView<'_>
         cpu_share: threads.iter().map(|r| r.cpu_share).sum(),
         waited,
         wait_share: threads.iter().map(|r| r.wait_share).sum(),
+        behind: threads
+            .iter()
+            .map(|r| r.behind.as_deref())
+            .collect::<Option<Vec<_>>>()
+            .map(|parts| Box::new(Culprits::sum(parts))),
         // Throttled when all its threads were (their cgroups); waiting when, summed, they
         // waited longer than they ran.
         verdict: if threads.iter().all(|r| r.verdict == Verdict::Throttled) {
@@ -245,6 +253,7 @@ mod tests {
             on_cpu,
             cpu_share,
             waited: None,
+            behind: Default::default(),
             wait_share: None,
             verdict: crate::model::verdict::Verdict::Ran,
             stalls: None,
@@ -272,6 +281,7 @@ mod tests {
             on_cpu,
             cpu_share,
             waited: None,
+            behind: Default::default(),
             wait_share: None,
             verdict: crate::model::verdict::Verdict::Ran,
             stalls: None,

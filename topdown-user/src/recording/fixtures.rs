@@ -35,6 +35,7 @@ pub fn thread(tid: u32, comm: &str, cgroup_id: u64, ns: u64) -> ThreadUsage {
         switches: tid.into(),
         on_cpu: Duration::from_nanos(ns),
         waited: Duration::from_nanos(ns / 4 + u64::from(tid)),
+        behind: Default::default(),
         counters: vec![value(ns * 3)],
         exited: tid == 2,
         folded: 0,
@@ -56,11 +57,13 @@ pub fn window(i: u64) -> Window {
             switches: 3,
             on_cpu: Duration::from_nanos(1000 * i),
             waited: Duration::from_nanos(250 * i),
+            behind: Default::default(),
             counters: vec![value(3000 * i)],
         }],
         removed_cgroups: Vec::new(),
         stats,
         waits_measured: true,
+        neighbours_measured: true,
         // cgroup 7 (`/a/b`) throttled, its parent under pressure; no `full` line (Linux 5.10).
         stalls: [
             (

@@ -16,6 +16,7 @@ use topdown_common::stats::Stat;
 use crate::{
     attrib::{
         Window,
+        neighbours::Behind,
         stalls::CpuStalls,
         usage::{CgroupUsage, CounterValue, ThreadUsage, duration_ns},
     },
@@ -184,6 +185,10 @@ pub struct WindowLine {
     /// recording was made before waits were written; every row's wait is then no number).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub waits_measured: bool,
+    /// Rows' `behind` is measured (absent: `--no-neighbours`, or a recording made before the
+    /// split was written; no row then says whom it waited behind).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub neighbours_measured: bool,
     /// CPU stalls per cgroup path, for the cgroups charged and their ancestors:
     /// `[nr_throttled, throttled_ns, pressure_some_ns, pressure_full_ns]`, null where the
     /// kernel did not provide one (left out when none were read).
@@ -207,6 +212,9 @@ pub struct ThreadLine {
     /// Nanoseconds waiting in a run queue (see [`WindowLine::waits_measured`]).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub run_delay_ns: u64,
+    /// Whom it waited behind, and its preemptions (see [`WindowLine::neighbours_measured`]).
+    #[serde(default, skip_serializing_if = "BehindLine::is_empty")]
+    pub behind: BehindLine,
     /// `[count, enabled_ns, running_ns]` per slot: the on-CPU clock's (nanoseconds, always
     /// enabled and running), then each counter's.
     pub counters: Vec<[u64; 3]>,
@@ -228,8 +236,77 @@ pub struct CgroupLine {
     /// Nanoseconds its threads waited in a run queue (see [`WindowLine::waits_measured`]).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub run_delay_ns: u64,
+    /// Whom its threads waited behind, and their preemptions, as [`ThreadLine::behind`].
+    #[serde(default, skip_serializing_if = "BehindLine::is_empty")]
+    pub behind: BehindLine,
     /// `[count, enabled_ns, running_ns]` per slot, as [`ThreadLine::counters`].
     pub counters: Vec<[u64; 3]>,
+}
+
+/// A row's [`Behind`]: `[cgroup id, ns]` per culprit, then the parts no cgroup is charged.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct BehindLine {
+    /// `[cgroup_id, ns]` per culprit cgroup.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub by: Vec<[u64; 2]>,
+    /// Behind cgroups the kernel kept no slot for.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub other_ns: u64,
+    /// Behind the idle task.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub idle_ns: u64,
+    /// Before the CPU's remembered slices.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unknown_ns: u64,
+    /// On a CPU left at a migration.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub migrated_ns: u64,
+    /// Switches out while runnable.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub preempted: u64,
+    /// Of those, to another cgroup's thread.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub preempted_by_other: u64,
+}
+
+impl BehindLine {
+    fn of(behind: &Behind) -> Self {
+        Self {
+            by: behind.by.iter().map(|&(id, ns)| [id.0, ns]).collect(),
+            other_ns: behind.other_ns,
+            idle_ns: behind.idle_ns,
+            unknown_ns: behind.unknown_ns,
+            migrated_ns: behind.migrated_ns,
+            preempted: behind.preempted,
+            preempted_by_other: behind.preempted_by_other,
+        }
+    }
+
+    fn into_behind(self) -> Behind {
+        Behind {
+            by: self
+                .by
+                .into_iter()
+                .map(|[id, ns]| (CgroupId(id), ns))
+                .collect(),
+            other_ns: self.other_ns,
+            idle_ns: self.idle_ns,
+            unknown_ns: self.unknown_ns,
+            migrated_ns: self.migrated_ns,
+            preempted: self.preempted,
+            preempted_by_other: self.preempted_by_other,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.by.is_empty()
+            && self.other_ns == 0
+            && self.idle_ns == 0
+            && self.unknown_ns == 0
+            && self.migrated_ns == 0
+            && self.preempted == 0
+            && self.preempted_by_other == 0
+    }
 }
 
 const fn is_zero(value: &u64) -> bool {
@@ -273,6 +350,7 @@ impl WindowLine {
                     cgroup_id: t.cgroup_id.0,
                     switches: t.switches,
                     run_delay_ns: duration_ns(t.waited),
+                    behind: BehindLine::of(&t.behind),
                     counters: slot_lines(t.on_cpu, &t.counters),
                     exited: t.exited,
                     folded: t.folded,
@@ -286,6 +364,7 @@ impl WindowLine {
                     id: c.id.0,
                     switches: c.switches,
                     run_delay_ns: duration_ns(c.waited),
+                    behind: BehindLine::of(&c.behind),
                     counters: slot_lines(c.on_cpu, &c.counters),
                 })
                 .collect(),
@@ -299,6 +378,7 @@ impl WindowLine {
                 .map(CounterSet::kernel_slot)
                 .collect(),
             waits_measured: window.waits_measured,
+            neighbours_measured: window.neighbours_measured,
             stalls: window
                 .stalls
                 .iter()
@@ -365,6 +445,7 @@ impl WindowLine {
                     switches: t.switches,
                     on_cpu,
                     waited: Duration::from_nanos(t.run_delay_ns),
+                    behind: t.behind.into_behind(),
                     counters,
                     exited: t.exited,
                     folded: t.folded,
@@ -381,6 +462,7 @@ impl WindowLine {
                     switches: c.switches,
                     on_cpu,
                     waited: Duration::from_nanos(c.run_delay_ns),
+                    behind: c.behind.into_behind(),
                     counters,
                 })
             })
@@ -402,6 +484,7 @@ impl WindowLine {
             removed_cgroups: Vec::new(),
             stats,
             waits_measured: self.waits_measured,
+            neighbours_measured: self.neighbours_measured,
             stalls: self
                 .stalls
                 .into_iter()

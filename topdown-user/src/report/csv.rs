@@ -212,6 +212,7 @@ mod tests {
             removed_cgroups: vec![],
             stats: Stats::default(),
             waits_measured: false,
+            neighbours_measured: false,
             stalls: std::collections::BTreeMap::new(),
         };
         let options = RowOptions::default();

@@ -337,6 +337,7 @@ mod tests {
             switches: 3,
             on_cpu: Duration::from_secs(1),
             waited: std::time::Duration::ZERO,
+            behind: Default::default(),
             counters: values,
             exited: false,
             folded: 0,
@@ -350,6 +351,7 @@ mod tests {
             removed_cgroups: Vec::new(),
             stats: Stats::default(),
             waits_measured: false,
+            neighbours_measured: false,
             stalls: std::collections::BTreeMap::new(),
         };
         (window, set)
@@ -500,6 +502,7 @@ mod tests {
             switches: 1,
             on_cpu: Duration::from_nanos(1_000_000 - u64::from(tid)),
             waited: std::time::Duration::ZERO,
+            behind: Default::default(),
             // Cycles scaled to 4,000,000 when running half the time.
             counters: vec![cycles, value(3_000_000, 1_000_000)],
             exited: false,
@@ -514,6 +517,7 @@ mod tests {
             removed_cgroups: Vec::new(),
             stats: Stats::default(),
             waits_measured: false,
+            neighbours_measured: false,
             stalls: std::collections::BTreeMap::new(),
         };
         let plain = RowOptions::default();

@@ -373,7 +373,9 @@ impl ParquetWriter {
             });
         }
         cells.push(Cell::Float(Some(row.run_fraction * 100.0)));
-        cells.push(Cell::Text(row.bottleneck().map(str::to_owned)));
+        cells.push(Cell::Text(
+            row.bottleneck().map(std::borrow::Cow::into_owned),
+        ));
         for i in 0..self.counters {
             let value = row.counters.get(i).copied().unwrap_or_default();
             let counted = value.reading.running_ns > 0;

@@ -548,6 +548,7 @@ mod tests {
             switches: 2,
             on_cpu: Duration::from_nanos(ns),
             waited: std::time::Duration::ZERO,
+            behind: Default::default(),
             counters: vec![value(tsc)],
         }
     }
@@ -562,6 +563,7 @@ mod tests {
             removed_cgroups: Vec::new(),
             stats: crate::collect::Stats::default(),
             waits_measured: false,
+            neighbours_measured: false,
             stalls: std::collections::BTreeMap::new(),
         }
     }
@@ -606,6 +608,7 @@ mod tests {
             switches: 1,
             on_cpu: Duration::from_nanos(10),
             waited: std::time::Duration::ZERO,
+            behind: Default::default(),
             counters: vec![counted(4_000), counted(6_000)],
         };
         let mut exporter = Exporter::new(&set, None, limits);

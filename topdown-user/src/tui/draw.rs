@@ -595,6 +595,7 @@ mod tests {
             on_cpu: Duration::from_millis(ms),
             cpu_share: ms as f64 / 1000.0,
             waited: None,
+            behind: Default::default(),
             wait_share: None,
             verdict: crate::model::verdict::Verdict::Ran,
             stalls: None,
@@ -661,6 +662,7 @@ mod tests {
             removed_cgroups: Vec::new(),
             stats: Stats::default(),
             waits_measured: false,
+            neighbours_measured: false,
             stalls: std::collections::BTreeMap::new(),
         };
         let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
@@ -714,6 +716,7 @@ mod tests {
             switches: 7,
             on_cpu: row.on_cpu,
             waited: std::time::Duration::ZERO,
+            behind: Default::default(),
             counters: row.counters.clone(),
             exited: false,
             folded: 0,
@@ -727,6 +730,7 @@ mod tests {
             removed_cgroups: Vec::new(),
             stats: Stats::default(),
             waits_measured: false,
+            neighbours_measured: false,
             stalls: std::collections::BTreeMap::new(),
         };
         let options = RowOptions::default();

@@ -148,6 +148,7 @@ mod tests {
             on_cpu: std::time::Duration::from_nanos(1),
             cpu_share: 0.01,
             waited: None,
+            behind: Default::default(),
             wait_share: None,
             verdict: crate::model::verdict::Verdict::Ran,
             stalls: None,

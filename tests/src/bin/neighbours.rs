@@ -1,0 +1,66 @@
+//! The noisy-neighbour scene, one role per process (the test starts each in its own cgroup):
+//!
+//! - `neighbours victim --run-ms N`: one thread that sleeps 1 to 2 ms (a fixed pseudo-random
+//!   sequence) and then works 200 us of wall time, for N ms; then it prints
+//!   `{"parked": TID}` and blocks until stdin closes, so its books are final while it lives.
+//! - `neighbours hog --threads T --run-ms N`: T threads (`hog-0`, ...) always runnable for N
+//!   ms; the process then exits.
+
+use std::{
+    io::{Read as _, Write as _},
+    thread,
+    time::{Duration, Instant},
+};
+
+use topdown_tests::flag_value;
+
+fn spin_until(end: Instant) {
+    let mut x = 0u64;
+    while Instant::now() < end {
+        x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+    }
+}
+
+fn victim(run: Duration) {
+    let start = Instant::now();
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    while start.elapsed() < run {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        thread::sleep(Duration::from_micros(1_000 + seed % 1_000));
+        spin_until(Instant::now() + Duration::from_micros(200));
+    }
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() };
+    println!("{{\"parked\": {tid}}}");
+    std::io::stdout().flush().expect("writing stdout");
+    let _ = std::io::stdin().read(&mut [0u8; 1]);
+}
+
+fn hog(threads: usize, run: Duration) {
+    let end = Instant::now() + run;
+    let hogs: Vec<_> = (0..threads)
+        .map(|i| {
+            thread::Builder::new()
+                .name(format!("hog-{i}"))
+                .spawn(move || spin_until(end))
+                .expect("starting a hog")
+        })
+        .collect();
+    for hog in hogs {
+        hog.join().expect("a hog");
+    }
+}
+
+fn main() {
+    let run = Duration::from_millis(flag_value("--run-ms", 1500));
+    match std::env::args().nth(1).as_deref() {
+        Some("victim") => victim(run),
+        Some("hog") => hog(flag_value("--threads", 1), run),
+        _ => {
+            eprintln!("usage: neighbours victim|hog [--threads T] [--run-ms N]");
+            std::process::exit(2);
+        }
+    }
+}
