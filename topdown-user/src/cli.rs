@@ -243,6 +243,10 @@ pub struct ReportArgs {
     #[arg(long)]
     pub stdio: bool,
 
+    /// After each table, whom each row waited behind (as the live view's --neighbours).
+    #[arg(long)]
+    pub neighbours: bool,
+
     /// Instead of a report, write the full-screen view as a terminal of --size shows it after
     /// --keys, at the last window, as a picture (.svg or .png).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["json", "csv", "field_separator", "interval_ms", "stdio", "output"])]
@@ -404,6 +408,11 @@ pub struct ServeArgs {
     /// With --c2c: load latency threshold in cycles.
     #[arg(long, value_name = "CYCLES", default_value_t = 30)]
     pub threshold: u64,
+
+    /// Do not split run-queue waits over whoever held the CPU, nor count preemptions: no
+    /// `topdown_cgroup_wait_behind_seconds_total` or preemption series.
+    #[arg(long)]
+    pub no_neighbours: bool,
 }
 
 /// `topdown-bpf c2c`: without a subcommand, record live, then report.
@@ -751,6 +760,17 @@ pub struct StatArgs {
     /// The cgroup options.
     #[command(flatten)]
     pub cgroups: CgroupArgs,
+
+    /// After each table, whom each row waited behind: for every row that waited, the threads'
+    /// cgroups (or containers) that held its CPU meanwhile, the top 3 with their time and
+    /// share of its wait, then the rest, idle and unattributed.
+    #[arg(long, conflicts_with = "no_neighbours")]
+    pub neighbours: bool,
+
+    /// Do not split run-queue waits over whoever held the CPU, nor count preemptions: the
+    /// switch program's cost without them (WAIT BEHIND and PREEMPT show `-`).
+    #[arg(long)]
+    pub no_neighbours: bool,
 
     /// Run COMMAND and report its threads (and its child processes'), exited ones included.
     #[arg(last = true, value_name = "COMMAND")]

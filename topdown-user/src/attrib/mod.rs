@@ -170,7 +170,7 @@ impl Window {
                 .collect(),
             stats: last.stats,
             waits_measured: windows.iter().all(|w| w.waits_measured),
-            neighbours_measured: false,
+            neighbours_measured: windows.iter().all(|w| w.neighbours_measured),
             stalls: windows.iter().fold(BTreeMap::new(), |mut sum, w| {
                 for (path, stalls) in &w.stalls {
                     sum.entry(path.clone())

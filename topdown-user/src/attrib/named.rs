@@ -206,6 +206,14 @@ impl Who {
         }
     }
 
+    /// How one line names the row: `comm/tid` for a thread, the group's label.
+    pub fn label(&self) -> String {
+        match self {
+            Self::Thread(t) => format!("{}/{}", t.comm, t.tid),
+            Self::Group { group, .. } => group.label.clone(),
+        }
+    }
+
     /// What sorts a row by name: the thread's name, the group's label.
     pub(crate) fn name(&self) -> &str {
         match self {

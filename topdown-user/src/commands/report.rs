@@ -79,6 +79,7 @@ pub async fn run(args: &ReportArgs, verbose: bool) -> Result<()> {
         top: args.top,
         topdown: recording.topdown.clone(),
         verbose,
+        neighbours: args.neighbours,
         group: group.clone(),
     };
     let mut renderer = Renderer::new(out, format.clone(), options, recording.set.clone());

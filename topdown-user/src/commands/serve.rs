@@ -71,6 +71,7 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
             max_threads: capacity.threads,
             // Metrics are per cgroup: counters are read only at cgroup switches.
             cgroup_only: true,
+            neighbours: !args.no_neighbours && CollectorOptions::default().neighbours,
             ..CollectorOptions::default()
         },
     )?;

@@ -164,6 +164,7 @@ async fn session(
         top: cli.top,
         topdown: plan.topdown.clone(),
         verbose,
+        neighbours: cli.neighbours,
         group: group.clone(),
     };
     // The full-screen view on a terminal; the totals (and what was recorded) follow on the
@@ -289,6 +290,7 @@ fn start_collector(
             max_threads: plan.capacity.threads,
             narrow,
             cgroup_only,
+            neighbours: !cli.no_neighbours && CollectorOptions::default().neighbours,
             ..CollectorOptions::default()
         },
     )?;

@@ -92,6 +92,8 @@ enum Source {
     Wait,
     WaitPercent,
     Switches,
+    Preempted,
+    PreemptedByOther,
     NrThrottled,
     Throttled,
     PressureSome,
@@ -140,6 +142,11 @@ impl Column {
             Source::Wait => nanos(row.waited),
             Source::WaitPercent => row.wait_share.map(|w| Number::Float(w * 100.0)),
             Source::Switches => Some(Number::Int(row.switches)),
+            Source::Preempted => row.behind.as_ref().map(|b| Number::Int(b.preempted)),
+            Source::PreemptedByOther => row
+                .behind
+                .as_ref()
+                .map(|b| Number::Int(b.preempted_by_other)),
             Source::NrThrottled => row.stalls?.nr_throttled.map(Number::Int),
             Source::Throttled => nanos(row.stalls?.throttled),
             Source::PressureSome => nanos(row.stalls?.pressure_some),
@@ -314,6 +321,37 @@ pub fn columns(set: &CounterSet) -> Vec<Column> {
             }),
             groups_only: false,
             source: Source::Switches,
+        },
+        Column {
+            key: "preemptions",
+            header: "PREEMPT",
+            help: "switches out while still runnable: preempted, or yielding (the kernel's \
+                   nivcsw, /proc/PID/status nonvoluntary_ctxt_switches)",
+            kind: Kind::Count,
+            keep: 1,
+            metric: Some(Metric {
+                name: "topdown_cgroup_preemptions",
+                help: "Switches out of the cgroup's threads while still runnable (preempted, \
+                       or yielding: the kernel's nivcsw)",
+                total: true,
+            }),
+            groups_only: false,
+            source: Source::Preempted,
+        },
+        Column {
+            key: "preemptions_by_other",
+            header: "PREEMPT-X",
+            help: "of those, switches to a thread of another cgroup",
+            kind: Kind::Count,
+            keep: 1,
+            metric: Some(Metric {
+                name: "topdown_cgroup_preemptions_by_other_cgroup",
+                help: "Switches out of the cgroup's threads while still runnable, to a thread \
+                       of another cgroup",
+                total: true,
+            }),
+            groups_only: false,
+            source: Source::PreemptedByOther,
         },
     ];
     if let Some((cycles, instructions)) = ipc_slots(set) {
@@ -519,6 +557,8 @@ mod tests {
                 "run_delay_ns",
                 "wait_percent",
                 "switches",
+                "preemptions",
+                "preemptions_by_other",
                 "ipc",
                 "throttled_ns",
                 "nr_throttled",
@@ -539,6 +579,8 @@ mod tests {
                 "run_delay_ns",
                 "wait_percent",
                 "switches",
+                "preemptions",
+                "preemptions_by_other",
                 "ipc"
             ]
         );
@@ -557,7 +599,7 @@ mod tests {
         assert_eq!(ipc_slots(&set(vec![counter("cycles", 0, 0)])), None);
         assert_eq!(
             for_rows(&columns(&set(vec![])), false).len(),
-            5,
+            7,
             "no IPC without both"
         );
         // Two core types, each with its own pair: no one IPC.

@@ -127,6 +127,7 @@ impl<'a> Frame<'a> {
             top: None,
             topdown: self.topdown.cloned(),
             verbose: false,
+            neighbours: false,
             group,
         }
     }

@@ -171,6 +171,8 @@ pub struct RowOptions {
     pub topdown: Option<TopdownView>,
     /// Also show Level 2 nodes under their thresholds, and the raw counters.
     pub verbose: bool,
+    /// After each table, whom each row waited behind (`--neighbours`).
+    pub neighbours: bool,
     /// Rows of cgroups or containers instead of threads.
     pub group: Option<GroupOptions>,
 }
@@ -485,6 +487,7 @@ mod tests {
             top: Some(2),
             topdown: None,
             verbose: false,
+            neighbours: false,
             group: None,
         };
         let (rows, total) = rows(&window, name(&window, &mut names, None), &set, &opts);
@@ -500,6 +503,7 @@ mod tests {
             top: None,
             topdown: None,
             verbose: false,
+            neighbours: false,
             group: None,
         };
         let (rows, _) = super::rows(&window, name(&window, &mut names, None), &set, &by_switches);

@@ -75,6 +75,7 @@ pub fn timelines(
         top: None,
         topdown: recording.topdown.clone(),
         verbose: false,
+        neighbours: false,
         group: grouping.cloned(),
     };
     let count = recording.windows.len();

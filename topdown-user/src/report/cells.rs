@@ -3,7 +3,10 @@
 //! lines. They format what the model computed; nothing here computes a value.
 
 use crate::{
-    attrib::Window,
+    attrib::{
+        Window,
+        neighbours::{Culprits, TOP_CULPRITS},
+    },
     model::{
         columns::NodeColumn,
         rows::{Row, RowOptions},
@@ -70,14 +73,92 @@ pub fn bottlenecks(row: &Row, view: &TopdownView) -> String {
     }
 }
 
-/// The BOTTLENECK cell: the verdict (`throttled`, `waiting for CPU`), else TopDown's
-/// bottleneck per part of `view`, else `-`.
+/// The BOTTLENECK cell: the verdict (`throttled`, `waiting for CPU behind batch-7f3a`), else
+/// TopDown's bottleneck per part of `view`, else `-`.
 pub fn bottleneck_cell(row: &Row, view: Option<&TopdownView>) -> String {
-    match (row.verdict.words(), view) {
-        (Some(words), _) => words.to_owned(),
+    match (row.verdict_words(), view) {
+        (Some(words), _) => words.into_owned(),
         (None, Some(view)) => bottlenecks(row, view),
         (None, None) => "-".into(),
     }
+}
+
+/// The WAIT BEHIND cell: the largest culprit and its share of the row's wait (`batch-7f3a
+/// (71%)`); `-` where not measured or nothing was attributed.
+pub fn wait_behind_cell(row: &Row) -> String {
+    match row.behind.as_ref().and_then(|b| b.first()) {
+        Some((culprit, share)) => format!("{culprit} ({:.0}%)", share * 100.0),
+        None => "-".into(),
+    }
+}
+
+/// A row's split for people, largest first: each culprit's time (ms) and share of the wait,
+/// then what the rest, idle and unattributed took (where any).
+pub fn wait_behind_parts(behind: &Culprits) -> Vec<String> {
+    let total = behind.total_ns().max(1) as f64;
+    let part = |name: &str, ns: u64| {
+        format!(
+            "{name} {:.3} ({:.0}%)",
+            ns as f64 / 1e6,
+            ns as f64 / total * 100.0
+        )
+    };
+    let mut parts: Vec<String> = behind
+        .top
+        .iter()
+        .map(|(name, ns)| part(name, *ns))
+        .collect();
+    for (name, ns) in [
+        ("other", behind.other_ns),
+        ("idle", behind.idle_ns),
+        ("unattributed", behind.unattributed_ns),
+    ] {
+        if ns > 0 {
+            parts.push(part(name, ns));
+        }
+    }
+    parts
+}
+
+/// The flat fields of a row's split (CSV and Parquet), in this order: the top culprits' names
+/// and nanoseconds (`wait_behind_1`, `wait_behind_1_ns`, ...), then what the rest waited.
+pub fn wait_behind_keys() -> Vec<String> {
+    (1..=TOP_CULPRITS)
+        .flat_map(|i| [format!("wait_behind_{i}"), format!("wait_behind_{i}_ns")])
+        .chain(
+            [
+                "wait_behind_other_ns",
+                "wait_behind_idle_ns",
+                "wait_unattributed_ns",
+            ]
+            .map(String::from),
+        )
+        .collect()
+}
+
+/// One flat field of a row's split ([`wait_behind_keys`]' order).
+pub enum SplitField<'a> {
+    /// A culprit's name; `None` where there is none (or nothing was measured).
+    Name(Option<&'a str>),
+    /// Nanoseconds; `None` where not measured.
+    Ns(Option<u64>),
+}
+
+/// `row`'s split as [`wait_behind_keys`] lists it.
+pub fn wait_behind_fields(row: &Row) -> Vec<SplitField<'_>> {
+    let behind = row.behind.as_deref();
+    let mut fields = Vec::with_capacity(2 * TOP_CULPRITS + 3);
+    for i in 0..TOP_CULPRITS {
+        let culprit = behind.and_then(|b| b.top.get(i));
+        fields.push(SplitField::Name(culprit.map(|(name, _)| &**name)));
+        fields.push(SplitField::Ns(
+            behind.map(|_| culprit.map_or(0, |(_, ns)| *ns)),
+        ));
+    }
+    fields.push(SplitField::Ns(behind.map(|b| b.other_ns)));
+    fields.push(SplitField::Ns(behind.map(|b| b.idle_ns)));
+    fields.push(SplitField::Ns(behind.map(|b| b.unattributed_ns)));
+    fields
 }
 
 /// Whether a BOTTLENECK column can say anything of `window`'s rows: TopDown is measured, or a

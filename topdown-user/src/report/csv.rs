@@ -1,6 +1,9 @@
 //! Separated values (`--csv`, `-x SEP`), one line per thread (or group) per window.
 
-use super::{NOT_COUNTED, Shown};
+use super::{
+    NOT_COUNTED, Shown,
+    cells::{SplitField, wait_behind_fields, wait_behind_keys},
+};
 use crate::{
     attrib::Window,
     model::{
@@ -39,6 +42,7 @@ pub fn header(shown: &Shown<'_>, sep: u8) -> String {
     if let Some(view) = &options.topdown {
         fields.extend(view.parts.iter().map(|p| format!("{}bottleneck", p.prefix)));
     }
+    fields.extend(wait_behind_keys());
     fields.push("verdict".into());
     if options.group.is_none() {
         fields.push("exited".into());
@@ -97,7 +101,17 @@ pub fn lines(window: &Window, rows: &[&Row], shown: &Shown<'_>, sep: u8, is_fina
             let bottleneck = td.as_ref().and_then(|td| td.bottleneck);
             line.put(format_args!("{}", bottleneck.unwrap_or_default()));
         }
-        line.put(format_args!("{}", row.verdict.words().unwrap_or_default()));
+        for field in wait_behind_fields(row) {
+            match field {
+                SplitField::Name(name) => line.put(format_args!("{}", name.unwrap_or_default())),
+                SplitField::Ns(Some(ns)) => line.put(format_args!("{ns}")),
+                SplitField::Ns(None) => line.put(format_args!("")),
+            }
+        }
+        line.put(format_args!(
+            "{}",
+            row.verdict_words().as_deref().unwrap_or_default()
+        ));
         if let Some(thread) = row.who.thread() {
             line.put(format_args!("{}", u8::from(thread.exited)));
         }

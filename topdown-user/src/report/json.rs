@@ -8,6 +8,7 @@ use serde_json::Value;
 use topdown_common::stats::Stat;
 
 use super::Shown;
+use crate::attrib::neighbours::Culprits;
 use crate::model::{
     columns::{Column, Number},
     rows::{Row, Who},
@@ -319,9 +320,47 @@ fn write_entry(
     object.value("counters", &CountersDoc::new(set, &row.counters, order))?;
     object.float("run_percent", Some(row.run_fraction * 100.0));
     object.value("bottleneck", &row.bottleneck())?;
+    object.value("wait_behind", &row.behind.as_deref().map(WaitBehindDoc::of))?;
     object.value("topdown", &topdown(row, view))?;
     object.close();
     Ok(())
+}
+
+/// A row's `wait_behind`: whom its wait was spent behind, the top culprits with their share of
+/// it, then the rest; every part adds up to `run_delay_ns`.
+#[derive(Serialize)]
+struct WaitBehindDoc<'a> {
+    culprits: Vec<CulpritDoc<'a>>,
+    other_ns: u64,
+    idle_ns: u64,
+    unattributed_ns: u64,
+}
+
+#[derive(Serialize)]
+struct CulpritDoc<'a> {
+    name: &'a str,
+    ns: u64,
+    share: f64,
+}
+
+impl<'a> WaitBehindDoc<'a> {
+    fn of(culprits: &'a Culprits) -> Self {
+        let total = culprits.total_ns().max(1) as f64;
+        Self {
+            culprits: culprits
+                .top
+                .iter()
+                .map(|(name, ns)| CulpritDoc {
+                    name,
+                    ns: *ns,
+                    share: *ns as f64 / total,
+                })
+                .collect(),
+            other_ns: culprits.other_ns,
+            idle_ns: culprits.idle_ns,
+            unattributed_ns: culprits.unattributed_ns,
+        }
+    }
 }
 
 /// A JSON object written field by field into a buffer: the text serde_json writes for a struct

@@ -424,6 +424,7 @@ mod tests {
                 false,
             )),
             verbose: false,
+            neighbours: false,
             group: None,
         }
     }

@@ -30,6 +30,7 @@ use crate::{
         sink::WindowSink,
     },
     pmu::counter_set::CounterSet,
+    report::cells::{SplitField, wait_behind_fields, wait_behind_keys},
     tma::view::TopdownView,
 };
 
@@ -259,6 +260,14 @@ impl ParquetWriter {
         }
         columns.push(Column::new("run_percent", Kind::Float, false));
         columns.push(Column::new("bottleneck", Kind::Text, true));
+        for key in wait_behind_keys() {
+            let kind = if key.ends_with("_ns") {
+                Kind::Int
+            } else {
+                Kind::Text
+            };
+            columns.push(Column::new(key, kind, true));
+        }
         let prefixes = counter_prefixes(set);
         for prefix in &prefixes {
             columns.push(Column::new(format!("{prefix}_value"), Kind::Int, true));
@@ -346,8 +355,8 @@ impl ParquetWriter {
             ),
             Who::Group { group, .. } => (None, None, None, None, group.path.clone(), group.id),
         };
-        // In column order: FIXED_COLUMNS, the value columns, run_percent, four per counter,
-        // then the nodes.
+        // In column order: FIXED_COLUMNS, the value columns, run_percent, the bottleneck, the
+        // wait's split, four per counter, then the nodes.
         let mut cells = vec![
             Cell::Text(Some(kind.to_owned())),
             Cell::Int(Some(
@@ -376,6 +385,12 @@ impl ParquetWriter {
         cells.push(Cell::Text(
             row.bottleneck().map(std::borrow::Cow::into_owned),
         ));
+        for field in wait_behind_fields(row) {
+            cells.push(match field {
+                SplitField::Name(name) => Cell::Text(name.map(str::to_owned)),
+                SplitField::Ns(ns) => Cell::Int(ns.map(|ns| ns as i64)),
+            });
+        }
         for i in 0..self.counters {
             let value = row.counters.get(i).copied().unwrap_or_default();
             let counted = value.reading.running_ns > 0;

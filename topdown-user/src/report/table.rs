@@ -6,7 +6,10 @@ use comfy_table::{CellAlignment, Table, presets::NOTHING};
 
 use super::{
     Shown,
-    cells::{bottleneck_cell, losses_line, node_cell, not_counting_line, shows_bottleneck},
+    cells::{
+        bottleneck_cell, losses_line, node_cell, not_counting_line, shows_bottleneck,
+        wait_behind_cell, wait_behind_parts,
+    },
     count_cell,
 };
 use crate::{
@@ -31,6 +34,45 @@ pub fn set_line(set: &CounterSet) -> String {
         set.reason,
         measured.join(", ")
     )
+}
+
+/// `--neighbours`: for each row that waited, whom it waited behind, largest first, with each
+/// part's time and share of its wait (every part adds up to WAIT ms).
+fn neighbours_block(window: &Window, rows: &[&Row]) -> String {
+    let mut out = String::new();
+    if !window.neighbours_measured {
+        let _ = writeln!(
+            out,
+            "  waited behind: not measured (--no-neighbours, no sched_info, or a recording \
+             without it)"
+        );
+        return out;
+    }
+    let waited: Vec<&&Row> = rows
+        .iter()
+        .filter(|row| row.behind.as_ref().is_some_and(|b| b.total_ns() > 0))
+        .collect();
+    if waited.is_empty() {
+        let _ = writeln!(out, "  waited behind: no row waited");
+        return out;
+    }
+    let _ = writeln!(out, "  waited behind (ms, share of the row's wait):");
+    let mut table = Table::new();
+    table.load_preset(NOTHING);
+    for row in waited {
+        let Some(behind) = row.behind.as_deref() else {
+            continue;
+        };
+        let total = behind.total_ns() as f64;
+        let parts = wait_behind_parts(behind);
+        table.add_row(vec![
+            format!("    {}", row.who.label()),
+            format!("{:.3}", total / 1e6),
+            parts.join(", "),
+        ]);
+    }
+    let _ = writeln!(out, "{table}");
+    out
 }
 
 /// A title line, the thread table, and the idle and loss lines.
@@ -68,6 +110,10 @@ pub fn block(
         .collect();
     let nodes = shown_nodes(rows.iter().copied(), options);
     header.extend(nodes.iter().map(NodeColumn::header));
+    let show_behind = window.neighbours_measured;
+    if show_behind {
+        header.push("WAIT BEHIND".into());
+    }
     let show_bottleneck = shows_bottleneck(window, options);
     if show_bottleneck {
         header.push("BOTTLENECK".into());
@@ -89,6 +135,9 @@ pub fn block(
         cells.extend(columns.iter().map(|c| c.cell(row)));
         for column in &nodes {
             cells.push(node_cell(row, column, options.verbose));
+        }
+        if show_behind {
+            cells.push(wait_behind_cell(row));
         }
         if show_bottleneck {
             cells.push(bottleneck_cell(row, options.topdown.as_ref()));
@@ -120,6 +169,9 @@ pub fn block(
     let _ = writeln!(out, "{table}");
     if total > rows.len() {
         let _ = writeln!(out, "  ... {} more {noun} (see --top)", total - rows.len());
+    }
+    if options.neighbours {
+        out.push_str(&neighbours_block(window, rows));
     }
     let idle: Vec<String> = window
         .idle

@@ -18,7 +18,7 @@ use prometheus_client::{
 use topdown_common::stats::Stat;
 
 use crate::{
-    attrib::containers::Owner,
+    attrib::{containers::Owner, neighbours::TOP_CULPRITS},
     c2c::forwarded::ForwardedSample,
     collect::c2c::C2cCounts,
     model::{
@@ -56,6 +56,10 @@ struct Exported {
     node_labels: Vec<Labels>,
     /// Label sets it has in the c2c family.
     c2c_labels: Vec<Labels>,
+    /// The culprits it has a `behind` series of its own for (at most [`TOP_CULPRITS`], first
+    /// come: any other is `behind="other"`), and every label set it has in that family.
+    culprits: Vec<String>,
+    behind_labels: Vec<Labels>,
     removed_at: Option<Instant>,
 }
 
@@ -111,6 +115,7 @@ pub struct Exporter {
     not_counting: Family<Labels, Gauge>,
     losses: Family<Labels, Counter>,
     c2c: Family<Labels, Counter>,
+    wait_behind: Family<Labels, FloatCounter>,
     c2c_classified: Counter,
     refused: Counter,
     connections_refused: Counter,
@@ -162,6 +167,7 @@ impl Exporter {
             not_counting: Family::default(),
             losses: Family::default(),
             c2c: Family::default(),
+            wait_behind: Family::default(),
             c2c_classified: Counter::default(),
             refused: Counter::default(),
             connections_refused: Counter::default(),
@@ -202,6 +208,16 @@ impl Exporter {
                 ValueFamily::Latest(family) => r.register(metric.name, metric.help, family.clone()),
             }
         }
+        r.register_with_unit(
+            "topdown_cgroup_wait_behind",
+            "Time the cgroup's threads waited in a run queue, by whose threads held the CPU \
+             meanwhile (behind: a cgroup path; at most 3 per cgroup, first come, then \
+             \"other\"; \"idle\": the CPU was idle or waking; \"unattributed\": before the \
+             CPU's remembered slices, or on a CPU left at a migration). The series of a cgroup \
+             add up to its topdown_cgroup_run_delay_seconds_total",
+            Unit::Seconds,
+            self.wait_behind.clone(),
+        );
         r.register(
             "topdown_cgroup_events",
             "Events counted while the cgroup's threads ran, per counter of the set (scaled when \
@@ -334,6 +350,8 @@ impl Exporter {
                 event_labels: Vec::new(),
                 node_labels: Vec::new(),
                 c2c_labels: Vec::new(),
+                culprits: Vec::new(),
+                behind_labels: Vec::new(),
                 removed_at: None,
             },
         );
@@ -404,6 +422,33 @@ impl Exporter {
                 entry.event_labels.push(event);
             }
         }
+        if let Some(behind) = &row.behind {
+            let mut parts: Vec<(&str, u64)> = Vec::with_capacity(TOP_CULPRITS + 3);
+            for (culprit, ns) in &behind.top {
+                let named = if entry.culprits.iter().any(|c| **c == **culprit) {
+                    true
+                } else if entry.culprits.len() < TOP_CULPRITS {
+                    entry.culprits.push(culprit.to_string());
+                    true
+                } else {
+                    false
+                };
+                parts.push((if named { culprit } else { "other" }, *ns));
+            }
+            parts.push(("other", behind.other_ns));
+            parts.push(("idle", behind.idle_ns));
+            parts.push(("unattributed", behind.unattributed_ns));
+            for (culprit, ns) in parts.into_iter().filter(|&(_, ns)| ns > 0) {
+                let mut behind_labels = labels.clone();
+                behind_labels.push(("behind".into(), culprit.to_owned()));
+                self.wait_behind
+                    .get_or_create(&behind_labels)
+                    .inc_by(ns as f64 / 1e9);
+                if !entry.behind_labels.contains(&behind_labels) {
+                    entry.behind_labels.push(behind_labels);
+                }
+            }
+        }
         if let Some(view) = &self.view {
             for (part, td) in view.parts.iter().zip(&row.topdown) {
                 for node in td.iter().flat_map(|td| &td.nodes) {
@@ -448,6 +493,9 @@ impl Exporter {
                 }
                 for labels in &entry.c2c_labels {
                     self.c2c.remove(labels);
+                }
+                for labels in &entry.behind_labels {
+                    self.wait_behind.remove(labels);
                 }
                 self.dropped.insert(entry.id);
             }
@@ -534,6 +582,7 @@ mod tests {
         attrib::{
             Window,
             cgroups::CgroupNames,
+            neighbours::Behind,
             usage::{CgroupUsage, CounterValue},
         },
         c2c::forwarded::classify,
@@ -633,6 +682,89 @@ mod tests {
         };
         update(&mut exporter, &window(vec![plain]), &mut names, &software);
         assert_eq!(line(&exporter.encode(), "topdown_cgroup_ipc{"), None);
+    }
+
+    /// Whom a cgroup waited behind: a series per culprit cgroup, at most three per cgroup (the
+    /// first that came), the rest under `behind="other"`, with `idle` and `unattributed`; every
+    /// series of a cgroup adds up to its run-queue wait.
+    #[test]
+    fn waits_behind_have_at_most_three_culprits_per_cgroup_and_add_up_to_the_wait() {
+        let dir = tempfile::tempdir().unwrap();
+        let id = |name: &str| {
+            fs::create_dir(dir.path().join(name)).unwrap();
+            CgroupId(fs::metadata(dir.path().join(name)).unwrap().ino())
+        };
+        let [a, b, c, d, e, f] = ["a", "b", "c", "d", "e", "f"].map(id);
+        let mut names = CgroupNames::at(Some(dir.path().to_path_buf()));
+        let limits = Limits {
+            grace: Duration::from_secs(10),
+            max_cgroups: 10,
+        };
+        let set = CounterSet::software("test".into());
+        let mut exporter = Exporter::new(&set, None, limits);
+        let ms = |ms: u64| ms * 1_000_000;
+        let windows = [
+            (vec![(b, ms(10)), (c, ms(5))], 0, ms(1), 0),
+            // e is cut from this window's top three (with its other 1 ms).
+            (
+                vec![(d, ms(4)), (e, ms(3)), (b, ms(3)), (c, ms(3))],
+                ms(1),
+                0,
+                ms(2),
+            ),
+            (vec![(f, ms(2))], 0, 0, 0),
+        ];
+        for (by, other_ns, idle_ns, unknown_ns) in windows {
+            let behind = Behind {
+                by: by.into_iter().collect(),
+                other_ns,
+                idle_ns,
+                unknown_ns,
+                ..Behind::default()
+            };
+            let mut w = window(vec![CgroupUsage {
+                waited: Duration::from_nanos(behind.total_ns()),
+                behind,
+                ..usage(a.0, 1_000_000, 0)
+            }]);
+            w.waits_measured = true;
+            w.neighbours_measured = true;
+            update(&mut exporter, &w, &mut names, &set);
+        }
+        let text = exporter.encode();
+        let series: Vec<(&str, f64)> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("topdown_cgroup_wait_behind_seconds_total{"))
+            .filter_map(|l| {
+                let (labels, value) = l.split_once("} ")?;
+                Some((labels, value.parse().ok()?))
+            })
+            .collect();
+        let of = |behind: &str| {
+            series
+                .iter()
+                .find(|(labels, _)| *labels == format!("cgroup=\"/a\",behind=\"{behind}\""))
+                .map(|&(_, v)| v)
+        };
+        assert_eq!(series.len(), 6, "{text}");
+        let close = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 1e-12);
+        assert!(close(of("/b"), 0.013), "{text}");
+        assert!(close(of("/c"), 0.008), "{text}");
+        assert!(close(of("/d"), 0.004), "{text}");
+        assert!(close(of("other"), 0.001 + 0.003 + 0.002), "e and f: {text}");
+        assert!(
+            close(of("idle"), 0.001) && close(of("unattributed"), 0.002),
+            "{text}"
+        );
+        assert_eq!(of("/e"), None);
+        let sum: f64 = series.iter().map(|(_, v)| v).sum();
+        let run_delay = line(&text, "topdown_cgroup_run_delay_seconds_total{")
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .unwrap();
+        assert!(
+            (sum - run_delay).abs() < 1e-9,
+            "{sum} vs {run_delay}: {text}"
+        );
     }
 
     /// Waits, throttling and pressure are counters per cgroup that add each window's growth;

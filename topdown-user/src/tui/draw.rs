@@ -22,7 +22,10 @@ use crate::{
         rows::{Row, RowOptions, SortKey, TreeMark, Who},
     },
     pmu::counter_set::CounterSet,
-    report::cells::{bottleneck_cell, losses_line, node_cell, not_counting_line, shows_bottleneck},
+    report::cells::{
+        bottleneck_cell, losses_line, node_cell, not_counting_line, shows_bottleneck,
+        wait_behind_cell, wait_behind_parts,
+    },
     tma::TopDown,
 };
 
@@ -79,6 +82,14 @@ pub fn draw(frame: &mut Frame<'_>, state: &mut ViewState, data: &Screenful<'_>) 
     {
         draw_history(frame, body, row, data.history);
     }
+    if state.neighbours {
+        draw_neighbours(
+            frame,
+            body,
+            &data.rows[state.selected.min(data.rows.len())..],
+            data,
+        );
+    }
     frame.render_widget(
         Paragraph::new(status_line(data)).style(Style::new().add_modifier(Modifier::DIM)),
         status,
@@ -86,13 +97,16 @@ pub fn draw(frame: &mut Frame<'_>, state: &mut ViewState, data: &Screenful<'_>) 
     let keys = match &state.editing {
         Some(text) => format!("filter: {text}_   (Enter applies, Esc clears)"),
         None if state.detail => "Enter or Esc closes the history  q quit  ? help".to_owned(),
+        None if state.neighbours => {
+            "n or Esc closes whom they waited behind  arrows select  q quit  ? help".to_owned()
+        }
         None if state.timeline.is_some() => {
             "q quit  [ ] time  / filter  s < > sort  r reverse  t tree  v view  arrows select  \
-             Enter history  ? help"
+             Enter history  n behind  ? help"
                 .to_owned()
         }
         None => "q quit  p pause  / filter  s < > sort  r reverse  t tree  v view  arrows select  \
-                 Enter history  ? help"
+                 Enter history  n behind  ? help"
             .to_owned(),
     };
     frame.render_widget(
@@ -264,6 +278,15 @@ fn columns(rows: &[Row], data: &Screenful<'_>) -> Vec<Column> {
                 .collect(),
             true,
             if node.node.level == 1 { 5 } else { 4 },
+        ));
+    }
+    if data.window.neighbours_measured {
+        columns.push(column(
+            "WAIT BEHIND".into(),
+            rows.iter().map(wait_behind_cell).collect(),
+            false,
+            // Dropped before the pid on a narrow terminal: the verdict names the culprit too.
+            1,
         ));
     }
     if shows_bottleneck(data.window, data.options) {
@@ -499,6 +522,40 @@ fn draw_history(frame: &mut Frame<'_>, area: Rect, row: &Row, history: &History)
     }
 }
 
+/// The panel of whom rows waited behind (`n`), over the table: from `rows`' first (the
+/// selected row) on, each row that waited, its wait and its culprits, largest first.
+fn draw_neighbours(frame: &mut Frame<'_>, area: Rect, rows: &[Row], data: &Screenful<'_>) {
+    frame.render_widget(Clear, area);
+    let block = Block::new()
+        .borders(Borders::ALL)
+        .title(" waited behind: WAIT ms, then each culprit's ms and share of the wait ");
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let lines: Vec<Line> = if data.window.neighbours_measured {
+        rows.iter()
+            .filter_map(|row| {
+                let behind = row.behind.as_deref().filter(|b| b.total_ns() > 0)?;
+                Some(Line::from(format!(
+                    "{:<28} {:>10.3}  {}",
+                    shorten(&row.who.label(), 28),
+                    behind.total_ns() as f64 / 1e6,
+                    wait_behind_parts(behind).join(", ")
+                )))
+            })
+            .collect()
+    } else {
+        vec![Line::from(
+            "not measured (--no-neighbours, no sched_info, or a recording without it)",
+        )]
+    };
+    let lines = if lines.is_empty() {
+        vec![Line::from("no row from the selected one on waited")]
+    } else {
+        lines
+    };
+    frame.render_widget(Paragraph::new(lines), inner);
+}
+
 /// A value as a whole number for a sparkline, keeping the resolution its column shows.
 fn spark_level(kind: Kind, value: Number) -> u64 {
     let scaled = match kind {
@@ -524,6 +581,7 @@ fn draw_help(frame: &mut Frame<'_>, state: &ViewState) {
         "v           threads / cgroups / containers",
         "arrows, PgUp, PgDn, Home, End   select a row",
         "Enter       the selected row's history (%CPU, switches, TopDown)",
+        "n           whom the rows waited behind, from the selected one on",
         "?           this help (any key closes it)",
     ];
     let time = [
@@ -574,11 +632,11 @@ mod tests {
 
     use super::*;
     use crate::{
-        attrib::usage::CounterValue,
+        attrib::{neighbours::Culprits, usage::CounterValue},
         collect::Stats,
         model::rows::ThreadKey,
         pmu::counter_set::{Counter, EventAttr, Unit},
-        tui::state::{Key, View},
+        tui::state::{Action, Key, View},
     };
 
     fn thread(tid: u32, comm: &str, cgroup: &str, ms: u64) -> Row {
@@ -661,8 +719,8 @@ mod tests {
             cgroups: vec![],
             removed_cgroups: Vec::new(),
             stats: Stats::default(),
-            waits_measured: false,
-            neighbours_measured: false,
+            waits_measured: rows.iter().any(|r| r.waited.is_some()),
+            neighbours_measured: rows.iter().any(|r| r.behind.is_some()),
             stalls: std::collections::BTreeMap::new(),
         };
         let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
@@ -784,6 +842,7 @@ mod tests {
                 false,
             )),
             verbose: false,
+            neighbours: false,
             group: None,
         };
         let mut state = ViewState::new(View::Threads, true, SortKey::OnCpu, &[]);
@@ -832,6 +891,63 @@ mod tests {
     }
 
     #[test]
+    fn wait_behind_names_the_largest_culprit_and_n_lists_whom_rows_waited_behind() {
+        let ms = |ms: u64| ms * 1_000_000;
+        let mut victim = thread(1000, "victim", "/a", 100);
+        victim.waited = Some(Duration::from_millis(300));
+        victim.verdict = crate::model::verdict::Verdict::WaitingForCpu;
+        victim.behind = Some(Box::new(Culprits {
+            top: [("docker:batch".into(), ms(213)), ("/".into(), ms(60))]
+                .into_iter()
+                .collect(),
+            other_ns: ms(20),
+            idle_ns: ms(5),
+            unattributed_ns: ms(2),
+            preempted: 4,
+            preempted_by_other: 3,
+        }));
+        let mut calm = thread(1001, "calm", "/b", 50);
+        calm.waited = Some(Duration::ZERO);
+        calm.behind = Some(Box::default());
+        let rows = [victim, calm];
+        let mut state = ViewState::new(View::Threads, true, SortKey::OnCpu, &[]);
+        let table = screen(&rows, 200, 12, &mut state);
+        eprintln!("{}", table.join("\n"));
+        assert!(table[1].contains("WAIT BEHIND"), "{table:#?}");
+        assert!(
+            table[2].contains("docker:batch (71%)")
+                && table[2].contains("waiting for CPU behind docker:batch")
+                && table[2].contains(" 4 ")
+                && table[2].contains(" 3 "),
+            "the victim: {}",
+            table[2]
+        );
+        assert!(
+            table[3].contains("calm") && !table[3].contains('%'),
+            "a row that did not wait names no culprit: {}",
+            table[3]
+        );
+        assert_eq!(state.on_key(Key::Char('n')), Action::Redraw);
+        let panel = screen(&rows, 200, 12, &mut state);
+        eprintln!("{}", panel.join("\n"));
+        let victim_line = panel
+            .iter()
+            .find(|l| l.contains("victim/1000"))
+            .unwrap_or_else(|| panic!("the victim in the panel: {panel:#?}"));
+        assert!(
+            victim_line.contains("300.000")
+                && victim_line.contains("docker:batch 213.000 (71%), / 60.000 (20%)")
+                && victim_line
+                    .contains("other 20.000 (7%), idle 5.000 (2%), unattributed 2.000 (1%)"),
+            "{victim_line}"
+        );
+        assert!(!panel.iter().any(|l| l.contains("calm/1001")), "{panel:#?}");
+        assert!(panel[11].starts_with("n or Esc closes"), "{}", panel[11]);
+        assert_eq!(state.on_key(Key::Esc), Action::Redraw);
+        assert!(!state.neighbours);
+    }
+
+    #[test]
     fn the_table_fits_the_terminal_and_scrolls() {
         let long = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0123.slice/cri-containerd-abcdef.scope";
         let rows: Vec<Row> = (0..50)
@@ -849,7 +965,12 @@ mod tests {
             "{}",
             wide[2]
         );
-        assert!(wide[2].ends_with("7"), "switches last: {}", wide[2]);
+        assert!(
+            wide[1].trim_end().ends_with("PREEMPT") && wide[2].contains(" 7 "),
+            "switches, then the preemptions (not measured here; PREEMPT-X dropped first) \
+             last: {wide:#?}"
+        );
+        assert!(wide[2].trim_end().ends_with('-'), "{}", wide[2]);
         assert_eq!(
             state.page, 36,
             "40 lines: title, table header, status, footer"

@@ -124,6 +124,8 @@ pub struct ViewState {
     pub selected: usize,
     /// The selected row's history is open (Enter).
     pub detail: bool,
+    /// Whom the rows waited behind is open (`n`), from the selected row on.
+    pub neighbours: bool,
     /// Rows that fit on the screen (set by each draw; scrolling moves by it).
     pub page: usize,
     /// The table keeps its last window while paused (collection goes on).
@@ -168,6 +170,7 @@ impl ViewState {
             scroll: 0,
             selected: 0,
             detail: false,
+            neighbours: false,
             page: 10,
             paused: false,
             help: false,
@@ -240,8 +243,18 @@ impl ViewState {
             Key::Char('q') => return Action::Quit,
             Key::Char(' ' | 'p') => self.paused = !self.paused,
             Key::Char('/') => self.editing = Some(String::new()),
-            Key::Enter => self.detail = !self.detail,
-            Key::Esc if self.detail => self.detail = false,
+            Key::Enter => {
+                self.detail = !self.detail;
+                self.neighbours = false;
+            }
+            Key::Char('n') => {
+                self.neighbours = !self.neighbours;
+                self.detail = false;
+            }
+            Key::Esc if self.detail || self.neighbours => {
+                self.detail = false;
+                self.neighbours = false;
+            }
             Key::Esc => {
                 self.filter.clear();
                 self.top();
