@@ -723,7 +723,42 @@ fn waits_are_split_over_the_neighbours_that_held_the_cpu() {
         "every preemption of a thread alone in its cgroup is by another cgroup"
     );
 
+    // The culprit threads the victim kept slots for (the first four it waited behind): each
+    // slot is a split of the cgroups' parts.
+    let slotted: Vec<(u32, u64)> = behind.threads.iter().map(|&(t, ns)| (t.0, ns)).collect();
+    let hogs: Vec<u32> = b_tids.iter().chain(&c_tids).copied().collect();
+    assert!(
+        slotted.iter().any(|(t, _)| hogs.contains(t)),
+        "the victim waited behind a hog thread: {slotted:?}"
+    );
+    let on_b_threads: u64 = slotted
+        .iter()
+        .filter(|(t, _)| b_tids.contains(t))
+        .map(|(_, ns)| ns)
+        .sum();
+    assert!(
+        on_b_threads <= on_b,
+        "b's threads' parts ({on_b_threads} ns) are a split of b's ({on_b} ns)"
+    );
     if let Some(events) = events {
+        let unreported = snapshot.stats.get(Stat::SwitchesUnreported);
+        // Each slotted thread against what the trace says it held the CPU during the waits.
+        let traced = waits_behind(&events, 0, tid, slotted.len() + 1, |t| {
+            slotted
+                .iter()
+                .position(|(slot, _)| *slot == t)
+                .unwrap_or(slotted.len())
+        });
+        for (i, &(thread, ns)) in slotted.iter().enumerate() {
+            assert_split_traced(
+                &format!("the victim's wait behind thread {thread}"),
+                ns,
+                (traced.least[i], traced.most[i]),
+                &traced,
+                stolen,
+                unreported,
+            );
+        }
         let traced = waits_behind(&events, 0, tid, 3, |t| {
             if b_tids.contains(&t) {
                 0
@@ -733,7 +768,6 @@ fn waits_are_split_over_the_neighbours_that_held_the_cpu() {
                 2
             }
         });
-        let unreported = snapshot.stats.get(Stat::SwitchesUnreported);
         for (what, charged, group) in [
             ("behind b", on_b, 0),
             ("behind c", on_c, 1),

@@ -5,9 +5,15 @@
 //! dropped. Plain functions over plain data: the kernel program runs them at every charge, and
 //! the unit tests below run them here.
 
-/// The culprit cgroups each thread keeps a slot of its own for, first come first served for the
-/// thread's life; a wait behind any other cgroup is charged to [`WaitBehind::other_ns`].
+/// The culprit cgroups each thread keeps a slot of its own for; when all are taken, a new
+/// culprit takes the slot charged least recently, and what that slot held moves to
+/// [`WaitBehind::other_ns`].
 pub const BEHIND_SLOTS: usize = 4;
+
+/// The culprit threads each thread keeps a slot of its own for, recycled the same way (what an
+/// evicted thread's slot held is not kept: the threads' parts are a split of the cgroups', and
+/// only the named ones are shown).
+pub const BEHIND_THREADS: usize = 4;
 
 /// How many of its latest slices each CPU remembers (a power of two).
 pub const HISTORY_SLICES: usize = 16;
@@ -15,17 +21,82 @@ pub const HISTORY_SLICES: usize = 16;
 /// The culprit id of a CPU's idle task: no cgroup has id 0 (the root's is 1).
 pub const IDLE: u64 = 0;
 
-/// Where a thread's run-queue waits went, as charged in the kernel: the sum of every part is
-/// the thread's `waited_ns`, to the nanosecond.
+/// One culprit slot: whom (a cgroup id or a tid; 0: free), how long the thread waited behind
+/// it since the slot was given to it, and when (in the thread's count of charged parts).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Culprit {
+    /// The cgroup id or tid; 0 while the slot is free.
+    pub id: u64,
+    /// Nanoseconds waited behind it since it took the slot.
+    pub ns: u64,
+    /// [`WaitBehind::parts`] when it took the slot: a slot given to another culprit (or to the
+    /// same one again) since a read has another, so userspace takes a delta only within one
+    /// assignment.
+    pub assigned: u32,
+    /// [`WaitBehind::parts`] when it was last charged: the slot charged least recently is the
+    /// one given up.
+    pub last: u32,
+}
+
+impl Culprit {
+    /// A free slot.
+    pub const FREE: Self = Self {
+        id: 0,
+        ns: 0,
+        assigned: 0,
+        last: 0,
+    };
+}
+
+/// Charges `ns` behind `id` in `slots` at part `seq`: to its slot, else a free one, else the
+/// one charged least recently, whose nanoseconds are returned (they leave the slots).
+#[inline(always)]
+fn charge_slot<const N: usize>(slots: &mut [Culprit; N], id: u64, ns: u64, seq: u32) -> u64 {
+    let mut oldest = 0;
+    let mut i = 0;
+    while i < N {
+        if slots[i].id == id {
+            slots[i].ns += ns;
+            slots[i].last = seq;
+            return 0;
+        }
+        if slots[i].id == 0 {
+            slots[i] = Culprit {
+                id,
+                ns,
+                assigned: seq,
+                last: seq,
+            };
+            return 0;
+        }
+        if seq.wrapping_sub(slots[i].last) > seq.wrapping_sub(slots[oldest % N].last) {
+            oldest = i;
+        }
+        i += 1;
+    }
+    let slot = &mut slots[oldest % N];
+    let evicted = slot.ns;
+    *slot = Culprit {
+        id,
+        ns,
+        assigned: seq,
+        last: seq,
+    };
+    evicted
+}
+
+/// Where a thread's run-queue waits went, as charged in the kernel: the sum of the cgroup
+/// slots, `other_ns`, `idle_ns`, `unknown_ns` and `migrated_ns` is the thread's `waited_ns`, to
+/// the nanosecond.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WaitBehind {
-    /// The culprits' cgroup ids (0: slot free). A slot, once taken, keeps its cgroup for the
-    /// thread's life, so userspace takes deltas slot by slot.
-    pub cgroups: [u64; BEHIND_SLOTS],
-    /// Nanoseconds waited behind each slot's cgroup.
-    pub ns: [u64; BEHIND_SLOTS],
-    /// Waited behind cgroups that found no free slot.
+    /// The culprit cgroups with a slot.
+    pub cgroups: [Culprit; BEHIND_SLOTS],
+    /// The culprit threads with a slot (a split of the cgroups' parts).
+    pub threads: [Culprit; BEHIND_THREADS],
+    /// Waited behind cgroups whose slot was given to another since.
     pub other_ns: u64,
     /// Waited while the CPU ran its idle task (it was idle, or waking up for this thread).
     pub idle_ns: u64,
@@ -34,47 +105,42 @@ pub struct WaitBehind {
     /// Waited on a CPU the thread was then moved away from (booked by the kernel at the
     /// migration): not attributed to that CPU's slices.
     pub migrated_ns: u64,
-    /// Switches out while still runnable (the kernel's `nivcsw`, what `/proc/PID/sched` calls
-    /// `nr_involuntary_switches`).
+    /// Switches out while still runnable (the kernel's `nivcsw`, what `/proc/PID/status` calls
+    /// `nonvoluntary_ctxt_switches`).
     pub preempted: u64,
     /// Of those, switches to a thread of another cgroup.
     pub preempted_by_other: u64,
+    /// Parts charged behind a culprit so far (wrapping): the slots' clock.
+    pub parts: u32,
+    /// Padding (explicit: the value is plain old data).
+    pub pad: u32,
 }
 
 impl WaitBehind {
     /// Nothing charged.
     pub const ZERO: Self = Self {
-        cgroups: [0; BEHIND_SLOTS],
-        ns: [0; BEHIND_SLOTS],
+        cgroups: [Culprit::FREE; BEHIND_SLOTS],
+        threads: [Culprit::FREE; BEHIND_THREADS],
         other_ns: 0,
         idle_ns: 0,
         unknown_ns: 0,
         migrated_ns: 0,
         preempted: 0,
         preempted_by_other: 0,
+        parts: 0,
+        pad: 0,
     };
 
-    /// Charges `ns` of wait behind `cgroup` ([`IDLE`]: the idle task).
+    /// Charges `ns` of wait behind thread `tid` of `cgroup` ([`IDLE`]: the idle task).
     #[inline(always)]
-    pub fn charge(&mut self, cgroup: u64, ns: u64) {
+    pub fn charge(&mut self, cgroup: u64, tid: u32, ns: u64) {
         if cgroup == IDLE {
             self.idle_ns += ns;
             return;
         }
-        let mut i = 0;
-        while i < BEHIND_SLOTS {
-            if self.cgroups[i] == cgroup {
-                self.ns[i] += ns;
-                return;
-            }
-            if self.cgroups[i] == 0 {
-                self.cgroups[i] = cgroup;
-                self.ns[i] = ns;
-                return;
-            }
-            i += 1;
-        }
-        self.other_ns += ns;
+        self.parts = self.parts.wrapping_add(1);
+        self.other_ns += charge_slot(&mut self.cgroups, cgroup, ns, self.parts);
+        charge_slot(&mut self.threads, u64::from(tid), ns, self.parts);
     }
 
     /// Every nanosecond charged, attributed or not: the thread's charged wait.
@@ -82,7 +148,7 @@ impl WaitBehind {
         let mut sum = self.other_ns + self.idle_ns + self.unknown_ns + self.migrated_ns;
         let mut i = 0;
         while i < BEHIND_SLOTS {
-            sum += self.ns[i];
+            sum += self.cgroups[i].ns;
             i += 1;
         }
         sum
@@ -97,6 +163,10 @@ pub struct Slice {
     pub cgroup_id: u64,
     /// Its length on the scheduler's clock (ns).
     pub ns: u64,
+    /// The holder's tid (0 for the idle task).
+    pub tid: u32,
+    /// Padding (explicit: the value is plain old data).
+    pub pad: u32,
 }
 
 /// A CPU's latest slices, newest last, ending at its latest switch.
@@ -120,21 +190,25 @@ impl History {
         slices: [Slice {
             cgroup_id: 0,
             ns: 0,
+            tid: 0,
+            pad: 0,
         }; HISTORY_SLICES],
         next: 0,
         len: 0,
         switch_ns: 0,
     };
 
-    /// Ends the running slice at `now` (a switch), held by `cgroup_id`. The first switch only
-    /// starts the clock.
+    /// Ends the running slice at `now` (a switch), held by thread `tid` of `cgroup_id`. The
+    /// first switch only starts the clock.
     #[inline(always)]
-    pub fn switch(&mut self, cgroup_id: u64, now: u64) {
+    pub fn switch(&mut self, cgroup_id: u64, tid: u32, now: u64) {
         if self.switch_ns != 0 {
             let at = self.next as usize % HISTORY_SLICES;
             self.slices[at] = Slice {
                 cgroup_id,
                 ns: now.saturating_sub(self.switch_ns),
+                tid,
+                pad: 0,
             };
             self.next = (at as u32 + 1) % HISTORY_SLICES as u32;
             if (self.len as usize) < HISTORY_SLICES {
@@ -159,7 +233,7 @@ impl History {
             let slice = self.slices[at];
             let part = if slice.ns < left { slice.ns } else { left };
             if part > 0 {
-                behind.charge(slice.cgroup_id, part);
+                behind.charge(slice.cgroup_id, slice.tid, part);
             }
             left -= part;
             i += 1;
@@ -175,44 +249,65 @@ mod tests {
     #[test]
     fn a_wait_is_split_over_the_slices_it_spans_newest_first() {
         let mut history = History::EMPTY;
-        history.switch(7, 1_000); // starts the clock
-        history.switch(7, 1_300); // B: 300
-        history.switch(IDLE, 1_400); // idle: 100
-        history.switch(9, 2_000); // C: 600
+        history.switch(7, 70, 1_000); // starts the clock
+        history.switch(7, 70, 1_300); // B: 300
+        history.switch(IDLE, 0, 1_400); // idle: 100
+        history.switch(9, 90, 2_000); // C: 600
         let mut behind = WaitBehind::ZERO;
         history.split(650, &mut behind);
-        assert_eq!((behind.cgroups[0], behind.ns[0]), (9, 600));
+        assert_eq!((behind.cgroups[0].id, behind.cgroups[0].ns), (9, 600));
+        assert_eq!((behind.threads[0].id, behind.threads[0].ns), (90, 600));
         assert_eq!(behind.idle_ns, 50);
         assert_eq!(behind.total_ns(), 650);
         // Longer than all the history: the rest is unknown, never dropped.
         let mut behind = WaitBehind::ZERO;
         history.split(1_500, &mut behind);
-        assert_eq!(behind.ns[..2], [600, 300]);
-        assert_eq!(behind.cgroups[..2], [9, 7]);
+        let slots: Vec<(u64, u64)> = behind.cgroups.iter().map(|c| (c.id, c.ns)).collect();
+        assert_eq!(slots[..2], [(9, 600), (7, 300)]);
         assert_eq!((behind.idle_ns, behind.unknown_ns), (100, 500));
         assert_eq!(behind.total_ns(), 1_500);
     }
 
     #[test]
-    fn the_ring_keeps_only_the_latest_slices_and_slots_overflow_to_other() {
+    fn the_ring_keeps_only_the_latest_slices_and_slots_go_to_the_latest_culprits() {
         let mut history = History::EMPTY;
-        history.switch(1, 10);
+        history.switch(1, 1, 10);
         for i in 0..(HISTORY_SLICES as u64 + 3) {
-            history.switch(100 + i, 10 + 10 * (i + 1));
+            history.switch(100 + i, 1000 + i as u32, 10 + 10 * (i + 1));
         }
         assert_eq!(history.len as usize, HISTORY_SLICES);
         let mut behind = WaitBehind::ZERO;
         history.split(10_000, &mut behind);
-        // Every remembered slice is 10 ns: 16 of them, four culprits with a slot each.
-        assert_eq!(behind.ns, [10; BEHIND_SLOTS]);
-        let newest = 100 + HISTORY_SLICES as u64 + 2;
-        assert_eq!(behind.cgroups[0], newest);
+        // Every remembered slice is 10 ns, charged newest first: 16 culprits, the slots keep
+        // the last four charged (the oldest slices), the rest moved to other.
+        let oldest = 100 + 3;
+        let mut kept: Vec<u64> = behind.cgroups.iter().map(|c| c.id).collect();
+        kept.sort_unstable();
+        assert_eq!(kept, [oldest, oldest + 1, oldest + 2, oldest + 3]);
+        assert!(behind.cgroups.iter().all(|c| c.ns == 10));
         assert_eq!(behind.other_ns, 10 * (HISTORY_SLICES - BEHIND_SLOTS) as u64);
         assert_eq!(behind.unknown_ns, 10_000 - 10 * HISTORY_SLICES as u64);
         assert_eq!(behind.total_ns(), 10_000);
-        // A slot, once taken, keeps its cgroup.
-        behind.charge(newest, 5);
-        assert_eq!((behind.cgroups[0], behind.ns[0]), (newest, 15));
+        let mut threads: Vec<u64> = behind.threads.iter().map(|t| t.id).collect();
+        threads.sort_unstable();
+        assert_eq!(threads, [1003, 1004, 1005, 1006]);
+    }
+
+    #[test]
+    fn a_culprit_keeps_its_slot_while_charged_and_the_least_recent_gives_way() {
+        let mut behind = WaitBehind::ZERO;
+        for (cgroup, ns) in [(1, 5), (2, 5), (3, 5), (4, 5), (1, 5), (5, 7)] {
+            behind.charge(cgroup, cgroup as u32, ns);
+        }
+        // 2 was charged least recently when 5 came: its 5 ns moved to other.
+        let slots: Vec<(u64, u64)> = behind.cgroups.iter().map(|c| (c.id, c.ns)).collect();
+        assert_eq!(slots, [(1, 10), (5, 7), (3, 5), (4, 5)]);
+        assert_eq!(behind.other_ns, 5);
+        assert_eq!(behind.total_ns(), 32);
+        assert_ne!(
+            behind.cgroups[1].assigned, 2,
+            "a slot given to another culprit says when"
+        );
     }
 
     #[test]
@@ -221,7 +316,7 @@ mod tests {
         History::EMPTY.split(42, &mut behind);
         assert_eq!(behind.unknown_ns, 42);
         let mut started = History::EMPTY;
-        started.switch(3, 99);
+        started.switch(3, 30, 99);
         assert_eq!(started.len, 0, "the first switch only starts the clock");
     }
 }

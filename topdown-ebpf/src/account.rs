@@ -222,7 +222,7 @@ pub fn unwatched_switch(state: &mut CpuState, prev_tid: u32, clocks: Clocks) {
         // SAFETY: a helper without arguments.
         unsafe { bpf_get_current_cgroup_id() }
     };
-    state.history.switch(cgroup, clocks.now());
+    state.history.switch(cgroup, prev_tid, clocks.now());
 }
 
 /// Whether the loader narrowed charging to followed processes.
@@ -381,7 +381,7 @@ pub fn charge_current(
     if tid == 0 {
         charge_clock(&mut state.idle, slice);
         if end != SliceEnd::Tick && neighbours() {
-            state.history.switch(IDLE, now);
+            state.history.switch(IDLE, 0, now);
         }
         if read {
             let mut prev = Prev {
@@ -461,7 +461,7 @@ pub fn charge_current(
     if end != SliceEnd::Tick {
         totals.header.switches += 1;
         if neighbours() {
-            state.history.switch(totals.header.cgroup_id, now);
+            state.history.switch(totals.header.cgroup_id, tid, now);
         }
     }
     // The name is refreshed on ticks, the first switch and the last one, and at exec (see

@@ -48,7 +48,7 @@ pub fn name(
     names.allow_rescan();
     match grouping {
         Some(grouping) => {
-            let mut culprits = CulpritNames::new(Some(grouping.by));
+            let mut culprits = CulpritNames::new(Some(grouping.by), &window.threads);
             group(&window.cgroups, names, grouping)
                 .into_iter()
                 .map(|g| Named {
@@ -78,7 +78,7 @@ pub fn name_threads<'w>(
     names: &'w mut CgroupNames,
 ) -> impl Iterator<Item = Named> + 'w {
     names.allow_rescan();
-    let mut culprits = CulpritNames::new(None);
+    let mut culprits = CulpritNames::new(None, &window.threads);
     window.threads.iter().map(move |usage| {
         let cgroup = names.name(usage.cgroup_id);
         Named {

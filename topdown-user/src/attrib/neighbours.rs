@@ -9,10 +9,11 @@ use foldhash::{HashMap, HashMapExt as _};
 use smallvec::SmallVec;
 use topdown_common::{
     cgroup::CgroupId,
-    neighbours::{BEHIND_SLOTS, WaitBehind},
+    neighbours::{BEHIND_SLOTS, BEHIND_THREADS, WaitBehind},
+    thread::Tid,
 };
 
-use super::{cgroups::CgroupNames, containers::Owner, groups::GroupBy};
+use super::{cgroups::CgroupNames, containers::Owner, groups::GroupBy, usage::ThreadUsage};
 
 /// How many culprits a row names (largest first); the rest are summed as `other`. Machine
 /// outputs and the exporter keep the same bound, so a cgroup has at most this many `behind`
@@ -25,8 +26,11 @@ pub const TOP_CULPRITS: usize = 3;
 pub struct Behind {
     /// Nanoseconds waited behind each culprit cgroup (one entry per cgroup, in no order).
     pub by: SmallVec<[(CgroupId, u64); BEHIND_SLOTS]>,
-    /// Waited behind cgroups the kernel kept no slot for (a thread keeps
-    /// [`BEHIND_SLOTS`] for its life).
+    /// Nanoseconds waited behind each culprit thread the kernel kept a slot for (a split of
+    /// the cgroups' parts; one entry per thread, in no order).
+    pub threads: SmallVec<[(Tid, u64); BEHIND_THREADS]>,
+    /// Waited behind cgroups whose kernel slot went to another culprit before it was read (a
+    /// thread keeps [`BEHIND_SLOTS`], given to its latest culprits).
     pub other_ns: u64,
     /// Waited while the CPU ran its idle task (idle, or waking up for the thread).
     pub idle_ns: u64,
@@ -41,26 +45,51 @@ pub struct Behind {
 }
 
 impl Behind {
-    /// The kernel's `now` minus `before` (none: a thread first seen), slot by slot: a slot
-    /// keeps its cgroup for the thread's life.
+    /// The kernel's `now` minus `before` (none: a thread first seen), slot by slot: within one
+    /// assignment of a slot, its growth; a slot given to a culprit since, all it holds. The
+    /// kernel moves an evicted cgroup slot's whole value to `other_ns`, of which the part seen
+    /// at `before` was counted then: it is taken out again, so the parts add up to the wait's
+    /// growth.
     pub fn between(before: Option<&WaitBehind>, now: &WaitBehind) -> Self {
         let zero = WaitBehind::ZERO;
         let before = before.unwrap_or(&zero);
-        let by = (0..BEHIND_SLOTS)
-            .filter(|&i| now.cgroups[i] != 0)
-            .filter_map(|i| {
-                let was = if before.cgroups[i] == now.cgroups[i] {
-                    before.ns[i]
+        let mut recounted = 0;
+        let mut by = SmallVec::new();
+        for (was, is) in before.cgroups.iter().zip(&now.cgroups) {
+            let same = was.id == is.id && was.assigned == is.assigned;
+            if was.id != 0 && !same {
+                recounted += was.ns;
+            }
+            let ns = if same {
+                is.ns.saturating_sub(was.ns)
+            } else {
+                is.ns
+            };
+            if is.id != 0 && ns > 0 {
+                by.push((CgroupId(is.id), ns));
+            }
+        }
+        let threads = before
+            .threads
+            .iter()
+            .zip(&now.threads)
+            .filter_map(|(was, is)| {
+                let same = was.id == is.id && was.assigned == is.assigned;
+                let ns = if same {
+                    is.ns.saturating_sub(was.ns)
                 } else {
-                    0
+                    is.ns
                 };
-                let ns = now.ns[i].saturating_sub(was);
-                (ns > 0).then_some((CgroupId(now.cgroups[i]), ns))
+                (is.id != 0 && ns > 0).then_some((Tid(is.id as u32), ns))
             })
             .collect();
         Self {
             by,
-            other_ns: now.other_ns.saturating_sub(before.other_ns),
+            threads,
+            other_ns: now
+                .other_ns
+                .saturating_sub(before.other_ns)
+                .saturating_sub(recounted),
             idle_ns: now.idle_ns.saturating_sub(before.idle_ns),
             unknown_ns: now.unknown_ns.saturating_sub(before.unknown_ns),
             migrated_ns: now.migrated_ns.saturating_sub(before.migrated_ns),
@@ -77,6 +106,12 @@ impl Behind {
             match self.by.iter_mut().find(|(mine, _)| *mine == id) {
                 Some((_, mine)) => *mine += ns,
                 None => self.by.push((id, ns)),
+            }
+        }
+        for &(tid, ns) in &other.threads {
+            match self.threads.iter_mut().find(|(mine, _)| *mine == tid) {
+                Some((_, mine)) => *mine += ns,
+                None => self.threads.push((tid, ns)),
             }
         }
         self.other_ns += other.other_ns;
@@ -102,6 +137,9 @@ impl Behind {
 pub struct Culprits {
     /// The named culprits, at most [`TOP_CULPRITS`], largest first (ties by name).
     pub top: SmallVec<[(Arc<str>, u64); TOP_CULPRITS]>,
+    /// The culprit threads (`comm/tid`), at most [`TOP_CULPRITS`], largest first: a split of
+    /// the culprits' parts, not more wait.
+    pub threads: SmallVec<[(Arc<str>, u64); TOP_CULPRITS]>,
     /// Waited behind any other culprit (named ones past the top, and cgroups the kernel kept
     /// no slot for).
     pub other_ns: u64,
@@ -130,13 +168,10 @@ impl Culprits {
     pub fn sum<'a>(parts: impl IntoIterator<Item = &'a Self>) -> Self {
         let mut sum = Self::default();
         let mut named: SmallVec<[(Arc<str>, u64); 8]> = SmallVec::new();
+        let mut threads: SmallVec<[(Arc<str>, u64); 8]> = SmallVec::new();
         for part in parts {
-            for (name, ns) in &part.top {
-                match named.iter_mut().find(|(n, _)| n == name) {
-                    Some((_, total)) => *total += ns,
-                    None => named.push((name.clone(), *ns)),
-                }
-            }
+            merge(&mut named, &part.top);
+            merge(&mut threads, &part.threads);
             sum.other_ns += part.other_ns;
             sum.idle_ns += part.idle_ns;
             sum.unattributed_ns += part.unattributed_ns;
@@ -144,7 +179,9 @@ impl Culprits {
             sum.preempted_by_other += part.preempted_by_other;
         }
         sum.other_ns += cut(&mut named);
+        cut(&mut threads);
         sum.top = named.into_iter().collect();
+        sum.threads = threads.into_iter().collect();
         sum
     }
 
@@ -153,6 +190,16 @@ impl Culprits {
         let (name, ns) = self.top.first()?;
         let total = self.total_ns();
         (total > 0).then(|| (&**name, *ns as f64 / total as f64))
+    }
+}
+
+/// Adds `parts` into `named`, by name.
+fn merge(named: &mut SmallVec<[(Arc<str>, u64); 8]>, parts: &[(Arc<str>, u64)]) {
+    for (name, ns) in parts {
+        match named.iter_mut().find(|(n, _)| n == name) {
+            Some((_, total)) => *total += ns,
+            None => named.push((name.clone(), *ns)),
+        }
     }
 }
 
@@ -166,19 +213,49 @@ fn cut(named: &mut SmallVec<[(Arc<str>, u64); 8]>) -> u64 {
 }
 
 /// Names culprit cgroups as rows of `by` are named (threads: by container): a container's key
-/// (`docker:1a2b3c4d5e6f`, `nginx.service`), else the cgroup's path; each id named once.
-pub struct CulpritNames {
+/// (`docker:1a2b3c4d5e6f`, `nginx.service`), else the cgroup's path; each id named once. Names
+/// culprit threads `comm/tid` from the window's threads (`tid N` for one it does not have),
+/// indexing them the first time a culprit thread is named.
+pub struct CulpritNames<'w> {
     by: Option<GroupBy>,
     named: HashMap<CgroupId, Arc<str>>,
+    threads: &'w [ThreadUsage],
+    index: Option<HashMap<Tid, usize>>,
+    thread_names: HashMap<Tid, Arc<str>>,
 }
 
-impl CulpritNames {
-    /// Culprits named for rows grouped `by` (`None`: thread rows).
-    pub fn new(by: Option<GroupBy>) -> Self {
+impl<'w> CulpritNames<'w> {
+    /// Culprits named for rows grouped `by` (`None`: thread rows), culprit threads from
+    /// `threads`.
+    pub fn new(by: Option<GroupBy>, threads: &'w [ThreadUsage]) -> Self {
         Self {
             by,
             named: HashMap::new(),
+            threads,
+            index: None,
+            thread_names: HashMap::new(),
         }
+    }
+
+    fn thread_name(&mut self, tid: Tid) -> Arc<str> {
+        if let Some(name) = self.thread_names.get(&tid) {
+            return name.clone();
+        }
+        let threads = self.threads;
+        let index = self.index.get_or_insert_with(|| {
+            threads
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| t.folded == 0)
+                .map(|(i, t)| (t.tid, i))
+                .collect()
+        });
+        let name: Arc<str> = match index.get(&tid) {
+            Some(&i) => format!("{}/{tid}", threads[i].comm).into(),
+            None => format!("tid {tid}").into(),
+        };
+        self.thread_names.insert(tid, name.clone());
+        name
     }
 
     /// `behind`'s culprits named, cut to the top [`TOP_CULPRITS`].
@@ -192,8 +269,15 @@ impl CulpritNames {
             }
         }
         let rest = cut(&mut named);
+        let mut threads: SmallVec<[(Arc<str>, u64); 8]> = behind
+            .threads
+            .iter()
+            .map(|&(tid, ns)| (self.thread_name(tid), ns))
+            .collect();
+        cut(&mut threads);
         Culprits {
             top: named.into_iter().collect(),
+            threads: threads.into_iter().collect(),
             other_ns: behind.other_ns + rest,
             idle_ns: behind.idle_ns,
             unattributed_ns: behind.unknown_ns + behind.migrated_ns,
@@ -220,37 +304,61 @@ impl CulpritNames {
 mod tests {
     use super::*;
 
-    fn kernel(slots: &[(u64, u64)], other: u64) -> WaitBehind {
-        let mut behind = WaitBehind::ZERO;
-        for (i, &(cgroup, ns)) in slots.iter().enumerate() {
-            behind.cgroups[i] = cgroup;
-            behind.ns[i] = ns;
+    #[test]
+    fn deltas_are_taken_within_a_slots_assignment_and_add_up_to_the_waits_growth() {
+        let mut kernel = WaitBehind::ZERO;
+        for (cgroup, ns) in [(5, 100), (6, 50), (7, 1), (8, 1)] {
+            kernel.charge(cgroup, cgroup as u32 + 100, ns);
         }
-        behind.other_ns = other;
-        behind
+        let before = kernel;
+        // 5 grows; then 9 and 10 come, taking 6's and 7's slots (least recently charged); 10
+        // is charged again; 6 comes back into 8's slot.
+        for (cgroup, ns) in [(5, 30), (9, 20), (10, 4), (10, 4), (6, 2)] {
+            kernel.charge(cgroup, cgroup as u32 + 100, ns);
+        }
+        let delta = Behind::between(Some(&before), &kernel);
+        let mut by: Vec<(u64, u64)> = delta.by.iter().map(|&(id, ns)| (id.0, ns)).collect();
+        by.sort_unstable();
+        assert_eq!(by, [(5, 30), (6, 2), (9, 20), (10, 8)]);
+        assert_eq!(
+            delta.other_ns, 0,
+            "6's and 7's and 8's moves were counted before"
+        );
+        assert_eq!(
+            delta.total_ns(),
+            kernel.total_ns() - before.total_ns(),
+            "the parts add up to the growth"
+        );
+        let mut threads: Vec<u32> = delta.threads.iter().map(|&(tid, _)| tid.0).collect();
+        threads.sort_unstable();
+        assert_eq!(threads, [105, 106, 109, 110]);
+        // What was charged between two reads and evicted before the second is other.
+        let before = kernel;
+        for (cgroup, ns) in [(11, 3), (12, 3), (13, 3), (14, 3), (15, 3)] {
+            kernel.charge(cgroup, 1, ns);
+        }
+        let delta = Behind::between(Some(&before), &kernel);
+        assert_eq!(delta.total_ns(), 15);
+        assert_eq!(delta.other_ns, 3, "11's part, evicted by 15 unread");
+        // A thread first seen: everything.
+        assert_eq!(Behind::between(None, &kernel).total_ns(), kernel.total_ns());
     }
 
     #[test]
-    fn deltas_are_taken_slot_by_slot_and_sums_merge_by_cgroup() {
-        let before = kernel(&[(5, 100), (6, 50)], 7);
-        let now = kernel(&[(5, 130), (6, 50), (9, 20)], 10);
-        let delta = Behind::between(Some(&before), &now);
-        assert_eq!(delta.by.as_slice(), [(CgroupId(5), 30), (CgroupId(9), 20)]);
-        assert_eq!(delta.other_ns, 3);
-        assert_eq!(delta.total_ns(), 53);
-        // A reused tid's slot holding another cgroup is all new.
-        let reused = kernel(&[(8, 40)], 0);
-        assert_eq!(
-            Behind::between(Some(&before), &reused).by.as_slice(),
-            [(CgroupId(8), 40)]
-        );
-        let mut sum = delta.clone();
-        sum.add(&Behind::between(None, &kernel(&[(9, 5), (11, 1)], 0)));
+    fn sums_merge_by_cgroup_and_thread() {
+        let part = |by: &[(u64, u64)], threads: &[(u32, u64)]| Behind {
+            by: by.iter().map(|&(id, ns)| (CgroupId(id), ns)).collect(),
+            threads: threads.iter().map(|&(t, ns)| (Tid(t), ns)).collect(),
+            ..Behind::default()
+        };
+        let mut sum = part(&[(5, 30), (9, 20)], &[(1, 10)]);
+        sum.add(&part(&[(9, 5), (11, 1)], &[(1, 2), (2, 3)]));
         assert_eq!(
             sum.by.as_slice(),
             [(CgroupId(5), 30), (CgroupId(9), 25), (CgroupId(11), 1)]
         );
-        assert_eq!(sum.total_ns(), 53 + 6);
+        assert_eq!(sum.threads.as_slice(), [(Tid(1), 12), (Tid(2), 3)]);
+        assert_eq!(sum.total_ns(), 56);
     }
 
     #[test]
@@ -265,18 +373,28 @@ mod tests {
                 .into_iter()
                 .map(|(id, ns)| (CgroupId(id), ns))
                 .collect(),
+            threads: [(Tid(7), 60), (Tid(8), 20)].into_iter().collect(),
             other_ns: 5,
             idle_ns: 3,
             unknown_ns: 2,
             migrated_ns: 1,
             ..Behind::default()
         };
-        let culprits = CulpritNames::new(Some(GroupBy::Cgroup)).culprits(&behind, &mut names);
+        let hog = ThreadUsage::clocked(7, 7, CgroupId(3), 100, 1);
+        let culprits = CulpritNames::new(Some(GroupBy::Cgroup), std::slice::from_ref(&hog))
+            .culprits(&behind, &mut names);
         let top: Vec<(&str, u64)> = culprits.top.iter().map(|(n, ns)| (&**n, *ns)).collect();
         assert_eq!(top, [("/b", 40), ("/c", 30), ("/d", 30)], "ties by name");
         assert_eq!(culprits.other_ns, 5 + 10);
         assert_eq!(culprits.unattributed_ns, 3);
         assert_eq!(culprits.total_ns(), behind.total_ns());
+        let threads: Vec<(&str, u64)> =
+            culprits.threads.iter().map(|(n, ns)| (&**n, *ns)).collect();
+        assert_eq!(
+            threads,
+            [("t7/7", 60), ("tid 8", 20)],
+            "named from the window's threads"
+        );
         let (first, share) = culprits.first().unwrap();
         assert_eq!(first, "/b");
         assert!((share - 40.0 / 121.0).abs() < 1e-12);

@@ -249,6 +249,9 @@ pub struct BehindLine {
     /// `[cgroup_id, ns]` per culprit cgroup.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub by: Vec<[u64; 2]>,
+    /// `[tid, ns]` per culprit thread.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub threads: Vec<[u64; 2]>,
     /// Behind cgroups the kernel kept no slot for.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub other_ns: u64,
@@ -273,6 +276,11 @@ impl BehindLine {
     fn of(behind: &Behind) -> Self {
         Self {
             by: behind.by.iter().map(|&(id, ns)| [id.0, ns]).collect(),
+            threads: behind
+                .threads
+                .iter()
+                .map(|&(tid, ns)| [u64::from(tid.0), ns])
+                .collect(),
             other_ns: behind.other_ns,
             idle_ns: behind.idle_ns,
             unknown_ns: behind.unknown_ns,
@@ -289,6 +297,11 @@ impl BehindLine {
                 .into_iter()
                 .map(|[id, ns]| (CgroupId(id), ns))
                 .collect(),
+            threads: self
+                .threads
+                .into_iter()
+                .filter_map(|[tid, ns]| Some((Tid(u32::try_from(tid).ok()?), ns)))
+                .collect(),
             other_ns: self.other_ns,
             idle_ns: self.idle_ns,
             unknown_ns: self.unknown_ns,
@@ -300,6 +313,7 @@ impl BehindLine {
 
     fn is_empty(&self) -> bool {
         self.by.is_empty()
+            && self.threads.is_empty()
             && self.other_ns == 0
             && self.idle_ns == 0
             && self.unknown_ns == 0

@@ -120,8 +120,26 @@ pub fn wait_behind_parts(behind: &Culprits) -> Vec<String> {
     parts
 }
 
+/// A row's culprit threads for people, largest first: each one's time (ms) and share of the
+/// wait (a split of the culprits' parts).
+pub fn wait_behind_thread_parts(behind: &Culprits) -> Vec<String> {
+    let total = behind.total_ns().max(1) as f64;
+    behind
+        .threads
+        .iter()
+        .map(|(name, ns)| {
+            format!(
+                "{name} {:.3} ({:.0}%)",
+                *ns as f64 / 1e6,
+                *ns as f64 / total * 100.0
+            )
+        })
+        .collect()
+}
+
 /// The flat fields of a row's split (CSV and Parquet), in this order: the top culprits' names
-/// and nanoseconds (`wait_behind_1`, `wait_behind_1_ns`, ...), then what the rest waited.
+/// and nanoseconds (`wait_behind_1`, `wait_behind_1_ns`, ...), what the rest waited, then the
+/// top culprit threads (`wait_behind_thread_1`, `wait_behind_thread_1_ns`, ...).
 pub fn wait_behind_keys() -> Vec<String> {
     (1..=TOP_CULPRITS)
         .flat_map(|i| [format!("wait_behind_{i}"), format!("wait_behind_{i}_ns")])
@@ -133,6 +151,12 @@ pub fn wait_behind_keys() -> Vec<String> {
             ]
             .map(String::from),
         )
+        .chain((1..=TOP_CULPRITS).flat_map(|i| {
+            [
+                format!("wait_behind_thread_{i}"),
+                format!("wait_behind_thread_{i}_ns"),
+            ]
+        }))
         .collect()
 }
 
@@ -147,7 +171,7 @@ pub enum SplitField<'a> {
 /// `row`'s split as [`wait_behind_keys`] lists it.
 pub fn wait_behind_fields(row: &Row) -> Vec<SplitField<'_>> {
     let behind = row.behind.as_deref();
-    let mut fields = Vec::with_capacity(2 * TOP_CULPRITS + 3);
+    let mut fields = Vec::with_capacity(4 * TOP_CULPRITS + 3);
     for i in 0..TOP_CULPRITS {
         let culprit = behind.and_then(|b| b.top.get(i));
         fields.push(SplitField::Name(culprit.map(|(name, _)| &**name)));
@@ -158,6 +182,13 @@ pub fn wait_behind_fields(row: &Row) -> Vec<SplitField<'_>> {
     fields.push(SplitField::Ns(behind.map(|b| b.other_ns)));
     fields.push(SplitField::Ns(behind.map(|b| b.idle_ns)));
     fields.push(SplitField::Ns(behind.map(|b| b.unattributed_ns)));
+    for i in 0..TOP_CULPRITS {
+        let culprit = behind.and_then(|b| b.threads.get(i));
+        fields.push(SplitField::Name(culprit.map(|(name, _)| &**name)));
+        fields.push(SplitField::Ns(
+            behind.map(|_| culprit.map_or(0, |(_, ns)| *ns)),
+        ));
+    }
     fields
 }
 

@@ -334,6 +334,7 @@ struct WaitBehindDoc<'a> {
     other_ns: u64,
     idle_ns: u64,
     unattributed_ns: u64,
+    threads: Vec<CulpritDoc<'a>>,
 }
 
 #[derive(Serialize)]
@@ -346,19 +347,22 @@ struct CulpritDoc<'a> {
 impl<'a> WaitBehindDoc<'a> {
     fn of(culprits: &'a Culprits) -> Self {
         let total = culprits.total_ns().max(1) as f64;
-        Self {
-            culprits: culprits
-                .top
+        let docs = |parts: &'a [(std::sync::Arc<str>, u64)]| {
+            parts
                 .iter()
                 .map(|(name, ns)| CulpritDoc {
                     name,
                     ns: *ns,
                     share: *ns as f64 / total,
                 })
-                .collect(),
+                .collect()
+        };
+        Self {
+            culprits: docs(&culprits.top),
             other_ns: culprits.other_ns,
             idle_ns: culprits.idle_ns,
             unattributed_ns: culprits.unattributed_ns,
+            threads: docs(&culprits.threads),
         }
     }
 }

@@ -8,7 +8,7 @@ use super::{
     Shown,
     cells::{
         bottleneck_cell, losses_line, node_cell, not_counting_line, shows_bottleneck,
-        wait_behind_cell, wait_behind_parts,
+        wait_behind_cell, wait_behind_parts, wait_behind_thread_parts,
     },
     count_cell,
 };
@@ -70,6 +70,14 @@ fn neighbours_block(window: &Window, rows: &[&Row]) -> String {
             format!("{:.3}", total / 1e6),
             parts.join(", "),
         ]);
+        let threads = wait_behind_thread_parts(behind);
+        if !threads.is_empty() {
+            table.add_row(vec![
+                String::new(),
+                String::new(),
+                format!("threads: {}", threads.join(", ")),
+            ]);
+        }
     }
     let _ = writeln!(out, "{table}");
     out

@@ -24,7 +24,7 @@ use crate::{
     pmu::counter_set::CounterSet,
     report::cells::{
         bottleneck_cell, losses_line, node_cell, not_counting_line, shows_bottleneck,
-        wait_behind_cell, wait_behind_parts,
+        wait_behind_cell, wait_behind_parts, wait_behind_thread_parts,
     },
     tma::TopDown,
 };
@@ -535,13 +535,22 @@ fn draw_neighbours(frame: &mut Frame<'_>, area: Rect, rows: &[Row], data: &Scree
         rows.iter()
             .filter_map(|row| {
                 let behind = row.behind.as_deref().filter(|b| b.total_ns() > 0)?;
-                Some(Line::from(format!(
-                    "{:<28} {:>10.3}  {}",
-                    shorten(&row.who.label(), 28),
-                    behind.total_ns() as f64 / 1e6,
-                    wait_behind_parts(behind).join(", ")
-                )))
+                let threads = wait_behind_thread_parts(behind);
+                Some(
+                    [Line::from(format!(
+                        "{:<28} {:>10.3}  {}",
+                        shorten(&row.who.label(), 28),
+                        behind.total_ns() as f64 / 1e6,
+                        wait_behind_parts(behind).join(", ")
+                    ))]
+                    .into_iter()
+                    .chain((!threads.is_empty()).then(|| {
+                        Line::from(format!("{:40}  threads: {}", "", threads.join(", ")))
+                            .style(Style::new().add_modifier(Modifier::DIM))
+                    })),
+                )
             })
+            .flatten()
             .collect()
     } else {
         vec![Line::from(
@@ -900,6 +909,7 @@ mod tests {
             top: [("docker:batch".into(), ms(213)), ("/".into(), ms(60))]
                 .into_iter()
                 .collect(),
+            threads: [("batch-worker/77".into(), ms(150))].into_iter().collect(),
             other_ns: ms(20),
             idle_ns: ms(5),
             unattributed_ns: ms(2),
@@ -940,6 +950,12 @@ mod tests {
                 && victim_line
                     .contains("other 20.000 (7%), idle 5.000 (2%), unattributed 2.000 (1%)"),
             "{victim_line}"
+        );
+        assert!(
+            panel
+                .iter()
+                .any(|l| l.contains("threads: batch-worker/77 150.000 (50%)")),
+            "the victim's culprit threads: {panel:#?}"
         );
         assert!(!panel.iter().any(|l| l.contains("calm/1001")), "{panel:#?}");
         assert!(panel[11].starts_with("n or Esc closes"), "{}", panel[11]);
