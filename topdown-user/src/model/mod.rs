@@ -10,6 +10,7 @@ pub mod export;
 pub mod frame;
 pub mod rows;
 pub mod sink;
+pub mod suspects;
 pub mod timelines;
 pub mod tree;
 pub mod verdict;

@@ -24,6 +24,7 @@ pub fn header(shown: &Shown<'_>, sep: u8) -> String {
         set,
         columns,
         options,
+        ..
     } = *shown;
     let mut fields: Vec<String> = std::iter::once("time_s")
         .chain(Who::key_names(options.group_by()).iter().copied())
@@ -58,6 +59,7 @@ pub fn lines(window: &Window, rows: &[&Row], shown: &Shown<'_>, sep: u8, is_fina
         set,
         columns,
         options,
+        ..
     } = *shown;
     let nodes = nodes(options);
     let time = if is_final {
@@ -238,6 +240,7 @@ mod tests {
             set: &set,
             columns: &columns,
             options: &options,
+            suspects: &[],
         };
         for (is_final, time) in [(false, "1.500000"), (true, "total")] {
             let text = header(&shown, b',') + &lines(&window, &rows, &shown, b',', is_final);

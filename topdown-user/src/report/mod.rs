@@ -23,14 +23,18 @@ pub const NOT_COUNTED: &str = "<not counted>";
 pub fn count_cell(count: Option<f64>) -> String {
     count.map_or_else(|| NOT_COUNTED.to_owned(), |c| format!("{c:.0}"))
 }
+use std::collections::BTreeMap;
+
 use crate::{
     attrib::Window,
     model::{
         WindowRows,
-        columns::{self, Column},
+        columns::{self, Column, Number},
         frame::Frame,
+        rows::Row,
         rows::RowOptions,
         sink::WindowSink,
+        suspects::{Sample, Suspects, Victim},
     },
     pmu::counter_set::CounterSet,
 };
@@ -84,6 +88,8 @@ pub struct Shown<'a> {
     pub columns: &'a [Column],
     /// How rows were chosen (TopDown, grouping, verbosity).
     pub options: &'a RowOptions,
+    /// Suspects of slowing groups down, over the latest windows (`--neighbours` with groups).
+    pub suspects: &'a [Victim],
 }
 
 /// Bytes buffered before a write: a window's JSON for thousands of threads is megabytes, in
@@ -105,6 +111,8 @@ pub struct Renderer {
     intervals: bool,
     /// The reader of the output went away (`| head -1`): nothing more is written.
     closed: bool,
+    /// The latest windows' groups, for suspects (`--neighbours`).
+    suspects: Suspects,
 }
 
 impl Renderer {
@@ -120,7 +128,23 @@ impl Renderer {
             header_written: false,
             intervals: true,
             closed: false,
+            suspects: Suspects::default(),
         }
+    }
+
+    /// A window's groups as suspects are found from: each one's IPC (where the set measures
+    /// it) and its CPU use.
+    fn samples(&self, rows: &[&Row]) -> BTreeMap<String, Sample> {
+        let ipc = self.columns.iter().find(|c| c.key == "ipc");
+        rows.iter()
+            .map(|row| {
+                let sample = Sample {
+                    ipc: ipc.and_then(|c| c.value(row)).map(Number::as_f64),
+                    cpus: row.cpu_share,
+                };
+                (row.who.label(), sample)
+            })
+            .collect()
     }
 
     /// As a [`WindowSink`], whether it draws each window (`-I`) or only the totals.
@@ -173,10 +197,19 @@ impl Renderer {
         }
         let WindowRows { rows, total } = rows;
         let total = *total;
+        if self.rows.neighbours && self.rows.group.is_some() && !is_final {
+            self.suspects.push(self.samples(rows));
+        }
+        let ranked = if self.rows.neighbours {
+            self.suspects.rank()
+        } else {
+            Vec::new()
+        };
         let shown = Shown {
             set: &self.set,
             columns: &self.columns,
             options: &self.rows,
+            suspects: &ranked,
         };
         let text = match &self.format {
             Format::Refresh if !is_final => {
@@ -378,6 +411,7 @@ mod tests {
             set,
             columns: &columns,
             options,
+            suspects: &[],
         })
     }
 

@@ -15,8 +15,9 @@ use super::{
 use crate::{
     attrib::Window,
     model::{
-        columns::{NodeColumn, shown_nodes},
+        columns::{Column as ValueColumn, NodeColumn, shown_nodes},
         rows::{Row, Who},
+        suspects::{Victim, WINDOWS},
     },
     pmu::counter_set::{CounterSet, Unit},
 };
@@ -83,6 +84,52 @@ fn neighbours_block(window: &Window, rows: &[&Row]) -> String {
     out
 }
 
+/// `--neighbours` with groups: the suspects of slowing each group down (its CPI rising with
+/// their CPU use over the latest windows, `model::suspects`), or why there are none.
+fn suspects_block(rows: &[&Row], columns: &[ValueColumn], suspects: &[Victim]) -> String {
+    let mut out = String::new();
+    let ipc = columns.iter().find(|c| c.key == "ipc");
+    if !rows
+        .iter()
+        .any(|row| ipc.and_then(|c| c.value(row)).is_some())
+        && suspects.is_empty()
+    {
+        let _ = writeln!(
+            out,
+            "  suspects: none named (no group's IPC is measured: the set counts no cycles and \
+             instructions)"
+        );
+        return out;
+    }
+    if suspects.is_empty() {
+        let _ = writeln!(
+            out,
+            "  suspects: none (no group's CPI moved with another's CPU use over the latest \
+             {WINDOWS} windows)"
+        );
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "  suspects (CPI rose with their CPU use over the latest windows: a correlation, not a \
+         verdict):"
+    );
+    for victim in suspects {
+        let named: Vec<String> = victim
+            .suspects
+            .iter()
+            .map(|s| {
+                format!(
+                    "{} r={:.2} over {} windows (p={:.0e})",
+                    s.name, s.correlation, s.windows, s.p
+                )
+            })
+            .collect();
+        let _ = writeln!(out, "    {}: {}", victim.name, named.join(", "));
+    }
+    out
+}
+
 /// A title line, the thread table, and the idle and loss lines.
 pub fn block(
     window: &Window,
@@ -95,6 +142,7 @@ pub fn block(
         set,
         columns,
         options,
+        suspects,
     } = *shown;
     let mut out = String::new();
     let end = (window.start + window.length).as_secs_f64();
@@ -180,6 +228,9 @@ pub fn block(
     }
     if options.neighbours {
         out.push_str(&neighbours_block(window, rows));
+        if options.group.is_some() {
+            out.push_str(&suspects_block(rows, columns, suspects));
+        }
     }
     let idle: Vec<String> = window
         .idle
@@ -195,4 +246,35 @@ pub fn block(
         let _ = writeln!(out, "  {line}");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        model::{columns::columns, suspects::Suspect},
+        pmu::counter_set::CounterSet,
+    };
+
+    #[test]
+    fn suspects_are_said_with_their_odds_or_why_there_are_none() {
+        let software = columns(&CounterSet::software(String::new()));
+        let none = suspects_block(&[], &software, &[]);
+        assert!(none.contains("no group's IPC is measured"), "{none}");
+        let victims = [Victim {
+            name: "docker:aaaa".into(),
+            suspects: vec![Suspect {
+                name: "docker:bbbb".into(),
+                correlation: 0.873,
+                windows: 30,
+                p: 2.5e-9,
+            }],
+        }];
+        let named = suspects_block(&[], &software, &victims);
+        assert!(
+            named.contains("docker:aaaa: docker:bbbb r=0.87 over 30 windows (p=3e-9)")
+                && named.contains("not a verdict"),
+            "{named}"
+        );
+    }
 }
