@@ -2,8 +2,9 @@
 
 use std::{
     fs,
-    os::unix::fs::MetadataExt as _,
+    os::unix::{fs::MetadataExt as _, process::CommandExt as _},
     path::{Path, PathBuf},
+    process::{Child, Command},
     thread,
     time::Duration,
 };
@@ -66,6 +67,42 @@ impl TestTree {
             .and_then(|v| v.trim().parse::<u64>().ok())
             .expect("usage_usec in cpu.stat")
             * 1000
+    }
+
+    /// `command` started inside `leaf`, on CPU `cpu` alone when given: the child joins the
+    /// cgroup (and the CPU) before it execs, so the kernel's books see all of its time there.
+    pub fn spawn(&self, leaf: &str, mut command: Command, cpu: Option<usize>) -> Child {
+        let procs = std::ffi::CString::new(
+            self.dir(leaf)
+                .join("cgroup.procs")
+                .into_os_string()
+                .into_encoded_bytes(),
+        )
+        .expect("no NUL in a cgroup's path");
+        // SAFETY: between fork and exec the child only calls open, write, close and
+        // sched_setaffinity, which are async-signal-safe, on memory prepared before the fork.
+        unsafe {
+            command.pre_exec(move || {
+                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
+                if fd < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                let written = libc::write(fd, b"0".as_ptr().cast(), 1);
+                libc::close(fd);
+                if written != 1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if let Some(cpu) = cpu {
+                    let mut mask: libc::cpu_set_t = std::mem::zeroed();
+                    libc::CPU_SET(cpu, &mut mask);
+                    if libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &mask) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
+        command.spawn().expect("starting a command in its cgroup")
     }
 
     /// Removes the (empty) cgroup.

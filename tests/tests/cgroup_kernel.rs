@@ -5,7 +5,6 @@
 use std::{
     collections::HashMap,
     io::{BufRead as _, BufReader},
-    os::unix::process::CommandExt as _,
     process::{Child, Command, Stdio},
     thread,
     time::Duration,
@@ -45,50 +44,7 @@ fn spawn_in(tree: &TestTree, leaf: &str, run_ms: u32) -> Child {
     command
         .args(["--run-ms", &run_ms, "--churn", "2", "--no-wait"])
         .stdout(Stdio::null());
-    spawn_command_in(tree, leaf, command, None)
-}
-
-/// `command` started inside `leaf` (as [`spawn_in`]), on CPU `cpu` alone when given; its
-/// standard output as the caller set it.
-fn spawn_command_in(
-    tree: &TestTree,
-    leaf: &str,
-    mut command: Command,
-    cpu: Option<usize>,
-) -> Child {
-    let procs = std::ffi::CString::new(
-        tree.dir(leaf)
-            .join("cgroup.procs")
-            .into_os_string()
-            .into_encoded_bytes(),
-    )
-    .unwrap();
-    // SAFETY: between fork and exec the child only calls open, write and close, which are
-    // async-signal-safe, on memory prepared before the fork.
-    unsafe {
-        command.pre_exec(move || {
-            let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
-            if fd < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            let written = libc::write(fd, b"0".as_ptr().cast(), 1);
-            libc::close(fd);
-            if written != 1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if let Some(cpu) = cpu {
-                let mut mask: libc::cpu_set_t = std::mem::zeroed();
-                libc::CPU_SET(cpu, &mut mask);
-                if libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &mask) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            Ok(())
-        });
-    }
-    command
-        .spawn()
-        .expect("starting the workload in its cgroup")
+    tree.spawn(leaf, command, None)
 }
 
 #[test]
@@ -279,8 +235,8 @@ fn cgroup_only_reads_charge_each_cgroup_its_own_counts() {
         .args(["--seconds", "1.5", "--creators", "1"])
         .stdout(Stdio::null());
     let children = vec![
-        spawn_command_in(&tree, "p", workload, Some(0)),
-        spawn_command_in(&tree, "q", churn, Some(0)),
+        tree.spawn("p", workload, Some(0)),
+        tree.spawn("q", churn, Some(0)),
     ];
     for mut child in children {
         assert!(child.wait().expect("waiting for a workload").success());
@@ -618,12 +574,12 @@ fn waits_are_split_over_the_neighbours_that_held_the_cpu() {
         .args(["victim", "--run-ms", "1500"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped());
-    let mut victim = spawn_command_in(&tree, "a", victim, Some(0));
+    let mut victim = tree.spawn("a", victim, Some(0));
     let hog = |leaf: &str, threads: &str| {
         let mut hog = Command::new(NEIGHBOURS);
         hog.args(["hog", "--threads", threads, "--run-ms", "1500"])
             .stdout(Stdio::null());
-        spawn_command_in(&tree, leaf, hog, Some(0))
+        tree.spawn(leaf, hog, Some(0))
     };
     let (mut b, mut c) = (hog("b", "2"), hog("c", "1"));
     let b_tids = tids_of(b.id(), 3);
@@ -718,10 +674,10 @@ fn waits_are_split_over_the_neighbours_that_held_the_cpu() {
         behind.preempted, involuntary,
         "preemptions are the kernel's nonvoluntary_ctxt_switches"
     );
-    assert_eq!(
-        behind.preempted_by_other, behind.preempted,
-        "every preemption of a thread alone in its cgroup is by another cgroup"
-    );
+    // Preemptions are counted by another cgroup at the switch that makes them; one the
+    // collector first sees at a later charge (a CPU that was not measuring yet: the victim's
+    // first moments on the test's CPU) is counted, not whom it was for.
+    assert!(behind.preempted_by_other <= behind.preempted);
 
     // The culprit threads the victim kept slots for (the first four it waited behind): each
     // slot is a split of the cgroups' parts.
@@ -759,6 +715,18 @@ fn waits_are_split_over_the_neighbours_that_held_the_cpu() {
                 unreported,
             );
         }
+        // Every preemption of the victim the trace saw on CPU 0 was charged at its switch, and
+        // was by another cgroup (the victim is alone in its own).
+        let on_cpu0 = waits_behind(&events, 0, tid, 1, |_| 0).preempted;
+        eprintln!(
+            "preemptions: {} ({} by another cgroup), {on_cpu0} on CPU 0 in the trace",
+            behind.preempted, behind.preempted_by_other
+        );
+        assert!(
+            behind.preempted_by_other >= on_cpu0.saturating_sub(unreported),
+            "{} preemptions by another cgroup, {on_cpu0} in the trace",
+            behind.preempted_by_other
+        );
         let traced = waits_behind(&events, 0, tid, 3, |t| {
             if b_tids.contains(&t) {
                 0

@@ -12,6 +12,7 @@
 
 use std::{
     collections::HashMap,
+    io::{BufRead as _, BufReader},
     process::{Command, Output, Stdio},
     time::Duration,
 };
@@ -301,4 +302,165 @@ fn serve_exports_a_cgroup_s_time_as_its_cpu_stat_books_it() {
         },
     );
     assert_books("serve vs cpu.stat", exported, booked);
+}
+
+/// The `neighbours` program beside the tool (packed at its build path in the guests).
+const NEIGHBOURS: &str = env!("CARGO_BIN_EXE_neighbours");
+
+/// The noisy-neighbour scene through the command line, on every kernel: a latency-sensitive
+/// container (a thread that wakes every 1-2 ms for 200 us of work) beside two batch containers
+/// (two hogs and one), all on CPU 0. `--per-container` names both batch containers as what the
+/// first waited behind, the two-hog one with the larger share, every part of its split adding
+/// up to its wait; `serve`'s `topdown_cgroup_wait_behind_seconds_total` says the same of the
+/// same cgroups, its series adding up to the cgroup's run-queue wait.
+#[test]
+fn per_container_and_serve_name_the_containers_a_container_waited_behind() {
+    let Some(mount) = unified_mount("per_container_and_serve_name_the_containers") else {
+        return;
+    };
+    let scope = |c: char| format!("docker-{}.scope", c.to_string().repeat(64));
+    let (a, b, c) = (scope('a'), scope('b'), scope('c'));
+    let tree = TestTree::new(&mount, "matrix-neighbours", &[&a, &b, &c]);
+    let port = free_port();
+    let _serve = Running(serve_command(port).spawn().expect("starting serve"));
+    wait_for("serve to answer", Duration::from_secs(60), || {
+        get(port, "/metrics").filter(|body| body.contains("topdown_cgroup_cpu_seconds_total"))
+    });
+    let mut live = Command::new(topdown_bpf_binary())
+        .args([
+            "--per-container",
+            "--json",
+            "-I",
+            "500",
+            "-G",
+            &tree.path(""),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("starting topdown-bpf");
+    let mut stdout = BufReader::new(live.stdout.take().expect("its stdout"));
+    let mut first = String::new();
+    stdout.read_line(&mut first).expect("its first interval");
+    let scene = |leaf: &str, args: &[&str]| {
+        let mut command = Command::new(NEIGHBOURS);
+        command
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null());
+        tree.spawn(leaf, command, Some(0))
+    };
+    let mut roles = [
+        scene(&a, &["victim", "--run-ms", "1500"]),
+        scene(&b, &["hog", "--threads", "2", "--run-ms", "1500"]),
+        scene(&c, &["hog", "--threads", "1", "--run-ms", "1500"]),
+    ];
+    for role in &mut roles {
+        assert!(role.wait().expect("a role of the scene").success());
+    }
+    std::thread::sleep(Duration::from_millis(700));
+    // SAFETY: kill has no memory preconditions; SIGINT ends the run with its totals.
+    unsafe { libc::kill(live.id() as i32, libc::SIGINT) };
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).expect("its output");
+    assert!(live.wait().expect("topdown-bpf").success());
+    let totals = final_document(rest.as_bytes());
+    let groups = totals["groups"].as_array().expect("groups");
+    let label = |c: char| format!("docker:{}", c.to_string().repeat(12));
+    let victim = groups
+        .iter()
+        .find(|g| g["label"] == label('a'))
+        .unwrap_or_else(|| panic!("the victim's container: {totals}"));
+    let split = &victim["wait_behind"];
+    eprintln!("the victim's container: {victim}");
+    let culprit = |name: &str| {
+        split["culprits"]
+            .as_array()
+            .and_then(|all| all.iter().find(|c| c["name"] == name))
+            .and_then(|c| Some((c["ns"].as_u64()?, c["share"].as_f64()?)))
+    };
+    let (on_b, share_b) = culprit(&label('b')).expect("waited behind b");
+    let (on_c, share_c) = culprit(&label('c')).expect("waited behind c");
+    // Fair shares: b's two hogs hold the CPU about twice as long as c's one.
+    assert!(
+        on_b > on_c && share_b > share_c,
+        "b ({on_b} ns, {share_b}) before c ({on_c} ns, {share_c})"
+    );
+    let parts: u64 = split["culprits"]
+        .as_array()
+        .expect("culprits")
+        .iter()
+        .filter_map(|c| c["ns"].as_u64())
+        .chain(["other_ns", "idle_ns", "unattributed_ns"].map(|k| split[k].as_u64().unwrap()))
+        .sum();
+    assert_eq!(
+        Some(parts),
+        victim["run_delay_ns"].as_u64(),
+        "every part of the split adds up to the wait"
+    );
+    // b's two hogs preempt each other as well as being preempted by the others.
+    let batch = groups
+        .iter()
+        .find(|g| g["label"] == label('b'))
+        .expect("b's container");
+    let (preempted, by_other) = (
+        batch["preemptions"].as_u64().expect("b's preemptions"),
+        batch["preemptions_by_other"]
+            .as_u64()
+            .expect("b's by others"),
+    );
+    assert!(
+        0 < by_other && by_other < preempted,
+        "b: {preempted} preemptions, {by_other} by another cgroup"
+    );
+    if victim["bottleneck"]
+        .as_str()
+        .is_some_and(|b| b.starts_with("waiting for CPU"))
+    {
+        assert_eq!(
+            victim["bottleneck"],
+            format!("waiting for CPU behind {}", label('b'))
+        );
+    }
+
+    // The exporter names the cgroups by path (the container's labels after it), each series a
+    // counter of seconds.
+    let of_victim = |family: &str, body: &str| -> Vec<(String, f64)> {
+        let prefix = format!("{family}{{cgroup=\"{}\"", tree.path(&a));
+        body.lines()
+            .filter_map(|l| l.strip_prefix(&prefix))
+            .filter_map(|l| {
+                let behind = l
+                    .split_once("behind=\"")
+                    .and_then(|(_, rest)| rest.split_once('"'))
+                    .map_or("", |(name, _)| name);
+                Some((behind.to_owned(), l.rsplit(' ').next()?.parse().ok()?))
+            })
+            .collect()
+    };
+    let series = |body: &str| of_victim("topdown_cgroup_wait_behind_seconds_total", body);
+    let body = wait_for("the split to settle", Duration::from_secs(60), || {
+        let first = get(port, "/metrics")?;
+        std::thread::sleep(Duration::from_millis(600));
+        let second = get(port, "/metrics")?;
+        (series(&first) == series(&second) && !series(&second).is_empty()).then_some(second)
+    });
+    let split = series(&body);
+    let seconds = |path: String| split.iter().find(|(b, _)| *b == path).map(|&(_, s)| s);
+    let (b_seconds, c_seconds) = (seconds(tree.path(&b)), seconds(tree.path(&c)));
+    assert!(
+        b_seconds
+            .zip(c_seconds)
+            .is_some_and(|(b, c)| b > c && c > 0.0),
+        "serve: behind b {b_seconds:?}, behind c {c_seconds:?}: {split:?}"
+    );
+    let run_delay = of_victim("topdown_cgroup_run_delay_seconds_total", &body)
+        .first()
+        .map(|&(_, s)| s)
+        .expect("the victim's run-queue wait series");
+    let sum: f64 = split.iter().map(|(_, s)| s).sum();
+    assert!(
+        (sum - run_delay).abs() < 1e-6,
+        "serve: the split ({sum} s) adds up to the wait ({run_delay} s)"
+    );
 }

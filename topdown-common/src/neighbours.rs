@@ -6,9 +6,14 @@
 //! the unit tests below run them here.
 
 /// The culprit cgroups each thread keeps a slot of its own for; when all are taken, a new
-/// culprit takes the slot charged least recently, and what that slot held moves to
-/// [`WaitBehind::other_ns`].
+/// culprit takes a slot not charged in the thread's latest [`RECENT_SPLITS`] waits (the one
+/// holding least; the one charged least recently when all were), and what that slot held
+/// moves to [`WaitBehind::other_ns`]. So the culprits of its latest waits keep their slots,
+/// and a passing one (a kernel thread) does not push a steady one out.
 pub const BEHIND_SLOTS: usize = 4;
+
+/// How many of a thread's latest waits protect the culprits charged in them.
+pub const RECENT_SPLITS: u32 = 4;
 
 /// The culprit threads each thread keeps a slot of its own for, recycled the same way (what an
 /// evicted thread's slot held is not kept: the threads' parts are a split of the cgroups', and
@@ -30,12 +35,11 @@ pub struct Culprit {
     pub id: u64,
     /// Nanoseconds waited behind it since it took the slot.
     pub ns: u64,
-    /// [`WaitBehind::parts`] when it took the slot: a slot given to another culprit (or to the
-    /// same one again) since a read has another, so userspace takes a delta only within one
-    /// assignment.
+    /// [`WaitBehind::splits`] when it took the slot: a slot given to another culprit (or to
+    /// the same one again) since a read has another, so userspace takes a delta only within
+    /// one assignment.
     pub assigned: u32,
-    /// [`WaitBehind::parts`] when it was last charged: the slot charged least recently is the
-    /// one given up.
+    /// [`WaitBehind::splits`] when it was last charged.
     pub last: u32,
 }
 
@@ -49,11 +53,12 @@ impl Culprit {
     };
 }
 
-/// Charges `ns` behind `id` in `slots` at part `seq`: to its slot, else a free one, else the
-/// one charged least recently, whose nanoseconds are returned (they leave the slots).
+/// Charges `ns` behind `id` in `slots` in wait `seq`: to its slot, else a free one, else the
+/// one [`BEHIND_SLOTS`] says to give up, whose nanoseconds are returned (they leave the slots).
 #[inline(always)]
 fn charge_slot<const N: usize>(slots: &mut [Culprit; N], id: u64, ns: u64, seq: u32) -> u64 {
-    let mut oldest = 0;
+    // The slot to give up: the least among those not charged recently, else the least recent.
+    let mut give = 0;
     let mut i = 0;
     while i < N {
         if slots[i].id == id {
@@ -70,12 +75,23 @@ fn charge_slot<const N: usize>(slots: &mut [Culprit; N], id: u64, ns: u64, seq: 
             };
             return 0;
         }
-        if seq.wrapping_sub(slots[i].last) > seq.wrapping_sub(slots[oldest % N].last) {
-            oldest = i;
+        let (age, ns_i) = (seq.wrapping_sub(slots[i].last), slots[i].ns);
+        let chosen = &slots[give % N];
+        let (chosen_age, chosen_ns) = (seq.wrapping_sub(chosen.last), chosen.ns);
+        let old = age >= RECENT_SPLITS;
+        let chosen_old = chosen_age >= RECENT_SPLITS;
+        let better = match (old, chosen_old) {
+            (true, false) => true,
+            (true, true) => ns_i < chosen_ns,
+            (false, false) => age > chosen_age,
+            (false, true) => false,
+        };
+        if better {
+            give = i;
         }
         i += 1;
     }
-    let slot = &mut slots[oldest % N];
+    let slot = &mut slots[give % N];
     let evicted = slot.ns;
     *slot = Culprit {
         id,
@@ -110,8 +126,8 @@ pub struct WaitBehind {
     pub preempted: u64,
     /// Of those, switches to a thread of another cgroup.
     pub preempted_by_other: u64,
-    /// Parts charged behind a culprit so far (wrapping): the slots' clock.
-    pub parts: u32,
+    /// Waits split so far (wrapping): the slots' clock.
+    pub splits: u32,
     /// Padding (explicit: the value is plain old data).
     pub pad: u32,
 }
@@ -127,9 +143,15 @@ impl WaitBehind {
         migrated_ns: 0,
         preempted: 0,
         preempted_by_other: 0,
-        parts: 0,
+        splits: 0,
         pad: 0,
     };
+
+    /// Starts charging the parts of one more wait.
+    #[inline(always)]
+    pub fn begin_split(&mut self) {
+        self.splits = self.splits.wrapping_add(1);
+    }
 
     /// Charges `ns` of wait behind thread `tid` of `cgroup` ([`IDLE`]: the idle task).
     #[inline(always)]
@@ -138,9 +160,8 @@ impl WaitBehind {
             self.idle_ns += ns;
             return;
         }
-        self.parts = self.parts.wrapping_add(1);
-        self.other_ns += charge_slot(&mut self.cgroups, cgroup, ns, self.parts);
-        charge_slot(&mut self.threads, u64::from(tid), ns, self.parts);
+        self.other_ns += charge_slot(&mut self.cgroups, cgroup, ns, self.splits);
+        charge_slot(&mut self.threads, u64::from(tid), ns, self.splits);
     }
 
     /// Every nanosecond charged, attributed or not: the thread's charged wait.
@@ -223,6 +244,7 @@ impl History {
     /// charged as unknown.
     #[inline(always)]
     pub fn split(&self, wait: u64, behind: &mut WaitBehind) {
+        behind.begin_split();
         let mut left = wait;
         let mut i = 0;
         while i < HISTORY_SLICES {
@@ -269,7 +291,7 @@ mod tests {
     }
 
     #[test]
-    fn the_ring_keeps_only_the_latest_slices_and_slots_go_to_the_latest_culprits() {
+    fn the_ring_keeps_only_the_latest_slices() {
         let mut history = History::EMPTY;
         history.switch(1, 1, 10);
         for i in 0..(HISTORY_SLICES as u64 + 3) {
@@ -278,36 +300,60 @@ mod tests {
         assert_eq!(history.len as usize, HISTORY_SLICES);
         let mut behind = WaitBehind::ZERO;
         history.split(10_000, &mut behind);
-        // Every remembered slice is 10 ns, charged newest first: 16 culprits, the slots keep
-        // the last four charged (the oldest slices), the rest moved to other.
-        let oldest = 100 + 3;
-        let mut kept: Vec<u64> = behind.cgroups.iter().map(|c| c.id).collect();
-        kept.sort_unstable();
-        assert_eq!(kept, [oldest, oldest + 1, oldest + 2, oldest + 3]);
-        assert!(behind.cgroups.iter().all(|c| c.ns == 10));
+        // Every remembered slice is 10 ns: 16 culprits in one wait, four slots, the rest moved
+        // to other; what the ring forgot is unknown.
+        assert!(behind.cgroups.iter().all(|c| c.ns == 10 && c.id >= 103));
         assert_eq!(behind.other_ns, 10 * (HISTORY_SLICES - BEHIND_SLOTS) as u64);
         assert_eq!(behind.unknown_ns, 10_000 - 10 * HISTORY_SLICES as u64);
         assert_eq!(behind.total_ns(), 10_000);
-        let mut threads: Vec<u64> = behind.threads.iter().map(|t| t.id).collect();
-        threads.sort_unstable();
-        assert_eq!(threads, [1003, 1004, 1005, 1006]);
     }
 
     #[test]
-    fn a_culprit_keeps_its_slot_while_charged_and_the_least_recent_gives_way() {
+    fn steady_culprits_keep_their_slots_and_passing_ones_give_way() {
         let mut behind = WaitBehind::ZERO;
-        for (cgroup, ns) in [(1, 5), (2, 5), (3, 5), (4, 5), (1, 5), (5, 7)] {
-            behind.charge(cgroup, cgroup as u32, ns);
+        let mut wait = |parts: &[(u64, u64)]| {
+            behind.begin_split();
+            for &(cgroup, ns) in parts {
+                behind.charge(cgroup, cgroup as u32, ns);
+            }
+        };
+        // Three hogs in every wait, a different kernel thread now and then.
+        for round in 0..20u64 {
+            wait(&[(1, 50), (2, 50), (3, 50)]);
+            if round % 3 == 0 {
+                wait(&[(1, 50), (100 + round, 2), (2, 50)]);
+            }
         }
-        // 2 was charged least recently when 5 came: its 5 ns moved to other.
-        let slots: Vec<(u64, u64)> = behind.cgroups.iter().map(|c| (c.id, c.ns)).collect();
-        assert_eq!(slots, [(1, 10), (5, 7), (3, 5), (4, 5)]);
-        assert_eq!(behind.other_ns, 5);
-        assert_eq!(behind.total_ns(), 32);
-        assert_ne!(
-            behind.cgroups[1].assigned, 2,
-            "a slot given to another culprit says when"
+        let mut held: Vec<(u64, u64)> = behind.cgroups.iter().map(|c| (c.id, c.ns)).collect();
+        held.sort_unstable();
+        assert_eq!(held[..3], [(1, 1350), (2, 1350), (3, 1000)], "{held:?}");
+        assert!(
+            held[3].0 >= 100,
+            "the fourth slot for passing ones: {held:?}"
         );
+        // Passing ones gave way to each other; a hog never did.
+        assert_eq!(behind.other_ns, 2 * 6);
+        assert_eq!(behind.total_ns(), 3 * 1000 + 7 * (50 + 2 + 50));
+        // A culprit of the latest waits is not given up for a passing one however little it
+        // holds; an old one is, whatever it holds.
+        let mut fresh = WaitBehind::ZERO;
+        for cgroup in [1, 2, 3, 4] {
+            fresh.begin_split();
+            fresh.charge(cgroup, 0, if cgroup == 1 { 1_000 } else { 1 });
+        }
+        for _ in 0..RECENT_SPLITS {
+            fresh.begin_split();
+            for cgroup in [2, 3, 4] {
+                fresh.charge(cgroup, 0, 1);
+            }
+        }
+        fresh.begin_split();
+        fresh.charge(9, 0, 5);
+        assert_eq!(
+            fresh.other_ns, 1_000,
+            "cgroup 1 had not been charged for a while"
+        );
+        assert!(fresh.cgroups.iter().any(|c| c.id == 9));
     }
 
     #[test]

@@ -307,14 +307,22 @@ mod tests {
     #[test]
     fn deltas_are_taken_within_a_slots_assignment_and_add_up_to_the_waits_growth() {
         let mut kernel = WaitBehind::ZERO;
+        // One wait each.
+        let charge = |kernel: &mut WaitBehind, cgroup: u64, tid: u32, ns: u64| {
+            kernel.begin_split();
+            kernel.charge(cgroup, tid, ns);
+        };
         for (cgroup, ns) in [(5, 100), (6, 50), (7, 1), (8, 1)] {
-            kernel.charge(cgroup, cgroup as u32 + 100, ns);
+            charge(&mut kernel, cgroup, cgroup as u32 + 100, ns);
+        }
+        for _ in 0..4 {
+            charge(&mut kernel, 5, 105, 0);
         }
         let before = kernel;
-        // 5 grows; then 9 and 10 come, taking 6's and 7's slots (least recently charged); 10
-        // is charged again; 6 comes back into 8's slot.
+        // 5 grows; then 9 comes, taking the least-holding slot not charged lately (7's), 10
+        // takes 8's and is charged again; 6 still has its slot.
         for (cgroup, ns) in [(5, 30), (9, 20), (10, 4), (10, 4), (6, 2)] {
-            kernel.charge(cgroup, cgroup as u32 + 100, ns);
+            charge(&mut kernel, cgroup, cgroup as u32 + 100, ns);
         }
         let delta = Behind::between(Some(&before), &kernel);
         let mut by: Vec<(u64, u64)> = delta.by.iter().map(|&(id, ns)| (id.0, ns)).collect();
@@ -335,7 +343,7 @@ mod tests {
         // What was charged between two reads and evicted before the second is other.
         let before = kernel;
         for (cgroup, ns) in [(11, 3), (12, 3), (13, 3), (14, 3), (15, 3)] {
-            kernel.charge(cgroup, 1, ns);
+            charge(&mut kernel, cgroup, 1, ns);
         }
         let delta = Behind::between(Some(&before), &kernel);
         assert_eq!(delta.total_ns(), 15);
