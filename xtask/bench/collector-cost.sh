@@ -17,7 +17,8 @@
 #  5. Where the switch program's nanoseconds go: the program stopped after each of its stages
 #     (TOPDOWN_BPF_SWITCH_STOP), the first an empty program, interleaved in the same run.
 #  6. Only with BASELINE=/path/to/another/topdown-bpf: the whole switch program (machine-wide,
-#     software set) of TOPDOWN_BPF against BASELINE's, interleaved, with per-run differences.
+#     software set) of TOPDOWN_BPF, with and without neighbours (TOPDOWN_BPF_NO_NEIGHBOURS),
+#     against BASELINE's, interleaved, with per-run differences.
 # TABLES=1 (or 12, 4, ...) runs only those tables.
 set -euo pipefail
 tables=${TABLES:-12345}
@@ -225,20 +226,24 @@ done
 fi
 if [[ $tables == *6* && -n ${BASELINE:-} ]]; then
 echo "## 6. The whole switch program against $BASELINE" >&2
-base_ns=(); this_ns=(); diffs=()
+base_ns=(); this_ns=(); off_ns=(); diffs=(); off_diffs=()
 for i in $(seq 1 "$runs"); do
   read -r _ b < <(with_collector sched_switch "$BASELINE" --duration 600 -o /dev/null)
   read -r _ t < <(with_collector sched_switch "$topdown" --duration 600 -o /dev/null)
-  base_ns+=("$b"); this_ns+=("$t")
-  [ "$b" = n/a ] || [ "$t" = n/a ] || diffs+=("$((b - t))")
-  echo "run $i/$runs: baseline $b this build $t" >&2
+  read -r _ o < <(with_collector sched_switch env TOPDOWN_BPF_NO_NEIGHBOURS=1 "$topdown" --duration 600 -o /dev/null)
+  base_ns+=("$b"); this_ns+=("$t"); off_ns+=("$o")
+  [ "$b" = n/a ] || [ "$t" = n/a ] || diffs+=("$((t - b))")
+  [ "$b" = n/a ] || [ "$o" = n/a ] || off_diffs+=("$((o - b))")
+  echo "run $i/$runs: baseline $b this build $t without neighbours $o" >&2
 done
 echo
 echo "| switch program, ns per run | median | per run |"
 echo "|---|---:|---|"
 echo "| baseline ($BASELINE) | $(median "${base_ns[@]}") | ${base_ns[*]} |"
 echo "| this build ($topdown) | $(median "${this_ns[@]}") | ${this_ns[*]} |"
-echo "| baseline minus this build, per run | $(median "${diffs[@]}") | ${diffs[*]} |"
+echo "| this build without neighbours (TOPDOWN_BPF_NO_NEIGHBOURS=1) | $(median "${off_ns[@]}") | ${off_ns[*]} |"
+echo "| this build minus baseline, per run | $(median "${diffs[@]}") | ${diffs[*]} |"
+echo "| without neighbours minus baseline, per run | $(median "${off_diffs[@]}") | ${off_diffs[*]} |"
 echo
 fi
 if [[ $tables == *4* ]]; then
