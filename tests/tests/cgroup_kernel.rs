@@ -647,7 +647,7 @@ fn waits_are_split_over_the_neighbours_that_held_the_cpu() {
     );
     // The part booked on the CPU it left when it was moved to CPU 0 at its start is no slice
     // of CPU 0's.
-    let elsewhere = behind.migrated_ns;
+    let elsewhere = behind.rest.migrated_ns;
     let rest = waited - on_b - on_c - elsewhere;
     let cgroup_a = totals
         .cgroups
@@ -671,13 +671,13 @@ fn waits_are_split_over_the_neighbours_that_held_the_cpu() {
         Some(on_b)
     );
     assert_eq!(
-        behind.preempted, involuntary,
+        behind.rest.preempted, involuntary,
         "preemptions are the kernel's nonvoluntary_ctxt_switches"
     );
     // Preemptions are counted by another cgroup at the switch that makes them; one the
     // collector first sees at a later charge (a CPU that was not measuring yet: the victim's
     // first moments on the test's CPU) is counted, not whom it was for.
-    assert!(behind.preempted_by_other <= behind.preempted);
+    assert!(behind.rest.preempted_by_other <= behind.rest.preempted);
 
     // The culprit threads the victim kept slots for (the first four it waited behind): each
     // slot is a split of the cgroups' parts.
@@ -720,12 +720,12 @@ fn waits_are_split_over_the_neighbours_that_held_the_cpu() {
         let on_cpu0 = waits_behind(&events, 0, tid, 1, |_| 0).preempted;
         eprintln!(
             "preemptions: {} ({} by another cgroup), {on_cpu0} on CPU 0 in the trace",
-            behind.preempted, behind.preempted_by_other
+            behind.rest.preempted, behind.rest.preempted_by_other
         );
         assert!(
-            behind.preempted_by_other >= on_cpu0.saturating_sub(unreported),
+            behind.rest.preempted_by_other >= on_cpu0.saturating_sub(unreported),
             "{} preemptions by another cgroup, {on_cpu0} in the trace",
-            behind.preempted_by_other
+            behind.rest.preempted_by_other
         );
         let traced = waits_behind(&events, 0, tid, 3, |t| {
             if b_tids.contains(&t) {

@@ -102,17 +102,12 @@ fn charge_slot<const N: usize>(slots: &mut [Culprit; N], id: u64, ns: u64, seq: 
     evicted
 }
 
-/// Where a thread's run-queue waits went, as charged in the kernel: the sum of the cgroup
-/// slots, `other_ns`, `idle_ns`, `unknown_ns` and `migrated_ns` is the thread's `waited_ns`, to
-/// the nanosecond.
+/// The parts of a thread's waits no culprit slot holds, and its preemptions: what its split
+/// keeps besides the slots, in the kernel's totals and in userspace's deltas alike.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct WaitBehind {
-    /// The culprit cgroups with a slot.
-    pub cgroups: [Culprit; BEHIND_SLOTS],
-    /// The culprit threads with a slot (a split of the cgroups' parts).
-    pub threads: [Culprit; BEHIND_THREADS],
-    /// Waited behind cgroups whose slot was given to another since.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WaitRest {
+    /// Waited behind cgroups whose slot was given to another culprit since.
     pub other_ns: u64,
     /// Waited while the CPU ran its idle task (it was idle, or waking up for this thread).
     pub idle_ns: u64,
@@ -126,6 +121,60 @@ pub struct WaitBehind {
     pub preempted: u64,
     /// Of those, switches to a thread of another cgroup.
     pub preempted_by_other: u64,
+}
+
+impl WaitRest {
+    /// Nothing charged.
+    pub const ZERO: Self = Self {
+        other_ns: 0,
+        idle_ns: 0,
+        unknown_ns: 0,
+        migrated_ns: 0,
+        preempted: 0,
+        preempted_by_other: 0,
+    };
+
+    /// The nanoseconds of wait it holds.
+    pub const fn ns(&self) -> u64 {
+        self.other_ns + self.idle_ns + self.unknown_ns + self.migrated_ns
+    }
+
+    /// Its growth since `before`, part by part.
+    pub const fn since(&self, before: &Self) -> Self {
+        Self {
+            other_ns: self.other_ns.saturating_sub(before.other_ns),
+            idle_ns: self.idle_ns.saturating_sub(before.idle_ns),
+            unknown_ns: self.unknown_ns.saturating_sub(before.unknown_ns),
+            migrated_ns: self.migrated_ns.saturating_sub(before.migrated_ns),
+            preempted: self.preempted.saturating_sub(before.preempted),
+            preempted_by_other: self
+                .preempted_by_other
+                .saturating_sub(before.preempted_by_other),
+        }
+    }
+
+    /// Adds `other`'s, part by part.
+    pub const fn add(&mut self, other: &Self) {
+        self.other_ns += other.other_ns;
+        self.idle_ns += other.idle_ns;
+        self.unknown_ns += other.unknown_ns;
+        self.migrated_ns += other.migrated_ns;
+        self.preempted += other.preempted;
+        self.preempted_by_other += other.preempted_by_other;
+    }
+}
+
+/// Where a thread's run-queue waits went, as charged in the kernel: the cgroup slots and the
+/// rest's nanoseconds add up to the thread's `waited_ns`, to the nanosecond.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WaitBehind {
+    /// The culprit cgroups with a slot.
+    pub cgroups: [Culprit; BEHIND_SLOTS],
+    /// The culprit threads with a slot (a split of the cgroups' parts).
+    pub threads: [Culprit; BEHIND_THREADS],
+    /// The rest of the waits, and the preemptions.
+    pub rest: WaitRest,
     /// Waits split so far (wrapping): the slots' clock.
     pub splits: u32,
     /// Padding (explicit: the value is plain old data).
@@ -137,12 +186,7 @@ impl WaitBehind {
     pub const ZERO: Self = Self {
         cgroups: [Culprit::FREE; BEHIND_SLOTS],
         threads: [Culprit::FREE; BEHIND_THREADS],
-        other_ns: 0,
-        idle_ns: 0,
-        unknown_ns: 0,
-        migrated_ns: 0,
-        preempted: 0,
-        preempted_by_other: 0,
+        rest: WaitRest::ZERO,
         splits: 0,
         pad: 0,
     };
@@ -157,16 +201,16 @@ impl WaitBehind {
     #[inline(always)]
     pub fn charge(&mut self, cgroup: u64, tid: u32, ns: u64) {
         if cgroup == IDLE {
-            self.idle_ns += ns;
+            self.rest.idle_ns += ns;
             return;
         }
-        self.other_ns += charge_slot(&mut self.cgroups, cgroup, ns, self.splits);
+        self.rest.other_ns += charge_slot(&mut self.cgroups, cgroup, ns, self.splits);
         charge_slot(&mut self.threads, u64::from(tid), ns, self.splits);
     }
 
     /// Every nanosecond charged, attributed or not: the thread's charged wait.
     pub fn total_ns(&self) -> u64 {
-        let mut sum = self.other_ns + self.idle_ns + self.unknown_ns + self.migrated_ns;
+        let mut sum = self.rest.ns();
         let mut i = 0;
         while i < BEHIND_SLOTS {
             sum += self.cgroups[i].ns;
@@ -260,7 +304,7 @@ impl History {
             left -= part;
             i += 1;
         }
-        behind.unknown_ns += left;
+        behind.rest.unknown_ns += left;
     }
 }
 
@@ -279,14 +323,14 @@ mod tests {
         history.split(650, &mut behind);
         assert_eq!((behind.cgroups[0].id, behind.cgroups[0].ns), (9, 600));
         assert_eq!((behind.threads[0].id, behind.threads[0].ns), (90, 600));
-        assert_eq!(behind.idle_ns, 50);
+        assert_eq!(behind.rest.idle_ns, 50);
         assert_eq!(behind.total_ns(), 650);
         // Longer than all the history: the rest is unknown, never dropped.
         let mut behind = WaitBehind::ZERO;
         history.split(1_500, &mut behind);
         let slots: Vec<(u64, u64)> = behind.cgroups.iter().map(|c| (c.id, c.ns)).collect();
         assert_eq!(slots[..2], [(9, 600), (7, 300)]);
-        assert_eq!((behind.idle_ns, behind.unknown_ns), (100, 500));
+        assert_eq!((behind.rest.idle_ns, behind.rest.unknown_ns), (100, 500));
         assert_eq!(behind.total_ns(), 1_500);
     }
 
@@ -303,8 +347,11 @@ mod tests {
         // Every remembered slice is 10 ns: 16 culprits in one wait, four slots, the rest moved
         // to other; what the ring forgot is unknown.
         assert!(behind.cgroups.iter().all(|c| c.ns == 10 && c.id >= 103));
-        assert_eq!(behind.other_ns, 10 * (HISTORY_SLICES - BEHIND_SLOTS) as u64);
-        assert_eq!(behind.unknown_ns, 10_000 - 10 * HISTORY_SLICES as u64);
+        assert_eq!(
+            behind.rest.other_ns,
+            10 * (HISTORY_SLICES - BEHIND_SLOTS) as u64
+        );
+        assert_eq!(behind.rest.unknown_ns, 10_000 - 10 * HISTORY_SLICES as u64);
         assert_eq!(behind.total_ns(), 10_000);
     }
 
@@ -332,7 +379,7 @@ mod tests {
             "the fourth slot for passing ones: {held:?}"
         );
         // Passing ones gave way to each other; a hog never did.
-        assert_eq!(behind.other_ns, 2 * 6);
+        assert_eq!(behind.rest.other_ns, 2 * 6);
         assert_eq!(behind.total_ns(), 3 * 1000 + 7 * (50 + 2 + 50));
         // A culprit of the latest waits is not given up for a passing one however little it
         // holds; an old one is, whatever it holds.
@@ -350,7 +397,7 @@ mod tests {
         fresh.begin_split();
         fresh.charge(9, 0, 5);
         assert_eq!(
-            fresh.other_ns, 1_000,
+            fresh.rest.other_ns, 1_000,
             "cgroup 1 had not been charged for a while"
         );
         assert!(fresh.cgroups.iter().any(|c| c.id == 9));
@@ -360,7 +407,7 @@ mod tests {
     fn an_empty_history_attributes_nothing() {
         let mut behind = WaitBehind::ZERO;
         History::EMPTY.split(42, &mut behind);
-        assert_eq!(behind.unknown_ns, 42);
+        assert_eq!(behind.rest.unknown_ns, 42);
         let mut started = History::EMPTY;
         started.switch(3, 30, 99);
         assert_eq!(started.len, 0, "the first switch only starts the clock");

@@ -501,13 +501,13 @@ fn count_preemptions(
     if grown == 0 {
         return;
     }
-    totals.header.behind.preempted += grown;
+    totals.header.behind.rest.preempted += grown;
     // This switch was involuntary: the kernel counts it before the tracepoint.
     if let Some(Switch { prev, next }) = switch
         && next.tid() != 0
         && next.cgroup_address() != prev.cgroup_address()
     {
-        totals.header.behind.preempted_by_other += 1;
+        totals.header.behind.rest.preempted_by_other += 1;
     }
 }
 
@@ -537,7 +537,7 @@ pub fn on_migrate(task: Task) {
         return;
     }
     totals.header.waited_ns += waited;
-    totals.header.behind.migrated_ns += waited;
+    totals.header.behind.rest.migrated_ns += waited;
     totals.run_delay_ns = delay;
     if let Some(state) = cpu_state() {
         list(state, totals, slot);

@@ -9,7 +9,7 @@ use foldhash::{HashMap, HashMapExt as _};
 use smallvec::SmallVec;
 use topdown_common::{
     cgroup::CgroupId,
-    neighbours::{BEHIND_SLOTS, BEHIND_THREADS, WaitBehind},
+    neighbours::{BEHIND_SLOTS, BEHIND_THREADS, WaitBehind, WaitRest},
     thread::Tid,
 };
 
@@ -29,19 +29,10 @@ pub struct Behind {
     /// Nanoseconds waited behind each culprit thread the kernel kept a slot for (a split of
     /// the cgroups' parts; one entry per thread, in no order).
     pub threads: SmallVec<[(Tid, u64); BEHIND_THREADS]>,
-    /// Waited behind cgroups whose kernel slot went to another culprit before it was read (a
+    /// The rest of the waits (other, idle, unattributed), and the preemptions; `other_ns`
+    /// holds the cgroups whose kernel slot went to another culprit before it was read (a
     /// thread keeps [`BEHIND_SLOTS`], given to its latest culprits).
-    pub other_ns: u64,
-    /// Waited while the CPU ran its idle task (idle, or waking up for the thread).
-    pub idle_ns: u64,
-    /// Waited before the oldest slice the CPU remembered: not attributed.
-    pub unknown_ns: u64,
-    /// Waited on a CPU the thread was then moved away from: not attributed.
-    pub migrated_ns: u64,
-    /// Switches out while still runnable.
-    pub preempted: u64,
-    /// Of those, switches to a thread of another cgroup.
-    pub preempted_by_other: u64,
+    pub rest: WaitRest,
 }
 
 impl Behind {
@@ -83,21 +74,9 @@ impl Behind {
                 (is.id != 0 && ns > 0).then_some((Tid(is.id as u32), ns))
             })
             .collect();
-        Self {
-            by,
-            threads,
-            other_ns: now
-                .other_ns
-                .saturating_sub(before.other_ns)
-                .saturating_sub(recounted),
-            idle_ns: now.idle_ns.saturating_sub(before.idle_ns),
-            unknown_ns: now.unknown_ns.saturating_sub(before.unknown_ns),
-            migrated_ns: now.migrated_ns.saturating_sub(before.migrated_ns),
-            preempted: now.preempted.saturating_sub(before.preempted),
-            preempted_by_other: now
-                .preempted_by_other
-                .saturating_sub(before.preempted_by_other),
-        }
+        let mut rest = now.rest.since(&before.rest);
+        rest.other_ns = rest.other_ns.saturating_sub(recounted);
+        Self { by, threads, rest }
     }
 
     /// Adds `other`'s (a later window, another thread of the cgroup, a child cgroup).
@@ -114,21 +93,12 @@ impl Behind {
                 None => self.threads.push((tid, ns)),
             }
         }
-        self.other_ns += other.other_ns;
-        self.idle_ns += other.idle_ns;
-        self.unknown_ns += other.unknown_ns;
-        self.migrated_ns += other.migrated_ns;
-        self.preempted += other.preempted;
-        self.preempted_by_other += other.preempted_by_other;
+        self.rest.add(&other.rest);
     }
 
     /// Every nanosecond of wait, attributed or not.
     pub fn total_ns(&self) -> u64 {
-        self.by.iter().map(|(_, ns)| ns).sum::<u64>()
-            + self.other_ns
-            + self.idle_ns
-            + self.unknown_ns
-            + self.migrated_ns
+        self.by.iter().map(|(_, ns)| ns).sum::<u64>() + self.rest.ns()
     }
 }
 
@@ -278,11 +248,11 @@ impl<'w> CulpritNames<'w> {
         Culprits {
             top: named.into_iter().collect(),
             threads: threads.into_iter().collect(),
-            other_ns: behind.other_ns + rest,
-            idle_ns: behind.idle_ns,
-            unattributed_ns: behind.unknown_ns + behind.migrated_ns,
-            preempted: behind.preempted,
-            preempted_by_other: behind.preempted_by_other,
+            other_ns: behind.rest.other_ns + rest,
+            idle_ns: behind.rest.idle_ns,
+            unattributed_ns: behind.rest.unknown_ns + behind.rest.migrated_ns,
+            preempted: behind.rest.preempted,
+            preempted_by_other: behind.rest.preempted_by_other,
         }
     }
 
@@ -329,7 +299,7 @@ mod tests {
         by.sort_unstable();
         assert_eq!(by, [(5, 30), (6, 2), (9, 20), (10, 8)]);
         assert_eq!(
-            delta.other_ns, 0,
+            delta.rest.other_ns, 0,
             "6's and 7's and 8's moves were counted before"
         );
         assert_eq!(
@@ -347,7 +317,7 @@ mod tests {
         }
         let delta = Behind::between(Some(&before), &kernel);
         assert_eq!(delta.total_ns(), 15);
-        assert_eq!(delta.other_ns, 3, "11's part, evicted by 15 unread");
+        assert_eq!(delta.rest.other_ns, 3, "11's part, evicted by 15 unread");
         // A thread first seen: everything.
         assert_eq!(Behind::between(None, &kernel).total_ns(), kernel.total_ns());
     }
@@ -382,11 +352,13 @@ mod tests {
                 .map(|(id, ns)| (CgroupId(id), ns))
                 .collect(),
             threads: [(Tid(7), 60), (Tid(8), 20)].into_iter().collect(),
-            other_ns: 5,
-            idle_ns: 3,
-            unknown_ns: 2,
-            migrated_ns: 1,
-            ..Behind::default()
+            rest: WaitRest {
+                other_ns: 5,
+                idle_ns: 3,
+                unknown_ns: 2,
+                migrated_ns: 1,
+                ..WaitRest::ZERO
+            },
         };
         let hog = ThreadUsage::clocked(7, 7, CgroupId(3), 100, 1);
         let culprits = CulpritNames::new(Some(GroupBy::Cgroup), std::slice::from_ref(&hog))

@@ -6,6 +6,7 @@
 
 use std::{collections::BTreeMap, time::Duration};
 use topdown_common::cgroup::CgroupId;
+use topdown_common::neighbours::WaitRest;
 use topdown_common::reading::Reading;
 use topdown_common::thread::{Pid, Tid};
 
@@ -281,12 +282,12 @@ impl BehindLine {
                 .iter()
                 .map(|&(tid, ns)| [u64::from(tid.0), ns])
                 .collect(),
-            other_ns: behind.other_ns,
-            idle_ns: behind.idle_ns,
-            unknown_ns: behind.unknown_ns,
-            migrated_ns: behind.migrated_ns,
-            preempted: behind.preempted,
-            preempted_by_other: behind.preempted_by_other,
+            other_ns: behind.rest.other_ns,
+            idle_ns: behind.rest.idle_ns,
+            unknown_ns: behind.rest.unknown_ns,
+            migrated_ns: behind.rest.migrated_ns,
+            preempted: behind.rest.preempted,
+            preempted_by_other: behind.rest.preempted_by_other,
         }
     }
 
@@ -302,12 +303,14 @@ impl BehindLine {
                 .into_iter()
                 .filter_map(|[tid, ns]| Some((Tid(u32::try_from(tid).ok()?), ns)))
                 .collect(),
-            other_ns: self.other_ns,
-            idle_ns: self.idle_ns,
-            unknown_ns: self.unknown_ns,
-            migrated_ns: self.migrated_ns,
-            preempted: self.preempted,
-            preempted_by_other: self.preempted_by_other,
+            rest: WaitRest {
+                other_ns: self.other_ns,
+                idle_ns: self.idle_ns,
+                unknown_ns: self.unknown_ns,
+                migrated_ns: self.migrated_ns,
+                preempted: self.preempted,
+                preempted_by_other: self.preempted_by_other,
+            },
         }
     }
 

@@ -576,6 +576,7 @@ mod tests {
     use topdown_common::{
         c2c::C2cRecord,
         data_src::{self, DataSrc},
+        neighbours::WaitRest,
     };
 
     use crate::{
@@ -616,6 +617,25 @@ mod tests {
             stalls: std::collections::BTreeMap::new(),
         }
     }
+
+    /// Cgroup directories `leaves` in a temporary mount, their ids, and its names.
+    fn cgroups<const N: usize>(
+        leaves: [&str; N],
+    ) -> (tempfile::TempDir, [CgroupId; N], CgroupNames) {
+        let dir = tempfile::tempdir().unwrap();
+        let ids = leaves.map(|leaf| {
+            fs::create_dir(dir.path().join(leaf)).unwrap();
+            CgroupId(fs::metadata(dir.path().join(leaf)).unwrap().ino())
+        });
+        let names = CgroupNames::at(Some(dir.path().to_path_buf()));
+        (dir, ids, names)
+    }
+
+    /// Limits that never bite in a test of a few cgroups.
+    const ROOMY: Limits = Limits {
+        grace: Duration::from_secs(10),
+        max_cgroups: 10,
+    };
 
     /// The window's frame, as the session builds it, to the exporter now.
     fn update(exporter: &mut Exporter, window: &Window, names: &mut CgroupNames, set: &CounterSet) {
@@ -689,19 +709,9 @@ mod tests {
     /// series of a cgroup adds up to its run-queue wait.
     #[test]
     fn waits_behind_have_at_most_three_culprits_per_cgroup_and_add_up_to_the_wait() {
-        let dir = tempfile::tempdir().unwrap();
-        let id = |name: &str| {
-            fs::create_dir(dir.path().join(name)).unwrap();
-            CgroupId(fs::metadata(dir.path().join(name)).unwrap().ino())
-        };
-        let [a, b, c, d, e, f] = ["a", "b", "c", "d", "e", "f"].map(id);
-        let mut names = CgroupNames::at(Some(dir.path().to_path_buf()));
-        let limits = Limits {
-            grace: Duration::from_secs(10),
-            max_cgroups: 10,
-        };
+        let (_dir, [a, b, c, d, e, f], mut names) = cgroups(["a", "b", "c", "d", "e", "f"]);
         let set = CounterSet::software("test".into());
-        let mut exporter = Exporter::new(&set, None, limits);
+        let mut exporter = Exporter::new(&set, None, ROOMY);
         let ms = |ms: u64| ms * 1_000_000;
         let windows = [
             (vec![(b, ms(10)), (c, ms(5))], 0, ms(1), 0),
@@ -717,9 +727,12 @@ mod tests {
         for (by, other_ns, idle_ns, unknown_ns) in windows {
             let behind = Behind {
                 by: by.into_iter().collect(),
-                other_ns,
-                idle_ns,
-                unknown_ns,
+                rest: WaitRest {
+                    other_ns,
+                    idle_ns,
+                    unknown_ns,
+                    ..WaitRest::ZERO
+                },
                 ..Behind::default()
             };
             let mut w = window(vec![CgroupUsage {
@@ -771,16 +784,9 @@ mod tests {
     /// what the kernel did not provide (`full` pressure before 5.13) has no series, never a 0.
     #[test]
     fn waits_and_stalls_add_up_per_cgroup_and_what_is_not_provided_has_no_series() {
-        let dir = tempfile::tempdir().unwrap();
-        fs::create_dir(dir.path().join("a")).unwrap();
-        let a = fs::metadata(dir.path().join("a")).unwrap().ino();
-        let mut names = CgroupNames::at(Some(dir.path().to_path_buf()));
-        let limits = Limits {
-            grace: Duration::from_secs(10),
-            max_cgroups: 10,
-        };
+        let (_dir, [CgroupId(a)], mut names) = cgroups(["a"]);
         let set = CounterSet::software("test".into());
-        let mut exporter = Exporter::new(&set, None, limits);
+        let mut exporter = Exporter::new(&set, None, ROOMY);
         let stalls = crate::attrib::stalls::CpuStalls {
             nr_throttled: Some(3),
             throttled: Some(Duration::from_millis(250)),
