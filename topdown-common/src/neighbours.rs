@@ -6,10 +6,10 @@
 //! the unit tests below run them here.
 
 /// The culprit cgroups each thread keeps a slot of its own for; when all are taken, a new
-/// culprit takes a slot not charged in the thread's latest [`RECENT_SPLITS`] waits (the one
-/// holding least; the one charged least recently when all were), and what that slot held
-/// moves to [`WaitBehind::other_ns`]. So the culprits of its latest waits keep their slots,
-/// and a passing one (a kernel thread) does not push a steady one out.
+/// culprit takes the slot holding least among those not charged in the thread's latest
+/// [`RECENT_SPLITS`] waits (among all, when each was), and what that slot held moves to
+/// [`WaitRest::other_ns`]. So the culprits of its latest waits keep their slots, the heaviest
+/// first, and a passing one (a kernel thread) does not push a steady one out.
 pub const BEHIND_SLOTS: usize = 4;
 
 /// How many of a thread's latest waits protect the culprits charged in them.
@@ -57,7 +57,7 @@ impl Culprit {
 /// one [`BEHIND_SLOTS`] says to give up, whose nanoseconds are returned (they leave the slots).
 #[inline(always)]
 fn charge_slot<const N: usize>(slots: &mut [Culprit; N], id: u64, ns: u64, seq: u32) -> u64 {
-    // The slot to give up: the least among those not charged recently, else the least recent.
+    // The slot to give up: the least holding among those not charged recently, else among all.
     let mut give = 0;
     let mut i = 0;
     while i < N {
@@ -83,7 +83,7 @@ fn charge_slot<const N: usize>(slots: &mut [Culprit; N], id: u64, ns: u64, seq: 
         let better = match (old, chosen_old) {
             (true, false) => true,
             (true, true) => ns_i < chosen_ns,
-            (false, false) => age > chosen_age,
+            (false, false) => ns_i < chosen_ns,
             (false, true) => false,
         };
         if better {
@@ -401,6 +401,15 @@ mod tests {
             "cgroup 1 had not been charged for a while"
         );
         assert!(fresh.cgroups.iter().any(|c| c.id == 9));
+        // All charged in this very wait: the one holding least gives way.
+        let mut busy = WaitBehind::ZERO;
+        busy.begin_split();
+        for (cgroup, ns) in [(1, 100), (2, 5), (3, 50), (4, 60), (5, 7)] {
+            busy.charge(cgroup, cgroup as u32, ns);
+        }
+        let held: Vec<u64> = busy.cgroups.iter().map(|c| c.id).collect();
+        assert_eq!(held, [1, 5, 3, 4]);
+        assert_eq!(busy.rest.other_ns, 5);
     }
 
     #[test]

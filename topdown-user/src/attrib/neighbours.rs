@@ -125,6 +125,14 @@ pub struct Culprits {
 }
 
 impl Culprits {
+    /// What the named culprit threads do not hold of the culprits' time (threads beyond the
+    /// top, and those whose kernel slot went to another before it was read).
+    pub fn other_threads_ns(&self) -> u64 {
+        let culprits = self.top.iter().map(|(_, ns)| ns).sum::<u64>() + self.other_ns;
+        let named = self.threads.iter().map(|(_, ns)| ns).sum::<u64>();
+        culprits.saturating_sub(named)
+    }
+
     /// Every nanosecond of wait the parts hold: the row's wait.
     pub fn total_ns(&self) -> u64 {
         self.top.iter().map(|(_, ns)| ns).sum::<u64>()
@@ -374,6 +382,11 @@ mod tests {
             threads,
             [("t7/7", 60), ("tid 8", 20)],
             "named from the window's threads"
+        );
+        assert_eq!(
+            culprits.other_threads_ns(),
+            115 - 80,
+            "the culprits' time no thread names"
         );
         let (first, share) = culprits.first().unwrap();
         assert_eq!(first, "/b");

@@ -121,20 +121,27 @@ pub fn wait_behind_parts(behind: &Culprits) -> Vec<String> {
 }
 
 /// A row's culprit threads for people, largest first: each one's time (ms) and share of the
-/// wait (a split of the culprits' parts).
+/// wait (a split of the culprits' parts), then what other threads held; nothing where no
+/// thread is named.
 pub fn wait_behind_thread_parts(behind: &Culprits) -> Vec<String> {
     let total = behind.total_ns().max(1) as f64;
-    behind
+    let part = |name: &str, ns: u64| {
+        format!(
+            "{name} {:.3} ({:.0}%)",
+            ns as f64 / 1e6,
+            ns as f64 / total * 100.0
+        )
+    };
+    let mut parts: Vec<String> = behind
         .threads
         .iter()
-        .map(|(name, ns)| {
-            format!(
-                "{name} {:.3} ({:.0}%)",
-                *ns as f64 / 1e6,
-                *ns as f64 / total * 100.0
-            )
-        })
-        .collect()
+        .map(|(name, ns)| part(name, *ns))
+        .collect();
+    let other = behind.other_threads_ns();
+    if !parts.is_empty() && other > 0 {
+        parts.push(part("other threads", other));
+    }
+    parts
 }
 
 /// The flat fields of a row's split (CSV and Parquet), in this order: the top culprits' names

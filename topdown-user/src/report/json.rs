@@ -335,6 +335,7 @@ struct WaitBehindDoc<'a> {
     idle_ns: u64,
     unattributed_ns: u64,
     threads: Vec<CulpritDoc<'a>>,
+    other_threads_ns: u64,
 }
 
 #[derive(Serialize)]
@@ -363,6 +364,7 @@ impl<'a> WaitBehindDoc<'a> {
             idle_ns: culprits.idle_ns,
             unattributed_ns: culprits.unattributed_ns,
             threads: docs(&culprits.threads),
+            other_threads_ns: culprits.other_threads_ns(),
         }
     }
 }
