@@ -351,9 +351,9 @@ fn per_container_and_serve_name_the_containers_a_container_waited_behind() {
         tree.spawn(leaf, command, Some(0))
     };
     let mut roles = [
-        scene(&a, &["victim", "--run-ms", "1500"]),
-        scene(&b, &["hog", "--threads", "2", "--run-ms", "1500"]),
-        scene(&c, &["hog", "--threads", "1", "--run-ms", "1500"]),
+        scene(&a, &["victim", "--run-ms", "1000"]),
+        scene(&b, &["hog", "--threads", "2", "--run-ms", "1000"]),
+        scene(&c, &["hog", "--threads", "1", "--run-ms", "1000"]),
     ];
     for role in &mut roles {
         assert!(role.wait().expect("a role of the scene").success());
