@@ -57,8 +57,7 @@ impl Culprit {
 /// one [`BEHIND_SLOTS`] says to give up, whose nanoseconds are returned (they leave the slots).
 #[inline(always)]
 fn charge_slot<const N: usize>(slots: &mut [Culprit; N], id: u64, ns: u64, seq: u32) -> u64 {
-    // The slot to give up: the least holding among those not charged recently, else among all.
-    let mut give = 0;
+    // Its own slot or a free one: what nearly every charge finds, so nothing else is looked at.
     let mut i = 0;
     while i < N {
         if slots[i].id == id {
@@ -75,6 +74,12 @@ fn charge_slot<const N: usize>(slots: &mut [Culprit; N], id: u64, ns: u64, seq: 
             };
             return 0;
         }
+        i += 1;
+    }
+    // The slot to give up: the least holding among those not charged recently, else among all.
+    let mut give = 0;
+    let mut i = 1;
+    while i < N {
         let (age, ns_i) = (seq.wrapping_sub(slots[i].last), slots[i].ns);
         let chosen = &slots[give % N];
         let (chosen_age, chosen_ns) = (seq.wrapping_sub(chosen.last), chosen.ns);
@@ -82,8 +87,7 @@ fn charge_slot<const N: usize>(slots: &mut [Culprit; N], id: u64, ns: u64, seq: 
         let chosen_old = chosen_age >= RECENT_SPLITS;
         let better = match (old, chosen_old) {
             (true, false) => true,
-            (true, true) => ns_i < chosen_ns,
-            (false, false) => ns_i < chosen_ns,
+            (true, true) | (false, false) => ns_i < chosen_ns,
             (false, true) => false,
         };
         if better {
@@ -204,7 +208,10 @@ impl WaitBehind {
             self.rest.idle_ns += ns;
             return;
         }
-        self.rest.other_ns += charge_slot(&mut self.cgroups, cgroup, ns, self.splits);
+        let evicted = charge_slot(&mut self.cgroups, cgroup, ns, self.splits);
+        if evicted > 0 {
+            self.rest.other_ns += evicted;
+        }
         charge_slot(&mut self.threads, u64::from(tid), ns, self.splits);
     }
 
@@ -242,8 +249,8 @@ pub struct History {
     pub slices: [Slice; HISTORY_SLICES],
     /// Index of the next slice to write.
     pub next: u32,
-    /// How many slices are held (at most [`HISTORY_SLICES`]).
-    pub len: u32,
+    /// Padding (explicit: the value is plain old data).
+    pub pad: u32,
     /// Scheduler clock (ns) of the CPU's latest switch, where the running slice began; 0
     /// before the first.
     pub switch_ns: u64,
@@ -259,7 +266,7 @@ impl History {
             pad: 0,
         }; HISTORY_SLICES],
         next: 0,
-        len: 0,
+        pad: 0,
         switch_ns: 0,
     };
 
@@ -276,9 +283,6 @@ impl History {
                 pad: 0,
             };
             self.next = (at as u32 + 1) % HISTORY_SLICES as u32;
-            if (self.len as usize) < HISTORY_SLICES {
-                self.len += 1;
-            }
         }
         self.switch_ns = now;
     }
@@ -291,20 +295,20 @@ impl History {
         behind.begin_split();
         let mut left = wait;
         let mut i = 0;
-        while i < HISTORY_SLICES {
-            if left == 0 || i >= self.len as usize {
-                break;
-            }
+        // Slices not yet written hold 0 ns: they take no part, and the walk goes on to the end.
+        while i < HISTORY_SLICES && left > 0 {
             let at = (self.next as usize + HISTORY_SLICES - 1 - i) % HISTORY_SLICES;
-            let slice = self.slices[at];
+            let slice = &self.slices[at];
             let part = if slice.ns < left { slice.ns } else { left };
             if part > 0 {
                 behind.charge(slice.cgroup_id, slice.tid, part);
+                left -= part;
             }
-            left -= part;
             i += 1;
         }
-        behind.rest.unknown_ns += left;
+        if left > 0 {
+            behind.rest.unknown_ns += left;
+        }
     }
 }
 
@@ -341,7 +345,6 @@ mod tests {
         for i in 0..(HISTORY_SLICES as u64 + 3) {
             history.switch(100 + i, 1000 + i as u32, 10 + 10 * (i + 1));
         }
-        assert_eq!(history.len as usize, HISTORY_SLICES);
         let mut behind = WaitBehind::ZERO;
         history.split(10_000, &mut behind);
         // Every remembered slice is 10 ns: 16 culprits in one wait, four slots, the rest moved
@@ -419,6 +422,9 @@ mod tests {
         assert_eq!(behind.rest.unknown_ns, 42);
         let mut started = History::EMPTY;
         started.switch(3, 30, 99);
-        assert_eq!(started.len, 0, "the first switch only starts the clock");
+        assert!(
+            started.slices.iter().all(|s| s.ns == 0),
+            "the first switch only starts the clock"
+        );
     }
 }

@@ -334,10 +334,11 @@ pub fn charge_current(
 ) {
     // SAFETY: a helper without arguments.
     let cpu = unsafe { bpf_get_smp_processor_id() };
+    let neighbours = neighbours();
     if state.last_ns == 0 {
         read_counters(&mut Prev::of(state), cpu, None);
         state.last_ns = clocks.now();
-        if neighbours() {
+        if neighbours {
             if end != SliceEnd::Tick {
                 let tid = task.tid();
                 unwatched_switch(state, tid, clocks);
@@ -380,7 +381,7 @@ pub fn charge_current(
     }
     if tid == 0 {
         charge_clock(&mut state.idle, slice);
-        if end != SliceEnd::Tick && neighbours() {
+        if end != SliceEnd::Tick && neighbours {
             state.history.switch(IDLE, 0, now);
         }
         if read {
@@ -441,11 +442,11 @@ pub fn charge_current(
         totals.run_delay_ns = delay;
         // The wait ended as the thread was switched in, where the CPU's history ends: only
         // this thread ran here since (ticks add no slice).
-        if waited > 0 && neighbours() {
+        if waited > 0 && neighbours {
             state.history.split(waited, &mut totals.header.behind);
         }
     }
-    if neighbours() {
+    if neighbours {
         count_preemptions(totals, task, switch, first, born_here);
     }
     charge_clock(&mut totals.charged, ran);
@@ -460,7 +461,7 @@ pub fn charge_current(
     totals.header.last_cpu = cpu;
     if end != SliceEnd::Tick {
         totals.header.switches += 1;
-        if neighbours() {
+        if neighbours {
             state.history.switch(totals.header.cgroup_id, tid, now);
         }
     }

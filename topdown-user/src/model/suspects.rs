@@ -49,7 +49,7 @@ pub struct Sample {
 }
 
 /// A cgroup named as a suspect of another's slowdown.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct Suspect {
     /// The suspect.
     pub name: String,
@@ -62,7 +62,7 @@ pub struct Suspect {
 }
 
 /// A victim and its suspects, the most correlated first.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct Victim {
     /// The victim.
     pub name: String,

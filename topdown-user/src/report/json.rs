@@ -9,6 +9,7 @@ use topdown_common::stats::Stat;
 
 use super::Shown;
 use crate::attrib::neighbours::Culprits;
+use crate::model::suspects::Victim;
 use crate::model::{
     columns::{Column, Number},
     rows::{Row, Who},
@@ -118,6 +119,10 @@ struct Head<'a> {
     /// Every kernel-side counter of losses and activity, by name.
     kernel_stats: BTreeMap<String, u64>,
     lost_anything: bool,
+    /// With `--neighbours` and groups: the suspects of slowing groups down, over the latest
+    /// windows (`[{name, suspects: [{name, correlation, windows, p}]}]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    suspects: Option<&'a [Victim]>,
 }
 
 #[derive(Serialize)]
@@ -239,6 +244,7 @@ pub fn write_document(
             .map(|stat| (stat.name().replace(' ', "_"), window.stats.get(stat)))
             .collect(),
         lost_anything: window.stats.lost_anything(),
+        suspects: (shown.options.neighbours && group_by.is_some()).then_some(shown.suspects),
     };
     let list = if group_by.is_some() {
         "groups"

@@ -952,11 +952,8 @@ mod tests {
             "{victim_line}"
         );
         assert!(
-            panel
-                .iter()
-                .any(|l| l.contains(
-                    "threads: batch-worker/77 150.000 (50%), other threads 143.000 (48%)"
-                )),
+            panel.iter().any(|l| l
+                .contains("threads: batch-worker/77 150.000 (50%), other threads 143.000 (48%)")),
             "the victim's culprit threads: {panel:#?}"
         );
         assert!(!panel.iter().any(|l| l.contains("calm/1001")), "{panel:#?}");
