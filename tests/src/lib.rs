@@ -254,10 +254,7 @@ pub fn assert_split_traced(
     unreported: u64,
 ) {
     let (least, most) = traced;
-    let tolerance = (waits.boundaries + waits.waits) * switch_lag_ns()
-        + waits.waits * 2_000
-        + stolen
-        + unreported * UNREPORTED_SLICE_NS;
+    let tolerance = split_tolerance_ns(waits, stolen, unreported);
     eprintln!(
         "{what}: charged {charged} ns, the trace says {least} to {most} ns over {} waits \
          ({} boundaries; tolerance {tolerance} ns)",
@@ -271,6 +268,40 @@ pub fn assert_split_traced(
         waits.waits,
         waits.boundaries
     );
+}
+
+/// A culprit thread's part of a thread's waits (`charged`: its slot in the kernel's split)
+/// against what the trace says it held the CPU during them (`traced`, as in
+/// [`assert_split_traced`], whose rules and tolerance apply). A thread slot holds what was
+/// charged behind its culprit since the slot was given to it: a slot given up to another
+/// culprit and taken again (the thread has 4, the least recently charged gives way) starts
+/// from 0, so the part is at most the trace's, never more; only that is asserted.
+pub fn assert_thread_part_traced(
+    what: &str,
+    charged: u64,
+    traced: (u64, u64),
+    waits: &sched_trace::TracedWaits,
+    stolen: u64,
+    unreported: u64,
+) {
+    let (least, most) = traced;
+    let tolerance = split_tolerance_ns(waits, stolen, unreported);
+    eprintln!(
+        "{what}: charged {charged} ns, the trace says {least} to {most} ns (at most, tolerance \
+         {tolerance} ns)"
+    );
+    assert!(
+        charged <= most + tolerance,
+        "{what}: charged {charged} ns, more than the trace's {most} ns (tolerance {tolerance} ns)"
+    );
+}
+
+/// [`assert_split_traced`]'s tolerance.
+fn split_tolerance_ns(waits: &sched_trace::TracedWaits, stolen: u64, unreported: u64) -> u64 {
+    (waits.boundaries + waits.waits) * switch_lag_ns()
+        + waits.waits * 2_000
+        + stolen
+        + unreported * UNREPORTED_SLICE_NS
 }
 
 /// A cgroup's CPU stall (throttled time, periods, pressure) as the tool reported it over a run

@@ -15,7 +15,7 @@ use serde_json::Value;
 use topdown_common::stats::Stat;
 use topdown_tests::{
     assert_books, assert_clock_counter, assert_ran, assert_split_traced, assert_stall_books,
-    assert_waits_booked, books_floor_ns,
+    assert_thread_part_traced, assert_waits_booked, books_floor_ns,
     cgroup_tree::{TestTree, unified_mount},
     pin_to_cpu,
     sched_trace::{SchedTrace, waits_behind},
@@ -679,8 +679,8 @@ fn waits_are_split_over_the_neighbours_that_held_the_cpu() {
     // first moments on the test's CPU) is counted, not whom it was for.
     assert!(behind.rest.preempted_by_other <= behind.rest.preempted);
 
-    // The culprit threads the victim kept slots for (the first four it waited behind): each
-    // slot is a split of the cgroups' parts.
+    // The culprit threads the victim kept slots for (its latest four): each slot is a split of
+    // the cgroups' parts.
     let slotted: Vec<(u32, u64)> = behind.threads.iter().map(|&(t, ns)| (t.0, ns)).collect();
     let hogs: Vec<u32> = b_tids.iter().chain(&c_tids).copied().collect();
     assert!(
@@ -706,7 +706,7 @@ fn waits_are_split_over_the_neighbours_that_held_the_cpu() {
                 .unwrap_or(slotted.len())
         });
         for (i, &(thread, ns)) in slotted.iter().enumerate() {
-            assert_split_traced(
+            assert_thread_part_traced(
                 &format!("the victim's wait behind thread {thread}"),
                 ns,
                 (traced.least[i], traced.most[i]),

@@ -6,14 +6,11 @@
 //! the unit tests below run them here.
 
 /// The culprit cgroups each thread keeps a slot of its own for; when all are taken, a new
-/// culprit takes the slot holding least among those not charged in the thread's latest
-/// [`RECENT_SPLITS`] waits (among all, when each was), and what that slot held moves to
-/// [`WaitRest::other_ns`]. So the culprits of its latest waits keep their slots, the heaviest
-/// first, and a passing one (a kernel thread) does not push a steady one out.
+/// culprit takes the slot charged least recently (in waits: every part of one wait is stamped
+/// alike), and what that slot held moves to [`WaitRest::other_ns`]. So a culprit of every wait
+/// keeps its slot while passing ones (kernel threads) take turns in the others. One comparison
+/// a slot: the kernel's verifier walks every path of the split, at every part of a wait.
 pub const BEHIND_SLOTS: usize = 4;
-
-/// How many of a thread's latest waits protect the culprits charged in them.
-pub const RECENT_SPLITS: u32 = 4;
 
 /// The culprit threads each thread keeps a slot of its own for, recycled the same way (what an
 /// evicted thread's slot held is not kept: the threads' parts are a split of the cgroups', and
@@ -76,22 +73,16 @@ fn charge_slot<const N: usize>(slots: &mut [Culprit; N], id: u64, ns: u64, seq: 
         }
         i += 1;
     }
-    // The slot to give up: the least holding among those not charged recently, else among all.
+    // The slot to give up: the one charged least recently (every part of one wait carries the
+    // same stamp, so a culprit of the latest wait is never given up for another of it).
     let mut give = 0;
+    let mut oldest = seq.wrapping_sub(slots[0].last);
     let mut i = 1;
     while i < N {
-        let (age, ns_i) = (seq.wrapping_sub(slots[i].last), slots[i].ns);
-        let chosen = &slots[give % N];
-        let (chosen_age, chosen_ns) = (seq.wrapping_sub(chosen.last), chosen.ns);
-        let old = age >= RECENT_SPLITS;
-        let chosen_old = chosen_age >= RECENT_SPLITS;
-        let better = match (old, chosen_old) {
-            (true, false) => true,
-            (true, true) | (false, false) => ns_i < chosen_ns,
-            (false, true) => false,
-        };
-        if better {
+        let age = seq.wrapping_sub(slots[i].last);
+        if age > oldest {
             give = i;
+            oldest = age;
         }
         i += 1;
     }
@@ -385,13 +376,13 @@ mod tests {
         assert_eq!(behind.rest.other_ns, 2 * 6);
         assert_eq!(behind.total_ns(), 3 * 1000 + 7 * (50 + 2 + 50));
         // A culprit of the latest waits is not given up for a passing one however little it
-        // holds; an old one is, whatever it holds.
+        // holds; the least recent is, whatever it holds.
         let mut fresh = WaitBehind::ZERO;
         for cgroup in [1, 2, 3, 4] {
             fresh.begin_split();
             fresh.charge(cgroup, 0, if cgroup == 1 { 1_000 } else { 1 });
         }
-        for _ in 0..RECENT_SPLITS {
+        for _ in 0..4 {
             fresh.begin_split();
             for cgroup in [2, 3, 4] {
                 fresh.charge(cgroup, 0, 1);
@@ -404,15 +395,16 @@ mod tests {
             "cgroup 1 had not been charged for a while"
         );
         assert!(fresh.cgroups.iter().any(|c| c.id == 9));
-        // All charged in this very wait: the one holding least gives way.
+        // All charged in this very wait: the first slot gives way, what it held to other.
         let mut busy = WaitBehind::ZERO;
         busy.begin_split();
         for (cgroup, ns) in [(1, 100), (2, 5), (3, 50), (4, 60), (5, 7)] {
             busy.charge(cgroup, cgroup as u32, ns);
         }
         let held: Vec<u64> = busy.cgroups.iter().map(|c| c.id).collect();
-        assert_eq!(held, [1, 5, 3, 4]);
-        assert_eq!(busy.rest.other_ns, 5);
+        assert_eq!(held, [5, 2, 3, 4]);
+        assert_eq!(busy.rest.other_ns, 100);
+        assert_eq!(busy.total_ns(), 222);
     }
 
     #[test]
