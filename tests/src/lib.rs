@@ -243,7 +243,7 @@ pub fn assert_waits_booked(what: &str, charged: u64, booked: u64) {
 ///   while the run queue's clock keeps it: a wait spans that much more of the history.
 /// - A switch the tracepoint did not report leaves its slice to the next reported holder: up
 ///   to [`UNREPORTED_SLICE_NS`] each.
-/// - The CPU's history holds its latest 16 slices: a wait spanning more is charged as not
+/// - The CPU's history holds its latest 8 slices: a wait spanning more is charged as not
 ///   attributed, which the test counts with the groups that are no culprit of its.
 pub fn assert_split_traced(
     what: &str,

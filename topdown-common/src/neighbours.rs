@@ -18,7 +18,7 @@ pub const BEHIND_SLOTS: usize = 4;
 pub const BEHIND_THREADS: usize = 4;
 
 /// How many of its latest slices each CPU remembers (a power of two).
-pub const HISTORY_SLICES: usize = 16;
+pub const HISTORY_SLICES: usize = 8;
 
 /// The culprit id of a CPU's idle task: no cgroup has id 0 (the root's is 1).
 pub const IDLE: u64 = 0;

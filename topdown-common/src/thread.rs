@@ -102,8 +102,8 @@ pub struct ThreadTotals {
     /// The task's `se.sum_exec_runtime` at its latest charge (0 before the first; not sent in
     /// records): each charge adds its growth since.
     pub runtime_ns: u64,
-    /// The task's `sched_info.run_delay` at its latest charge (not sent in records): each
-    /// charge adds its growth since to `header.waited_ns`.
+    /// The task's `sched_info.run_delay` at its latest switch out (not sent in records): each
+    /// switch out adds its growth since to `header.waited_ns` (a tick charges no wait).
     pub run_delay_ns: u64,
     /// The `LIST_EPOCH` in which the thread's tid was last put on the `CHARGED` list (not sent
     /// in records): listed once per epoch, at its first charge in it.

@@ -430,7 +430,16 @@ pub fn charge_current(
     // runtime is this slice (it first ran since this CPU began measuring), none of one that ran
     // before (its earlier waits are not the collector's); after that, its growth.
     let born_here = first && clocks.runtime <= slice;
-    if let Some(delay) = task.run_delay() {
+    if let Some(delay) = task.run_delay()
+        && end == SliceEnd::Tick
+    {
+        // Waits are charged at switches, where they are split: a tick only sets a thread's
+        // starting point at its first charge (none for one born here: its switch out charges
+        // its whole wait). The split is then in one program, which the verifier walks once.
+        if first && !born_here {
+            totals.run_delay_ns = delay;
+        }
+    } else if let Some(delay) = task.run_delay() {
         let waited = if !first {
             delay.saturating_sub(totals.run_delay_ns)
         } else if born_here {
@@ -441,7 +450,7 @@ pub fn charge_current(
         totals.header.waited_ns += waited;
         totals.run_delay_ns = delay;
         // The wait ended as the thread was switched in, where the CPU's history ends: only
-        // this thread ran here since (ticks add no slice).
+        // this thread ran here since.
         if waited > 0 && neighbours {
             state.history.split(waited, &mut totals.header.behind);
         }
