@@ -245,23 +245,28 @@ pub fn assert_waits_booked(what: &str, charged: u64, booked: u64) {
 ///   to [`UNREPORTED_SLICE_NS`] each.
 /// - The CPU's history holds its latest 8 slices: a wait spanning more is charged as not
 ///   attributed, which the test counts with the groups that are no culprit of its.
+///
+/// A culprit *thread's* part is checked with [`Traced::AtMost`]: a thread slot holds what was
+/// charged behind its culprit since the slot was given to it, and a slot given up to another
+/// culprit and taken again (a thread has 4, the least recently charged gives way) starts from
+/// 0, so that part is at most the trace's, never more.
 pub fn assert_split_traced(
     what: &str,
     charged: u64,
-    traced: (u64, u64),
+    (least, most): (u64, u64),
     waits: &sched_trace::TracedWaits,
-    stolen: u64,
-    unreported: u64,
+    (stolen, unreported): (u64, u64),
+    bound: Traced,
 ) {
-    let (least, most) = traced;
     let tolerance = split_tolerance_ns(waits, stolen, unreported);
+    let at_least = bound == Traced::Within;
     eprintln!(
         "{what}: charged {charged} ns, the trace says {least} to {most} ns over {} waits \
-         ({} boundaries; tolerance {tolerance} ns)",
+         ({} boundaries; tolerance {tolerance} ns; {bound:?})",
         waits.waits, waits.boundaries
     );
     assert!(
-        charged + tolerance >= least && charged <= most + tolerance,
+        (!at_least || charged + tolerance >= least) && charged <= most + tolerance,
         "{what}: charged {charged} ns, the trace says {least} to {most} ns (tolerance \
          {tolerance} ns over {} waits, {} boundaries, {stolen} ns stolen, {unreported} \
          unreported switches)",
@@ -270,30 +275,13 @@ pub fn assert_split_traced(
     );
 }
 
-/// A culprit thread's part of a thread's waits (`charged`: its slot in the kernel's split)
-/// against what the trace says it held the CPU during them (`traced`, as in
-/// [`assert_split_traced`], whose rules and tolerance apply). A thread slot holds what was
-/// charged behind its culprit since the slot was given to it: a slot given up to another
-/// culprit and taken again (the thread has 4, the least recently charged gives way) starts
-/// from 0, so the part is at most the trace's, never more; only that is asserted.
-pub fn assert_thread_part_traced(
-    what: &str,
-    charged: u64,
-    traced: (u64, u64),
-    waits: &sched_trace::TracedWaits,
-    stolen: u64,
-    unreported: u64,
-) {
-    let (least, most) = traced;
-    let tolerance = split_tolerance_ns(waits, stolen, unreported);
-    eprintln!(
-        "{what}: charged {charged} ns, the trace says {least} to {most} ns (at most, tolerance \
-         {tolerance} ns)"
-    );
-    assert!(
-        charged <= most + tolerance,
-        "{what}: charged {charged} ns, more than the trace's {most} ns (tolerance {tolerance} ns)"
-    );
+/// Which side of the trace's bracket [`assert_split_traced`] holds a part to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Traced {
+    /// Between the least and the most (a cgroup's part).
+    Within,
+    /// Not above the most (a culprit thread's part).
+    AtMost,
 }
 
 /// [`assert_split_traced`]'s tolerance.

@@ -14,8 +14,8 @@ use topdown_common::cgroup::CgroupId;
 use serde_json::Value;
 use topdown_common::stats::Stat;
 use topdown_tests::{
-    assert_books, assert_clock_counter, assert_ran, assert_split_traced, assert_stall_books,
-    assert_thread_part_traced, assert_waits_booked, books_floor_ns,
+    Traced, assert_books, assert_clock_counter, assert_ran, assert_split_traced,
+    assert_stall_books, assert_waits_booked, books_floor_ns,
     cgroup_tree::{TestTree, unified_mount},
     pin_to_cpu,
     sched_trace::{SchedTrace, waits_behind},
@@ -706,13 +706,13 @@ fn waits_are_split_over_the_neighbours_that_held_the_cpu() {
                 .unwrap_or(slotted.len())
         });
         for (i, &(thread, ns)) in slotted.iter().enumerate() {
-            assert_thread_part_traced(
+            assert_split_traced(
                 &format!("the victim's wait behind thread {thread}"),
                 ns,
                 (traced.least[i], traced.most[i]),
                 &traced,
-                stolen,
-                unreported,
+                (stolen, unreported),
+                Traced::AtMost,
             );
         }
         // Every preemption of the victim the trace saw on CPU 0 was charged at its switch, and
@@ -746,8 +746,8 @@ fn waits_are_split_over_the_neighbours_that_held_the_cpu() {
                 charged,
                 (traced.least[group], traced.most[group]),
                 &traced,
-                stolen,
-                unreported,
+                (stolen, unreported),
+                Traced::Within,
             );
         }
     }

@@ -92,17 +92,20 @@ pub fn wait_behind_cell(row: &Row) -> String {
     }
 }
 
+/// One part of a row's wait for people: `name 1.234 (56%)` (ms, share of the whole wait).
+fn share_part(name: &str, ns: u64, of: &Culprits) -> String {
+    let total = of.total_ns().max(1) as f64;
+    format!(
+        "{name} {:.3} ({:.0}%)",
+        ns as f64 / 1e6,
+        ns as f64 / total * 100.0
+    )
+}
+
 /// A row's split for people, largest first: each culprit's time (ms) and share of the wait,
 /// then what the rest, idle and unattributed took (where any).
 pub fn wait_behind_parts(behind: &Culprits) -> Vec<String> {
-    let total = behind.total_ns().max(1) as f64;
-    let part = |name: &str, ns: u64| {
-        format!(
-            "{name} {:.3} ({:.0}%)",
-            ns as f64 / 1e6,
-            ns as f64 / total * 100.0
-        )
-    };
+    let part = |name: &str, ns: u64| share_part(name, ns, behind);
     let mut parts: Vec<String> = behind
         .top
         .iter()
@@ -124,14 +127,7 @@ pub fn wait_behind_parts(behind: &Culprits) -> Vec<String> {
 /// wait (a split of the culprits' parts), then what other threads held; nothing where no
 /// thread is named.
 pub fn wait_behind_thread_parts(behind: &Culprits) -> Vec<String> {
-    let total = behind.total_ns().max(1) as f64;
-    let part = |name: &str, ns: u64| {
-        format!(
-            "{name} {:.3} ({:.0}%)",
-            ns as f64 / 1e6,
-            ns as f64 / total * 100.0
-        )
-    };
+    let part = |name: &str, ns: u64| share_part(name, ns, behind);
     let mut parts: Vec<String> = behind
         .threads
         .iter()
