@@ -641,8 +641,11 @@ fn waits_are_split_over_the_neighbours_that_held_the_cpu() {
         behind_of(a_id)
     );
     let (on_b, on_c) = (behind_of(b_id), behind_of(c_id));
+    // How the hogs' share of the victim's waits falls between `b` and `c` is the scheduler's
+    // (the amd64 6.1 guest once gave `c` 2.4 ms of 29 ms, `b` the rest): each is checked
+    // against the trace below; here only that the scene made waits behind both.
     assert!(
-        on_b > books_floor_ns() && on_c > books_floor_ns(),
+        on_b + on_c > books_floor_ns() && on_b > 0 && on_c > 0,
         "the victim waited behind both hogs' cgroups: b {on_b} ns, c {on_c} ns"
     );
     // The part booked on the CPU it left when it was moved to CPU 0 at its start is no slice

@@ -196,10 +196,11 @@ fn a_recording_reports_what_each_thread_ran() {
         ])
         .arg(CLOCKED)
         .arg(&clocked)
-        .stderr(Stdio::inherit())
         .output()
         .expect("running topdown-bpf record");
-    assert!(recorded.status.success(), "record failed");
+    let said = String::from_utf8_lossy(&recorded.stderr);
+    eprint!("{said}");
+    assert!(recorded.status.success(), "record failed: {said}");
     let clocks = own_clocks(&std::fs::read(&clocked).expect("the command's lines"));
     let live = final_document(&recorded.stdout);
     let report = Command::new(topdown_bpf_binary())

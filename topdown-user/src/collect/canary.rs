@@ -71,7 +71,7 @@ pub fn check() -> Result<Verdict> {
 
 /// Runs the canary thread: spin, block, compare, release.
 fn run(collector: &mut Collector) -> Result<Verdict> {
-    let (spun_tx, spun_rx) = mpsc::channel::<u32>();
+    let (spun_tx, spun_rx) = mpsc::channel::<(u32, u64)>();
     let (release_tx, release_rx) = mpsc::channel::<()>();
     let canary = thread::Builder::new()
         .name("td-canary".into())
@@ -82,18 +82,29 @@ fn run(collector: &mut Collector) -> Result<Verdict> {
                 x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
             }
             // SAFETY: gettid has no preconditions.
-            let _ = spun_tx.send(unsafe { libc::gettid() } as u32);
+            let tid = unsafe { libc::gettid() } as u32;
+            let _ = spun_tx.send((tid, voluntary_switches_of_self()));
             let _ = release_rx.recv();
         })
         .context("starting the start-up check's thread")?;
-    let tid = spun_rx
+    let (tid, switches) = spun_rx
         .recv_timeout(Duration::from_secs(30))
         .context("the start-up check's thread did not run")?;
-    let booked = blocked_runtime(tid)?;
-    let charged = collector
-        .thread(tid)?
-        .filter(|record| record.header.tgid == std::process::id())
-        .and_then(|record| Some(record.slots.get(CounterSet::CLOCK_SLOT)?.count));
+    let booked = blocked_runtime(tid, switches)?;
+    // The switch that blocked it is counted before the switch program charges it, which may
+    // still be running on another CPU: the charge is read until it is the booked time, for
+    // up to a second (it only grows towards it; a charge past it stays past it).
+    let deadline = Instant::now() + Duration::from_secs(1);
+    let charged = loop {
+        let charged = collector
+            .thread(tid)?
+            .filter(|record| record.header.tgid == std::process::id())
+            .and_then(|record| Some(record.slots.get(CounterSet::CLOCK_SLOT)?.count));
+        if charged.is_some_and(|ns| ns >= booked) || Instant::now() > deadline {
+            break charged;
+        }
+        thread::sleep(Duration::from_millis(1));
+    };
     let _ = release_tx.send(());
     let _ = canary.join();
     Ok(Verdict {
@@ -102,12 +113,24 @@ fn run(collector: &mut Collector) -> Result<Verdict> {
     })
 }
 
-/// The runtime the scheduler booked for our thread `tid` once it is blocked (off-CPU: its
-/// books no longer change): schedstat's first field, read until two reads 1 ms apart agree
-/// with the thread sleeping.
-fn blocked_runtime(tid: u32) -> Result<u64> {
+/// The calling thread's voluntary context switches so far (`getrusage(RUSAGE_THREAD)`).
+fn voluntary_switches_of_self() -> u64 {
+    // SAFETY: all-zero is a valid `rusage`, which the call fills.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid pointer to a live `rusage`.
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
+    usage.ru_nvcsw as u64
+}
+
+/// The runtime the scheduler booked for our thread `tid` once it has blocked: schedstat's
+/// first field after its voluntary switches (its `status`) passed `switches`, the count it
+/// had before it went to wait. A thread that only looks asleep (state `S` is set before the
+/// kernel switches it out, and a running thread's `sum_exec_runtime` is brought up to date
+/// only at ticks and switches) is not yet: seen in the emulated guests, where a CPU can
+/// stall between the two, as 7 ms charged past the books.
+fn blocked_runtime(tid: u32, switches: u64) -> Result<u64> {
     let path = format!("/proc/self/task/{tid}/schedstat");
-    let stat = format!("/proc/self/task/{tid}/stat");
+    let status = format!("/proc/self/task/{tid}/status");
     let read = || -> Result<u64> {
         let text = std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
         text.split_whitespace()
@@ -115,23 +138,23 @@ fn blocked_runtime(tid: u32) -> Result<u64> {
             .and_then(|f| f.parse().ok())
             .with_context(|| format!("parsing {path}"))
     };
+    let switched_out = || {
+        std::fs::read_to_string(&status).ok().is_some_and(|text| {
+            text.lines()
+                .find_map(|line| line.strip_prefix("voluntary_ctxt_switches:"))
+                .and_then(|n| n.trim().parse::<u64>().ok())
+                .is_some_and(|n| n > switches)
+        })
+    };
     let deadline = Instant::now() + Duration::from_secs(10);
-    let mut last = read()?;
     loop {
-        thread::sleep(Duration::from_millis(1));
-        let now = read()?;
-        // The state is the field after the name's closing parenthesis.
-        let sleeping = std::fs::read_to_string(&stat)
-            .ok()
-            .and_then(|s| {
-                s.rsplit_once(')')
-                    .map(|(_, rest)| rest.trim_start().starts_with('S'))
-            })
-            .unwrap_or(false);
-        if (now == last && sleeping) || Instant::now() > deadline {
-            return Ok(now);
+        if switched_out() {
+            return read();
         }
-        last = now;
+        if Instant::now() > deadline {
+            bail!("the start-up check's thread did not block within 10 s");
+        }
+        thread::sleep(Duration::from_millis(1));
     }
 }
 

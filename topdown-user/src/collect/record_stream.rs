@@ -133,7 +133,8 @@ impl RecordStream {
         self.drop_asked.store(asked, Ordering::Relaxed);
         self.wake();
         self.privileges_gone
-            .recv_timeout(std::time::Duration::from_secs(2))
+            // Generous: an emulated guest beside others can stall a thread's wake-up for seconds.
+            .recv_timeout(std::time::Duration::from_secs(10))
             .context("the record thread did not drop its privileges")?
             .context("the record thread")
     }
