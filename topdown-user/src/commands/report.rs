@@ -21,10 +21,7 @@ use crate::{
         rows::{RowOptions, SortKey},
     },
     recording::reader::Recording,
-    report::{
-        Format, Renderer, new_file::NewFile, open_output, parquet::ParquetWriter,
-        trace::TraceWriter,
-    },
+    report::{Format, Renderer, new_file::NewFile, parquet::ParquetWriter, trace::TraceWriter},
     tui::{
         self, LiveView, ViewModel,
         state::{Action, Key, Timeline, ViewState},
@@ -72,7 +69,7 @@ pub async fn run(args: &ReportArgs, verbose: bool) -> Result<()> {
         .transpose()?;
     let out: Box<dyn std::io::Write> = match &new {
         Some(new) => Box::new(new.handle()?),
-        None => open_output(None)?,
+        None => crate::report::stdout(),
     };
     let options = RowOptions {
         sort: sort.clone(),

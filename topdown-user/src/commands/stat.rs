@@ -36,7 +36,7 @@ use crate::{
     recording::{self, format::RowBounds, writer::Recorder},
     report::{
         Format, Renderer,
-        new_file::{keep_whole_lines, may_write},
+        new_file::{StreamFile, keep_whole_lines},
         parquet::ParquetParts,
     },
     session::{Session, Wake},
@@ -83,17 +83,46 @@ pub async fn run(
     recording: Option<RecordTo>,
     verbose: bool,
 ) -> Result<ExitCode> {
-    let Some(path) = output else {
-        return session(cli, None, crate::report::stdout(), recording, verbose).await;
+    // Outputs are opened before anything is set up: a name refused costs nothing.
+    let recorded = recording
+        .as_ref()
+        .map(|to| StreamFile::create(&to.path, "the recording", &[], to.force))
+        .transpose()?;
+    let report = output
+        .as_deref()
+        .map(|path| StreamFile::create(path, "the report", &[], force))
+        .transpose()?;
+    let out: Box<dyn std::io::Write> = match &report {
+        Some(stream) => Box::new(stream.handle()?),
+        None => crate::report::stdout(),
     };
-    may_write(&path, "the report", &[], force)?;
-    let file = std::fs::File::create(&path)
-        .with_context(|| format!("cannot write the report {}", path.display()))?;
-    let result = session(cli, Some(&path), Box::new(file), recording, verbose).await;
-    if result.is_err() {
-        let _ = keep_whole_lines(&path);
+    let result = session(
+        cli,
+        output.as_deref(),
+        out,
+        recording,
+        recorded.as_ref(),
+        verbose,
+    )
+    .await;
+    match result {
+        Err(error) => {
+            if let Some(stream) = report {
+                let _ = keep_whole_lines(stream.file());
+                stream.remove_if_empty();
+            }
+            if let Some(stream) = recorded {
+                stream.remove_if_empty();
+            }
+            Err(error)
+        }
+        Ok(code) => {
+            for stream in report.iter().chain(&recorded) {
+                stream.still_named()?;
+            }
+            Ok(code)
+        }
     }
-    result
 }
 
 /// The session of [`run`], its report written to `out` (`output` names the file, if any).
@@ -102,6 +131,7 @@ async fn session(
     output: Option<&Path>,
     mut out: Box<dyn std::io::Write>,
     recording: Option<RecordTo>,
+    recorded: Option<&StreamFile>,
     verbose: bool,
 ) -> Result<ExitCode> {
     let plan = Plan::of(&cli, output, recording.as_ref())?;
@@ -150,7 +180,7 @@ async fn session(
         max_threads: plan.capacity.threads,
         exited_rows: exited_rows as u64,
     });
-    let mut sinks = record_sinks(&plan, recording.as_ref(), period, bounds)?;
+    let mut sinks = record_sinks(&plan, recording.as_ref(), recorded, period, bounds)?;
     if let Some(to) = &recording {
         // Everything privileged is done: programs loaded, counters open, files created.
         if let (Some(user), Some(dir)) = (&to.user, &to.parquet) {
@@ -229,12 +259,6 @@ impl Plan {
     fn of(cli: &StatArgs, output: Option<&Path>, recording: Option<&RecordTo>) -> Result<Self> {
         if recording.is_some() && cli.per_core {
             bail!("record keeps threads and cgroups, not cores: run --per-core without record");
-        }
-        if let Some(to) = recording.filter(|to| !to.force && to.path.exists()) {
-            bail!(
-                "the recording {} exists: give another name (-o), or --force to replace it",
-                to.path.display()
-            );
         }
         let format = format_of(cli, output);
         let sort: SortKey = cli.sort.parse().unwrap_or(SortKey::OnCpu);
@@ -341,10 +365,11 @@ fn start_command(
 fn record_sinks(
     plan: &Plan,
     recording: Option<&RecordTo>,
+    recorded: Option<&StreamFile>,
     period: Duration,
     bounds: Option<RowBounds>,
 ) -> Result<Vec<Box<dyn WindowSink>>> {
-    let Some(to) = recording else {
+    let (Some(to), Some(file)) = (recording, recorded) else {
         return Ok(Vec::new());
     };
     let machine = Machine::read(&SysRoot::host())?;
@@ -368,7 +393,10 @@ fn record_sinks(
         )?));
     }
     // The recording first: it finishes first, and says so first.
-    sinks.insert(0, Box::new(Recorder::create(&to.path, header)?));
+    sinks.insert(
+        0,
+        Box::new(Recorder::create(&to.path, file.handle()?, header)?),
+    );
     Ok(sinks)
 }
 

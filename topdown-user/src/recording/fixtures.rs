@@ -139,7 +139,8 @@ pub fn recorded_within(
         2,
         bounds,
     );
-    let mut recorder = Recorder::create(&path, head).unwrap();
+    let mut recorder =
+        Recorder::create(&path, std::fs::File::create(&path).unwrap(), head).unwrap();
     let mut names = names();
     for w in windows {
         recorder.window(w, &mut names).unwrap();

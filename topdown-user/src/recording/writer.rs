@@ -33,10 +33,9 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    /// Creates `path` and writes `header`.
-    pub fn create(path: &Path, header: Header) -> Result<Self> {
-        let file = File::create(path)
-            .with_context(|| format!("cannot create the recording {}", path.display()))?;
+    /// Writes `header` to `file`, the recording `path` (opened by
+    /// [`crate::report::new_file::StreamFile`]).
+    pub fn create(path: &Path, file: File, header: Header) -> Result<Self> {
         let mut frames =
             zstd::bulk::Compressor::new(LEVEL).context("starting the recording's compression")?;
         frames

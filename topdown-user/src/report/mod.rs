@@ -39,17 +39,6 @@ use crate::{
     pmu::counter_set::CounterSet,
 };
 
-/// Where a report goes: `path`, or standard output.
-pub fn open_output(path: Option<&std::path::Path>) -> Result<Box<dyn Write>> {
-    Ok(match path {
-        Some(path) => Box::new(
-            std::fs::File::create(path)
-                .with_context(|| format!("cannot write the report to {}", path.display()))?,
-        ),
-        None => stdout(),
-    })
-}
-
 /// Standard output for a report, unbuffered: the renderer buffers and flushes whole blocks, so
 /// std's line buffering would only copy every block once more and search it for newlines (a
 /// twentieth of the tool's time writing `--json` for 6,000 threads a second). `std::io::stdout`

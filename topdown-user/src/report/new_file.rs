@@ -1,12 +1,24 @@
-//! Files a report writes, never lost or half-written: the content goes to a temporary file in
-//! the same folder, renamed to its name only when whole and on disk (a full disk or an error
-//! leaves nothing under the name, and removes the temporary file). A name that exists is
-//! refused unless forced, and a name that is one of the command's inputs always is.
+//! Every file the tool writes, opened so that no symlink, planted file or second writer can
+//! redirect or corrupt it.
+//!
+//! Files a report writes whole ([`NewFile`]) go to a temporary file of an unpredictable name in
+//! the same folder, renamed to their name only when whole and on disk (a full disk or an error
+//! leaves nothing under the name, and removes the temporary file). Files written as a run goes
+//! ([`StreamFile`]: recordings, live reports) are under their name from the start, created with
+//! `O_EXCL` (so a name that exists, a dangling symlink among them, is never followed), or with
+//! `--force` made the same way under a temporary name and renamed over the old one (the link
+//! itself is replaced, never its target), and locked (`flock`) while written, so a second writer
+//! refuses. A name that exists is refused unless forced, and a name that is one of the command's
+//! inputs always is. FIFOs and devices are opened without blocking: a FIFO nobody reads is an
+//! error, not a run stuck in `open()` that no SIGTERM ends.
 
 use std::{
     fs::File,
     io::Write as _,
-    os::unix::fs::MetadataExt as _,
+    os::{
+        fd::AsRawFd as _,
+        unix::fs::{FileTypeExt as _, MetadataExt as _, OpenOptionsExt as _},
+    },
     path::{Path, PathBuf},
 };
 
@@ -79,6 +91,215 @@ impl NewFile {
     }
 }
 
+/// Mode of the files the tool makes: its owner's alone, as `perf record` makes `perf.data`
+/// (they name processes, cgroups and commands).
+const MODE: u32 = 0o600;
+
+/// An output written as the run goes, under its name from the start (see the module's text).
+pub struct StreamFile {
+    file: File,
+    path: PathBuf,
+    /// Device and inode of the regular file made (`None`: a device or FIFO, written in place).
+    made: Option<(u64, u64)>,
+}
+
+impl StreamFile {
+    /// Opens `path` (`what` names it in errors: `the recording`) to be written as the run goes:
+    /// refused when it is one of `inputs`, a folder, a file or symlink that exists and `force`
+    /// is not given, a file another writer holds, or a FIFO nobody reads.
+    pub fn create(path: &Path, what: &str, inputs: &[&Path], force: bool) -> Result<Self> {
+        let shown = path.display();
+        may_write(path, what, inputs, force)?;
+        match std::fs::symlink_metadata(path) {
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                Self::made(path, create_excl(path).map_err(|e| refused(path, what, e))?)
+            }
+            Err(error) => Err(error).with_context(|| format!("cannot write {what} {shown}")),
+            Ok(meta) if meta.file_type().is_symlink() => {
+                // A link to a device (`/dev/stdout`) is written through; any other link is
+                // replaced with --force (its target untouched), else refused.
+                let special = std::fs::metadata(path).is_ok_and(|m| is_special(&m.file_type()));
+                if special {
+                    Self::special(path, what, true)
+                } else if force {
+                    Self::replace(path, what)
+                } else {
+                    bail!(
+                        "{what} {shown} is a symbolic link: give another name, or --force to                          replace the link (its target is never written)"
+                    )
+                }
+            }
+            Ok(meta) if is_special(&meta.file_type()) => Self::special(path, what, false),
+            Ok(_) if force => Self::replace(path, what),
+            Ok(_) => bail!("{what} {shown} exists: give another name, or --force to replace it"),
+        }
+    }
+
+    /// The file to write.
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// A second handle on the file (for writers that own a `File`; the lock stays with both).
+    pub fn handle(&self) -> Result<File> {
+        self.file
+            .try_clone()
+            .with_context(|| format!("writing {}", self.path.display()))
+    }
+
+    /// Whether the name still holds the file this run made (a device always does): a name
+    /// replaced by hand while the run wrote is said, never lost silently.
+    pub fn still_named(&self) -> Result<()> {
+        let Some((dev, ino)) = self.made else {
+            return Ok(());
+        };
+        let now = std::fs::symlink_metadata(&self.path);
+        if now.is_ok_and(|m| m.dev() == dev && m.ino() == ino) {
+            return Ok(());
+        }
+        bail!(
+            "{} was removed or replaced while this run wrote it: what it wrote is lost",
+            self.path.display()
+        )
+    }
+
+    /// Removes the file this run made when nothing was written to it (a run that failed before
+    /// its first line leaves nothing behind).
+    pub fn remove_if_empty(self) {
+        if let Some((dev, ino)) = self.made
+            && self.file.metadata().is_ok_and(|m| m.len() == 0)
+            && std::fs::symlink_metadata(&self.path).is_ok_and(|m| m.dev() == dev && m.ino() == ino)
+        {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+
+    /// A regular file this run just made at `path`: locked for as long as it is written.
+    fn made(path: &Path, file: File) -> Result<Self> {
+        lock(&file, path)?;
+        let meta = file
+            .metadata()
+            .with_context(|| format!("writing {}", path.display()))?;
+        Ok(Self {
+            made: Some((meta.dev(), meta.ino())),
+            file,
+            path: path.to_owned(),
+        })
+    }
+
+    /// `--force` over a file or link: refused while another writer holds the file; else made
+    /// under an unpredictable name beside it, locked, and renamed over the name (a rename
+    /// replaces a link, not what it points to).
+    fn replace(path: &Path, what: &str) -> Result<Self> {
+        let shown = path.display();
+        if let Ok(old) = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(path)
+            && held(&old)
+        {
+            bail!("{what} {shown} is being written by another run: give another name");
+        }
+        let dir = match path.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir,
+            _ => Path::new("."),
+        };
+        let temp = tempfile::Builder::new()
+            .prefix(".topdown-bpf.")
+            .suffix(".partial")
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(MODE))
+            .tempfile_in(dir)
+            .with_context(|| format!("cannot write {what} {shown}"))?;
+        lock(temp.as_file(), path)?;
+        let file = temp
+            .persist(path)
+            .map_err(|error| anyhow::anyhow!("cannot write {what} {shown}: {}", error.error))?;
+        Self::made(path, file)
+    }
+
+    /// A FIFO or device, written in place, opened without blocking: a FIFO with no reader is
+    /// an error (`ENXIO`), never an `open()` that waits past every signal but SIGKILL.
+    fn special(path: &Path, what: &str, through_link: bool) -> Result<Self> {
+        let shown = path.display();
+        let flags = libc::O_NONBLOCK | if through_link { 0 } else { libc::O_NOFOLLOW };
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(flags)
+            .open(path)
+            .map_err(|error| {
+                if error.raw_os_error() == Some(libc::ENXIO) {
+                    anyhow::anyhow!("nobody reads the FIFO {shown}: start its reader first")
+                } else {
+                    anyhow::Error::from(error).context(format!("cannot write {what} {shown}"))
+                }
+            })?;
+        let meta = file
+            .metadata()
+            .with_context(|| format!("cannot write {what} {shown}"))?;
+        if !is_special(&meta.file_type()) {
+            bail!("{what} {shown} changed while it was opened: give it again");
+        }
+        // Blocking from here: a reader that falls behind slows the writer, as with a pipe.
+        // SAFETY: fcntl on an fd this File owns; F_SETFL with plain flags.
+        unsafe {
+            let flags = libc::fcntl(file.as_raw_fd(), libc::F_GETFL);
+            if flags >= 0 {
+                libc::fcntl(file.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK);
+            }
+        }
+        Ok(Self {
+            file,
+            path: path.to_owned(),
+            made: None,
+        })
+    }
+}
+
+/// Creates `path` as a new regular file: fails on any name that exists, links included.
+fn create_excl(path: &Path) -> std::io::Result<File> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(MODE)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+}
+
+/// The one-line error for a name that could not be made.
+fn refused(path: &Path, what: &str, error: std::io::Error) -> anyhow::Error {
+    let shown = path.display();
+    if error.kind() == std::io::ErrorKind::AlreadyExists {
+        anyhow::anyhow!(
+            "{what} {shown} appeared while the run started (another writer?): give another name"
+        )
+    } else {
+        anyhow::Error::from(error).context(format!("cannot write {what} {shown}"))
+    }
+}
+
+/// A device, FIFO or socket: written in place, never replaced.
+fn is_special(kind: &std::fs::FileType) -> bool {
+    kind.is_fifo() || kind.is_char_device() || kind.is_block_device() || kind.is_socket()
+}
+
+/// Takes the writer's lock on `file` (made for `path`).
+fn lock(file: &File, path: &Path) -> Result<()> {
+    // SAFETY: flock on an fd this File owns.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        bail!(
+            "{} is being written by another run: give another name",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+/// Whether another writer holds `file`'s lock.
+fn held(file: &File) -> bool {
+    // SAFETY: flock on an fd this File owns; a lock taken here is dropped with the File.
+    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) != 0 }
+}
+
 /// Whether `path` (`what` names it in errors) may be written: refused when it is one of
 /// `inputs` (the same file, by device and inode), a folder, or a file that exists when `force`
 /// is not given. A device or FIFO (`/dev/null`, a pipe) holds nothing to lose: allowed.
@@ -105,14 +326,12 @@ pub fn may_write(path: &Path, what: &str, inputs: &[&Path], force: bool) -> Resu
     Ok(())
 }
 
-/// Cuts the file at `path` after its last newline: a stream of lines that an error stopped
-/// (a full disk) keeps its whole lines and loses the half-written one.
-pub fn keep_whole_lines(path: &Path) -> std::io::Result<()> {
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)?;
-    let whole = last_newline(&mut file)?;
+/// Cuts the file after its last newline: a stream of lines that an error stopped (a full
+/// disk) keeps its whole lines and loses the half-written one. Read through a handle opened
+/// for reading on the same file (by `/proc/self/fd`, never by its name again).
+pub fn keep_whole_lines(file: &File) -> std::io::Result<()> {
+    let mut reader = File::open(format!("/proc/self/fd/{}", file.as_raw_fd()))?;
+    let whole = last_newline(&mut reader)?;
     file.set_len(whole)
 }
 
@@ -146,13 +365,14 @@ mod tests {
         let path = dir.path().join("report.json");
         let long = "x".repeat(100_000);
         std::fs::write(&path, format!("{{\"a\":1}}\n{long}\n{{\"half")).unwrap();
-        keep_whole_lines(&path).unwrap();
+        let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        keep_whole_lines(&file).unwrap();
         assert_eq!(
             std::fs::read_to_string(&path).unwrap(),
             format!("{{\"a\":1}}\n{long}\n")
         );
         std::fs::write(&path, "{\"half").unwrap();
-        keep_whole_lines(&path).unwrap();
+        keep_whole_lines(&file).unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "");
     }
 
@@ -202,5 +422,103 @@ mod tests {
         replaced.file().write_all(b"new").unwrap();
         replaced.commit().unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"new");
+    }
+
+    /// The symlink findings of issue 52: a dangling link is never followed, a link to a file
+    /// is refused without --force and replaced (its target untouched) with it.
+    #[test]
+    fn a_stream_never_writes_through_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = dir.path().join("outside");
+        let link = dir.path().join("run.rec");
+        std::os::unix::fs::symlink(&outside, &link).unwrap();
+        let error = StreamFile::create(&link, "the recording", &[], false)
+            .err()
+            .unwrap();
+        assert!(error.to_string().contains("symbolic link"), "{error}");
+        assert!(!outside.exists(), "a dangling link's target is not created");
+
+        std::fs::write(&outside, b"root's file").unwrap();
+        let error = StreamFile::create(&link, "the recording", &[], false)
+            .err()
+            .unwrap();
+        assert!(error.to_string().contains("--force"), "{error}");
+        let stream = StreamFile::create(&link, "the recording", &[], true).unwrap();
+        stream.file().write_all(b"windows").unwrap();
+        assert_eq!(std::fs::read(&outside).unwrap(), b"root's file");
+        let meta = std::fs::symlink_metadata(&link).unwrap();
+        assert!(meta.is_file(), "the link itself was replaced");
+        assert_eq!(meta.mode() & 0o777, MODE);
+        assert_eq!(std::fs::read(&link).unwrap(), b"windows");
+        stream.still_named().unwrap();
+    }
+
+    /// A name that exists, or appears, is refused without --force; a second writer is refused
+    /// even with it; a name replaced while written is said.
+    #[test]
+    fn one_writer_a_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("live.json");
+        let first = StreamFile::create(&path, "the report", &[], false).unwrap();
+        let error = StreamFile::create(&path, "the report", &[], false)
+            .err()
+            .unwrap();
+        assert!(error.to_string().contains("exists"), "{error}");
+        let error = StreamFile::create(&path, "the report", &[], true)
+            .err()
+            .unwrap();
+        assert!(error.to_string().contains("another run"), "{error}");
+        // The name taken between the check and the open (the planted file of the finding).
+        let planted = dir.path().join("planted");
+        std::fs::write(&planted, b"x").unwrap();
+        let error = refused(&planted, "the report", create_excl(&planted).err().unwrap());
+        assert!(error.to_string().contains("appeared"), "{error}");
+        assert_eq!(std::fs::read(&planted).unwrap(), b"x");
+
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, b"someone else's").unwrap();
+        let error = first.still_named().err().unwrap();
+        assert!(error.to_string().contains("lost"), "{error}");
+        drop(first);
+        // The first writer gone, --force replaces the file.
+        StreamFile::create(&path, "the report", &[], true).unwrap();
+    }
+
+    /// A FIFO nobody reads is an error at once, not an `open()` that waits; with a reader it is
+    /// written; a failed run's empty file is removed, a device never is.
+    #[test]
+    fn fifos_and_devices_are_written_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("pipe");
+        let c_path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+        let started = std::time::Instant::now();
+        let error = StreamFile::create(&fifo, "the recording", &[], true)
+            .err()
+            .unwrap();
+        assert!(error.to_string().contains("nobody reads"), "{error}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        let reader = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo)
+            .unwrap();
+        let stream = StreamFile::create(&fifo, "the recording", &[], false).unwrap();
+        stream.file().write_all(b"line\n").unwrap();
+        let mut got = [0; 5];
+        std::io::Read::read_exact(&mut &reader, &mut got).unwrap();
+        assert_eq!(&got, b"line\n");
+        stream.remove_if_empty();
+        assert!(fifo.exists());
+
+        let null = StreamFile::create(Path::new("/dev/null"), "the report", &[], false).unwrap();
+        null.remove_if_empty();
+        assert!(Path::new("/dev/null").exists());
+        let path = dir.path().join("empty.json");
+        StreamFile::create(&path, "the report", &[], false)
+            .unwrap()
+            .remove_if_empty();
+        assert!(!path.exists(), "nothing was written: nothing is left");
     }
 }

@@ -438,7 +438,9 @@ impl ParquetWriter {
 
 /// A long run's rows as it goes: a folder of Parquet files, one per `per` windows, each a
 /// whole file (footer and all) once its windows are in, named `part-NNNNNN.parquet` only then
-/// (a part being written is `.part-NNNNNN.parquet.partial`). A run killed mid-way leaves every
+/// (a part being written is `.part-NNNNNN.RANDOM.partial`, made with `O_EXCL` and renamed
+/// without replacing: a planted name or link makes the run refuse, never write through it).
+/// A run killed mid-way leaves every
 /// finished part readable and loses only the windows of the part being written (they are in
 /// the recording too). Engines read the folder as one table (`read_parquet('DIR/*.parquet')`).
 pub struct ParquetParts {
@@ -450,7 +452,8 @@ pub struct ParquetParts {
     set: CounterSet,
     view: Option<TopdownView>,
     per: usize,
-    current: Option<(ParquetWriter, usize)>,
+    /// The part being written, its windows so far and its temporary name.
+    current: Option<(ParquetWriter, usize, String)>,
     written: usize,
 }
 
@@ -494,12 +497,13 @@ impl ParquetParts {
     /// Adds one window's rows; closes the part when it holds `per` windows.
     pub fn window(&mut self, window: &Window, rows: &ExportWindow) -> Result<()> {
         if self.current.is_none() {
-            let file = self.make(&self.in_progress())?;
+            let name = self.in_progress()?;
+            let file = self.make(&name)?;
             let writer =
                 ParquetWriter::to_file(file, self.meta.clone(), &self.set, self.view.as_ref())?;
-            self.current = Some((writer, 0));
+            self.current = Some((writer, 0, name));
         }
-        if let Some((writer, windows)) = self.current.as_mut() {
+        if let Some((writer, windows, _)) = self.current.as_mut() {
             writer.window(window, rows)?;
             *windows += 1;
             if *windows >= self.per {
@@ -509,12 +513,23 @@ impl ParquetParts {
         Ok(())
     }
 
-    /// The part being written: hidden, and not `*.parquet`, until it is whole.
-    fn in_progress(&self) -> String {
-        format!(".part-{:06}.parquet.partial", self.written)
+    /// A name for the part to write: hidden, not `*.parquet` until it is whole, and not one
+    /// anyone can guess ahead.
+    fn in_progress(&self) -> Result<String> {
+        let mut random = [0u8; 8];
+        // SAFETY: writes at most 8 bytes into a live buffer of 8.
+        let got = unsafe { libc::getrandom(random.as_mut_ptr().cast(), random.len(), 0) };
+        if got != random.len() as isize {
+            return Err(std::io::Error::last_os_error()).context("naming a Parquet part");
+        }
+        Ok(format!(
+            ".part-{:06}.{:016x}.partial",
+            self.written,
+            u64::from_ne_bytes(random)
+        ))
     }
 
-    /// Creates `name` in the folder.
+    /// Creates `name` in the folder: a new file, never one that exists or a link.
     fn make(&self, name: &str) -> Result<File> {
         use std::os::fd::{AsRawFd as _, FromRawFd as _};
         let c_name = std::ffi::CString::new(name)?;
@@ -524,8 +539,8 @@ impl ParquetParts {
             libc::openat(
                 self.dir_fd.as_raw_fd(),
                 c_name.as_ptr(),
-                libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
-                0o644,
+                libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                0o600,
             )
         };
         if fd < 0 {
@@ -538,16 +553,36 @@ impl ParquetParts {
 
     fn close_part(&mut self) -> Result<()> {
         use std::os::fd::AsRawFd as _;
-        if let Some((writer, _)) = self.current.take() {
+        if let Some((writer, _, name)) = self.current.take() {
             writer.finish()?;
             let done = format!("part-{:06}.parquet", self.written);
-            let from = std::ffi::CString::new(self.in_progress())?;
+            let from = std::ffi::CString::new(name)?;
             let to = std::ffi::CString::new(done.as_str())?;
             let dir = self.dir_fd.as_raw_fd();
             // SAFETY: a valid directory fd and NUL-terminated names.
-            if unsafe { libc::renameat(dir, from.as_ptr(), dir, to.as_ptr()) } != 0 {
-                return Err(std::io::Error::last_os_error())
-                    .with_context(|| format!("naming {}", self.dir.join(&done).display()));
+            let mut renamed = unsafe {
+                libc::renameat2(dir, from.as_ptr(), dir, to.as_ptr(), libc::RENAME_NOREPLACE)
+            };
+            if renamed != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL)
+            {
+                // A filesystem without RENAME_NOREPLACE: a hard link refuses a name that
+                // exists just the same.
+                // SAFETY: as above.
+                renamed = unsafe { libc::linkat(dir, from.as_ptr(), dir, to.as_ptr(), 0) };
+                if renamed == 0 {
+                    // SAFETY: as above.
+                    unsafe { libc::unlinkat(dir, from.as_ptr(), 0) };
+                }
+            }
+            if renamed != 0 {
+                // The part stays under its temporary name.
+                return Err(std::io::Error::last_os_error()).with_context(|| {
+                    format!(
+                        "naming {} (something else took the name; the part is left as {})",
+                        self.dir.join(&done).display(),
+                        from.to_string_lossy()
+                    )
+                });
             }
             self.written += 1;
         }
