@@ -106,6 +106,7 @@ fn analyze_matches_an_independent_evaluation_for_every_model() {
         let mut counts = HashMap::new();
         let mut csv = String::from("# started on a machine far away\n\n");
         for (i, event) in split_event_list(&list.replace("}:W", "").replace(['{', '}'], ""))
+            .expect("a list of events")
             .iter()
             .enumerate()
         {
@@ -445,7 +446,8 @@ fn drilldown_records_level_three_only_under_the_nodes_over_threshold() {
 
     // The Level 3 recording of that list, analyzed with the same --nodes.
     let l3 = dir.path().join("l3.csv");
-    let events = split_event_list(&list.replace("}:W", "").replace(['{', '}'], ""));
+    let events = split_event_list(&list.replace("}:W", "").replace(['{', '}'], ""))
+        .expect("a list of events");
     let csv: String = events
         .iter()
         .enumerate()
@@ -535,7 +537,8 @@ fn events_are_matched_by_what_they_are_not_how_they_are_spelt() {
                 .args(select),
         );
         let list = text.split('\'').nth(1).expect("perf stat -e '...'");
-        let events = split_event_list(&list.replace("}:W", "").replace(['{', '}'], ""));
+        let events = split_event_list(&list.replace("}:W", "").replace(['{', '}'], ""))
+            .expect("a list of events");
         let analyze = |variant: Option<usize>| -> Value {
             let mut csv = String::new();
             for (i, event) in events.iter().enumerate() {

@@ -188,3 +188,28 @@ fn a_link_planted_at_a_parquet_parts_name_is_refused() {
         );
     }
 }
+
+/// SIGHUP (a closed terminal or SSH session) ends `record` as SIGTERM does: its totals written
+/// and said, never the default action's exit 129 with the last window lost.
+#[test]
+fn sighup_ends_a_recording_with_its_totals() {
+    if !privileged("sighup_ends_a_recording_with_its_totals") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hup.rec");
+    let run = record(&path, "60", &[]).spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::fs::metadata(&path).map_or(0, |m| m.len()) == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // A few windows in.
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: a signal to our own child.
+    unsafe { libc::kill(run.id() as i32, libc::SIGHUP) };
+    let output = run.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{:?}: {said}", output.status);
+    assert!(said.contains("recorded"), "{said}");
+    reads_back(&path);
+}

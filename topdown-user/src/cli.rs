@@ -50,7 +50,8 @@ pub enum Command {
     Analyze(AnalyzeArgs),
     /// Cache-to-cache (false sharing) analysis.
     C2c(C2cArgs),
-    /// Per-cgroup and per-container counters and TopDown for Prometheus (OpenMetrics text).
+    /// Per-cgroup and per-container counters and TopDown for Prometheus (OpenMetrics text to
+    /// scrapers that ask for it, the classic Prometheus text otherwise).
     Serve(ServeArgs),
     /// Run as the live view does (same targets, counters and outputs) and also keep every
     /// interval in a file for `report` and `plot`.

@@ -21,7 +21,8 @@ pub enum Wake {
     Tick,
     /// The duration asked for is over.
     Deadline,
-    /// SIGINT (Ctrl-C) or SIGTERM arrived: its number.
+    /// SIGINT (Ctrl-C), SIGTERM or SIGHUP (a closed terminal or SSH session) arrived: its
+    /// number. Each ends a run the same way: totals written, the last window kept.
     Signal(i32),
     /// The command the session started exited.
     CommandExited(std::io::Result<ExitStatus>),
@@ -32,6 +33,7 @@ pub struct Session {
     tick: Interval,
     deadline: Option<tokio::time::Instant>,
     sigterm: Signal,
+    sighup: Signal,
     command: Option<Child>,
     command_status: Option<ExitStatus>,
 }
@@ -48,6 +50,7 @@ impl Session {
             deadline: duration
                 .map(|s| tokio::time::Instant::from_std(started + Duration::from_secs_f64(s))),
             sigterm: signal(SignalKind::terminate()).context("installing a SIGTERM handler")?,
+            sighup: signal(SignalKind::hangup()).context("installing a SIGHUP handler")?,
             command: None,
             command_status: None,
         })
@@ -83,6 +86,7 @@ impl Session {
             }
             _ = tokio::signal::ctrl_c() => Wake::Signal(libc::SIGINT),
             _ = self.sigterm.recv() => Wake::Signal(libc::SIGTERM),
+            _ = self.sighup.recv() => Wake::Signal(libc::SIGHUP),
         }
     }
 

@@ -305,8 +305,9 @@ fn apply_privilege(spec: &str, modifiers: &str, attr: &mut EventAttr) -> Result<
     Ok(())
 }
 
-/// Splits a `-e` list on commas, keeping the commas inside `pmu/.../`.
-pub fn split_event_list(list: &str) -> Vec<String> {
+/// Splits a `-e` list on commas, keeping the commas inside `pmu/.../`; an empty event (`-e ''`,
+/// `cpu-clock,,`) is an error, as it is to `perf stat`, never silently nothing.
+pub fn split_event_list(list: &str) -> Result<Vec<String>> {
     let (mut events, mut current, mut in_pmu) = (Vec::new(), String::new(), false);
     for c in list.chars() {
         match c {
@@ -319,10 +320,10 @@ pub fn split_event_list(list: &str) -> Vec<String> {
         }
     }
     events.push(current);
-    events
-        .into_iter()
-        .filter(|e| !e.trim().is_empty())
-        .collect()
+    if events.iter().any(|e| e.trim().is_empty()) {
+        bail!("-e `{list}` names an empty event: give each event a name, commas only between them");
+    }
+    Ok(events)
 }
 
 #[cfg(test)]
@@ -439,8 +440,12 @@ mod tests {
     #[test]
     fn event_lists_keep_commas_inside_pmu_terms() {
         assert_eq!(
-            split_event_list("cycles,cpu/event=0x3c,cmask=1/u,r01c2"),
+            split_event_list("cycles,cpu/event=0x3c,cmask=1/u,r01c2").unwrap(),
             ["cycles", "cpu/event=0x3c,cmask=1/u", "r01c2"]
         );
+        for empty in ["", " ", "cpu-clock,,", ",cycles", "cycles,"] {
+            let error = split_event_list(empty).unwrap_err().to_string();
+            assert!(error.contains("empty event"), "{empty:?}: {error}");
+        }
     }
 }

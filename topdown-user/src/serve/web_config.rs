@@ -398,30 +398,40 @@ pub fn load(path: &Path, listen: SocketAddr) -> Result<WebConfig> {
              in clear"
         );
     }
-    warn_if_readable(path, "the file");
+    check_mode(path, "the file")?;
     if let Some(key) = file
         .tls_server_config
         .as_ref()
         .and_then(|t| t.key_file.as_ref())
     {
-        warn_if_readable(&base.join(key), "its key_file");
+        check_mode(&base.join(key), "its key_file")?;
     }
     Ok(WebConfig { tls, auth })
 }
 
-/// Says (a warning) when `path` can be read by its group or by others.
-fn warn_if_readable(path: &Path, what: &str) {
-    if let Ok(metadata) = std::fs::metadata(path) {
-        let mode = metadata.permissions().mode();
-        if mode & 0o044 != 0 {
-            log::warn!(
-                "--web-config: {what} {} can be read by group or others (mode {:o}): `chmod 600` \
-                 it",
-                path.display(),
-                mode & 0o777
-            );
-        }
+/// Refuses `path` when its group or others can write it (they could add a password or swap
+/// the key, as sshd's StrictModes refuses); says (a warning) when they can read it.
+fn check_mode(path: &Path, what: &str) -> Result<()> {
+    let Ok(metadata) = std::fs::metadata(path) else {
+        return Ok(());
+    };
+    let mode = metadata.permissions().mode();
+    if mode & 0o022 != 0 {
+        bail!(
+            "--web-config: {what} {} can be written by group or others (mode {:o}): anyone who \
+             can write it can add a password or replace the key; `chmod 600` it",
+            path.display(),
+            mode & 0o777
+        );
     }
+    if mode & 0o044 != 0 {
+        log::warn!(
+            "--web-config: {what} {} can be read by group or others (mode {:o}): `chmod 600` it",
+            path.display(),
+            mode & 0o777
+        );
+    }
+    Ok(())
 }
 
 /// `$2a$`, `$2b$` or `$2y$`, a two-digit cost, and 53 characters of salt and hash.
@@ -672,6 +682,18 @@ mod tests {
         std::fs::write(&path, format!("basic_auth_users:\n  prom: {}\n", hash(4))).unwrap();
         let config = load(&path, loopback).expect("users without TLS, on loopback");
         assert!(config.auth.is_some() && config.tls.is_none());
+        // A file others can write is refused (they could add their own password).
+        for mode in [0o666, 0o620, 0o602] {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            let error = format!("{:#}", load(&path, loopback).err().expect("refused"));
+            assert!(
+                error.contains("can be written by group or others"),
+                "{error}"
+            );
+            assert_eq!(error.lines().count(), 1, "{error}");
+        }
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(load(&path, loopback).is_ok(), "readable: a warning only");
     }
 
     #[test]

@@ -145,8 +145,10 @@ fn add_events(
         (None, None) => None,
     };
     let resolver = EventResolver::new(sys, core.as_deref(), table)?;
-    for spec in specs.iter().flat_map(|s| split_event_list(s)) {
-        set.counters.push(resolver.resolve(&spec)?);
+    for list in specs {
+        for spec in split_event_list(list)? {
+            set.counters.push(resolver.resolve(&spec)?);
+        }
     }
     if set.counters.len() > MAX_COUNTERS {
         bail!(
