@@ -22,7 +22,31 @@ pub fn check() -> Result<()> {
              CONFIG_DEBUG_INFO_BTF=y"
         );
     }
+    host_pids()
+}
+
+/// Fails with one line when this process is in a PID namespace of its own: the kernel side
+/// names threads by the host's ids, which such a namespace neither shows nor translates.
+pub fn host_pids() -> Result<()> {
+    if let Ok(meta) = fs::metadata("/proc/self/ns/pid") {
+        use std::os::unix::fs::MetadataExt as _;
+        if !in_host_pid_namespace(meta.ino()) {
+            bail!(
+                "runs in a PID namespace of its own (a container without the host's PIDs): the \
+                 kernel names threads by the host's ids, which this namespace cannot see; run \
+                 it in the host's PID namespace (Kubernetes `hostPID: true`, `docker run \
+                 --pid=host`)"
+            );
+        }
+    }
     Ok(())
+}
+
+/// Whether the PID namespace whose `/proc/self/ns/pid` inode is `inode` is the host's: the
+/// kernel's first one has a fixed inode (`PROC_PID_INIT_INO`), every other a new one.
+pub fn in_host_pid_namespace(inode: u64) -> bool {
+    const PROC_PID_INIT_INO: u64 = 0xEFFF_FFFC;
+    inode == PROC_PID_INIT_INO
 }
 
 /// Whether the effective capabilities in a `/proc/<pid>/status` text allow loading BPF tracing

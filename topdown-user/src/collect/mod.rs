@@ -654,6 +654,7 @@ pub const FLOOR: &str = "5.10";
 /// `/sys/kernel/btf/vmlinux` (`tp_btf` programs and the field offsets) and BPF ring buffers
 /// (5.8) are probed; the rest of what 5.10 has is what the verifier then checks.
 pub fn check_floor() -> Result<()> {
+    crate::preflight::host_pids()?;
     let release = canary::kernel_release();
     if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
         bail!(
