@@ -717,3 +717,46 @@ fn a_perf_stat_dash_m_recording_gives_every_node_perf_computes() {
         .collect();
     assert_eq!(checked, perf_models);
 }
+
+/// Input is read a chunk at a time and refused at its first NUL byte or past `--max-memory`,
+/// never read whole first (issue 52 finding 5: `analyze /dev/zero` held 12.5 GB at 30 s): an
+/// endless stream of text ends in one line too.
+#[test]
+fn endless_or_binary_input_is_refused_in_one_line() {
+    use std::io::Write as _;
+    let output = Command::new(topdown_bpf_binary())
+        .args(["analyze", "/dev/zero", "--cpu", "GenuineIntel-6-8F"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(said.contains("NUL byte at offset 0"), "{said}");
+    assert_eq!(said.trim().lines().count(), 1, "{said}");
+
+    let mut child = Command::new(topdown_bpf_binary())
+        .args([
+            "analyze",
+            "-",
+            "--cpu",
+            "GenuineIntel-6-8F",
+            "--max-memory",
+            "2",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // Lines of a valid shape, for ever: only the bound ends it (the write fails once the tool
+    // has exited and closed its end).
+    let writer = std::thread::spawn(move || {
+        let line = "1000,,cycles,2000000000,100.00,,\n".repeat(1000);
+        while stdin.write_all(line.as_bytes()).is_ok() {}
+    });
+    let output = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(said.contains("over 2 MiB"), "{said}");
+    assert_eq!(said.trim().lines().count(), 1, "{said}");
+}

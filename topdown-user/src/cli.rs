@@ -666,6 +666,12 @@ pub struct AnalyzeArgs {
     /// events as a JSON array of the names perf writes in `-x` output. Then exit.
     #[arg(long)]
     pub events: bool,
+
+    /// Most the input may take, in MiB (default: 1 GiB, or half of what the system has
+    /// available when that is less, at least 256 MiB): a longer input is refused, never read
+    /// whole.
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=1 << 30))]
+    pub max_memory: Option<u64>,
 }
 
 /// The live per-thread view.

@@ -65,31 +65,19 @@ pub struct Capacity {
 }
 
 impl Capacity {
-    /// `requested` as given, or the default for the system `sys` describes.
-    pub fn of(requested: Option<u32>, sys: &SysRoot) -> Self {
-        if let Some(threads) = requested {
-            return Self {
-                threads,
-                short: None,
-            };
-        }
+    /// `requested` as given, or the default for the system `sys` describes. A request for
+    /// more threads than the system lets live (`threads-max`, `pid_max`), or whose map would
+    /// take over half of the memory available, is refused with the most it could be.
+    pub fn of(requested: Option<u32>, sys: &SysRoot) -> anyhow::Result<Self> {
         let read = |path: &str| -> Option<u64> {
             let text = fs::read_to_string(sys.path(path)).ok()?;
             text.split_whitespace().next()?.parse().ok()
         };
-        // /proc/loadavg's fourth field: runnable/total threads.
-        let alive = fs::read_to_string(sys.path("proc/loadavg"))
-            .ok()
-            .and_then(|text| {
-                let (_, total) = text.split_whitespace().nth(3)?.split_once('/')?;
-                total.parse::<u64>().ok()
-            });
-        let memory_kb = fs::read_to_string(sys.path("proc/meminfo"))
-            .ok()
-            .and_then(|text| {
-                let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
-                line.split_whitespace().nth(1)?.parse::<u64>().ok()
-            });
+        let meminfo = |field: &str| -> Option<u64> {
+            let text = fs::read_to_string(sys.path("proc/meminfo")).ok()?;
+            let line = text.lines().find(|l| l.starts_with(field))?;
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        };
         let limit = [
             read("proc/sys/kernel/threads-max"),
             read("proc/sys/kernel/pid_max"),
@@ -99,6 +87,38 @@ impl Capacity {
         .flatten()
         .min()
         .unwrap_or(u64::from(PID_MAX_LIMIT));
+        if let Some(threads) = requested {
+            let threads_u64 = u64::from(threads);
+            if threads_u64 > limit.max(u64::from(FLOOR)) {
+                anyhow::bail!(
+                    "--max-threads {threads}: this host lets at most {limit} threads live \
+                     (kernel.threads-max, kernel.pid_max): give at most {limit}"
+                );
+            }
+            if let Some(available_kb) = meminfo("MemAvailable:") {
+                let most = available_kb * 1024 / 2 / ENTRY_BYTES;
+                if threads_u64 > most.max(u64::from(FLOOR)) {
+                    anyhow::bail!(
+                        "--max-threads {threads}: its map would take {} MiB of kernel memory, \
+                         over half of the {} MiB available: give at most {most}",
+                        (threads_u64 * ENTRY_BYTES) >> 20,
+                        available_kb >> 10
+                    );
+                }
+            }
+            return Ok(Self {
+                threads,
+                short: None,
+            });
+        }
+        // /proc/loadavg's fourth field: runnable/total threads.
+        let alive = fs::read_to_string(sys.path("proc/loadavg"))
+            .ok()
+            .and_then(|text| {
+                let (_, total) = text.split_whitespace().nth(3)?.split_once('/')?;
+                total.parse::<u64>().ok()
+            });
+        let memory_kb = meminfo("MemTotal:");
         let wanted = alive
             .map_or(u64::from(FLOOR), |n| (2 * n).next_multiple_of(1024))
             .clamp(u64::from(FLOOR), limit.max(u64::from(FLOOR)));
@@ -106,21 +126,21 @@ impl Capacity {
             kb * 1024 / MEMORY_SHARE / ENTRY_BYTES
         });
         if wanted <= fits {
-            return Self {
+            return Ok(Self {
                 threads: wanted as u32,
                 short: None,
-            };
+            });
         }
         let threads = fits.max(u64::from(FLOOR)) as u32;
         let alive = alive.map_or_else(|| "?".to_owned(), |n| n.to_string());
-        Self {
+        Ok(Self {
             threads,
             short: Some(format!(
                 "the thread map holds {threads} threads ({alive} alive now, twice that would \
                  take over 1/{MEMORY_SHARE} of memory): threads beyond it are counted as a full \
                  map; --max-threads N for more"
             )),
-        }
+        })
     }
 }
 
@@ -169,7 +189,7 @@ mod tests {
 
     fn capacity(alive: u64, threads_max: u64, pid_max: u64, memory_kb: u64) -> Capacity {
         let dir = system(alive, threads_max, pid_max, memory_kb);
-        Capacity::of(None, &SysRoot::at(dir.path()))
+        Capacity::of(None, &SysRoot::at(dir.path())).unwrap()
     }
 
     const GIB_KB: u64 = 1 << 20;
@@ -190,9 +210,24 @@ mod tests {
             capacity(100_000, 2_000_000, 131_072, 256 * GIB_KB).threads,
             131_072
         );
-        // As given, whatever the system.
+        // As given, within what the system lets live and half of the memory available.
         let dir = system(100_000, 150_000, 4_194_304, GIB_KB);
-        assert_eq!(Capacity::of(Some(7), &SysRoot::at(dir.path())).threads, 7);
+        let sys = SysRoot::at(dir.path());
+        assert_eq!(Capacity::of(Some(7), &sys).unwrap().threads, 7);
+        let error = Capacity::of(Some(4_194_304), &sys).unwrap_err().to_string();
+        assert!(error.contains("give at most 150000"), "{error}");
+        fs::write(
+            dir.path().join("proc/meminfo"),
+            "MemTotal: 1048576 kB\nMemAvailable: 262144 kB\n",
+        )
+        .unwrap();
+        let most = 262_144 * 1024 / 2 / ENTRY_BYTES;
+        let error = Capacity::of(Some(149_000), &sys).unwrap_err().to_string();
+        assert!(
+            error.contains(&format!("give at most {most}")) && error.contains("256 MiB"),
+            "{error}"
+        );
+        assert!(Capacity::of(Some(most as u32), &sys).is_ok());
     }
 
     #[test]
@@ -218,7 +253,7 @@ mod tests {
     #[test]
     fn an_unreadable_system_gets_the_floor() {
         let dir = tempfile::tempdir().unwrap();
-        let capacity = Capacity::of(None, &SysRoot::at(dir.path()));
+        let capacity = Capacity::of(None, &SysRoot::at(dir.path())).unwrap();
         assert_eq!(capacity.threads, FLOOR);
     }
 }

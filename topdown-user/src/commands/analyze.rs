@@ -1,7 +1,7 @@
 //! `topdown-bpf analyze`: TopDown from `perf stat -x` output recorded on any machine (toplev's
 //! `--import`), and the `perf stat` command that records what a CPU's model needs.
 
-use std::{collections::HashMap, io::Read as _, path::Path};
+use std::{collections::HashMap, io::Read, path::Path};
 
 use anyhow::{Context as _, Result, bail};
 use serde_json::json;
@@ -106,7 +106,7 @@ fn drill_nodes(args: &AnalyzeArgs, cpu: &CpuId, model: &Model) -> Result<Vec<Str
     if args.td_level != 3 {
         bail!("--drilldown picks the Level 3 nodes to record: use --td-level 3");
     }
-    let counts = perf_stat_csv::parse(&read_input(file)?, &args.separator)
+    let counts = perf_stat_csv::parse(&read_input(file, input_limit(args))?, &args.separator)
         .with_context(|| format!("{}", file.display()))?;
     let td = model.evaluate(&named_counts(&counts, cpu, model, args), 2);
     let over: Vec<String> = model
@@ -131,7 +131,7 @@ fn analysis(args: &AnalyzeArgs, cpu: &CpuId, model: &Model, verbose: bool) -> Re
         .file
         .as_deref()
         .context("name the perf stat -x output to analyze")?;
-    let text = read_input(path)?;
+    let text = read_input(path, input_limit(args))?;
     let counts = perf_stat_csv::parse(&text, &args.separator)
         .with_context(|| format!("{}", path.display()))?;
     let inputs = named_counts(&counts, cpu, model, args);
@@ -287,14 +287,56 @@ fn named_counts(
     )
 }
 
-/// The text of `path`, or of standard input for `-`.
-fn read_input(path: &Path) -> Result<String> {
-    if path.as_os_str() == "-" {
-        let mut text = String::new();
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .context("reading standard input")?;
-        return Ok(text);
+/// Most bytes an input may hold: `--max-memory`, else 1 GiB or half of what is available.
+fn input_limit(args: &AnalyzeArgs) -> u64 {
+    args.max_memory.map_or_else(
+        || crate::recording::reader::default_memory_budget().min(1 << 30),
+        |mib| mib << 20,
+    )
+}
+
+/// The text of `path`, or of standard input for `-`: read a chunk at a time, refused at the
+/// first NUL byte (`perf stat -x` writes text) or past `limit` bytes, never read whole first
+/// (`analyze /dev/zero` held 12.5 GB at 30 s).
+fn read_input(path: &Path, limit: u64) -> Result<String> {
+    let shown = if path.as_os_str() == "-" {
+        "standard input".to_owned()
+    } else {
+        path.display().to_string()
+    };
+    let mut reader: Box<dyn Read> = if path.as_os_str() == "-" {
+        Box::new(std::io::stdin())
+    } else {
+        Box::new(std::fs::File::open(path).with_context(|| format!("reading {shown}"))?)
+    };
+    let mut bytes = Vec::new();
+    let mut chunk = vec![0; 64 * 1024];
+    loop {
+        let n = match reader.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(error) => return Err(error).with_context(|| format!("reading {shown}")),
+        };
+        if let Some(at) = chunk[..n].iter().position(|&b| b == 0) {
+            bail!(
+                "{shown} is not `perf stat -x` text (a NUL byte at offset {})",
+                bytes.len() + at
+            );
+        }
+        if (bytes.len() + n) as u64 > limit {
+            bail!(
+                "{shown} is over {} MiB: not a `perf stat -x` output this command reads (raise \
+                 --max-memory if it is one)",
+                limit >> 20
+            );
+        }
+        bytes.extend_from_slice(&chunk[..n]);
     }
-    std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+    String::from_utf8(bytes).map_err(|error| {
+        anyhow::anyhow!(
+            "{shown} is not `perf stat -x` text (not UTF-8 at offset {})",
+            error.utf8_error().valid_up_to()
+        )
+    })
 }

@@ -61,7 +61,7 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
     let listener = TcpListener::bind(address)
         .await
         .with_context(|| format!("cannot listen on {address} (in use? try another --listen)"))?;
-    let capacity = Capacity::of(args.max_threads, &SysRoot::host());
+    let capacity = Capacity::of(args.max_threads, &SysRoot::host())?;
     if let Some(short) = &capacity.short {
         log::warn!("{short}");
     }

@@ -290,7 +290,7 @@ impl Plan {
             set,
             topdown,
             target,
-            capacity: Capacity::of(cli.max_threads, &SysRoot::host()),
+            capacity: Capacity::of(cli.max_threads, &SysRoot::host())?,
         })
     }
 }
