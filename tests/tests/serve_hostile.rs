@@ -304,17 +304,84 @@ fn scrapes_are_answered_under_slow_connections_and_a_password_flood() {
     flood("flood", &serve, port, slow, wrong, scrape);
 }
 
+/// A password flood from the scraper's own address (a NAT, a node-local proxy or a Kubernetes
+/// Service give attacker and Prometheus one address; issue 52 finding 7): four clients send one
+/// wrong password from 127.0.0.1 as fast as they are answered; a password checked for the first
+/// time, from that same address, during the flood is answered 200 within a second, and the
+/// exporter spends at most half a core over it.
+#[test]
+fn a_password_flood_from_the_scrapers_own_address_does_not_deny_it() {
+    if !privileged("a_password_flood_from_the_scrapers_own_address") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (serve, port) = serve_with_password(dir.path(), "");
+    wait_for("serve to answer", Duration::from_secs(30), || {
+        scrape_as(port, "prometheus", "scrape-secret")
+            .filter(|(status, body)| status.contains(" 200 ") && body.contains("topdown_info"))
+    });
+    let _alone = ONE_FLOOD_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let stop = Arc::new(AtomicBool::new(false));
+    let attempts = Arc::new(AtomicU64::new(0));
+    let attackers: Vec<_> = (0..4)
+        .map(|_| {
+            let (stop, attempts) = (Arc::clone(&stop), Arc::clone(&attempts));
+            thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    if let Some((status, body)) = scrape_as(port, "latecomer", "guess") {
+                        assert!(!body.contains("topdown_"), "a wrong password got metrics");
+                        assert!(!status.contains(" 200 "), "{status}");
+                    }
+                    attempts.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    thread::sleep(Duration::from_secs(1));
+    let cpu_before = cpu_seconds(serve.0.id());
+    let started = Instant::now();
+    let asked = Instant::now();
+    let (status, body) =
+        scrape_as(port, "latecomer", "late-secret").expect("an answer to the scrape");
+    let took = asked.elapsed();
+    assert!(status.contains(" 200 "), "{status}");
+    assert!(body.contains("topdown_info"), "a whole exposition");
+    assert!(
+        took < Duration::from_secs(1),
+        "the first check took {took:?}"
+    );
+    thread::sleep(Duration::from_secs(3));
+    let cores = (cpu_seconds(serve.0.id()) - cpu_before) / started.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    for attacker in attackers {
+        attacker.join().unwrap();
+    }
+    let attempts = attempts.load(Ordering::Relaxed);
+    eprintln!(
+        "own-address flood: {attempts} wrong passwords, first check {took:?}, {cores:.2} cores"
+    );
+    assert!(attempts >= 4, "the flood ran: {attempts} attempts");
+    assert!(cores < 0.5, "the exporter spent {cores:.2} cores");
+}
+
+/// Floods run one at a time: the bounds are for one exporter under one attack (see [`flood`]).
+static ONE_FLOOD_AT_A_TIME: Mutex<()> = Mutex::new(());
+
 /// Where the attacks come from (another peer than the scraper's 127.0.0.1).
 const ATTACKER: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
 
-/// `serve` with a web config of `tls` (YAML lines, or nothing) and one user, `prometheus`,
-/// whose password is `scrape-secret` at bcrypt cost 10, the files readable by root only.
+/// `serve` with a web config of `tls` (YAML lines, or nothing) and two users, `prometheus`,
+/// whose password is `scrape-secret`, and `latecomer` (`late-secret`), at bcrypt cost 10, the
+/// files readable by root only.
 fn serve_with_password(dir: &std::path::Path, tls: &str) -> (Running, u16) {
     let config = dir.join("web.yml");
     let hash = bcrypt::hash("scrape-secret", 10).unwrap();
+    let late = bcrypt::hash("late-secret", 10).unwrap();
     std::fs::write(
         &config,
-        format!("{tls}basic_auth_users:\n  prometheus: {hash}\n"),
+        format!("{tls}basic_auth_users:\n  prometheus: {hash}\n  latecomer: {late}\n"),
     )
     .unwrap();
     for file in ["web.yml", "server.key"] {
@@ -351,8 +418,7 @@ fn flood(
     wrong: impl Fn() + Clone + Send + 'static,
     mut scrape: impl FnMut(),
 ) {
-    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-    let _alone = ONE_AT_A_TIME
+    let _alone = ONE_FLOOD_AT_A_TIME
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let stop = Arc::new(AtomicBool::new(false));

@@ -114,14 +114,26 @@ pub struct BasicAuth {
     salt: [u8; 32],
     /// The bcrypt work the endpoint may spend.
     budget: BcryptBudget,
-    /// When each address last sent credentials that failed: its next check waits
-    /// [`FAILURE_PENALTY`].
-    failed: Mutex<HashMap<IpAddr, Instant>>,
+    /// Failures, by address: when each credential (its digest) last failed from there, for
+    /// [`FAILURE_PENALTY`]. A credential that failed is not checked again from that address
+    /// until then; one that never failed is, unless the address failed with
+    /// [`GUESSES_PER_PENALTY`] different ones within the penalty (guessing: the whole address
+    /// waits). So a flood of one wrong password costs one bcrypt check a second and never
+    /// holds back the right one sent from the same address (a NAT, a node-local proxy, a
+    /// Kubernetes Service give an attacker and Prometheus one address).
+    failed: Mutex<Failures>,
 }
 
-/// After a failed check, an address's credentials are not checked again for this long: a
-/// password flood from one address costs at most one bcrypt check per penalty.
+/// Credentials (their digests) that failed, by address, and when.
+type Failures = HashMap<IpAddr, Vec<([u8; 32], Instant)>>;
+
+/// After a failed check, that credential is not checked again from that address for this long.
 pub const FAILURE_PENALTY: Duration = Duration::from_secs(1);
+
+/// Different failing credentials from one address within [`FAILURE_PENALTY`] that make the
+/// whole address wait the penalty: password guessing, which one credential's penalty would not
+/// slow.
+pub const GUESSES_PER_PENALTY: usize = 3;
 
 /// Addresses whose failures are remembered, at most (then forgotten at once).
 const REMEMBERED_FAILURES: usize = 4096;
@@ -135,9 +147,9 @@ pub enum Verdict {
     Refused,
     /// Not checked: the bcrypt budget is spent (answer 429, try again later).
     Busy,
-    /// Not checked: this address failed within [`FAILURE_PENALTY`]; the answer (429) waits for
-    /// the rest of the penalty, so a flood from one address gets at most one answer per
-    /// penalty per connection it holds.
+    /// Not checked: these credentials failed from this address within [`FAILURE_PENALTY`] (or
+    /// it guessed [`GUESSES_PER_PENALTY`] different ones); the answer (429) waits for the rest
+    /// of the penalty, so a flood gets at most one answer per penalty per connection it holds.
     Penalized(Duration),
 }
 
@@ -179,12 +191,7 @@ impl BasicAuth {
         {
             return Verdict::Allowed;
         }
-        let left = self.failed.lock().ok().and_then(|failed| {
-            FAILURE_PENALTY
-                .checked_sub(failed.get(&peer)?.elapsed())
-                .filter(|left| !left.is_zero())
-        });
-        if let Some(left) = left {
+        if let Some(left) = self.penalty(peer, &digest) {
             return Verdict::Penalized(left);
         }
         let Some(_turn) = self.budget.start() else {
@@ -196,7 +203,9 @@ impl BasicAuth {
                 if failed.len() >= REMEMBERED_FAILURES {
                     failed.clear();
                 }
-                failed.insert(peer, Instant::now());
+                let recent = failed.entry(peer).or_default();
+                recent.retain(|(seen, at)| *seen != digest && at.elapsed() < FAILURE_PENALTY);
+                recent.push((digest, Instant::now()));
             }
             return Verdict::Refused;
         }
@@ -207,6 +216,30 @@ impl BasicAuth {
             passed.insert(digest);
         }
         Verdict::Allowed
+    }
+
+    /// What is left of the penalty on credentials `digest` from `peer`, if any: theirs when
+    /// they failed from there within [`FAILURE_PENALTY`], or the address's when it failed with
+    /// [`GUESSES_PER_PENALTY`] different credentials within it.
+    fn penalty(&self, peer: IpAddr, digest: &[u8; 32]) -> Option<Duration> {
+        let failed = self.failed.lock().ok()?;
+        let left = |at: &Instant| {
+            FAILURE_PENALTY
+                .checked_sub(at.elapsed())
+                .filter(|left| !left.is_zero())
+        };
+        let recent: Vec<(&[u8; 32], Duration)> = failed
+            .get(&peer)?
+            .iter()
+            .filter_map(|(seen, at)| Some((seen, left(at)?)))
+            .collect();
+        if let Some(&(_, wait)) = recent.iter().find(|(seen, _)| *seen == digest) {
+            return Some(wait);
+        }
+        if recent.len() >= GUESSES_PER_PENALTY {
+            return recent.iter().map(|&(_, wait)| wait).min();
+        }
+        None
     }
 
     fn digest(&self, user: &str, password: &str, hash: &str) -> [u8; 32] {
@@ -567,7 +600,8 @@ mod tests {
             Verdict::Refused
         );
         assert_eq!(auth.check(None, peer(4)), Verdict::Refused);
-        // A failed address waits its penalty; others do not.
+        // A credential that failed waits its penalty from that address; from others it does
+        // not, nor does another credential from the same address: the right one is checked.
         assert!(matches!(
             auth.check(Some(&header("prom", "wrong")), peer(2)),
             Verdict::Penalized(left) if left <= FAILURE_PENALTY
@@ -576,6 +610,21 @@ mod tests {
             auth.check(Some(&header("prom", "wrong")), peer(5)),
             Verdict::Refused
         );
+        assert_eq!(
+            auth.check(Some(&header("prom", "right")), peer(2)),
+            Verdict::Allowed
+        );
+        // Guessing: different wrong passwords from one address make the address wait.
+        for guess in 1..GUESSES_PER_PENALTY {
+            assert_eq!(
+                auth.check(Some(&header("prom", &format!("guess{guess}"))), peer(2)),
+                Verdict::Refused
+            );
+        }
+        assert!(matches!(
+            auth.check(Some(&header("prom", "another")), peer(2)),
+            Verdict::Penalized(_)
+        ));
         std::thread::sleep(FAILURE_PENALTY);
         assert_eq!(
             auth.check(Some(&header("prom", "wrong")), peer(2)),
