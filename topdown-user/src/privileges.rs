@@ -91,6 +91,28 @@ fn passwd_entry(passwd: &str, name: &str) -> Option<User> {
 
 /// CAP_BPF (Linux 5.8).
 const CAP_BPF: u32 = 39;
+/// Needed to drop from the bounding set.
+const CAP_SETPCAP: u32 = 8;
+
+/// Whether this process may drop capabilities from its bounding set (CAP_SETPCAP in its
+/// effective set): root may; a binary given only CAP_BPF and CAP_PERFMON (`setcap`) may not.
+/// Without it the bounding set stays, and says so: with every other set empty and
+/// `no_new_privs` set, no `execve` can take a capability from it.
+fn can_drop_bounding() -> bool {
+    static CAN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *CAN.get_or_init(|| {
+        let status = std::fs::read_to_string("/proc/thread-self/status").unwrap_or_default();
+        let can =
+            capabilities(&status).is_some_and(|(effective, _)| effective & (1 << CAP_SETPCAP) != 0);
+        if !can {
+            eprintln!(
+                "topdown-bpf: without CAP_SETPCAP the bounding set is kept; every other \
+                 capability is dropped and no_new_privs set, so nothing can take one back"
+            );
+        }
+        can
+    })
+}
 
 /// Whether this kernel checks CAP_BPF on every `bpf()` command: a thread of ours gives up every
 /// capability and asks for the next key of no map (descriptor -1). Such kernels refuse with
@@ -197,6 +219,7 @@ pub fn drop_all(user: Option<&User>, others: impl Fn(Phase) -> Result<()>) -> Re
         .filter_map(|task| {
             let status = std::fs::read_to_string(task.path().join("status")).ok()?;
             let (effective, bounding) = capabilities(&status)?;
+            let bounding = if can_drop_bounding() { bounding } else { 0 };
             (effective & !kept_caps != 0 || bounding & !kept_caps != 0).then(|| {
                 format!(
                     "{} (effective {effective:x}, bounding {bounding:x})",
@@ -227,7 +250,13 @@ pub fn drop_this_thread(phase: Phase) -> Result<()> {
                         std::io::Error::last_os_error()
                     );
                 }
-                for cap in (0..=last_capability()).filter(|&cap| kept & (1 << cap) == 0) {
+                let droppable = if can_drop_bounding() {
+                    0..=last_capability()
+                } else {
+                    // An empty range: nothing can be dropped from the bounding set.
+                    1..=0
+                };
+                for cap in droppable.filter(|&cap| kept & (1 << cap) == 0) {
                     if libc::prctl(libc::PR_CAPBSET_DROP, libc::c_ulong::from(cap), 0, 0, 0) != 0 {
                         bail!(
                             "cannot drop capability {cap} from the bounding set: {}",

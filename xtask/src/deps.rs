@@ -103,6 +103,12 @@ pub fn offer_test_tools() {
     if let Err(error) = ensure_debian_packages(&["openssl", "curl"]) {
         eprintln!("xtask: could not install openssl and curl ({error:#}); the TLS test will fail");
     }
+    if let Err(error) = ensure_debian_packages(&["libcap2-bin"]) {
+        eprintln!(
+            "xtask: could not install libcap2-bin ({error:#}); the least-privilege test (setcap) \
+             will fail"
+        );
+    }
     if let Err(error) = ensure_debian_packages(&["man-db", "fish", "zsh"]) {
         eprintln!(
             "xtask: could not install man-db, fish and zsh ({error:#}); the man page and \
