@@ -250,13 +250,13 @@ pub fn drop_this_thread(phase: Phase) -> Result<()> {
                         std::io::Error::last_os_error()
                     );
                 }
-                let droppable = if can_drop_bounding() {
-                    0..=last_capability()
-                } else {
-                    // An empty range: nothing can be dropped from the bounding set.
-                    1..=0
-                };
-                for cap in droppable.filter(|&cap| kept & (1 << cap) == 0) {
+                // Without CAP_SETPCAP nothing can be dropped from the bounding set.
+                let last = can_drop_bounding().then(last_capability);
+                for cap in last
+                    .into_iter()
+                    .flat_map(|last| 0..=last)
+                    .filter(|&cap| kept & (1 << cap) == 0)
+                {
                     if libc::prctl(libc::PR_CAPBSET_DROP, libc::c_ulong::from(cap), 0, 0, 0) != 0 {
                         bail!(
                             "cannot drop capability {cap} from the bounding set: {}",
