@@ -98,7 +98,8 @@ pub struct WebConfig {
 /// password would hold a core for seconds, and 31 makes even the start spin for days.
 pub const MAX_BCRYPT_COST: u32 = 14;
 
-/// Credentials that passed bcrypt are remembered, at most this many (then forgotten at once).
+/// Credentials that passed bcrypt are remembered, at most this many (then forgotten at once);
+/// so are those it refused.
 const CACHED_CREDENTIALS: usize = 256;
 
 /// Users and their bcrypt hashes.
@@ -110,6 +111,9 @@ pub struct BasicAuth {
     no_user: String,
     /// Salted SHA-256 of `user:password:hash` for credentials bcrypt accepted.
     passed: Mutex<HashSet<[u8; 32]>>,
+    /// The same digests of credentials bcrypt refused: the users are read once, so a wrong
+    /// password stays wrong and a flood that repeats one costs a single bcrypt check.
+    refused: Mutex<HashSet<[u8; 32]>>,
     /// A random salt for those digests (never stored anywhere).
     salt: [u8; 32],
     /// The bcrypt work the endpoint may spend.
@@ -168,6 +172,7 @@ impl BasicAuth {
             users,
             no_user,
             passed: Mutex::new(HashSet::new()),
+            refused: Mutex::new(HashSet::new()),
             salt,
             budget: BcryptBudget::new(BCRYPT_SHARE),
             failed: Mutex::new(HashMap::new()),
@@ -194,28 +199,46 @@ impl BasicAuth {
         if let Some(left) = self.penalty(peer, &digest) {
             return Verdict::Penalized(left);
         }
+        if self.known(&self.refused, &digest) {
+            self.failed_from(peer, digest);
+            return Verdict::Refused;
+        }
         let Some(_turn) = self.budget.start() else {
             return Verdict::Busy;
         };
-        let right = bcrypt::verify(&password, hash).unwrap_or(false);
-        if !right || !self.users.contains_key(&user) {
-            if let Ok(mut failed) = self.failed.lock() {
-                if failed.len() >= REMEMBERED_FAILURES {
-                    failed.clear();
-                }
-                let recent = failed.entry(peer).or_default();
-                recent.retain(|(seen, at)| *seen != digest && at.elapsed() < FAILURE_PENALTY);
-                recent.push((digest, Instant::now()));
-            }
+        // Checked while this one waited for its turn (the same credentials sent at once).
+        if self.known(&self.passed, &digest) {
+            return Verdict::Allowed;
+        }
+        if self.known(&self.refused, &digest) {
+            self.failed_from(peer, digest);
             return Verdict::Refused;
         }
-        if let Ok(mut passed) = self.passed.lock() {
-            if passed.len() >= CACHED_CREDENTIALS {
-                passed.clear();
-            }
-            passed.insert(digest);
+        let right = bcrypt::verify(&password, hash).unwrap_or(false);
+        if !right || !self.users.contains_key(&user) {
+            remember(&self.refused, digest);
+            self.failed_from(peer, digest);
+            return Verdict::Refused;
         }
+        remember(&self.passed, digest);
         Verdict::Allowed
+    }
+
+    /// Whether `digest` is in `set`.
+    fn known(&self, set: &Mutex<HashSet<[u8; 32]>>, digest: &[u8; 32]) -> bool {
+        set.lock().is_ok_and(|set| set.contains(digest))
+    }
+
+    /// Notes that credentials `digest` failed from `peer` now.
+    fn failed_from(&self, peer: IpAddr, digest: [u8; 32]) {
+        if let Ok(mut failed) = self.failed.lock() {
+            if failed.len() >= REMEMBERED_FAILURES {
+                failed.clear();
+            }
+            let recent = failed.entry(peer).or_default();
+            recent.retain(|(seen, at)| *seen != digest && at.elapsed() < FAILURE_PENALTY);
+            recent.push((digest, Instant::now()));
+        }
     }
 
     /// What is left of the penalty on credentials `digest` from `peer`, if any: theirs when
@@ -257,6 +280,16 @@ impl BasicAuth {
         let mut digest = [0u8; 32];
         digest.copy_from_slice(context.finish().as_ref());
         digest
+    }
+}
+
+/// Adds `digest` to `set`, which holds at most [`CACHED_CREDENTIALS`] (then forgets them all).
+fn remember(set: &Mutex<HashSet<[u8; 32]>>, digest: [u8; 32]) {
+    if let Ok(mut set) = set.lock() {
+        if set.len() >= CACHED_CREDENTIALS {
+            set.clear();
+        }
+        set.insert(digest);
     }
 }
 
@@ -657,6 +690,23 @@ mod tests {
             "cached: {cached_took:?} against bcrypt's {bcrypt_took:?}"
         );
         assert_eq!(auth.passed.lock().unwrap().len(), 1);
+        // A wrong password stays wrong (the users are read once): repeated, from another
+        // address, it is refused without bcrypt.
+        let wrong = format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode("prom:wrong")
+        );
+        assert_eq!(auth.check(Some(&wrong), peer), Verdict::Refused);
+        let again = thread_cputime();
+        assert_eq!(
+            auth.check(Some(&wrong), IpAddr::from([10, 0, 0, 2])),
+            Verdict::Refused
+        );
+        let refused_took = thread_cputime() - again;
+        assert!(
+            refused_took * 10 < bcrypt_took,
+            "refused again: {refused_took:?} against bcrypt's {bcrypt_took:?}"
+        );
     }
 
     /// One check at a time, and no more than the budget's share of a core over its window: a
