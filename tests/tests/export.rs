@@ -38,14 +38,36 @@ fn documents(text: &str) -> Vec<Value> {
 fn recording(test: &str, name: &str, dir: &Path) -> Option<PathBuf> {
     let mount = unified_mount(test)?;
     let tree = TestTree::new(&mount, name, &["a", "b"]);
-    // The workloads outlive the recording's start: loading the programs takes over a second
-    // when the tests beside this one load theirs (seen: both workloads of 1.5 s done before
-    // the recorder attached, one cgroup missing). 4 s covers a 2 s recording started late.
+    // The workloads start once the recorder is attached (its file has its header): loading the
+    // programs takes seconds when the tests beside this one load theirs (seen: workloads of 4 s
+    // started first were done before the recorder attached, their cgroups missing). They run
+    // past the 2 s recording.
+    let file = dir.join("run.rec");
+    let recorder = topdown()
+        .arg("record")
+        .arg("-o")
+        .arg(&file)
+        .args(["--duration", "2", "-I", "200", "--json"])
+        // A counter beside on-CPU time, which every output carries as its own field.
+        .args(["-e", "context-switches"])
+        .arg("--parquet")
+        .arg(dir.join("parts"))
+        .args(["--parquet-windows", "3"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting record");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::fs::metadata(&file).map_or(0, |m| m.len()) == 0
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
     let mut children: Vec<_> = ["a", "b"]
         .iter()
         .map(|leaf| {
             let child = Command::new(env!("CARGO_BIN_EXE_workload"))
-                .args(["--run-ms", "4000", "--churn", "6", "--no-wait"])
+                .args(["--run-ms", "3000", "--churn", "6", "--no-wait"])
                 .stdout(Stdio::null())
                 .spawn()
                 .expect("starting the workload");
@@ -53,19 +75,11 @@ fn recording(test: &str, name: &str, dir: &Path) -> Option<PathBuf> {
             child
         })
         .collect();
-    let file = dir.join("run.rec");
-    stdout_of(
-        "record",
-        topdown()
-            .arg("record")
-            .arg("-o")
-            .arg(&file)
-            .args(["--duration", "2", "-I", "200", "--json"])
-            // A counter beside on-CPU time, which every output carries as its own field.
-            .args(["-e", "context-switches"])
-            .arg("--parquet")
-            .arg(dir.join("parts"))
-            .args(["--parquet-windows", "3"]),
+    let recorded = recorder.wait_with_output().expect("record");
+    assert!(
+        recorded.status.success(),
+        "record: {}",
+        String::from_utf8_lossy(&recorded.stderr)
     );
     for child in &mut children {
         child.wait().unwrap();

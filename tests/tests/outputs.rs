@@ -1,5 +1,5 @@
 //! What `record` writes cannot be redirected (issue 52, finding 1 to 3): a symlink at the
-//! recording's name, dangling or not, is never followed; two runs started together on one name
+//! recording's name, dangling or not, is never followed nor replaced; two runs started together on one name
 //! leave one recording and one refusal, never two runs that both say they recorded; a FIFO
 //! with no reader is an error at once, not a run stuck in `open()`; a link planted where a
 //! Parquet part is to be named is refused, its target untouched. Needs root (BPF).
@@ -68,18 +68,26 @@ fn a_link_at_the_recordings_name_is_never_followed() {
     std::fs::write(&outside, b"root's own file").unwrap();
     let said = refusal(&record(&link, "0.3", &[]).output().unwrap());
     assert!(said.contains("--force"), "{said}");
-    let forced = record(&link, "0.3", &["--force"]).output().unwrap();
+    let said = refusal(&record(&link, "0.3", &["--force"]).output().unwrap());
+    assert!(said.contains("symbolic link"), "{said}");
+    assert_eq!(std::fs::read(&outside).unwrap(), b"root's own file");
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "the link is left as it was"
+    );
+    // A file at the name is replaced with --force.
+    let file = dir.path().join("old.rec");
+    std::fs::write(&file, b"old").unwrap();
+    let forced = record(&file, "0.3", &["--force"]).output().unwrap();
     assert!(
         forced.status.success(),
         "{}",
         String::from_utf8_lossy(&forced.stderr)
     );
-    assert_eq!(std::fs::read(&outside).unwrap(), b"root's own file");
-    assert!(
-        std::fs::symlink_metadata(&link).unwrap().is_file(),
-        "--force replaced the link itself"
-    );
-    reads_back(&link);
+    reads_back(&file);
 }
 
 #[test]

@@ -6,11 +6,12 @@
 //! leaves nothing under the name, and removes the temporary file). Files written as a run goes
 //! ([`StreamFile`]: recordings, live reports) are under their name from the start, created with
 //! `O_EXCL` (so a name that exists, a dangling symlink among them, is never followed), or with
-//! `--force` made the same way under a temporary name and renamed over the old one (the link
-//! itself is replaced, never its target), and locked (`flock`) while written, so a second writer
-//! refuses. A name that exists is refused unless forced, and a name that is one of the command's
-//! inputs always is. FIFOs and devices are opened without blocking: a FIFO nobody reads is an
-//! error, not a run stuck in `open()` that no SIGTERM ends.
+//! `--force` made the same way under a temporary name and renamed over the old file, and locked
+//! (`flock`) while written, so a second writer refuses. A symlink is refused, forced or not
+//! (only one to a device or pipe, `/dev/stdout`, is written through). A name that exists is
+//! refused unless forced, and a name that is one of the command's inputs always is. FIFOs and
+//! devices are opened without blocking: a FIFO nobody reads is an error, not a run stuck in
+//! `open()` that no SIGTERM ends.
 
 use std::{
     fs::File,
@@ -37,9 +38,13 @@ impl NewFile {
     pub fn create(path: &Path, what: &str, inputs: &[&Path], force: bool) -> Result<Self> {
         let shown = path.display();
         may_write(path, what, inputs, force)?;
-        // Renamed into place, it would replace a device or FIFO with a file.
+        // Renamed into place, it would replace a device or FIFO with a file, or a link
+        // (`/dev/stdout` is one) with a file.
         if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
             bail!("{what} {shown} is not a regular file: give a file name");
+        }
+        if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+            bail!("{what} {shown} is a symbolic link: give the file's own name");
         }
         let dir = match path.parent() {
             Some(dir) if !dir.as_os_str().is_empty() => dir,
@@ -116,18 +121,17 @@ impl StreamFile {
             }
             Err(error) => Err(error).with_context(|| format!("cannot write {what} {shown}")),
             Ok(meta) if meta.file_type().is_symlink() => {
-                // A link to a device (`/dev/stdout`) is written through; any other link is
-                // replaced with --force (its target untouched), else refused.
+                // A link to a device or pipe (`/dev/stdout`, `/dev/null`) is written through;
+                // any other link is refused, --force or not: it is never followed, and never
+                // replaced either (`/dev/stdout` is a link too).
                 let special = std::fs::metadata(path).is_ok_and(|m| is_special(&m.file_type()));
-                if special {
-                    Self::special(path, what, true)
-                } else if force {
-                    Self::replace(path, what)
-                } else {
+                if !special {
                     bail!(
-                        "{what} {shown} is a symbolic link: give another name, or --force to                          replace the link (its target is never written)"
-                    )
+                        "{what} {shown} is a symbolic link: give the file's own name (a link is \
+                         never followed or replaced)"
+                    );
                 }
+                Self::special(path, what, true)
             }
             Ok(meta) if is_special(&meta.file_type()) => Self::special(path, what, false),
             Ok(_) if force => Self::replace(path, what),
@@ -187,9 +191,8 @@ impl StreamFile {
         })
     }
 
-    /// `--force` over a file or link: refused while another writer holds the file; else made
-    /// under an unpredictable name beside it, locked, and renamed over the name (a rename
-    /// replaces a link, not what it points to).
+    /// `--force` over a file: refused while another writer holds it; else made under an
+    /// unpredictable name beside it, locked, and renamed over the name.
     fn replace(path: &Path, what: &str) -> Result<Self> {
         let shown = path.display();
         if let Ok(old) = std::fs::OpenOptions::new()
@@ -424,8 +427,8 @@ mod tests {
         assert_eq!(std::fs::read(&path).unwrap(), b"new");
     }
 
-    /// The symlink findings of issue 52: a dangling link is never followed, a link to a file
-    /// is refused without --force and replaced (its target untouched) with it.
+    /// The symlink findings of issue 52: a link, dangling or not, is never followed nor
+    /// replaced, --force or not; a file is replaced with --force.
     #[test]
     fn a_stream_never_writes_through_a_link() {
         let dir = tempfile::tempdir().unwrap();
@@ -443,13 +446,28 @@ mod tests {
             .err()
             .unwrap();
         assert!(error.to_string().contains("--force"), "{error}");
-        let stream = StreamFile::create(&link, "the recording", &[], true).unwrap();
-        stream.file().write_all(b"windows").unwrap();
+        let error = StreamFile::create(&link, "the recording", &[], true)
+            .err()
+            .unwrap();
+        assert!(error.to_string().contains("symbolic link"), "{error}");
         assert_eq!(std::fs::read(&outside).unwrap(), b"root's file");
-        let meta = std::fs::symlink_metadata(&link).unwrap();
-        assert!(meta.is_file(), "the link itself was replaced");
+        assert!(
+            std::fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        let error = NewFile::create(&link, "the file", &[], true).err().unwrap();
+        assert!(error.to_string().contains("symbolic link"), "{error}");
+
+        // A file is replaced with --force, made 0600.
+        let file = dir.path().join("run2.rec");
+        std::fs::write(&file, b"old").unwrap();
+        let stream = StreamFile::create(&file, "the recording", &[], true).unwrap();
+        stream.file().write_all(b"windows").unwrap();
+        let meta = std::fs::symlink_metadata(&file).unwrap();
         assert_eq!(meta.mode() & 0o777, MODE);
-        assert_eq!(std::fs::read(&link).unwrap(), b"windows");
+        assert_eq!(std::fs::read(&file).unwrap(), b"windows");
         stream.still_named().unwrap();
     }
 
