@@ -46,10 +46,7 @@ impl NewFile {
         if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
             bail!("{what} {shown} is a symbolic link: give the file's own name");
         }
-        let dir = match path.parent() {
-            Some(dir) if !dir.as_os_str().is_empty() => dir,
-            _ => Path::new("."),
-        };
+        let dir = folder_of(path);
         let name = path.file_name().map_or_else(
             || "output".into(),
             |name| name.to_string_lossy().into_owned(),
@@ -154,11 +151,7 @@ impl StreamFile {
     /// Whether the name still holds the file this run made (a device always does): a name
     /// replaced by hand while the run wrote is said, never lost silently.
     pub fn still_named(&self) -> Result<()> {
-        let Some((dev, ino)) = self.made else {
-            return Ok(());
-        };
-        let now = std::fs::symlink_metadata(&self.path);
-        if now.is_ok_and(|m| m.dev() == dev && m.ino() == ino) {
+        if self.made.is_none() || self.is_named() {
             return Ok(());
         }
         bail!(
@@ -170,12 +163,16 @@ impl StreamFile {
     /// Removes the file this run made when nothing was written to it (a run that failed before
     /// its first line leaves nothing behind).
     pub fn remove_if_empty(self) {
-        if let Some((dev, ino)) = self.made
-            && self.file.metadata().is_ok_and(|m| m.len() == 0)
-            && std::fs::symlink_metadata(&self.path).is_ok_and(|m| m.dev() == dev && m.ino() == ino)
-        {
+        if self.is_named() && self.file.metadata().is_ok_and(|m| m.len() == 0) {
             let _ = std::fs::remove_file(&self.path);
         }
+    }
+
+    /// Whether the name holds the regular file this run made (never true of a device).
+    fn is_named(&self) -> bool {
+        self.made.is_some_and(|(dev, ino)| {
+            std::fs::symlink_metadata(&self.path).is_ok_and(|m| m.dev() == dev && m.ino() == ino)
+        })
     }
 
     /// A regular file this run just made at `path`: locked for as long as it is written.
@@ -203,15 +200,11 @@ impl StreamFile {
         {
             bail!("{what} {shown} is being written by another run: give another name");
         }
-        let dir = match path.parent() {
-            Some(dir) if !dir.as_os_str().is_empty() => dir,
-            _ => Path::new("."),
-        };
         let temp = tempfile::Builder::new()
             .prefix(".topdown-bpf.")
             .suffix(".partial")
             .permissions(std::os::unix::fs::PermissionsExt::from_mode(MODE))
-            .tempfile_in(dir)
+            .tempfile_in(folder_of(path))
             .with_context(|| format!("cannot write {what} {shown}"))?;
         lock(temp.as_file(), path)?;
         let file = temp
@@ -255,6 +248,15 @@ impl StreamFile {
             path: path.to_owned(),
             made: None,
         })
+    }
+}
+
+/// The folder `path` is in (`.` for a bare name): where its temporary file is made, so that
+/// the rename into place stays on one filesystem.
+fn folder_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
     }
 }
 

@@ -227,18 +227,6 @@ pub struct ParquetWriter {
 }
 
 impl ParquetWriter {
-    /// Creates `path` for rows of `set` (and `view`'s TopDown nodes).
-    pub fn create(
-        path: &Path,
-        meta: RunMeta,
-        set: &CounterSet,
-        view: Option<&TopdownView>,
-    ) -> Result<Self> {
-        let file = File::create(path)
-            .with_context(|| format!("cannot write the Parquet file {}", path.display()))?;
-        Self::to_file(file, meta, set, view)
-    }
-
     /// Writes rows of `set` (and `view`'s TopDown nodes) into `file`.
     pub fn to_file(
         file: File,

@@ -189,17 +189,13 @@ impl BasicAuth {
         };
         let hash = self.users.get(&user).unwrap_or(&self.no_user);
         let digest = self.digest(&user, &password, hash);
-        if self
-            .passed
-            .lock()
-            .is_ok_and(|passed| passed.contains(&digest))
-        {
+        if holds(&self.passed, &digest) {
             return Verdict::Allowed;
         }
         if let Some(left) = self.penalty(peer, &digest) {
             return Verdict::Penalized(left);
         }
-        if self.known(&self.refused, &digest) {
+        if holds(&self.refused, &digest) {
             self.failed_from(peer, digest);
             return Verdict::Refused;
         }
@@ -207,10 +203,10 @@ impl BasicAuth {
             return Verdict::Busy;
         };
         // Checked while this one waited for its turn (the same credentials sent at once).
-        if self.known(&self.passed, &digest) {
+        if holds(&self.passed, &digest) {
             return Verdict::Allowed;
         }
-        if self.known(&self.refused, &digest) {
+        if holds(&self.refused, &digest) {
             self.failed_from(peer, digest);
             return Verdict::Refused;
         }
@@ -222,11 +218,6 @@ impl BasicAuth {
         }
         remember(&self.passed, digest);
         Verdict::Allowed
-    }
-
-    /// Whether `digest` is in `set`.
-    fn known(&self, set: &Mutex<HashSet<[u8; 32]>>, digest: &[u8; 32]) -> bool {
-        set.lock().is_ok_and(|set| set.contains(digest))
     }
 
     /// Notes that credentials `digest` failed from `peer` now.
@@ -281,6 +272,11 @@ impl BasicAuth {
         digest.copy_from_slice(context.finish().as_ref());
         digest
     }
+}
+
+/// Whether `set` holds `digest`.
+fn holds(set: &Mutex<HashSet<[u8; 32]>>, digest: &[u8; 32]) -> bool {
+    set.lock().is_ok_and(|set| set.contains(digest))
 }
 
 /// Adds `digest` to `set`, which holds at most [`CACHED_CREDENTIALS`] (then forgets them all).
