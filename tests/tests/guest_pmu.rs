@@ -1,8 +1,9 @@
 //! Hardware counters on a real kernel PMU driver: Linux's `armv8_pmuv3` under QEMU's emulated
-//! Arm PMUv3 (two CPUs, the virtual clock in real time: CPU_CYCLES counts about 1e9 per
-//! second; every other event reads 0, INST_RETIRED too without `-icount`). Runs only in the
-//! guest `cargo
-//! xtask test` boots (xtask/src/guest.rs); on other machines this file holds no test.
+//! Arm PMUv3 (the `pmu` guest: two CPUs, the virtual clock in real time: CPU_CYCLES counts
+//! about 1e9 per second; every other event reads 0, INST_RETIRED too without `-icount`). Runs
+//! only in the guests `cargo xtask test` boots (xtask/src/guest.rs); on other machines this
+//! file holds no test. [`cycles_per_thread_follow_each_threads_on_cpu_time`] runs in the
+//! `exact` guest instead (one CPU, `-icount`), where no host stall moves time between threads.
 #![cfg(target_arch = "aarch64")]
 
 use std::{
@@ -16,7 +17,8 @@ use serde_json::Value;
 use topdown_tests::{
     ClockRun, TICK_NS, assert_cycles_track_time, assert_multiplexed_clock,
     http::{Running, free_port, get, serve_command, wait_for},
-    privileged, stolen_ns, thread_cputime_ns, threads_by_tid, topdown_bpf_binary,
+    instruction_clock, privileged, stolen_ns, thread_cputime_ns, threads_by_tid,
+    topdown_bpf_binary,
 };
 
 /// The emulated machine's CPU PMU (QEMU's `virt` board describes it in its device tree).
@@ -129,11 +131,20 @@ fn run_tool(args: &[&str], run_ms: u32) -> (Output, Vec<Value>) {
     (output, documents)
 }
 
+/// Runs in the `exact` guest: it compares a clock counter with the scheduler's books at each
+/// thread's switches, and under a clock that follows the host's a host stall between the
+/// scheduler's clock update and the program's read moves itself from one thread to the next
+/// (21 ms once, on a loaded CI host), unbounded; under `-icount` the stall stops the guest's
+/// clocks too.
 #[test]
 fn cycles_per_thread_follow_each_threads_on_cpu_time() {
     if !privileged("cycles per thread") {
         return;
     }
+    assert!(
+        instruction_clock(),
+        "runs in the `exact` guest, whose clock follows its instructions (xtask/src/guest.rs)"
+    );
     let rate = cycles_per_ns();
     let event = format!("{PMU}/cpu_cycles/");
     let ((_, documents), run) = run_tool_measured(&["--per-thread", "-e", &event], 2000);
