@@ -552,7 +552,9 @@ fn status_field(pid: u32, tid: u32, name: &str) -> u64 {
 /// to its `schedstat` wait), its waits behind `b`, behind `c` and behind anything else are what
 /// the kernel's own scheduler trace says they held the CPU during its waits
 /// ([`assert_split_traced`]'s bound), its cgroup's split is its own, and its preemptions are
-/// its `nonvoluntary_ctxt_switches`.
+/// its `nonvoluntary_ctxt_switches`. A second collector narrowed to the victim (`-p`), which
+/// ends every other thread's slice from that thread's own cgroup fields, splits its waits the
+/// same way.
 #[test]
 fn waits_are_split_over_the_neighbours_that_held_the_cpu() {
     let Some(mount) = unified_mount("waits_are_split_over_the_neighbours_that_held_the_cpu") else {
@@ -566,6 +568,14 @@ fn waits_are_split_over_the_neighbours_that_held_the_cpu() {
     }
     let set = CounterSet::for_machine(&SysRoot::host()).expect("counter set");
     let mut collector = Collector::start(&set, &CollectorOptions::default()).expect("collector");
+    let mut narrowed = Collector::start(
+        &set,
+        &CollectorOptions {
+            narrow: true,
+            ..CollectorOptions::default()
+        },
+    )
+    .expect("a collector narrowed to the victim");
     let trace = SchedTrace::start("topdown-neighbours");
     let stolen_before = stolen_ns();
 
@@ -574,7 +584,9 @@ fn waits_are_split_over_the_neighbours_that_held_the_cpu() {
         .args(["victim", "--run-ms", "1500"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped());
-    let mut victim = tree.spawn("a", victim, Some(0));
+    let mut victim = narrowed
+        .spawn_followed(|| tree.spawn("a", victim, Some(0)))
+        .expect("following the victim");
     let hog = |leaf: &str, threads: &str| {
         let mut hog = Command::new(NEIGHBOURS);
         hog.args(["hog", "--threads", threads, "--run-ms", "1500"])
@@ -633,6 +645,43 @@ fn waits_are_split_over_the_neighbours_that_held_the_cpu() {
             .map(|(_, ns)| ns)
             .sum::<u64>()
     };
+    // The narrowed collector followed the victim from its fork: the same books, split over
+    // the same slices of CPU 0 (the other threads' ended from their own cgroup fields, no
+    // helper), so the same culprits, each checked against the trace below.
+    let narrowed_snapshot = narrowed.snapshot().expect("the narrowed snapshot");
+    let mut narrowed_attrib = Attributor::new(set.counters.len(), Target::All);
+    narrowed_attrib.window(&narrowed_snapshot);
+    let narrowed_totals = narrowed_attrib.run_totals(&narrowed_snapshot);
+    let narrowed_usage = narrowed_totals
+        .threads
+        .iter()
+        .find(|t| t.tid.0 == tid)
+        .expect("the narrowed collector charged the victim");
+    let narrowed_waited = narrowed_usage.waited.as_nanos() as u64;
+    assert_waits_booked(
+        "the victim's wait, narrowed, vs schedstat",
+        narrowed_waited,
+        booked,
+    );
+    let narrowed_behind = &narrowed_usage.behind;
+    eprintln!("the victim's wait, split by the narrowed collector: {narrowed_behind:?}");
+    assert_eq!(narrowed_behind.total_ns(), narrowed_waited);
+    let narrowed_of = |id: CgroupId| {
+        narrowed_behind
+            .by
+            .iter()
+            .filter(|(culprit, _)| *culprit == id)
+            .map(|(_, ns)| ns)
+            .sum::<u64>()
+    };
+    let (narrowed_b, narrowed_c) = (narrowed_of(b_id), narrowed_of(c_id));
+    assert!(
+        narrowed_b > 0 && narrowed_c > 0,
+        "the narrowed collector names both hogs' cgroups: b {narrowed_b} ns, c {narrowed_c} ns \
+         ({narrowed_behind:?})"
+    );
+    let narrowed_rest =
+        narrowed_waited - narrowed_b - narrowed_c - narrowed_behind.rest.migrated_ns;
     // The victim is alone in its cgroup: a wait charged behind it is a wait that reached back
     // into the victim's own slice, which only the clocks' difference (stolen time) can do; it
     // is compared with the rest below.
@@ -743,6 +792,9 @@ fn waits_are_split_over_the_neighbours_that_held_the_cpu() {
             ("behind b", on_b, 0),
             ("behind c", on_c, 1),
             ("behind anything else", rest, 2),
+            ("behind b, narrowed", narrowed_b, 0),
+            ("behind c, narrowed", narrowed_c, 1),
+            ("behind anything else, narrowed", narrowed_rest, 2),
         ] {
             assert_split_traced(
                 &format!("the victim's wait {what}"),

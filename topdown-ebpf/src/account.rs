@@ -208,21 +208,23 @@ pub fn neighbours() -> bool {
     unsafe { core::ptr::read_volatile(&NEIGHBOURS) != 0 }
 }
 
-/// At a switch on a narrowed collector whose `prev` is not watched (no charge follows): the
-/// CPU's history still ends `prev`'s slice, held by its cgroup (the current task's: `prev`),
-/// so a watched thread's wait is split over every thread that ran.
+/// At a switch on a narrowed collector whose `prev` is not watched (no charge follows), at
+/// scheduler clock `now`: the CPU's history still ends `prev`'s slice, held by its cgroup, so
+/// a watched thread's wait is split over every thread that ran. The cgroup comes from `prev`'s
+/// own fields, not the helper: this runs at every switch of the host (session 30: 156 -> 109
+/// ns a narrowed run, BENCHMARKS.md).
 #[inline(always)]
-pub fn unwatched_switch(state: &mut CpuState, prev_tid: u32, clocks: Clocks) {
+pub fn unwatched_switch(state: &mut CpuState, prev: Task, now: u64) {
     if !neighbours() {
         return;
     }
+    let prev_tid = prev.tid();
     let cgroup = if prev_tid == 0 {
         IDLE
     } else {
-        // SAFETY: a helper without arguments.
-        unsafe { bpf_get_current_cgroup_id() }
+        prev.cgroup_id()
     };
-    state.history.switch(cgroup, prev_tid, clocks.now());
+    state.history.switch(cgroup, prev_tid, now);
 }
 
 /// Whether the loader narrowed charging to followed processes.
@@ -339,9 +341,8 @@ pub fn charge_current(
         read_counters(&mut Prev::of(state), cpu, None);
         state.last_ns = clocks.now();
         if neighbours {
-            if end != SliceEnd::Tick {
-                let tid = task.tid();
-                unwatched_switch(state, tid, clocks);
+            if let Some(Switch { prev, .. }) = switch {
+                unwatched_switch(state, prev, clocks.now());
             } else if state.history.switch_ns == 0 {
                 state.history.switch_ns = clocks.now();
             }

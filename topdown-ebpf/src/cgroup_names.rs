@@ -13,11 +13,11 @@ use crate::account::count;
 
 /// Byte offset of `kn` in `struct cgroup`, from the kernel's BTF; set by the loader.
 #[unsafe(no_mangle)]
-static CGROUP_KN_OFFSET: u32 = 0;
+pub(crate) static CGROUP_KN_OFFSET: u32 = 0;
 
 /// Byte offset of `id` in `struct kernfs_node`, from the kernel's BTF; set by the loader.
 #[unsafe(no_mangle)]
-static KERNFS_NODE_ID_OFFSET: u32 = 0;
+pub(crate) static KERNFS_NODE_ID_OFFSET: u32 = 0;
 
 /// Byte offset of `root` in `struct cgroup`, from the kernel's BTF; set by the loader.
 #[unsafe(no_mangle)]

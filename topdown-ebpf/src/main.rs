@@ -54,7 +54,7 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
     };
     let read = if account::narrowed() {
         if !account::switch_watched(state, prev, next, next_start) {
-            account::unwatched_switch(state, prev.tid(), clocks);
+            account::unwatched_switch(state, prev, clocks.now());
             return 0;
         }
         true

@@ -183,6 +183,27 @@ impl Task {
             )
         }
     }
+
+    /// The id of the task's cgroup in the unified hierarchy (`dfl_cgrp->kn->id`, what
+    /// `bpf_get_current_cgroup_id` returns for the current task): four dependent loads the
+    /// verifier checks, cheaper than the helper call. 0 when unreadable.
+    #[inline(always)]
+    pub fn cgroup_id(self) -> u64 {
+        let cgroup = self.cgroup_address() as *const u8;
+        // SAFETY: as in `cgroup_address`: each loaded pointer is typed by BTF (`struct cgroup`,
+        // then `struct kernfs_node`), so each load is checked and fault-safe.
+        unsafe {
+            let kn = core::ptr::read_volatile(
+                cgroup
+                    .wrapping_add(offset(&crate::cgroup_names::CGROUP_KN_OFFSET))
+                    .cast::<u64>(),
+            ) as *const u8;
+            core::ptr::read_volatile(
+                kn.wrapping_add(offset(&crate::cgroup_names::KERNFS_NODE_ID_OFFSET))
+                    .cast::<u64>(),
+            )
+        }
+    }
 }
 
 impl TaskFields for Task {

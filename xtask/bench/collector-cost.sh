@@ -18,7 +18,8 @@
 #     (TOPDOWN_BPF_SWITCH_STOP), the first an empty program, interleaved in the same run.
 #  6. Only with BASELINE=/path/to/another/topdown-bpf: the whole switch program (machine-wide,
 #     software set) of TOPDOWN_BPF, with and without neighbours (TOPDOWN_BPF_NO_NEIGHBOURS),
-#     against BASELINE's, interleaved, with per-run differences.
+#     and narrowed (`-p` of another process: every switch unwatched), against BASELINE's,
+#     interleaved, with per-run differences.
 # TABLES=1 (or 12, 4, ...) runs only those tables.
 set -euo pipefail
 tables=${TABLES:-12345}
@@ -227,14 +228,18 @@ fi
 if [[ $tables == *6* && -n ${BASELINE:-} ]]; then
 echo "## 6. The whole switch program against $BASELINE" >&2
 base_ns=(); this_ns=(); off_ns=(); diffs=(); off_diffs=()
+base_nar=(); this_nar=(); nar_diffs=()
 for i in $(seq 1 "$runs"); do
   read -r _ b < <(with_collector sched_switch "$BASELINE" --duration 600 -o /dev/null)
   read -r _ t < <(with_collector sched_switch "$topdown" --duration 600 -o /dev/null)
   read -r _ o < <(with_collector sched_switch env TOPDOWN_BPF_NO_NEIGHBOURS=1 "$topdown" --duration 600 -o /dev/null)
-  base_ns+=("$b"); this_ns+=("$t"); off_ns+=("$o")
+  read -r _ bn < <(with_collector sched_switch "$BASELINE" -p "$idle_pid" --duration 600 -o /dev/null)
+  read -r _ tn < <(with_collector sched_switch "$topdown" -p "$idle_pid" --duration 600 -o /dev/null)
+  base_ns+=("$b"); this_ns+=("$t"); off_ns+=("$o"); base_nar+=("$bn"); this_nar+=("$tn")
   [ "$b" = n/a ] || [ "$t" = n/a ] || diffs+=("$((t - b))")
   [ "$b" = n/a ] || [ "$o" = n/a ] || off_diffs+=("$((o - b))")
-  echo "run $i/$runs: baseline $b this build $t without neighbours $o" >&2
+  [ "$bn" = n/a ] || [ "$tn" = n/a ] || nar_diffs+=("$((tn - bn))")
+  echo "run $i/$runs: baseline $b this build $t without neighbours $o; narrowed: baseline $bn this build $tn" >&2
 done
 echo
 echo "| switch program, ns per run | median | per run |"
@@ -244,6 +249,9 @@ echo "| this build ($topdown) | $(median "${this_ns[@]}") | ${this_ns[*]} |"
 echo "| this build without neighbours (TOPDOWN_BPF_NO_NEIGHBOURS=1) | $(median "${off_ns[@]}") | ${off_ns[*]} |"
 echo "| this build minus baseline, per run | $(median "${diffs[@]}") | ${diffs[*]} |"
 echo "| without neighbours minus baseline, per run | $(median "${off_diffs[@]}") | ${off_diffs[*]} |"
+echo "| baseline narrowed (\`-p\` of an idle process) | $(median "${base_nar[@]}") | ${base_nar[*]} |"
+echo "| this build narrowed | $(median "${this_nar[@]}") | ${this_nar[*]} |"
+echo "| narrowed, this build minus baseline, per run | $(median "${nar_diffs[@]}") | ${nar_diffs[*]} |"
 echo
 fi
 if [[ $tables == *4* ]]; then
