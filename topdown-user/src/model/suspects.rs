@@ -24,6 +24,11 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use super::{
+    columns::{Column, Number},
+    rows::Row,
+};
+
 /// How many of the latest windows are kept.
 pub const WINDOWS: usize = 30;
 
@@ -46,6 +51,26 @@ pub struct Sample {
     pub ipc: Option<f64>,
     /// On-CPU time over the window, in CPUs.
     pub cpus: f64,
+}
+
+/// A window's groups as suspects are found from, each by its `name`: its IPC (where one of
+/// `columns` measures it) and its CPU use. Every view that names suspects (the report and the
+/// full-screen view by label, the exporter by path) takes its samples here, so they agree.
+pub fn samples<'r>(
+    rows: impl IntoIterator<Item = &'r Row>,
+    columns: &[Column],
+    name: impl Fn(&Row) -> String,
+) -> BTreeMap<String, Sample> {
+    let ipc = columns.iter().find(|c| c.key == "ipc");
+    rows.into_iter()
+        .map(|row| {
+            let sample = Sample {
+                ipc: ipc.and_then(|c| c.value(row)).map(Number::as_f64),
+                cpus: row.cpu_share,
+            };
+            (name(row), sample)
+        })
+        .collect()
 }
 
 /// A cgroup named as a suspect of another's slowdown.
@@ -77,6 +102,11 @@ pub struct Suspects {
 }
 
 impl Suspects {
+    /// Forgets every window (the rows are other groups now).
+    pub fn clear(&mut self) {
+        self.windows.clear();
+    }
+
     /// Adds a window's samples (the oldest beyond [`WINDOWS`] goes).
     pub fn push(&mut self, window: BTreeMap<String, Sample>) {
         if self.windows.len() == WINDOWS {
@@ -143,6 +173,32 @@ impl Suspects {
             });
         }
         victims
+    }
+}
+
+/// Each suspect as every view says it: its name, correlation, windows and p-value.
+pub fn said(suspects: &[Suspect]) -> Vec<String> {
+    suspects
+        .iter()
+        .map(|s| {
+            format!(
+                "{} r={:.2} over {} windows (p={:.0e})",
+                s.name, s.correlation, s.windows, s.p
+            )
+        })
+        .collect()
+}
+
+/// Why no group has a suspect: no group's IPC is `measured`, or none moved with another's
+/// CPU use.
+pub fn why_none(measured: bool) -> String {
+    if measured {
+        format!(
+            "none (no group's CPI moved with another's CPU use over the latest {WINDOWS} windows)"
+        )
+    } else {
+        "none named (no group's IPC is measured: the set counts no cycles and instructions)"
+            .to_owned()
     }
 }
 

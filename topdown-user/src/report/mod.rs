@@ -23,18 +23,15 @@ pub const NOT_COUNTED: &str = "<not counted>";
 pub fn count_cell(count: Option<f64>) -> String {
     count.map_or_else(|| NOT_COUNTED.to_owned(), |c| format!("{c:.0}"))
 }
-use std::collections::BTreeMap;
-
 use crate::{
     attrib::Window,
     model::{
         WindowRows,
-        columns::{self, Column, Number},
+        columns::{self, Column},
         frame::Frame,
-        rows::Row,
         rows::RowOptions,
         sink::WindowSink,
-        suspects::{Sample, Suspects, Victim},
+        suspects::{self, Suspects, Victim},
     },
     pmu::counter_set::CounterSet,
 };
@@ -121,21 +118,6 @@ impl Renderer {
         }
     }
 
-    /// A window's groups as suspects are found from: each one's IPC (where the set measures
-    /// it) and its CPU use.
-    fn samples(&self, rows: &[&Row]) -> BTreeMap<String, Sample> {
-        let ipc = self.columns.iter().find(|c| c.key == "ipc");
-        rows.iter()
-            .map(|row| {
-                let sample = Sample {
-                    ipc: ipc.and_then(|c| c.value(row)).map(Number::as_f64),
-                    cpus: row.cpu_share,
-                };
-                (row.who.label(), sample)
-            })
-            .collect()
-    }
-
     /// As a [`WindowSink`], whether it draws each window (`-I`) or only the totals.
     #[must_use]
     pub fn drawing_intervals(mut self, intervals: bool) -> Self {
@@ -187,7 +169,11 @@ impl Renderer {
         let WindowRows { rows, total } = rows;
         let total = *total;
         if self.rows.neighbours && self.rows.group.is_some() && !is_final {
-            self.suspects.push(self.samples(rows));
+            self.suspects.push(suspects::samples(
+                rows.iter().copied(),
+                &self.columns,
+                |row| row.who.label(),
+            ));
         }
         let ranked = if self.rows.neighbours {
             self.suspects.rank()

@@ -17,7 +17,7 @@ use crate::{
     model::{
         columns::{Column as ValueColumn, NodeColumn, shown_nodes},
         rows::{Row, Who},
-        suspects::{Victim, WINDOWS},
+        suspects::{self, Victim},
     },
     pmu::counter_set::{CounterSet, Unit},
 };
@@ -88,25 +88,12 @@ fn neighbours_block(window: &Window, rows: &[&Row]) -> String {
 /// their CPU use over the latest windows, `model::suspects`), or why there are none.
 fn suspects_block(rows: &[&Row], columns: &[ValueColumn], suspects: &[Victim]) -> String {
     let mut out = String::new();
-    let ipc = columns.iter().find(|c| c.key == "ipc");
-    if !rows
-        .iter()
-        .any(|row| ipc.and_then(|c| c.value(row)).is_some())
-        && suspects.is_empty()
-    {
-        let _ = writeln!(
-            out,
-            "  suspects: none named (no group's IPC is measured: the set counts no cycles and \
-             instructions)"
-        );
-        return out;
-    }
     if suspects.is_empty() {
-        let _ = writeln!(
-            out,
-            "  suspects: none (no group's CPI moved with another's CPU use over the latest \
-             {WINDOWS} windows)"
-        );
+        let ipc = columns.iter().find(|c| c.key == "ipc");
+        let measured = rows
+            .iter()
+            .any(|row| ipc.and_then(|c| c.value(row)).is_some());
+        let _ = writeln!(out, "  suspects: {}", suspects::why_none(measured));
         return out;
     }
     let _ = writeln!(
@@ -115,17 +102,12 @@ fn suspects_block(rows: &[&Row], columns: &[ValueColumn], suspects: &[Victim]) -
          verdict):"
     );
     for victim in suspects {
-        let named: Vec<String> = victim
-            .suspects
-            .iter()
-            .map(|s| {
-                format!(
-                    "{} r={:.2} over {} windows (p={:.0e})",
-                    s.name, s.correlation, s.windows, s.p
-                )
-            })
-            .collect();
-        let _ = writeln!(out, "    {}: {}", victim.name, named.join(", "));
+        let _ = writeln!(
+            out,
+            "    {}: {}",
+            victim.name,
+            suspects::said(&victim.suspects).join(", ")
+        );
     }
     out
 }

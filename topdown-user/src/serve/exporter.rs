@@ -26,6 +26,10 @@ use crate::{
         frame::Frame,
         rows::Row,
         sink::WindowSink,
+        suspects::{
+            self, MAX_P, MIN_CORRELATION, MIN_CPI_VARIATION, MIN_WINDOWS, Suspect, Suspects,
+            WINDOWS,
+        },
     },
     pmu::counter_set::{CounterSet, Unit as CounterUnit},
     tma::view::TopdownView,
@@ -60,8 +64,14 @@ struct Exported {
     /// come: any other is `behind="other"`), and every label set it has in that family.
     culprits: Vec<String>,
     behind_labels: Vec<Labels>,
+    /// Label sets it has in the suspects family (at most [`TOP_SUSPECTS`], the latest ranking).
+    suspect_labels: Vec<Labels>,
     removed_at: Option<Instant>,
 }
+
+/// The suspects each cgroup has series for, the most correlated first: a host of 500 cgroups
+/// has at most 1,500 `topdown_cgroup_suspect_correlation` series.
+pub const TOP_SUSPECTS: usize = 3;
 
 /// The family of a value column ([`columns::Metric`]).
 enum ValueFamily {
@@ -116,6 +126,11 @@ pub struct Exporter {
     losses: Family<Labels, Counter>,
     c2c: Family<Labels, Counter>,
     wait_behind: Family<Labels, FloatCounter>,
+    suspect_correlation: Family<Labels, FloatGauge>,
+    /// The IPC column of the set, where it has one: what suspects are found from.
+    ipc: Vec<Column>,
+    /// The latest windows' cgroups by path, for suspects.
+    suspects: Suspects,
     c2c_classified: Counter,
     refused: Counter,
     connections_refused: Counter,
@@ -168,6 +183,12 @@ impl Exporter {
             losses: Family::default(),
             c2c: Family::default(),
             wait_behind: Family::default(),
+            suspect_correlation: Family::default(),
+            ipc: columns::columns(set)
+                .into_iter()
+                .filter(|c| c.key == "ipc")
+                .collect(),
+            suspects: Suspects::default(),
             c2c_classified: Counter::default(),
             refused: Counter::default(),
             connections_refused: Counter::default(),
@@ -217,6 +238,18 @@ impl Exporter {
              add up to its topdown_cgroup_run_delay_seconds_total",
             Unit::Seconds,
             self.wait_behind.clone(),
+        );
+        r.register(
+            "topdown_cgroup_suspect_correlation",
+            format!(
+                "Suspects of slowing the cgroup down: Pearson's r of its cycles per instruction \
+                 with the suspect cgroup's CPU use over the latest {WINDOWS} windows (at least \
+                 {MIN_WINDOWS} with its IPC measured, a coefficient of variation of its CPI of \
+                 at least {MIN_CPI_VARIATION}, r >= {MIN_CORRELATION}, p times the cgroups \
+                 tried < {MAX_P:e}; at most {TOP_SUSPECTS} suspects per cgroup, the most \
+                 correlated; a correlation, not a verdict). Only where IPC is measured"
+            ),
+            self.suspect_correlation.clone(),
         );
         r.register(
             "topdown_cgroup_events",
@@ -290,6 +323,7 @@ impl Exporter {
                 self.charge(&group.path, row);
             }
         }
+        self.suspect(frame);
         for (i, counter) in self.set.counters.iter().enumerate() {
             let silent = frame
                 .cgroups()
@@ -322,6 +356,43 @@ impl Exporter {
         self.drop_removed(now);
     }
 
+    /// Adds the window's cgroups to the windows suspects are found from, and gives each
+    /// exported cgroup the series of its latest suspects (and none of those it no longer has).
+    fn suspect(&mut self, frame: &Frame<'_>) {
+        if self.ipc.is_empty() {
+            return;
+        }
+        let cgroups = frame
+            .cgroups()
+            .iter()
+            .filter(|row| row.who.group().is_some());
+        self.suspects
+            .push(suspects::samples(cgroups, &self.ipc, |row| {
+                row.who.group().map(|g| g.path.clone()).unwrap_or_default()
+            }));
+        let ranked: HashMap<String, Vec<Suspect>> = self
+            .suspects
+            .rank()
+            .into_iter()
+            .map(|victim| (victim.name, victim.suspects))
+            .collect();
+        for (path, entry) in &mut self.exported {
+            let mut now: Vec<Labels> = Vec::new();
+            for suspect in ranked.get(path).into_iter().flatten().take(TOP_SUSPECTS) {
+                let mut labels = entry.labels.clone();
+                labels.push(("suspect".into(), suspect.name.clone()));
+                self.suspect_correlation
+                    .get_or_create(&labels)
+                    .set(suspect.correlation);
+                now.push(labels);
+            }
+            for gone in entry.suspect_labels.iter().filter(|l| !now.contains(l)) {
+                self.suspect_correlation.remove(gone);
+            }
+            entry.suspect_labels = now;
+        }
+    }
+
     /// Makes sure cgroup `id` at `path` has series, unless it was dropped or the cap bites
     /// (counted once per path); whether it has them. A newer id at an exported path is the
     /// cgroup created again there: the series go on, no longer removed.
@@ -352,6 +423,7 @@ impl Exporter {
                 c2c_labels: Vec::new(),
                 culprits: Vec::new(),
                 behind_labels: Vec::new(),
+                suspect_labels: Vec::new(),
                 removed_at: None,
             },
         );
@@ -496,6 +568,9 @@ impl Exporter {
                 }
                 for labels in &entry.behind_labels {
                     self.wait_behind.remove(labels);
+                }
+                for labels in &entry.suspect_labels {
+                    self.suspect_correlation.remove(labels);
                 }
                 self.dropped.insert(entry.id);
             }
@@ -702,6 +777,93 @@ mod tests {
         };
         update(&mut exporter, &window(vec![plain]), &mut names, &software);
         assert_eq!(line(&exporter.encode(), "topdown_cgroup_ipc{"), None);
+    }
+
+    /// A cgroup whose CPI rises with another's CPU use has that one as a suspect, with its
+    /// correlation, and no series for a bystander whose CPU use moves on its own; once its CPI
+    /// stops moving with the suspect (the latest windows are steady), the series goes.
+    #[test]
+    fn a_planted_antagonist_is_a_suspect_series_until_the_victim_is_steady() {
+        let (_dir, [a, b, c], mut names) = cgroups(["a", "b", "c"]);
+        let generic = |name: &str, config: u64| Counter {
+            name: name.into(),
+            unit: CounterUnit::Events,
+            attr: EventAttr {
+                pmu_type: 0,
+                config,
+                ..EventAttr::default()
+            },
+            cpus: None,
+        };
+        let mut set = CounterSet::software("test".into());
+        set.counters
+            .extend([generic("cycles", 0), generic("instructions", 1)]);
+        // Deterministic noise in [0, 1).
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut noise = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 11) as f64 / (1u64 << 53) as f64
+        };
+        // `cpus` of a second on CPU, at `cpi` cycles per instruction.
+        let usage = |id: CgroupId, cpus: f64, cpi: f64| {
+            let ns = (cpus * 1e9) as u64;
+            let cycles = ns;
+            let counted = |raw| CounterValue::new(raw, ns, ns);
+            CgroupUsage {
+                id,
+                switches: 10,
+                on_cpu: Duration::from_nanos(ns),
+                waited: Duration::ZERO,
+                behind: Default::default(),
+                counters: vec![counted(cycles), counted((cycles as f64 / cpi) as u64)],
+            }
+        };
+        let mut exporter = Exporter::new(&set, None, ROOMY);
+        for _ in 0..suspects::WINDOWS {
+            let antagonist = 0.2 + 0.7 * noise();
+            let bystander = 0.2 + 0.7 * noise();
+            let victim_cpi = 1.0 + antagonist + 0.05 * noise();
+            let cgroups = vec![
+                usage(a, 0.5, victim_cpi),
+                usage(b, antagonist, 1.0),
+                usage(c, bystander, 1.0),
+            ];
+            update(&mut exporter, &window(cgroups), &mut names, &set);
+        }
+        let text = exporter.encode();
+        let series: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("topdown_cgroup_suspect_correlation{"))
+            .collect();
+        assert_eq!(series.len(), 1, "{text}");
+        assert!(
+            text.contains("# HELP topdown_cgroup_suspect_correlation Suspects of slowing"),
+            "{text}"
+        );
+        let (labels, r) = series[0].rsplit_once(' ').unwrap();
+        assert_eq!(
+            labels,
+            "topdown_cgroup_suspect_correlation{cgroup=\"/a\",suspect=\"/b\"}"
+        );
+        let r: f64 = r.parse().unwrap();
+        assert!(r > 0.9 && r <= 1.0, "{r}");
+        // Steady from now on: the victim's CPI stops moving over the latest windows.
+        for _ in 0..suspects::WINDOWS {
+            let cgroups = vec![
+                usage(a, 0.5, 1.5),
+                usage(b, 0.2 + 0.7 * noise(), 1.0),
+                usage(c, 0.2 + 0.7 * noise(), 1.0),
+            ];
+            update(&mut exporter, &window(cgroups), &mut names, &set);
+        }
+        let text = exporter.encode();
+        assert_eq!(
+            line(&text, "topdown_cgroup_suspect_correlation{"),
+            None,
+            "{text}"
+        );
     }
 
     /// Whom a cgroup waited behind: a series per culprit cgroup, at most three per cgroup (the

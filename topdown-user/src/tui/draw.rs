@@ -20,6 +20,7 @@ use crate::{
     model::{
         columns::{Column as ValueColumn, Kind, Number, shown_nodes},
         rows::{Row, RowOptions, SortKey, TreeMark, Who},
+        suspects::{self, Victim},
     },
     pmu::counter_set::CounterSet,
     report::cells::{
@@ -45,6 +46,9 @@ pub struct Screenful<'a> {
     pub options: &'a RowOptions,
     /// The rows' recent values.
     pub history: &'a History,
+    /// In a grouped view, the groups with suspects of slowing them down over the latest
+    /// windows ([`crate::model::suspects`]), shown in the panel of whom rows waited behind.
+    pub suspects: &'a [Victim],
 }
 
 /// One column: its header, each row's cell, right-aligned or not, and its width.
@@ -526,42 +530,67 @@ fn draw_history(frame: &mut Frame<'_>, area: Rect, row: &Row, history: &History)
 /// selected row) on, each row that waited, its wait and its culprits, largest first.
 fn draw_neighbours(frame: &mut Frame<'_>, area: Rect, rows: &[Row], data: &Screenful<'_>) {
     frame.render_widget(Clear, area);
-    let block = Block::new()
-        .borders(Borders::ALL)
-        .title(" waited behind: WAIT ms, then each culprit's ms and share of the wait ");
+    let title = if data.options.group.is_some() {
+        " waited behind: WAIT ms, then each culprit's ms and share of the wait; suspects: CPI \
+         rose with their CPU use (a correlation, not a verdict) "
+    } else {
+        " waited behind: WAIT ms, then each culprit's ms and share of the wait "
+    };
+    let block = Block::new().borders(Borders::ALL).title(title);
     let inner = block.inner(area);
     frame.render_widget(block, area);
-    let lines: Vec<Line> = if data.window.neighbours_measured {
+    let mut lines: Vec<Line> = if data.window.neighbours_measured {
         rows.iter()
-            .filter_map(|row| {
-                let behind = row.behind.as_deref().filter(|b| b.total_ns() > 0)?;
-                let threads = wait_behind_thread_parts(behind);
-                Some(
-                    [Line::from(format!(
-                        "{:<28} {:>10.3}  {}",
-                        shorten(&row.who.label(), 28),
-                        behind.total_ns() as f64 / 1e6,
-                        wait_behind_parts(behind).join(", ")
-                    ))]
+            .flat_map(|row| {
+                let label = row.who.label();
+                let behind = row.behind.as_deref().filter(|b| b.total_ns() > 0);
+                let threads = behind.map(wait_behind_thread_parts).unwrap_or_default();
+                let suspected = data.suspects.iter().find(|v| v.name == label);
+                behind
+                    .map(|behind| {
+                        Line::from(format!(
+                            "{:<28} {:>10.3}  {}",
+                            shorten(&label, 28),
+                            behind.total_ns() as f64 / 1e6,
+                            wait_behind_parts(behind).join(", ")
+                        ))
+                    })
                     .into_iter()
                     .chain((!threads.is_empty()).then(|| {
                         Line::from(format!("{:40}  threads: {}", "", threads.join(", ")))
                             .style(Style::new().add_modifier(Modifier::DIM))
-                    })),
-                )
+                    }))
+                    .chain(suspected.map(|victim| {
+                        let name = if behind.is_some() {
+                            String::new()
+                        } else {
+                            shorten(&label, 28)
+                        };
+                        Line::from(format!(
+                            "{name:<40}  suspects: {}",
+                            suspects::said(&victim.suspects).join(", ")
+                        ))
+                    }))
             })
-            .flatten()
             .collect()
     } else {
         vec![Line::from(
             "not measured (--no-neighbours, no sched_info, or a recording without it)",
         )]
     };
-    let lines = if lines.is_empty() {
-        vec![Line::from("no row from the selected one on waited")]
-    } else {
-        lines
-    };
+    if lines.is_empty() {
+        lines.push(Line::from("no row from the selected one on waited"));
+    }
+    if data.options.group.is_some() && data.suspects.is_empty() {
+        let ipc = data.columns.iter().find(|c| c.key == "ipc");
+        let measured = rows
+            .iter()
+            .any(|row| ipc.and_then(|c| c.value(row)).is_some());
+        lines.push(
+            Line::from(format!("suspects: {}", suspects::why_none(measured)))
+                .style(Style::new().add_modifier(Modifier::DIM)),
+        );
+    }
     frame.render_widget(Paragraph::new(lines), inner);
 }
 
@@ -590,7 +619,8 @@ fn draw_help(frame: &mut Frame<'_>, state: &ViewState) {
         "v           threads / cgroups / containers",
         "arrows, PgUp, PgDn, Home, End   select a row",
         "Enter       the selected row's history (%CPU, switches, TopDown)",
-        "n           whom the rows waited behind, from the selected one on",
+        "n           whom the rows waited behind, from the selected one on, and",
+        "            the groups' suspects of slowing them down",
         "?           this help (any key closes it)",
     ];
     let time = [
@@ -698,7 +728,7 @@ mod tests {
         history: &History,
     ) -> Vec<String> {
         let options = RowOptions::default();
-        let buffer = render(rows, width, height, state, history, &options);
+        let buffer = render(rows, width, height, state, history, (&options, &[]));
         (0..height)
             .map(|y| {
                 (0..width)
@@ -710,14 +740,14 @@ mod tests {
             .collect()
     }
 
-    /// The terminal's cells after drawing `rows` with `options`.
+    /// The terminal's cells after drawing `rows` with `options` and `suspects`.
     fn render(
         rows: &[Row],
         width: u16,
         height: u16,
         state: &mut ViewState,
         history: &History,
-        options: &RowOptions,
+        (options, suspects): (&RowOptions, &[Victim]),
     ) -> ratatui::buffer::Buffer {
         let set = CounterSet::software("no hardware PMU".into());
         let window = Window {
@@ -749,6 +779,7 @@ mod tests {
                         ),
                         options,
                         history,
+                        suspects,
                     },
                 );
             })
@@ -809,6 +840,7 @@ mod tests {
             columns: &crate::model::columns::for_rows(&crate::model::columns::columns(&set), false),
             options: &options,
             history: &no_history(),
+            suspects: &[],
         });
         assert!(
             line.starts_with("NOT COUNTING on this PMU: STALL_SLOT_BACKEND"),
@@ -855,7 +887,7 @@ mod tests {
             group: None,
         };
         let mut state = ViewState::new(View::Threads, true, SortKey::OnCpu, &[]);
-        let buffer = render(&[row], 160, 10, &mut state, &no_history(), &options);
+        let buffer = render(&[row], 160, 10, &mut state, &no_history(), (&options, &[]));
         let header: String = (0..160).map(|x| buffer[(x, 1)].symbol()).collect();
         assert!(
             header.contains("TOPDOWN L1") && header.contains("Backend%"),
@@ -874,6 +906,76 @@ mod tests {
         assert_eq!(colours.get(&Color::Blue), Some(&16), "{colours:?}");
         assert_eq!(colours.get(&Color::Green), None, "{colours:?}");
         assert_eq!(colours.values().sum::<i32>(), 20);
+    }
+
+    /// `n` names, under each row, the suspects of slowing it down with their odds; in a
+    /// grouped view without any, why there are none.
+    #[test]
+    fn n_names_each_rows_suspects_with_their_odds_or_why_there_are_none() {
+        let mut victim = thread(1000, "victim", "/a", 100);
+        victim.waited = Some(Duration::ZERO);
+        victim.behind = Some(Box::default());
+        let rows = [victim, thread(1001, "quiet", "/b", 50)];
+        let suspected = [Victim {
+            name: rows[0].who.label(),
+            suspects: vec![crate::model::suspects::Suspect {
+                name: "docker:antagonist".into(),
+                correlation: 0.91,
+                windows: 24,
+                p: 1e-9,
+            }],
+        }];
+        let options = RowOptions {
+            group: Some(crate::attrib::groups::GroupOptions {
+                by: GroupBy::Cgroup,
+                rollup: false,
+                keep: Vec::new(),
+            }),
+            ..RowOptions::default()
+        };
+        let mut state = ViewState::new(View::Threads, true, SortKey::OnCpu, &[]);
+        assert_eq!(state.on_key(Key::Char('n')), Action::Redraw);
+        let (width, height) = (160, 12);
+        let mut panel = |suspects: &[Victim]| -> Vec<String> {
+            let buffer = render(
+                &rows,
+                width,
+                height,
+                &mut state,
+                &no_history(),
+                (&options, suspects),
+            );
+            (0..height)
+                .map(|y| {
+                    (0..width)
+                        .map(|x| buffer[(x, y)].symbol())
+                        .collect::<String>()
+                })
+                .collect()
+        };
+        let named = panel(&suspected);
+        eprintln!("{}", named.join("\n"));
+        assert!(
+            named.iter().any(|l| l.contains("victim/1000")
+                && l.contains("suspects: docker:antagonist r=0.91 over 24 windows (p=1e-9)")),
+            "{named:#?}"
+        );
+        assert!(
+            !named.iter().any(|l| l.contains("quiet/1001")),
+            "{named:#?}"
+        );
+        assert!(
+            !named.iter().any(|l| l.contains("suspects: none")),
+            "{named:#?}"
+        );
+        let none = panel(&[]);
+        eprintln!("{}", none.join("\n"));
+        assert!(
+            none.iter().any(|l| l.contains(
+                "suspects: none named (no group's IPC is measured: the set counts no cycles"
+            )),
+            "the software set measures no IPC: {none:#?}"
+        );
     }
 
     #[test]

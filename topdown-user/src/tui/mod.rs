@@ -35,6 +35,7 @@ use crate::{
         frame::Frame,
         rows::{self, Row, RowOptions, SortKey, rows},
         sink::WindowSink,
+        suspects::{self, Suspects, Victim},
         tree,
     },
     pmu::counter_set::CounterSet,
@@ -221,6 +222,43 @@ struct Computed {
     shown: Vec<Row>,
 }
 
+/// What the windows recorded in one view leave: each row's recent values (its history panel)
+/// and, in a grouped view, the groups' suspects ([`crate::model::suspects`]).
+struct Recent {
+    history: History,
+    /// The view the windows were recorded in.
+    view: View,
+    /// The latest windows' groups, for suspects.
+    suspects: Suspects,
+    /// The groups with suspects, as of the latest window recorded.
+    suspected: Vec<Victim>,
+}
+
+impl Recent {
+    /// Adds a window's `rows` (in [`Recent::view`]), whose value `columns` are these.
+    fn record<'r, I>(&mut self, rows: I, columns: &[Column])
+    where
+        I: IntoIterator<Item = &'r Row>,
+        I::IntoIter: Clone,
+    {
+        let rows = rows.into_iter();
+        self.history.record(rows.clone());
+        if group_index(self.view).is_some() {
+            self.suspects
+                .push(suspects::samples(rows, columns, |row| row.who.label()));
+            self.suspected = self.suspects.rank();
+        }
+    }
+
+    /// Forgets every window: the view changed to `view`, whose rows are other rows.
+    fn forget(&mut self, view: View) {
+        self.history.clear();
+        self.suspects.clear();
+        self.suspected.clear();
+        self.view = view;
+    }
+}
+
 /// What the full-screen view shows, without a terminal: the state the keys change, the latest
 /// window, and the rows' histories. It draws into any frame (the terminal, or a picture).
 pub struct ViewModel {
@@ -230,12 +268,10 @@ pub struct ViewModel {
     latest: Option<NamedWindow>,
     /// Its rows in the view and sort shown.
     computed: Option<Computed>,
-    /// The latest window is not in `history` yet.
+    /// The latest window is not in `recent` yet.
     fresh: bool,
-    /// Each row's recent values, in the view shown.
-    history: History,
-    /// The view `history` holds.
-    history_view: View,
+    /// Each row's recent values and the groups' suspects, in the view shown.
+    recent: Recent,
     /// The value columns of the set's rows, built once.
     columns: Vec<Column>,
 }
@@ -243,16 +279,19 @@ pub struct ViewModel {
 impl ViewModel {
     /// Nothing shown yet, in `state`, for rows of `set` with TopDown `view`.
     pub fn new(state: ViewState, set: &CounterSet, view: Option<&TopdownView>) -> Self {
-        let history_view = state.view;
         let columns = columns::columns(set);
         Self {
-            history: History::new(columns.clone(), view),
+            recent: Recent {
+                history: History::new(columns.clone(), view),
+                view: state.view,
+                suspects: Suspects::default(),
+                suspected: Vec::new(),
+            },
             columns,
             state,
             latest: None,
             computed: None,
             fresh: false,
-            history_view,
         }
     }
 
@@ -277,8 +316,7 @@ impl ViewModel {
         grouping: Option<&GroupOptions>,
         names: &mut CgroupNames,
     ) {
-        self.history.clear();
-        self.history_view = self.state.view;
+        self.recent.forget(self.state.view);
         let options = self.options(base, grouping);
         let first = windows.len().saturating_sub(history::KEEP);
         let (before, last) = match &windows[first..] {
@@ -288,11 +326,11 @@ impl ViewModel {
         let topdown = base.topdown.as_ref();
         for window in before {
             let frame = Frame::new(window, names, set, topdown);
-            self.history.record(frame.rows(&options).rows);
+            self.recent.record(frame.rows(&options).rows, &self.columns);
         }
         self.latest = last.map(|window| {
             let frame = Frame::new(window, names, set, topdown);
-            self.history.record(frame.rows(&options).rows);
+            self.recent.record(frame.rows(&options).rows, &self.columns);
             NamedWindow::of(&frame, grouping)
         });
         self.computed = None;
@@ -354,13 +392,12 @@ impl ViewModel {
         let Some(computed) = &mut self.computed else {
             return;
         };
-        if self.history_view != view {
-            self.history.clear();
-            self.history_view = view;
+        if self.recent.view != view {
+            self.recent.forget(view);
             self.fresh = true;
         }
         if std::mem::take(&mut self.fresh) {
-            self.history.record(&computed.rows);
+            self.recent.record(&computed.rows, &self.columns);
         }
         let selection = (
             self.state.filter.clone(),
@@ -385,7 +422,8 @@ impl ViewModel {
                 set,
                 columns: &columns::for_rows(&self.columns, options.group.is_some()),
                 options: &options,
-                history: &self.history,
+                history: &self.recent.history,
+                suspects: &self.recent.suspected,
             },
         );
     }
