@@ -1,5 +1,5 @@
 //! Debian's archive without touching the host's apt: a private apt configuration per
-//! architecture (Debian 11, 12 with its backports, and 13, from the mirror the host uses),
+//! architecture (Debian 11, 12 and 13 with their backports, from the mirror the host uses),
 //! cached in `~/.cache/topdown-bpf/apt`, for the guests' kernels and busybox and for perf 6.12.
 
 use std::{env, fs, path::PathBuf, process::Command, time::Duration};
@@ -9,8 +9,9 @@ use anyhow::{Context as _, Result};
 use crate::{build::Arch, check};
 
 /// An apt configuration of our own for one architecture (its own sources, state and cache:
-/// the host's apt is not touched), with Debian 11, 12 (and its backports) and 13, from the
-/// mirror the host's apt uses; its lists are brought up to date once per run.
+/// the host's apt is not touched), with Debian 11, 12 and 13 (and their backports, where the
+/// newest kernels are), from the mirror the host's apt uses; its lists are brought up to date
+/// once an hour, and at once when the suites change.
 pub struct PrivateApt {
     /// Its configuration, state, cache and downloads.
     pub dir: PathBuf,
@@ -26,11 +27,17 @@ impl PrivateApt {
         let mirror = debian_mirror();
         let keyring = "/usr/share/keyrings/debian-archive-keyring.gpg";
         let a = arch.debian();
-        let sources: String = ["bullseye", "bookworm", "bookworm-backports", "trixie"]
-            .iter()
-            .map(|suite| format!("deb [arch={a} signed-by={keyring}] {mirror} {suite} main\n"))
-            .collect();
-        fs::write(dir.join("etc/sources.list"), sources)?;
+        let sources: String = [
+            "bullseye",
+            "bookworm",
+            "bookworm-backports",
+            "trixie",
+            "trixie-backports",
+        ]
+        .iter()
+        .map(|suite| format!("deb [arch={a} signed-by={keyring}] {mirror} {suite} main\n"))
+        .collect();
+        fs::write(dir.join("etc/sources.list"), &sources)?;
         let d = dir.display();
         fs::write(
             dir.join("etc/apt.conf"),
@@ -43,9 +50,11 @@ impl PrivateApt {
         )?;
         let apt = Self { dir };
         let stamp = apt.dir.join("updated");
-        let fresh = fs::metadata(&stamp)
-            .and_then(|m| m.modified())
-            .is_ok_and(|t| t.elapsed().is_ok_and(|age| age < Duration::from_secs(3600)));
+        // The stamp holds the sources its lists are of: a suite added since is fetched now.
+        let fresh = fs::read_to_string(&stamp).is_ok_and(|listed| listed == sources)
+            && fs::metadata(&stamp)
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t.elapsed().is_ok_and(|age| age < Duration::from_secs(3600)));
         if !fresh {
             let update = apt
                 .command("apt-get")
@@ -56,7 +65,7 @@ impl PrivateApt {
                 update.status,
                 &format!("apt-get update for the {a} packages"),
             )?;
-            fs::write(stamp, "")?;
+            fs::write(stamp, &sources)?;
         }
         Ok(apt)
     }

@@ -37,53 +37,83 @@ use crate::{
     check, count_before, deps, parallel,
 };
 
-/// A Debian kernel image: the newest `linux-image-<series>...-<arch>-unsigned` in the archive,
-/// optionally only those of one release (`+deb12` images are bookworm-backports').
+/// A Debian kernel image: the newest of a series in the archive, optionally only those of one
+/// release (`+deb12` images are bookworm-backports'). Up to 6.x the image is in
+/// `linux-image-VERSION-ARCH-unsigned` (`boot/vmlinuz-VERSION-ARCH`); from 7.x in
+/// `linux-binary-VERSION-ARCH` (`usr/lib/modules/VERSION-ARCH/vmlinuz`).
 #[derive(Clone, Copy)]
 struct Kernel {
-    series: &'static str,
+    series: Series,
     release: Option<&'static str>,
 }
 
+/// Which kernels a [`Kernel`] is the newest of.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Series {
+    /// One line's (`"6.1"`).
+    Line(&'static str),
+    /// Every line's: the newest kernel Debian ships in any suite [`PrivateApt`] reads (7.3
+    /// from trixie-backports on 2026-12-06), found in the archive at each run, not named here.
+    Newest,
+}
+
+impl Series {
+    /// How a guest's name says it.
+    const fn name(self) -> &'static str {
+        match self {
+            Self::Line(series) => series,
+            Self::Newest => "newest",
+        }
+    }
+}
+
 /// The kernels of the matrix: the 5.10 LTS line (Debian 11), 6.1 (Debian 12, Amazon Linux
-/// 2023's line) and the newest Debian ships (6.12, Debian 13). The tool's floor is 5.10.
-const MATRIX: [Kernel; 3] = [
+/// 2023's line), 6.12 (Debian 13) and the newest Debian ships (Ubuntu 26.04 and Fedora run 7.x).
+/// The tool's floor is 5.10.
+const MATRIX: [Kernel; 4] = [
     Kernel {
-        series: "5.10",
+        series: Series::Line("5.10"),
         release: None,
     },
     Kernel {
-        series: "6.1",
+        series: Series::Line("6.1"),
         release: None,
     },
     Kernel {
-        series: "6.12",
+        series: Series::Line("6.12"),
+        release: None,
+    },
+    Kernel {
+        series: Series::Newest,
         release: None,
     },
 ];
 
 /// The arm64 kernel verified with the PMU driver, BTF and BPF: bookworm-backports' 6.12.
 const PMU_KERNEL: Kernel = Kernel {
-    series: "6.12",
+    series: Series::Line("6.12"),
     release: Some("deb12"),
 };
 
-/// The kernel-facing tests every amd64 matrix guest runs (`command_mode`'s signals and `-p` run
-/// on the host; `kernel_matrix` follows a command on every kernel).
+/// The kernel-facing tests the amd64 matrix guests of 5.10, 6.1 and the newest kernel run
+/// (`command_mode`'s signals and `-p` run on the host; `kernel_matrix` follows a command on
+/// every kernel). amd64 6.12 runs `kernel_matrix` alone: `per_thread_kernel` and
+/// `cgroup_kernel` run on 6.12 in the `pmu-kernel` guest (arm64) and on the host's 6.18, and
+/// its ~100 s made room in CI's 30 minutes for the newest kernel's guests.
 const MATRIX_COMMANDS: &[&str] = &[
     "/tests/kernel_matrix --test-threads=1",
     "/tests/per_thread_kernel --test-threads=1",
     "/tests/cgroup_kernel --test-threads=1",
 ];
 
-/// The arm64 matrix guests' (emulating arm64 is ~3 times as slow as amd64 here): the arm64
-/// 6.12 guests run every kernel-facing suite; on 5.10 and 6.1 `kernel_matrix` loads every
-/// program and checks threads, exits, a recording and a cgroup against the kernel's books.
-/// `per_thread_kernel` (architecture-neutral: schedstat, the charged list, ticked exits) runs on
-/// amd64 5.10 and 6.1 and on arm64 6.12; on arm64 5.10 and 6.1 it took 250-350 s of a CI run
-/// each, and passed there when last run by hand (2026-11-28; see docs/kernels.md), as
-/// `cgroup_kernel` did (2026-11-26).
-const ARM64_MATRIX_COMMANDS: &[&str] = &["/tests/kernel_matrix --test-threads=1"];
+/// The other matrix guests' (amd64 6.12, and every arm64 one: emulating arm64 is ~3 times as
+/// slow as amd64 here): `kernel_matrix` loads every program and checks threads, exits, a
+/// recording, a cgroup and the split of waits against the kernel's books. The arm64 6.12 guests
+/// run every kernel-facing suite. `per_thread_kernel` (architecture-neutral: schedstat, the
+/// charged list, ticked exits) on arm64 5.10 and 6.1 took 250-350 s of a CI run each, and
+/// passed there when last run by hand (2026-11-28; see docs/kernels.md), as `cgroup_kernel` did
+/// (2026-11-26).
+const KERNEL_MATRIX_ONLY: &[&str] = &["/tests/kernel_matrix --test-threads=1"];
 
 /// One guest: its name (the suite its init runs), architecture, kernel, QEMU's CPU options, the
 /// commands it runs, and how long it may take (emulation is slow; the limit only stops a hung
@@ -160,7 +190,7 @@ fn suites() -> Vec<Suite> {
                 continue;
             }
             suites.push(Suite {
-                name: format!("{}-{}", arch.debian(), kernel.series),
+                name: format!("{}-{}", arch.debian(), kernel.series.name()),
                 arch,
                 kernel,
                 qemu: match arch {
@@ -173,8 +203,8 @@ fn suites() -> Vec<Suite> {
                     Arch::Aarch64 => &["-smp", "2"],
                 },
                 commands: match arch {
-                    Arch::X86_64 => MATRIX_COMMANDS,
-                    Arch::Aarch64 => ARM64_MATRIX_COMMANDS,
+                    Arch::X86_64 if kernel.series != Series::Line("6.12") => MATRIX_COMMANDS,
+                    _ => KERNEL_MATRIX_ONLY,
                 },
                 // amd64 114-123 s with another guest beside it on these machines, arm64 29-30 s
                 // (2026-11-28); the limit only stops a hang.
@@ -419,74 +449,97 @@ fn shared_libraries(binary: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// Debian's kernel image for `arch` of `kernel`'s series, fetched once into
-/// `~/.cache/topdown-bpf/kernels/<arch>` (the image alone: everything used is built in).
+/// `~/.cache/topdown-bpf/kernels/<arch>` (the image alone: everything used is built in) as
+/// `vmlinuz-VERSION-ARCH`. A line's newest kept image is used without asking the archive; the
+/// newest of all is looked up in the archive each run (its lists are refreshed hourly).
 fn debian_kernel(arch: Arch, kernel: Kernel) -> Result<PathBuf> {
     let cache = cache_dir().join("kernels").join(arch.debian());
-    let prefix = format!("vmlinuz-{}.", kernel.series);
-    let matches = |name: &str| {
-        name.starts_with(&prefix)
-            && kernel
-                .release
-                .is_none_or(|release| name.contains(&format!("+{release}-")))
+    let of_release = |version: &str| {
+        kernel
+            .release
+            .is_none_or(|release| version.contains(&format!("+{release}-")))
     };
-    let kept = || -> Option<PathBuf> {
-        fs::read_dir(&cache)
-            .ok()?
+    if let Series::Line(series) = kernel.series {
+        let kept = fs::read_dir(&cache)
+            .into_iter()
+            .flatten()
             .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.file_name().is_some_and(|n| matches(&n.to_string_lossy())))
-            .max_by_key(|p| version_key(&p.file_name().unwrap_or_default().to_string_lossy()))
-    };
-    if let Some(image) = kept() {
-        return Ok(image);
+            .filter(|p| {
+                p.file_name().is_some_and(|n| {
+                    let name = n.to_string_lossy();
+                    name.strip_prefix("vmlinuz-")
+                        .is_some_and(|v| v.starts_with(&format!("{series}.")) && of_release(v))
+                })
+            })
+            .max_by_key(|p| version_key(&p.file_name().unwrap_or_default().to_string_lossy()));
+        if let Some(image) = kept {
+            return Ok(image);
+        }
     }
     let apt = PrivateApt::new(arch)?;
+    let a = arch.debian();
+    let version = match kernel.series {
+        Series::Line(series) => series.replace('.', r"\."),
+        Series::Newest => "[0-9]+".to_owned(),
+    };
     let mut search = apt.command("apt-cache");
     search.args([
         "search",
         "--names-only",
-        &format!(
-            "^linux-image-{}[.-].*-{}-unsigned$",
-            kernel.series.replace('.', r"\."),
-            arch.debian()
-        ),
+        &format!("^linux-(image-{version}[.-].*-{a}-unsigned|binary-{version}[.-].*-{a})$"),
     ]);
     let listed = search.output().context("running apt-cache search")?;
-    let package = String::from_utf8_lossy(&listed.stdout)
+    // (package, VERSION-ARCH, whether it has the 7.x layout)
+    let (package, version, binary) = String::from_utf8_lossy(&listed.stdout)
         .lines()
         .filter_map(|l| l.split_whitespace().next())
-        // Not the 16k-page, realtime or cloud flavours.
-        .filter(|name| {
-            let version = name
-                .trim_start_matches("linux-image-")
-                .trim_end_matches(&format!("-{}-unsigned", arch.debian()));
-            version
+        .filter_map(|name| {
+            let (version, binary) = match name.strip_prefix("linux-binary-") {
+                Some(version) => (version.to_owned(), true),
+                None => (
+                    name.strip_prefix("linux-image-")?
+                        .strip_suffix("-unsigned")?
+                        .to_owned(),
+                    false,
+                ),
+            };
+            let flavour = version.strip_suffix(&format!("-{a}"))?;
+            // Not the 16k-page, realtime or cloud flavours.
+            (flavour
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || ".-+".contains(c))
-                && !version.contains("rt")
-                && !version.contains("cloud")
-                && !version.contains("16k")
-                && matches(&format!("vmlinuz-{version}-"))
+                && !flavour.contains("rt")
+                && !flavour.contains("cloud")
+                && !flavour.contains("16k")
+                && of_release(&format!("{version}-")))
+            .then(|| (name.to_owned(), version, binary))
         })
-        .max_by_key(|name| version_key(name))
+        .max_by_key(|(_, version, _)| version_key(version))
         .with_context(|| {
             format!(
-                "Debian's archive has no {} {} kernel image",
-                arch.debian(),
-                kernel.series
+                "Debian's archive has no {a} {} kernel image",
+                kernel.series.name()
             )
-        })?
-        .to_owned();
+        })?;
+    let kept = cache.join(format!("vmlinuz-{version}"));
+    if kept.is_file() {
+        return Ok(kept);
+    }
     eprintln!("xtask: fetching Debian's {package}");
     let deb = apt.download(&package)?;
     let unpacked = apt.dir.join("unpacked");
-    extract(&deb, &unpacked, "./boot/vmlinuz-*")?;
+    let inside = if binary {
+        format!("usr/lib/modules/{version}/vmlinuz")
+    } else {
+        format!("boot/vmlinuz-{version}")
+    };
+    extract(&deb, &unpacked, &format!("./{inside}"))?;
     fs::create_dir_all(&cache)?;
-    let image = find_file(&unpacked.join("boot"), "vmlinuz-")
-        .context("the kernel package has no boot/vmlinuz-*")?;
-    fs::copy(&image, cache.join(image.file_name().unwrap_or_default()))?;
+    fs::copy(unpacked.join(&inside), &kept)
+        .with_context(|| format!("the kernel package {package} has no {inside}"))?;
     let _ = fs::remove_dir_all(&unpacked);
     let _ = fs::remove_file(&deb);
-    kept().context("the kernel image was not kept")
+    Ok(kept)
 }
 
 /// Debian's static busybox for `arch` (`/bin/sh` and friends for the tests that run shell
@@ -529,17 +582,6 @@ fn extract(deb: &Path, to: &Path, pattern: &str) -> Result<()> {
         .status()
         .context("running dpkg-deb")?;
     check(status, &format!("unpacking {}", deb.display()))
-}
-
-/// The file in `dir` whose name starts with `prefix`.
-fn find_file(dir: &Path, prefix: &str) -> Option<PathBuf> {
-    fs::read_dir(dir)
-        .ok()?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with(prefix))
-        })
 }
 
 /// The numbers in a kernel package or image name (`6.1.0-50` is 6, 1, 0, 50), to compare
