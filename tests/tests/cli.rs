@@ -412,3 +412,94 @@ fn without_privileges_it_says_what_to_do() {
         .expect("setpriv (util-linux)");
     assert_one_line_error(&output, "needs root, or CAP_BPF and CAP_PERFMON");
 }
+
+/// `--cpus 1`: a hog pinned to CPU 1 is charged its run; one pinned to CPU 0 is not charged at
+/// all (the switch program returns at once there, and no tick or counter of ours is opened),
+/// and the first line says which CPUs are left out. A CPU that is not online is one line.
+#[test]
+fn cpus_counts_only_on_the_cpus_named() {
+    if !privileged("cpus_counts_only_on_the_cpus_named") {
+        return;
+    }
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        eprintln!("ONE CPU: --cpus cannot leave one out here (the test needs two)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("report.json");
+    let hog = env!("CARGO_BIN_EXE_neighbours");
+    let output = topdown()
+        .args(["--per-thread", "--json", "--cpus", "1", "-o"])
+        .arg(&report)
+        .args(["--", "/bin/sh", "-c"])
+        .arg(format!(
+            "taskset -c 0 {hog} hog --threads 1 --run-ms 1000 & echo \"cpu0 $!\"; \
+             taskset -c 1 {hog} hog --threads 1 --run-ms 1000 & echo \"cpu1 $!\"; wait"
+        ))
+        .output()
+        .expect("running topdown-bpf");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "topdown-bpf failed: {stderr}");
+    assert!(
+        stderr
+            .lines()
+            .next()
+            .is_some_and(|l| l.contains("counting on CPUs 1 only (--cpus): not on 0")),
+        "the first line says it: {stderr}"
+    );
+    let pid_on = |cpu: &str| -> u64 {
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{cpu} "))?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("the hog on {cpu} was started"))
+    };
+    let (on_0, on_1) = (pid_on("cpu0"), pid_on("cpu1"));
+    let text = std::fs::read_to_string(&report).unwrap();
+    let last: Value = serde_json::from_str(text.lines().last().expect("a final document")).unwrap();
+    // What the threads of process `pid` were charged: its main thread's and its hog's.
+    let charged = |pid: u64| -> (u64, u64) {
+        let threads = last["threads"].as_array().unwrap().iter();
+        let mut main = 0;
+        let mut hog = 0;
+        for thread in threads.filter(|t| t["pid"] == pid) {
+            let ns = thread["on_cpu_ns"].as_u64().unwrap_or(0);
+            if thread["tid"] == pid {
+                main += ns
+            } else {
+                hog += ns
+            }
+        }
+        (main, hog)
+    };
+    // The hog on CPU 1 spun a second, less what the machine's other work took of that CPU.
+    assert!(
+        charged(on_1).1 > 300_000_000,
+        "the hog on CPU 1 was charged its run: {:?} ns",
+        charged(on_1)
+    );
+    // The hog thread on CPU 0 lived there alone: never charged. Its process's main thread
+    // was `taskset` until it moved itself to CPU 0: the time it ran before that (on CPU 1,
+    // where its shell forked it) is charged at its first charge, a switch on CPU 1.
+    let (main, hog) = charged(on_0);
+    assert_eq!(hog, 0, "the hog on CPU 0 was not charged: {last}");
+    assert!(
+        main < 50_000_000,
+        "the main thread on CPU 0 was charged only its start on CPU 1: {main} ns"
+    );
+
+    let offline = topdown()
+        .args(["--duration", "1", "--cpus", "4095"])
+        .output()
+        .expect("running topdown-bpf");
+    assert_one_line_error(&offline, "--cpus names CPUs that are not online here: 4095");
+    let bad = topdown()
+        .args(["--duration", "1", "--cpus", "3-1"])
+        .output()
+        .expect("running topdown-bpf");
+    assert!(!bad.status.success());
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("`3-1` is a reversed range"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+}

@@ -24,6 +24,11 @@ pub struct CpuState {
     /// is counted ([`crate::stats::Stat::SwitchesUnreported`]) and the current thread is
     /// looked up.
     pub current: u32,
+    /// Non-zero on a CPU the collector does not count on (`--cpus`, or one the kernel keeps
+    /// apart: isolcpus, nohz_full): its switch program returns at once.
+    pub skipped: u32,
+    /// Padding (explicit: the value is plain old data).
+    pub pad: u32,
     /// When only cgroups are reported: the cgroup (its `struct cgroup` address; 0 for the idle
     /// task, [`CpuState::NO_GROUP`] before the first switch) whose threads ran on this CPU
     /// since its counters were last read. A switch to a thread of the same cgroup leaves the
@@ -64,6 +69,8 @@ impl CpuState {
             last_ns: 0,
             slots,
             current: 0,
+            skipped: 0,
+            pad: 0,
             group: Self::NO_GROUP,
             group_moves: 0,
             tick_ns: 0,
@@ -77,5 +84,5 @@ impl CpuState {
 }
 
 #[cfg(feature = "user")]
-// SAFETY: repr(C); u64s, two u32s, u64 arrays: no padding.
+// SAFETY: repr(C); u64s, four u32s, u64 arrays: no padding.
 unsafe impl aya::Pod for CpuState {}

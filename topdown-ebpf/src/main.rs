@@ -43,7 +43,8 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
     let Some(state) = account::cpu_state() else {
         return 0;
     };
-    if stops_at(Stage::CpuState) {
+    // A CPU not counted on (`--cpus`, isolcpus, nohz_full): this is all the program does.
+    if state.skipped != 0 || stops_at(Stage::CpuState) {
         return 0;
     }
     let clocks = account::Clocks {

@@ -414,6 +414,13 @@ pub struct ServeArgs {
     /// `topdown_cgroup_wait_behind_seconds_total` or preemption series.
     #[arg(long)]
     pub no_neighbours: bool,
+
+    /// Count only on these CPUs (`0-3,8`: the kernel's list format). By default every online
+    /// CPU but those the kernel keeps apart for latency-critical work (isolcpus, nohz_full):
+    /// nothing of ours is opened there and the switch program returns at once; name them here
+    /// to count there too.
+    #[arg(long, value_name = "LIST", value_parser = cpu_list)]
+    pub cpus: Option<CpuList>,
 }
 
 /// `topdown-bpf c2c`: without a subcommand, record live, then report.
@@ -779,6 +786,13 @@ pub struct StatArgs {
     #[arg(long)]
     pub no_neighbours: bool,
 
+    /// Count only on these CPUs (`0-3,8`: the kernel's list format). By default every online
+    /// CPU but those the kernel keeps apart for latency-critical work (isolcpus, nohz_full):
+    /// nothing of ours is opened there and the switch program returns at once; name them here
+    /// to count there too.
+    #[arg(long, value_name = "LIST", value_parser = cpu_list, conflicts_with = "per_core")]
+    pub cpus: Option<CpuList>,
+
     /// Run COMMAND and report its threads (and its child processes'), exited ones included.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -896,6 +910,16 @@ fn at_least_one(text: &str) -> Result<usize, String> {
 }
 
 /// `--max-threads`: 1 to the kernel's largest pid count (`PID_MAX_LIMIT`).
+/// `--cpus`: CPUs in the kernel's list format.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CpuList(pub Vec<u32>);
+
+fn cpu_list(text: &str) -> Result<CpuList, String> {
+    crate::collect::cpus::parse_list(text)
+        .map(CpuList)
+        .map_err(|error| format!("{error:#} (a CPU list is like 0-3,8)"))
+}
+
 fn max_threads(text: &str) -> Result<u32, String> {
     match text.trim().parse::<u32>() {
         Ok(n) if (1..=4_194_304).contains(&n) => Ok(n),

@@ -44,16 +44,21 @@ impl Verdict {
 }
 
 /// Attaches a collector of on-CPU time, runs the canary thread under it, and fails with one
-/// line naming the kernel and what disagreed when the charge is not the kernel's books.
-pub fn check() -> Result<Verdict> {
+/// line naming the kernel and what disagreed when the charge is not the kernel's books. With
+/// `cpus` (the CPUs the run counts on), it counts only there too, and its thread runs on the
+/// first of them this process may run on (with none, it counts everywhere: it checks the
+/// kernel side, not the choice of CPUs).
+pub fn check(cpus: Option<&[u32]>) -> Result<Verdict> {
     let set = CounterSet::empty("canary", String::new());
+    let pin = cpus.and_then(|cpus| cpus.iter().copied().find(|&cpu| may_run_on(cpu)));
     let options = CollectorOptions {
         switch_stop: None,
+        cpus: pin.and(cpus.map(<[u32]>::to_vec)),
         ..CollectorOptions::default()
     };
     let mut collector =
         Collector::attach(&set, &options).context("attaching the start-up check")?;
-    let verdict = run(&mut collector)?;
+    let verdict = run(&mut collector, pin)?;
     if !verdict.agrees() {
         let charged = verdict
             .charged_ns
@@ -69,13 +74,16 @@ pub fn check() -> Result<Verdict> {
     Ok(verdict)
 }
 
-/// Runs the canary thread: spin, block, compare, release.
-fn run(collector: &mut Collector) -> Result<Verdict> {
+/// Runs the canary thread (on `cpu`, where given): spin, block, compare, release.
+fn run(collector: &mut Collector, cpu: Option<u32>) -> Result<Verdict> {
     let (spun_tx, spun_rx) = mpsc::channel::<(u32, u64)>();
     let (release_tx, release_rx) = mpsc::channel::<()>();
     let canary = thread::Builder::new()
         .name("td-canary".into())
         .spawn(move || {
+            if let Some(cpu) = cpu {
+                pin_to(cpu);
+            }
             let start = thread_cputime();
             let mut x = 0u64;
             while thread_cputime().saturating_sub(start) < SPIN {
@@ -111,6 +119,28 @@ fn run(collector: &mut Collector) -> Result<Verdict> {
         booked_ns: booked,
         charged_ns: charged,
     })
+}
+
+/// Whether this process may run on `cpu` (its affinity, which a cpuset bounds).
+fn may_run_on(cpu: u32) -> bool {
+    // SAFETY: all-zero is an empty CPU set, which sched_getaffinity fills; CPU_ISSET reads it
+    // (and is false beyond the set's size).
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0
+            && (cpu as usize) < libc::CPU_SETSIZE as usize
+            && libc::CPU_ISSET(cpu as usize, &set)
+    }
+}
+
+/// Runs the calling thread on `cpu` alone (one [`may_run_on`] found).
+fn pin_to(cpu: u32) {
+    // SAFETY: all-zero is an empty CPU set, which CPU_SET fills; sched_setaffinity reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu as usize, &mut set);
+        let _ = libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
 }
 
 /// The calling thread's voluntary context switches so far (`getrusage(RUSAGE_THREAD)`).

@@ -6,6 +6,7 @@ pub mod c2c;
 pub mod calibration;
 pub mod canary;
 pub mod capacity;
+pub mod cpus;
 mod listing;
 mod mapped;
 mod object;
@@ -76,6 +77,9 @@ pub struct CollectorOptions {
     /// `max_threads`, which a read never overflows without churn; a list that fills makes the
     /// next snapshot read the whole map). The tests make it small to check that fallback.
     pub list_capacity: Option<u32>,
+    /// The CPUs counted on (`None`: every online CPU; see [`cpus`]): counters and the tick are
+    /// opened only there, and the switch program returns at once on every other CPU.
+    pub cpus: Option<Vec<u32>>,
     /// Split each thread's waits over whoever held the CPU during them, and count its
     /// preemptions ([`topdown_common::neighbours`]). On by default; off with
     /// `--no-neighbours`, or when [`NO_NEIGHBOURS`] is in the environment (how the bench
@@ -96,6 +100,7 @@ impl Default for CollectorOptions {
             counter_bounds: Vec::new(),
             list_capacity: None,
             neighbours: std::env::var_os(NO_NEIGHBOURS).is_none(),
+            cpus: None,
             switch_stop: std::env::var(SWITCH_STOP)
                 .ok()
                 .and_then(|stage| stage.parse().ok()),
@@ -176,7 +181,7 @@ impl Collector {
     /// charged from now on is in the next [`Collector::snapshot`].
     pub fn start(set: &CounterSet, options: &CollectorOptions) -> Result<Self> {
         let calibration = calibration::calibrate(set)?;
-        let verdict = canary::check()?;
+        let verdict = canary::check(options.cpus.as_deref())?;
         if let Some(stage) = options.switch_stop {
             eprintln!(
                 "topdown-bpf: {SWITCH_STOP}={stage}: the switch program stops early (a \
@@ -202,7 +207,10 @@ impl Collector {
     /// [`Collector::start`] without the start-up check.
     fn attach(set: &CounterSet, options: &CollectorOptions) -> Result<Self> {
         check_floor()?;
-        let cpus = online_cpus()?;
+        let cpus = match &options.cpus {
+            Some(cpus) => cpus.clone(),
+            None => online_cpus()?,
+        };
         let possible = aya::util::nr_cpus()
             .map_err(|(path, error)| anyhow!("reading possible CPUs from {path}: {error}"))?;
         let counters = OpenCounters::open(set, &cpus)?;
@@ -331,7 +339,10 @@ impl Collector {
         // Each CPU starts measuring at its first switch or tick (the scheduler's clock, which
         // the kernel programs charge, cannot be read from here).
         let states: Vec<CpuState> = (0..possible.get())
-            .map(|cpu| CpuState::new(set.slot_mask(cpu)))
+            .map(|cpu| CpuState {
+                skipped: u32::from(!cpus.contains(&cpu)),
+                ..CpuState::new(set.slot_mask(cpu))
+            })
             .collect();
         let mut cpu_state: PerCpuArray<_, CpuState> =
             PerCpuArray::try_from(map(&mut bpf, map::CPU_STATE)?)?;

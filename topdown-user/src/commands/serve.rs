@@ -15,7 +15,9 @@ use crate::{
     attrib::{Attributor, cgroups::CgroupNames, stalls::StallReader, target::Target},
     c2c::forwarded,
     cli::ServeArgs,
-    collect::{Collector, CollectorOptions, c2c::C2cCollector, calibration, capacity::Capacity},
+    collect::{
+        Collector, CollectorOptions, c2c::C2cCollector, calibration, capacity::Capacity, cpus,
+    },
     model::{frame::Frame, sink::WindowSink as _},
     pmu::{
         counter_set::CounterSet,
@@ -65,6 +67,10 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
     if let Some(short) = &capacity.short {
         log::warn!("{short}");
     }
+    let cpus = cpus::choose(args.cpus.as_ref().map(|l| l.0.as_slice()), &SysRoot::host())?;
+    if let Some(line) = cpus.line() {
+        log::warn!("{}", line.trim_start_matches("topdown-bpf: "));
+    }
     let mut collector = Collector::start(
         &set,
         &CollectorOptions {
@@ -72,6 +78,7 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
             // Metrics are per cgroup: counters are read only at cgroup switches.
             cgroup_only: true,
             neighbours: !args.no_neighbours && CollectorOptions::default().neighbours,
+            cpus: (!cpus.left_out.is_empty()).then_some(cpus.counted),
             ..CollectorOptions::default()
         },
     )?;

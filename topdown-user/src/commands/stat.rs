@@ -22,7 +22,7 @@ use crate::{
         target::Target,
     },
     cli::{CgroupArgs, StatArgs},
-    collect::{Collector, CollectorOptions, Snapshot, calibration, capacity::Capacity},
+    collect::{Collector, CollectorOptions, Snapshot, calibration, capacity::Capacity, cpus},
     model::{
         export::RunMeta,
         frame::Frame,
@@ -308,6 +308,10 @@ fn start_collector(
     // Rows of cgroups only: no thread's own counts are shown (the full-screen view can switch
     // to threads, a recording keeps them), so counters are read only at cgroup switches.
     let cgroup_only = grouped && plan.format != Format::Refresh && !recording;
+    let cpus = cpus::choose(cli.cpus.as_ref().map(|l| l.0.as_slice()), &SysRoot::host())?;
+    if let Some(line) = cpus.line() {
+        eprintln!("{line}");
+    }
     let mut collector = Collector::start(
         &plan.set,
         &CollectorOptions {
@@ -315,6 +319,7 @@ fn start_collector(
             narrow,
             cgroup_only,
             neighbours: !cli.no_neighbours && CollectorOptions::default().neighbours,
+            cpus: (!cpus.left_out.is_empty()).then_some(cpus.counted),
             ..CollectorOptions::default()
         },
     )?;
