@@ -25,7 +25,8 @@ pub fn cpu_list(numbers: impl IntoIterator<Item = u64>) -> String {
         .join(",")
 }
 
-/// Parses a kernel CPU list such as `0-3,8,10-11`.
+/// Parses a kernel CPU list such as `0-3,8,10-11` (what sysfs, perf.data headers and `--cpus`
+/// spell); a reversed range (`3-1`) is an error, as is a CPU no kernel can have.
 pub fn parse_cpu_list(list: &str) -> Result<Vec<u32>> {
     let cpu = |text: &str| -> Result<u32> {
         let cpu: u32 = text.trim().parse()?;
@@ -37,7 +38,13 @@ pub fn parse_cpu_list(list: &str) -> Result<Vec<u32>> {
     let mut cpus = Vec::new();
     for part in list.trim().split(',').filter(|p| !p.is_empty()) {
         match part.split_once('-') {
-            Some((lo, hi)) => cpus.extend(cpu(lo)?..=cpu(hi)?),
+            Some((lo, hi)) => {
+                let (lo, hi) = (cpu(lo)?, cpu(hi)?);
+                if lo > hi {
+                    bail!("`{part}` in `{list}` is a reversed range");
+                }
+                cpus.extend(lo..=hi);
+            }
             None => cpus.push(cpu(part)?),
         }
         if cpus.len() > MAX_CPUS as usize {
@@ -74,6 +81,8 @@ mod tests {
             [0, 1, 2, 3, 8, 10, 11]
         );
         assert!(parse_cpu_list("x").is_err());
+        assert!(parse_cpu_list("3-1").is_err(), "a reversed range");
+        assert_eq!(cpu_list([0, 1, 2, 3, 8, 10, 11]), "0-3,8,10-11");
     }
 
     #[test]

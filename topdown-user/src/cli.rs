@@ -915,7 +915,7 @@ fn at_least_one(text: &str) -> Result<usize, String> {
 pub struct CpuList(pub Vec<u32>);
 
 fn cpu_list(text: &str) -> Result<CpuList, String> {
-    crate::collect::cpus::parse_list(text)
+    topdown_c2c::cpus::parse_cpu_list(text)
         .map(CpuList)
         .map_err(|error| format!("{error:#} (a CPU list is like 0-3,8)"))
 }

@@ -11,6 +11,7 @@
 use std::{collections::BTreeSet, io::Read as _};
 
 use anyhow::{Context as _, Result, bail};
+use topdown_c2c::cpus::{cpu_list, parse_cpu_list};
 
 use crate::pmu::sysfs::SysRoot;
 
@@ -54,6 +55,7 @@ pub fn choose(requested: Option<&[u32]>, sys: &SysRoot) -> Result<CpuChoice> {
     let online = read_list(sys, "sys/devices/system/cpu/online")?
         .context("reading the online CPUs: /sys/devices/system/cpu/online is missing")?;
     let (counted, named): (BTreeSet<u32>, bool) = match requested {
+        Some([]) => bail!("--cpus names no CPU (a CPU list is like 0-3,8)"),
         Some(requested) => {
             let offline: Vec<u32> = requested
                 .iter()
@@ -111,56 +113,14 @@ fn read_list(sys: &SysRoot, file: &str) -> Result<Option<BTreeSet<u32>>> {
     if text.is_empty() || text == "(null)" {
         return Ok(Some(BTreeSet::new()));
     }
-    parse_list(text)
+    parse_cpu_list(text)
         .map(|cpus| Some(cpus.into_iter().collect()))
         .with_context(|| format!("{} holds no CPU list: `{text}`", path.display()))
 }
 
-/// A CPU list as the kernel writes it and `--cpus` takes it: `0-3,8,10-11`, ascending and
-/// without repeats in the result; an error for anything else (an empty item, a reversed range,
-/// a CPU beyond 4095).
-pub fn parse_list(text: &str) -> Result<Vec<u32>> {
-    let mut cpus = BTreeSet::new();
-    for item in text.trim().split(',') {
-        let cpu = |s: &str| -> Result<u32> {
-            let cpu: u32 = s
-                .trim()
-                .parse()
-                .with_context(|| format!("`{s}` is no CPU number"))?;
-            if cpu > 4095 {
-                bail!("CPU {cpu} is beyond the 4096 the kernel can have");
-            }
-            Ok(cpu)
-        };
-        let (low, high) = match item.split_once('-') {
-            Some((low, high)) => (cpu(low)?, cpu(high)?),
-            None => (cpu(item)?, cpu(item)?),
-        };
-        if low > high {
-            bail!("`{item}` is a reversed range");
-        }
-        cpus.extend(low..=high);
-    }
-    Ok(cpus.into_iter().collect())
-}
-
 /// `cpus` (ascending) as a CPU list: `0-3,8`.
 pub fn format_list(cpus: &[u32]) -> String {
-    let mut items: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < cpus.len() {
-        let mut j = i;
-        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
-            j += 1;
-        }
-        items.push(if j > i {
-            format!("{}-{}", cpus[i], cpus[j])
-        } else {
-            cpus[i].to_string()
-        });
-        i = j + 1;
-    }
-    items.join(",")
+    cpu_list(cpus.iter().copied().map(u64::from))
 }
 
 /// Two ascending lists as one.
@@ -194,19 +154,6 @@ mod tests {
     }
 
     #[test]
-    fn lists_read_as_the_kernel_writes_them_and_bad_ones_are_refused() {
-        assert_eq!(parse_list("0-3,8,10-11").unwrap(), [0, 1, 2, 3, 8, 10, 11]);
-        assert_eq!(parse_list("5").unwrap(), [5]);
-        assert_eq!(parse_list("3,1-2,2").unwrap(), [1, 2, 3]);
-        for bad in ["", "1,", "3-1", "x", "1-", "-1", "4096"] {
-            assert!(parse_list(bad).is_err(), "`{bad}` was taken");
-        }
-        assert_eq!(format_list(&[0, 1, 2, 3, 8, 10, 11]), "0-3,8,10-11");
-        assert_eq!(format_list(&[7]), "7");
-        assert_eq!(format_list(&[]), "");
-    }
-
-    #[test]
     fn isolated_and_nohz_full_cpus_are_left_out_unless_named() {
         let none = sys("0-3", Some(""), Some("(null)"));
         let root = SysRoot::at(none.path());
@@ -235,6 +182,7 @@ mod tests {
         );
         assert!(named.line().unwrap().contains("(--cpus): not on 0-5"));
 
+        assert!(choose(Some(&[]), &root).is_err(), "no CPU named");
         let error = choose(Some(&[3, 9]), &root).unwrap_err().to_string();
         assert_eq!(
             error,
