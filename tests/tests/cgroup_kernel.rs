@@ -26,6 +26,7 @@ use topdown_user::{
         Attributor,
         cgroups::CgroupNames,
         groups::{GroupBy, GroupOptions, group},
+        neighbours::Behind,
         target::Target,
     },
     collect::{Collector, CollectorOptions},
@@ -546,6 +547,16 @@ fn status_field(pid: u32, tid: u32, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("{name} in a thread's status"))
 }
 
+/// What a split charged behind cgroup `id`.
+fn waited_behind(behind: &Behind, id: CgroupId) -> u64 {
+    behind
+        .by
+        .iter()
+        .filter(|(culprit, _)| *culprit == id)
+        .map(|(_, ns)| ns)
+        .sum()
+}
+
 /// The noisy-neighbour scene on one CPU: a victim in cgroup `a` (it wakes every 1-2 ms for
 /// 200 us of work), two hogs in `b` and one in `c`, all on CPU 0. The victim's waits are split
 /// over whoever held the CPU: every nanosecond of them is charged somewhere (the parts add up
@@ -637,14 +648,7 @@ fn waits_are_split_over_the_neighbours_that_held_the_cpu() {
         "every nanosecond of the wait is charged to a culprit, idle or unattributed"
     );
     let (a_id, b_id, c_id) = (tree.id("a"), tree.id("b"), tree.id("c"));
-    let behind_of = |id: CgroupId| {
-        behind
-            .by
-            .iter()
-            .filter(|(culprit, _)| *culprit == id)
-            .map(|(_, ns)| ns)
-            .sum::<u64>()
-    };
+    let behind_of = |id: CgroupId| waited_behind(behind, id);
     // The narrowed collector followed the victim from its fork: the same books, split over
     // the same slices of CPU 0 (the other threads' ended from their own cgroup fields, no
     // helper), so the same culprits, each checked against the trace below.
@@ -666,15 +670,10 @@ fn waits_are_split_over_the_neighbours_that_held_the_cpu() {
     let narrowed_behind = &narrowed_usage.behind;
     eprintln!("the victim's wait, split by the narrowed collector: {narrowed_behind:?}");
     assert_eq!(narrowed_behind.total_ns(), narrowed_waited);
-    let narrowed_of = |id: CgroupId| {
-        narrowed_behind
-            .by
-            .iter()
-            .filter(|(culprit, _)| *culprit == id)
-            .map(|(_, ns)| ns)
-            .sum::<u64>()
-    };
-    let (narrowed_b, narrowed_c) = (narrowed_of(b_id), narrowed_of(c_id));
+    let (narrowed_b, narrowed_c) = (
+        waited_behind(narrowed_behind, b_id),
+        waited_behind(narrowed_behind, c_id),
+    );
     assert!(
         narrowed_b > 0 && narrowed_c > 0,
         "the narrowed collector names both hogs' cgroups: b {narrowed_b} ns, c {narrowed_c} ns \

@@ -211,7 +211,7 @@ pub fn neighbours() -> bool {
 /// At a switch on a narrowed collector whose `prev` is not watched (no charge follows), at
 /// scheduler clock `now`: the CPU's history still ends `prev`'s slice, held by its cgroup, so
 /// a watched thread's wait is split over every thread that ran. The cgroup comes from `prev`'s
-/// own fields, not the helper: this runs at every switch of the host (session 30: 156 -> 109
+/// own fields, not the helper: this runs at every switch of the host (session 30: 143 -> 103
 /// ns a narrowed run, BENCHMARKS.md).
 #[inline(always)]
 pub fn unwatched_switch(state: &mut CpuState, prev: Task, now: u64) {

@@ -909,7 +909,6 @@ fn at_least_one(text: &str) -> Result<usize, String> {
     }
 }
 
-/// `--max-threads`: 1 to the kernel's largest pid count (`PID_MAX_LIMIT`).
 /// `--cpus`: CPUs in the kernel's list format.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CpuList(pub Vec<u32>);
@@ -920,6 +919,7 @@ fn cpu_list(text: &str) -> Result<CpuList, String> {
         .map_err(|error| format!("{error:#} (a CPU list is like 0-3,8)"))
 }
 
+/// `--max-threads`: 1 to the kernel's largest pid count (`PID_MAX_LIMIT`).
 fn max_threads(text: &str) -> Result<u32, String> {
     match text.trim().parse::<u32>() {
         Ok(n) if (1..=4_194_304).contains(&n) => Ok(n),

@@ -27,6 +27,12 @@ pub struct CpuChoice {
 }
 
 impl CpuChoice {
+    /// What [`super::CollectorOptions::cpus`] takes: the CPUs counted on when some are left
+    /// out, `None` (every online CPU) when none is.
+    pub fn collector_cpus(self) -> Option<Vec<u32>> {
+        (!self.left_out.is_empty()).then_some(self.counted)
+    }
+
     /// The one line that says which CPUs are left out and why; `None` when every online CPU
     /// is counted.
     pub fn line(&self) -> Option<String> {

@@ -78,7 +78,7 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
             // Metrics are per cgroup: counters are read only at cgroup switches.
             cgroup_only: true,
             neighbours: !args.no_neighbours && CollectorOptions::default().neighbours,
-            cpus: (!cpus.left_out.is_empty()).then_some(cpus.counted),
+            cpus: cpus.collector_cpus(),
             ..CollectorOptions::default()
         },
     )?;

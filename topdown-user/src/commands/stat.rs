@@ -319,7 +319,7 @@ fn start_collector(
             narrow,
             cgroup_only,
             neighbours: !cli.no_neighbours && CollectorOptions::default().neighbours,
-            cpus: (!cpus.left_out.is_empty()).then_some(cpus.counted),
+            cpus: cpus.collector_cpus(),
             ..CollectorOptions::default()
         },
     )?;

@@ -95,6 +95,16 @@ pub struct Victim {
     pub suspects: Vec<Suspect>,
 }
 
+/// What every view shows of the suspects, found in the model: the victims with suspects, and
+/// whether any group's IPC was measured in the windows (where none was, none can be named).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Ranking {
+    /// The victims with suspects, by name.
+    pub victims: Vec<Victim>,
+    /// Whether any window held a group's IPC.
+    pub ipc_measured: bool,
+}
+
 /// The latest [`WINDOWS`] windows of every group, by name.
 #[derive(Clone, Debug, Default)]
 pub struct Suspects {
@@ -113,6 +123,17 @@ impl Suspects {
             self.windows.pop_front();
         }
         self.windows.push_back(window);
+    }
+
+    /// The victims with suspects, and whether any IPC was measured.
+    pub fn ranking(&self) -> Ranking {
+        Ranking {
+            victims: self.rank(),
+            ipc_measured: self
+                .windows
+                .iter()
+                .any(|w| w.values().any(|s| s.ipc.is_some())),
+        }
     }
 
     /// The victims with suspects, by name.
@@ -173,32 +194,6 @@ impl Suspects {
             });
         }
         victims
-    }
-}
-
-/// Each suspect as every view says it: its name, correlation, windows and p-value.
-pub fn said(suspects: &[Suspect]) -> Vec<String> {
-    suspects
-        .iter()
-        .map(|s| {
-            format!(
-                "{} r={:.2} over {} windows (p={:.0e})",
-                s.name, s.correlation, s.windows, s.p
-            )
-        })
-        .collect()
-}
-
-/// Why no group has a suspect: no group's IPC is `measured`, or none moved with another's
-/// CPU use.
-pub fn why_none(measured: bool) -> String {
-    if measured {
-        format!(
-            "none (no group's CPI moved with another's CPU use over the latest {WINDOWS} windows)"
-        )
-    } else {
-        "none named (no group's IPC is measured: the set counts no cycles and instructions)"
-            .to_owned()
     }
 }
 

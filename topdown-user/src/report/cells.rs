@@ -10,6 +10,7 @@ use crate::{
     model::{
         columns::NodeColumn,
         rows::{Row, RowOptions},
+        suspects::{Suspect, WINDOWS},
     },
     pmu::counter_set::CounterSet,
     tma::{node::Node, view::TopdownView},
@@ -229,4 +230,31 @@ pub fn not_counting_line(window: &Window, set: &CounterSet) -> Option<String> {
          them is shown)",
         names.join(", ")
     ))
+}
+
+/// Each suspect as every view says it: its name, correlation, windows and p-value.
+pub fn suspects_said(suspects: &[Suspect]) -> Vec<String> {
+    suspects
+        .iter()
+        .map(|s| {
+            format!(
+                "{} r={:.2} over {} windows (p={:.0e})",
+                s.name, s.correlation, s.windows, s.p
+            )
+        })
+        .collect()
+}
+
+/// Why no group has a suspect: no group's IPC is `measured`, or none moved with another's
+/// CPU use.
+pub fn no_suspects(measured: bool) -> String {
+    if measured {
+        format!(
+            "none (no group's CPI moved with another's CPU use over the latest {} windows)",
+            WINDOWS
+        )
+    } else {
+        "none named (no group's IPC is measured: the set counts no cycles and instructions)"
+            .to_owned()
+    }
 }

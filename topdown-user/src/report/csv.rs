@@ -240,7 +240,7 @@ mod tests {
             set: &set,
             columns: &columns,
             options: &options,
-            suspects: &[],
+            suspects: &crate::model::suspects::Ranking::default(),
         };
         for (is_final, time) in [(false, "1.500000"), (true, "total")] {
             let text = header(&shown, b',') + &lines(&window, &rows, &shown, b',', is_final);

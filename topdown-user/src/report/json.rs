@@ -244,7 +244,8 @@ pub fn write_document(
             .map(|stat| (stat.name().replace(' ', "_"), window.stats.get(stat)))
             .collect(),
         lost_anything: window.stats.lost_anything(),
-        suspects: (shown.options.neighbours && group_by.is_some()).then_some(shown.suspects),
+        suspects: (shown.options.neighbours && group_by.is_some())
+            .then_some(shown.suspects.victims.as_slice()),
     };
     let list = if group_by.is_some() {
         "groups"

@@ -31,7 +31,7 @@ use crate::{
         frame::Frame,
         rows::RowOptions,
         sink::WindowSink,
-        suspects::{self, Suspects, Victim},
+        suspects::{self, Ranking, Suspects},
     },
     pmu::counter_set::CounterSet,
 };
@@ -75,7 +75,7 @@ pub struct Shown<'a> {
     /// How rows were chosen (TopDown, grouping, verbosity).
     pub options: &'a RowOptions,
     /// Suspects of slowing groups down, over the latest windows (`--neighbours` with groups).
-    pub suspects: &'a [Victim],
+    pub suspects: &'a Ranking,
 }
 
 /// Bytes buffered before a write: a window's JSON for thousands of threads is megabytes, in
@@ -176,9 +176,9 @@ impl Renderer {
             ));
         }
         let ranked = if self.rows.neighbours {
-            self.suspects.rank()
+            self.suspects.ranking()
         } else {
-            Vec::new()
+            Ranking::default()
         };
         let shown = Shown {
             set: &self.set,
@@ -386,7 +386,7 @@ mod tests {
             set,
             columns: &columns,
             options,
-            suspects: &[],
+            suspects: &Ranking::default(),
         })
     }
 

@@ -7,17 +7,17 @@ use comfy_table::{CellAlignment, Table, presets::NOTHING};
 use super::{
     Shown,
     cells::{
-        bottleneck_cell, losses_line, node_cell, not_counting_line, shows_bottleneck,
-        wait_behind_cell, wait_behind_parts, wait_behind_thread_parts,
+        bottleneck_cell, losses_line, no_suspects, node_cell, not_counting_line, shows_bottleneck,
+        suspects_said, wait_behind_cell, wait_behind_parts, wait_behind_thread_parts,
     },
     count_cell,
 };
 use crate::{
     attrib::Window,
     model::{
-        columns::{Column as ValueColumn, NodeColumn, shown_nodes},
+        columns::{NodeColumn, shown_nodes},
         rows::{Row, Who},
-        suspects::{self, Victim},
+        suspects::Ranking,
     },
     pmu::counter_set::{CounterSet, Unit},
 };
@@ -86,14 +86,10 @@ fn neighbours_block(window: &Window, rows: &[&Row]) -> String {
 
 /// `--neighbours` with groups: the suspects of slowing each group down (its CPI rising with
 /// their CPU use over the latest windows, `model::suspects`), or why there are none.
-fn suspects_block(rows: &[&Row], columns: &[ValueColumn], suspects: &[Victim]) -> String {
+fn suspects_block(ranking: &Ranking) -> String {
     let mut out = String::new();
-    if suspects.is_empty() {
-        let ipc = columns.iter().find(|c| c.key == "ipc");
-        let measured = rows
-            .iter()
-            .any(|row| ipc.and_then(|c| c.value(row)).is_some());
-        let _ = writeln!(out, "  suspects: {}", suspects::why_none(measured));
+    if ranking.victims.is_empty() {
+        let _ = writeln!(out, "  suspects: {}", no_suspects(ranking.ipc_measured));
         return out;
     }
     let _ = writeln!(
@@ -101,12 +97,12 @@ fn suspects_block(rows: &[&Row], columns: &[ValueColumn], suspects: &[Victim]) -
         "  suspects (CPI rose with their CPU use over the latest windows: a correlation, not a \
          verdict):"
     );
-    for victim in suspects {
+    for victim in &ranking.victims {
         let _ = writeln!(
             out,
             "    {}: {}",
             victim.name,
-            suspects::said(&victim.suspects).join(", ")
+            suspects_said(&victim.suspects).join(", ")
         );
     }
     out
@@ -211,7 +207,7 @@ pub fn block(
     if options.neighbours {
         out.push_str(&neighbours_block(window, rows));
         if options.group.is_some() {
-            out.push_str(&suspects_block(rows, columns, suspects));
+            out.push_str(&suspects_block(suspects));
         }
     }
     let idle: Vec<String> = window
@@ -233,17 +229,18 @@ pub fn block(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{
-        model::{columns::columns, suspects::Suspect},
-        pmu::counter_set::CounterSet,
-    };
+    use crate::model::suspects::{Suspect, Victim};
 
     #[test]
     fn suspects_are_said_with_their_odds_or_why_there_are_none() {
-        let software = columns(&CounterSet::software(String::new()));
-        let none = suspects_block(&[], &software, &[]);
+        let none = suspects_block(&Ranking::default());
         assert!(none.contains("no group's IPC is measured"), "{none}");
-        let victims = [Victim {
+        let measured = suspects_block(&Ranking {
+            victims: Vec::new(),
+            ipc_measured: true,
+        });
+        assert!(measured.contains("no group's CPI moved"), "{measured}");
+        let victims = vec![Victim {
             name: "docker:aaaa".into(),
             suspects: vec![Suspect {
                 name: "docker:bbbb".into(),
@@ -252,7 +249,10 @@ mod tests {
                 p: 2.5e-9,
             }],
         }];
-        let named = suspects_block(&[], &software, &victims);
+        let named = suspects_block(&Ranking {
+            victims,
+            ipc_measured: true,
+        });
         assert!(
             named.contains("docker:aaaa: docker:bbbb r=0.87 over 30 windows (p=3e-9)")
                 && named.contains("not a verdict"),

@@ -721,18 +721,8 @@ mod tests {
         text.lines().find(|l| l.starts_with(start))
     }
 
-    /// With cycles and instructions in the set, each cgroup has an IPC gauge over the latest
-    /// window in which both counted; without them, the family has no series.
-    #[test]
-    fn ipc_is_a_gauge_per_cgroup_where_the_set_counts_both() {
-        let dir = tempfile::tempdir().unwrap();
-        fs::create_dir(dir.path().join("a")).unwrap();
-        let a = fs::metadata(dir.path().join("a")).unwrap().ino();
-        let mut names = CgroupNames::at(Some(dir.path().to_path_buf()));
-        let limits = Limits {
-            grace: Duration::from_secs(10),
-            max_cgroups: 10,
-        };
+    /// The software set with cycles and instructions (generic events) added: IPC measured.
+    fn cycles_and_instructions() -> CounterSet {
         let generic = |name: &str, config: u64| Counter {
             name: name.into(),
             unit: CounterUnit::Events,
@@ -746,6 +736,22 @@ mod tests {
         let mut set = CounterSet::software("test".into());
         set.counters
             .extend([generic("cycles", 0), generic("instructions", 1)]);
+        set
+    }
+
+    /// With cycles and instructions in the set, each cgroup has an IPC gauge over the latest
+    /// window in which both counted; without them, the family has no series.
+    #[test]
+    fn ipc_is_a_gauge_per_cgroup_where_the_set_counts_both() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("a")).unwrap();
+        let a = fs::metadata(dir.path().join("a")).unwrap().ino();
+        let mut names = CgroupNames::at(Some(dir.path().to_path_buf()));
+        let limits = Limits {
+            grace: Duration::from_secs(10),
+            max_cgroups: 10,
+        };
+        let set = cycles_and_instructions();
         let counted = |raw| CounterValue::new(raw, 10, 10);
         let usage = CgroupUsage {
             id: CgroupId(a),
@@ -785,19 +791,7 @@ mod tests {
     #[test]
     fn a_planted_antagonist_is_a_suspect_series_until_the_victim_is_steady() {
         let (_dir, [a, b, c], mut names) = cgroups(["a", "b", "c"]);
-        let generic = |name: &str, config: u64| Counter {
-            name: name.into(),
-            unit: CounterUnit::Events,
-            attr: EventAttr {
-                pmu_type: 0,
-                config,
-                ..EventAttr::default()
-            },
-            cpus: None,
-        };
-        let mut set = CounterSet::software("test".into());
-        set.counters
-            .extend([generic("cycles", 0), generic("instructions", 1)]);
+        let set = cycles_and_instructions();
         // Deterministic noise in [0, 1).
         let mut seed = 0x2545_f491_4f6c_dd1du64;
         let mut noise = move || {

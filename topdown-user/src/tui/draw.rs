@@ -20,12 +20,12 @@ use crate::{
     model::{
         columns::{Column as ValueColumn, Kind, Number, shown_nodes},
         rows::{Row, RowOptions, SortKey, TreeMark, Who},
-        suspects::{self, Victim},
+        suspects::Ranking,
     },
     pmu::counter_set::CounterSet,
     report::cells::{
-        bottleneck_cell, losses_line, node_cell, not_counting_line, shows_bottleneck,
-        wait_behind_cell, wait_behind_parts, wait_behind_thread_parts,
+        bottleneck_cell, losses_line, no_suspects, node_cell, not_counting_line, shows_bottleneck,
+        suspects_said, wait_behind_cell, wait_behind_parts, wait_behind_thread_parts,
     },
     tma::TopDown,
 };
@@ -48,7 +48,7 @@ pub struct Screenful<'a> {
     pub history: &'a History,
     /// In a grouped view, the groups with suspects of slowing them down over the latest
     /// windows ([`crate::model::suspects`]), shown in the panel of whom rows waited behind.
-    pub suspects: &'a [Victim],
+    pub suspects: &'a Ranking,
 }
 
 /// One column: its header, each row's cell, right-aligned or not, and its width.
@@ -545,7 +545,7 @@ fn draw_neighbours(frame: &mut Frame<'_>, area: Rect, rows: &[Row], data: &Scree
                 let label = row.who.label();
                 let behind = row.behind.as_deref().filter(|b| b.total_ns() > 0);
                 let threads = behind.map(wait_behind_thread_parts).unwrap_or_default();
-                let suspected = data.suspects.iter().find(|v| v.name == label);
+                let suspected = data.suspects.victims.iter().find(|v| v.name == label);
                 behind
                     .map(|behind| {
                         Line::from(format!(
@@ -568,7 +568,7 @@ fn draw_neighbours(frame: &mut Frame<'_>, area: Rect, rows: &[Row], data: &Scree
                         };
                         Line::from(format!(
                             "{name:<40}  suspects: {}",
-                            suspects::said(&victim.suspects).join(", ")
+                            suspects_said(&victim.suspects).join(", ")
                         ))
                     }))
             })
@@ -581,14 +581,13 @@ fn draw_neighbours(frame: &mut Frame<'_>, area: Rect, rows: &[Row], data: &Scree
     if lines.is_empty() {
         lines.push(Line::from("no row from the selected one on waited"));
     }
-    if data.options.group.is_some() && data.suspects.is_empty() {
-        let ipc = data.columns.iter().find(|c| c.key == "ipc");
-        let measured = rows
-            .iter()
-            .any(|row| ipc.and_then(|c| c.value(row)).is_some());
+    if data.options.group.is_some() && data.suspects.victims.is_empty() {
         lines.push(
-            Line::from(format!("suspects: {}", suspects::why_none(measured)))
-                .style(Style::new().add_modifier(Modifier::DIM)),
+            Line::from(format!(
+                "suspects: {}",
+                no_suspects(data.suspects.ipc_measured)
+            ))
+            .style(Style::new().add_modifier(Modifier::DIM)),
         );
     }
     frame.render_widget(Paragraph::new(lines), inner);
@@ -728,15 +727,24 @@ mod tests {
         history: &History,
     ) -> Vec<String> {
         let options = RowOptions::default();
-        let buffer = render(rows, width, height, state, history, (&options, &[]));
+        let buffer = render(
+            rows,
+            width,
+            height,
+            state,
+            history,
+            (&options, &Ranking::default()),
+        );
+        lines(&buffer, width, height)
+            .into_iter()
+            .map(|line| line.trim_end().to_owned())
+            .collect()
+    }
+
+    /// The terminal's cells as lines of text.
+    fn lines(buffer: &ratatui::buffer::Buffer, width: u16, height: u16) -> Vec<String> {
         (0..height)
-            .map(|y| {
-                (0..width)
-                    .map(|x| buffer[(x, y)].symbol())
-                    .collect::<String>()
-                    .trim_end()
-                    .to_owned()
-            })
+            .map(|y| (0..width).map(|x| buffer[(x, y)].symbol()).collect())
             .collect()
     }
 
@@ -747,7 +755,7 @@ mod tests {
         height: u16,
         state: &mut ViewState,
         history: &History,
-        (options, suspects): (&RowOptions, &[Victim]),
+        (options, suspects): (&RowOptions, &Ranking),
     ) -> ratatui::buffer::Buffer {
         let set = CounterSet::software("no hardware PMU".into());
         let window = Window {
@@ -840,7 +848,7 @@ mod tests {
             columns: &crate::model::columns::for_rows(&crate::model::columns::columns(&set), false),
             options: &options,
             history: &no_history(),
-            suspects: &[],
+            suspects: &Ranking::default(),
         });
         assert!(
             line.starts_with("NOT COUNTING on this PMU: STALL_SLOT_BACKEND"),
@@ -887,7 +895,14 @@ mod tests {
             group: None,
         };
         let mut state = ViewState::new(View::Threads, true, SortKey::OnCpu, &[]);
-        let buffer = render(&[row], 160, 10, &mut state, &no_history(), (&options, &[]));
+        let buffer = render(
+            &[row],
+            160,
+            10,
+            &mut state,
+            &no_history(),
+            (&options, &Ranking::default()),
+        );
         let header: String = (0..160).map(|x| buffer[(x, 1)].symbol()).collect();
         assert!(
             header.contains("TOPDOWN L1") && header.contains("Backend%"),
@@ -916,15 +931,18 @@ mod tests {
         victim.waited = Some(Duration::ZERO);
         victim.behind = Some(Box::default());
         let rows = [victim, thread(1001, "quiet", "/b", 50)];
-        let suspected = [Victim {
-            name: rows[0].who.label(),
-            suspects: vec![crate::model::suspects::Suspect {
-                name: "docker:antagonist".into(),
-                correlation: 0.91,
-                windows: 24,
-                p: 1e-9,
+        let suspected = Ranking {
+            victims: vec![crate::model::suspects::Victim {
+                name: rows[0].who.label(),
+                suspects: vec![crate::model::suspects::Suspect {
+                    name: "docker:antagonist".into(),
+                    correlation: 0.91,
+                    windows: 24,
+                    p: 1e-9,
+                }],
             }],
-        }];
+            ipc_measured: true,
+        };
         let options = RowOptions {
             group: Some(crate::attrib::groups::GroupOptions {
                 by: GroupBy::Cgroup,
@@ -936,7 +954,7 @@ mod tests {
         let mut state = ViewState::new(View::Threads, true, SortKey::OnCpu, &[]);
         assert_eq!(state.on_key(Key::Char('n')), Action::Redraw);
         let (width, height) = (160, 12);
-        let mut panel = |suspects: &[Victim]| -> Vec<String> {
+        let mut panel = |suspects: &Ranking| -> Vec<String> {
             let buffer = render(
                 &rows,
                 width,
@@ -945,13 +963,7 @@ mod tests {
                 &no_history(),
                 (&options, suspects),
             );
-            (0..height)
-                .map(|y| {
-                    (0..width)
-                        .map(|x| buffer[(x, y)].symbol())
-                        .collect::<String>()
-                })
-                .collect()
+            lines(&buffer, width, height)
         };
         let named = panel(&suspected);
         eprintln!("{}", named.join("\n"));
@@ -968,7 +980,7 @@ mod tests {
             !named.iter().any(|l| l.contains("suspects: none")),
             "{named:#?}"
         );
-        let none = panel(&[]);
+        let none = panel(&Ranking::default());
         eprintln!("{}", none.join("\n"));
         assert!(
             none.iter().any(|l| l.contains(

@@ -35,7 +35,7 @@ use crate::{
         frame::Frame,
         rows::{self, Row, RowOptions, SortKey, rows},
         sink::WindowSink,
-        suspects::{self, Suspects, Victim},
+        suspects::{self, Ranking, Suspects},
         tree,
     },
     pmu::counter_set::CounterSet,
@@ -230,8 +230,9 @@ struct Recent {
     view: View,
     /// The latest windows' groups, for suspects.
     suspects: Suspects,
-    /// The groups with suspects, as of the latest window recorded.
-    suspected: Vec<Victim>,
+    /// Their ranking, as of the latest window recorded (`None`: not ranked since; a replay
+    /// records hundreds of windows and ranks once).
+    ranking: Option<Ranking>,
 }
 
 impl Recent {
@@ -246,15 +247,22 @@ impl Recent {
         if group_index(self.view).is_some() {
             self.suspects
                 .push(suspects::samples(rows, columns, |row| row.who.label()));
-            self.suspected = self.suspects.rank();
         }
+        self.ranking = None;
+    }
+
+    /// What a frame shows of the windows recorded: the rows' histories, and the suspects'
+    /// ranking (ranked once per new window).
+    fn shown(&mut self) -> (&History, &Ranking) {
+        let ranking = self.ranking.get_or_insert_with(|| self.suspects.ranking());
+        (&self.history, ranking)
     }
 
     /// Forgets every window: the view changed to `view`, whose rows are other rows.
     fn forget(&mut self, view: View) {
         self.history.clear();
         self.suspects.clear();
-        self.suspected.clear();
+        self.ranking = None;
         self.view = view;
     }
 }
@@ -285,7 +293,7 @@ impl ViewModel {
                 history: History::new(columns.clone(), view),
                 view: state.view,
                 suspects: Suspects::default(),
-                suspected: Vec::new(),
+                ranking: None,
             },
             columns,
             state,
@@ -412,6 +420,7 @@ impl ViewModel {
             computed.shown = shown;
             computed.selection = Some(selection);
         }
+        let (history, suspects) = self.recent.shown();
         draw::draw(
             frame,
             &mut self.state,
@@ -422,8 +431,8 @@ impl ViewModel {
                 set,
                 columns: &columns::for_rows(&self.columns, options.group.is_some()),
                 options: &options,
-                history: &self.recent.history,
-                suspects: &self.recent.suspected,
+                history,
+                suspects,
             },
         );
     }
