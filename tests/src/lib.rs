@@ -185,11 +185,16 @@ pub fn schedstat_run_delay_ns(pid: u32, tid: u32) -> u64 {
 
 /// Pins the calling thread to CPU `cpu`; `Err` says why it cannot (no such CPU, no permission).
 pub fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
+    pin_thread_to_cpu(0, cpu)
+}
+
+/// Pins thread `tid` (0: the calling thread) to one CPU.
+pub fn pin_thread_to_cpu(tid: u32, cpu: usize) -> std::io::Result<()> {
     // SAFETY: a zeroed cpu_set_t is empty; the call only reads the structure given.
     unsafe {
         let mut mask: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_SET(cpu, &mut mask);
-        if libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &mask) != 0 {
+        if libc::sched_setaffinity(tid as libc::pid_t, size_of::<libc::cpu_set_t>(), &mask) != 0 {
             return Err(std::io::Error::last_os_error());
         }
     }

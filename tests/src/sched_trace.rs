@@ -180,10 +180,12 @@ fn parse(line: &str) -> Option<Event> {
     }
 }
 
-/// What the trace says a thread's waits on one CPU were spent behind, per group of threads.
+/// What the trace says a thread's waits on one CPU were spent behind, per group of threads:
+/// the waits that ended as it was switched in there, and apart, those that ended as it was
+/// moved to another CPU (which the kernel books at the move).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TracedWaits {
-    /// The waits that ended on the CPU.
+    /// The waits that ended on the CPU, either way.
     pub waits: u64,
     /// Switches inside the waits (each moves a boundary between two culprits).
     pub boundaries: u64,
@@ -194,13 +196,55 @@ pub struct TracedWaits {
     pub least: Vec<u64>,
     /// Per group, the most: each wait taken from the earliest (its `sched_waking`).
     pub most: Vec<u64>,
+    /// The waits that ended as the thread was moved to another CPU.
+    pub moved: u64,
+    /// Per group, the least the moved waits can have been spent behind.
+    pub moved_least: Vec<u64>,
+    /// Per group, the most.
+    pub moved_most: Vec<u64>,
+}
+
+impl TracedWaits {
+    /// Adds another CPU's.
+    pub fn add(&mut self, other: &Self) {
+        let sum = |a: &mut Vec<u64>, b: &[u64]| {
+            a.resize(a.len().max(b.len()), 0);
+            a.iter_mut().zip(b).for_each(|(a, b)| *a += b);
+        };
+        self.waits += other.waits;
+        self.boundaries += other.boundaries;
+        self.preempted += other.preempted;
+        self.moved += other.moved;
+        sum(&mut self.least, &other.least);
+        sum(&mut self.most, &other.most);
+        sum(&mut self.moved_least, &other.moved_least);
+        sum(&mut self.moved_most, &other.moved_most);
+    }
+
+    /// The same with the moved waits in each group's bracket (where the collector splits a
+    /// moved wait over the CPU it left).
+    pub fn with_moved(mut self) -> Self {
+        for (g, (least, most)) in self.moved_least.iter().zip(&self.moved_most).enumerate() {
+            self.least[g] += least;
+            self.most[g] += most;
+        }
+        self.moved_least.fill(0);
+        self.moved_most.fill(0);
+        self
+    }
+
+    /// The moved waits' bracket, over every group.
+    pub fn moved_total(&self) -> (u64, u64) {
+        (self.moved_least.iter().sum(), self.moved_most.iter().sum())
+    }
 }
 
 /// Splits the waits of thread `victim` that ended on `cpu` over the threads that held `cpu`
 /// meanwhile, summed per group (`group` of a tid, below `groups`; the idle task is tid 0).
 /// A wait starts at the thread's enqueue, which the trace brackets: between its `sched_waking`
 /// and its `sched_wakeup`, at its switch out while still runnable, or at its migration to
-/// `cpu` (a wait on the CPU it left is not this CPU's).
+/// `cpu` (a wait on the CPU it left is not this CPU's); it ends at its switch in, or at its
+/// migration off `cpu` while queued there (counted apart, as `moved`).
 pub fn waits_behind(
     events: &[Event],
     cpu: u32,
@@ -211,12 +255,14 @@ pub fn waits_behind(
     // The CPU's slices: (start, end, holder).
     let mut slices: Vec<(u64, u64, u32)> = Vec::new();
     let mut holder: Option<(u64, u32)> = None;
-    let mut waits: Vec<(u64, u64, u64)> = Vec::new();
+    let mut waits: Vec<(u64, u64, u64, bool)> = Vec::new();
     let mut waking: Option<u64> = None;
     let mut queued: Option<(u64, u64)> = None;
     let mut traced = TracedWaits {
         least: vec![0; groups],
         most: vec![0; groups],
+        moved_least: vec![0; groups],
+        moved_most: vec![0; groups],
         ..TracedWaits::default()
     };
     for event in events {
@@ -231,6 +277,11 @@ pub fn waits_behind(
             }
             Event::Migrate { ns, pid, dest_cpu } if pid == victim && dest_cpu == cpu => {
                 queued = Some((ns, ns));
+            }
+            Event::Migrate { ns, pid, .. } if pid == victim => {
+                if let Some((earliest, latest)) = queued.take() {
+                    waits.push((earliest, latest, ns, true));
+                }
             }
             Event::Switch {
                 cpu: on,
@@ -249,14 +300,19 @@ pub fn waits_behind(
                 if next == victim
                     && let Some((earliest, latest)) = queued.take()
                 {
-                    waits.push((earliest, latest, ns));
+                    waits.push((earliest, latest, ns, false));
                 }
             }
             _ => {}
         }
     }
-    for (earliest, latest, end) in waits {
+    // The slice running at the end of the trace.
+    if let (Some((start, holder)), Some(last)) = (holder, events.last()) {
+        slices.push((start, event_ns(last), holder));
+    }
+    for (earliest, latest, end, moved) in waits {
         traced.waits += 1;
+        traced.moved += u64::from(moved);
         traced.boundaries += slices
             .iter()
             .filter(|&&(start, ..)| start > earliest && start < end)
@@ -264,11 +320,26 @@ pub fn waits_behind(
         for &(start, stop, tid) in &slices {
             let overlap = |from: u64| stop.min(end).saturating_sub(start.max(from));
             let g = group(tid);
-            traced.least[g] += overlap(latest);
-            traced.most[g] += overlap(earliest);
+            let (least, most) = if moved {
+                (&mut traced.moved_least, &mut traced.moved_most)
+            } else {
+                (&mut traced.least, &mut traced.most)
+            };
+            least[g] += overlap(latest);
+            most[g] += overlap(earliest);
         }
     }
     traced
+}
+
+/// When an event happened (trace clock, ns).
+fn event_ns(event: &Event) -> u64 {
+    match *event {
+        Event::Switch { ns, .. }
+        | Event::Waking { ns, .. }
+        | Event::Migrate { ns, .. }
+        | Event::Wakeup { ns, .. } => ns,
+    }
 }
 
 #[cfg(test)]
@@ -336,5 +407,44 @@ mod tests {
         assert_eq!(traced.least, [0, (8 + 10) * us, 30 * us]);
         assert_eq!(traced.most, [0, (10 + 10) * us, 30 * us]);
         assert_eq!(traced.boundaries, 1);
+    }
+
+    #[test]
+    fn a_wait_ended_by_a_move_to_another_cpu_is_counted_apart_on_the_cpu_it_left() {
+        let us = 1_000;
+        let switch = |cpu, ns: u64, prev, next| Event::Switch {
+            cpu,
+            ns: ns * us,
+            prev,
+            prev_runnable: true,
+            next,
+        };
+        let events = [
+            switch(0, 0, 1, 9),
+            // Preempted on CPU 0 by 1, moved to CPU 1 at 25 where 2 runs, switched in at 40.
+            switch(0, 10, 9, 1),
+            switch(1, 20, 7, 2),
+            Event::Migrate {
+                ns: 25 * us,
+                pid: 9,
+                dest_cpu: 1,
+            },
+            switch(1, 30, 2, 3),
+            switch(1, 40, 3, 9),
+            switch(0, 50, 1, 4),
+        ];
+        let group = |tid: u32| (tid as usize).min(4);
+        let on_0 = waits_behind(&events, 0, 9, 5, group);
+        assert_eq!((on_0.waits, on_0.moved), (1, 1));
+        assert_eq!(on_0.moved_most, [0, 15 * us, 0, 0, 0]);
+        assert_eq!(on_0.most, [0; 5]);
+        let mut both = waits_behind(&events, 1, 9, 5, group);
+        assert_eq!(both.most, [0, 0, 5 * us, 10 * us, 0]);
+        both.add(&on_0);
+        assert_eq!((both.waits, both.moved), (2, 1));
+        assert_eq!(both.moved_total(), (15 * us, 15 * us));
+        let both = both.with_moved();
+        assert_eq!((both.least[1], both.most[1]), (15 * us, 15 * us));
+        assert_eq!(both.most, [0, 15 * us, 5 * us, 10 * us, 0]);
     }
 }

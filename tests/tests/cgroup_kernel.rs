@@ -17,8 +17,8 @@ use topdown_tests::{
     Traced, assert_books, assert_clock_counter, assert_ran, assert_split_traced,
     assert_stall_books, assert_waits_booked, books_floor_ns,
     cgroup_tree::{TestTree, unified_mount},
-    pin_to_cpu,
-    sched_trace::{SchedTrace, waits_behind},
+    pin_thread_to_cpu, pin_to_cpu,
+    sched_trace::{Event, SchedTrace, TracedWaits, waits_behind},
     schedstat_run_delay_ns, stolen_ns, topdown_bpf_binary,
 };
 use topdown_user::{
@@ -29,7 +29,7 @@ use topdown_user::{
         neighbours::Behind,
         target::Target,
     },
-    collect::{Collector, CollectorOptions},
+    collect::{Collector, CollectorOptions, MigratedWaits},
     pmu::{
         counter_set::{Counter, CounterSet, EventAttr, Unit},
         sysfs::SysRoot,
@@ -557,6 +557,192 @@ fn waited_behind(behind: &Behind, id: CgroupId) -> u64 {
         .sum()
 }
 
+/// How many CPUs are online (the test's own affinity aside).
+fn online_cpus() -> u32 {
+    // SAFETY: sysconf has no preconditions.
+    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    u32::try_from(online).unwrap_or(1).max(1)
+}
+
+/// A victim that waits on one CPU and is moved to another while it waits: a spinner in cgroup
+/// `a`, moved between CPU 0 (where two hogs of `b` run; it stays 3 to 4 ms) and CPU 1 (one hog
+/// of `c`; 1 to 2 ms), so most moves find it queued, and most of its waits are behind `b`: a
+/// wait split over the wrong CPU's history would move a large part from `b` to `c`. The kernel books the wait it spent on the CPU
+/// it leaves at the move; the collector splits that part over the slices of the CPU it left
+/// (Linux 5.19 and later: `bpf_map_lookup_percpu_elem`), so its waits behind `b` and `c` are
+/// what the scheduler's trace says they held those CPUs while it waited there, moved waits
+/// included, and nothing is left unattributed for the moves. Before 5.19 the moved parts are
+/// charged as unattributed (`migrated_ns`), and that part is what the trace says they were.
+#[test]
+fn waits_begun_before_a_migration_are_split_on_the_cpu_they_left() {
+    let name = "waits_begun_before_a_migration_are_split_on_the_cpu_they_left";
+    let Some(mount) = unified_mount(name) else {
+        return;
+    };
+    if online_cpus() < 2 {
+        eprintln!("SKIPPED {name}: one CPU online, and the scene moves a thread between two");
+        return;
+    }
+    let tree = TestTree::new(&mount, "migrated", &["a", "b", "c"]);
+    let set = CounterSet::for_machine(&SysRoot::host()).expect("counter set");
+    let mut collector = Collector::start(&set, &CollectorOptions::default()).expect("collector");
+    let split = collector.migrated_waits() == MigratedWaits::Split;
+    let trace = SchedTrace::start("topdown-migrated");
+    let stolen_before = stolen_ns();
+
+    let mut victim = Command::new(NEIGHBOURS);
+    victim
+        .args(["spinner", "--run-ms", "1500"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    let mut victim = tree.spawn("a", victim, Some(0));
+    let hog = |leaf: &str, threads: &str, cpu: usize| {
+        let mut hog = Command::new(NEIGHBOURS);
+        hog.args(["hog", "--threads", threads, "--run-ms", "1500"])
+            .stdout(Stdio::null());
+        tree.spawn(leaf, hog, Some(cpu))
+    };
+    let (mut b, mut c) = (hog("b", "2", 0), hog("c", "1", 1));
+    let b_tids = tids_of(b.id(), 3);
+    let c_tids = tids_of(c.id(), 2);
+    // The victim is one thread: its tid is its pid.
+    let pid = victim.id();
+    let mut cpu = 0;
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let end = std::time::Instant::now() + Duration::from_millis(1300);
+    while std::time::Instant::now() < end {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let stay = if cpu == 0 { 3_000 } else { 1_000 };
+        thread::sleep(Duration::from_micros(stay + seed % 1_000));
+        cpu ^= 1;
+        pin_thread_to_cpu(pid, cpu).expect("moving the victim");
+    }
+    for hog in [&mut b, &mut c] {
+        assert!(hog.wait().expect("waiting for a hog").success());
+    }
+    let mut parked = String::new();
+    BufReader::new(victim.stdout.take().expect("the victim's stdout"))
+        .read_line(&mut parked)
+        .expect("the victim's line");
+    let events = trace.as_ref().map(SchedTrace::stop);
+    let stolen = stolen_ns().saturating_sub(stolen_before);
+    // The victim is parked (blocked): its books are final.
+    let booked = schedstat_run_delay_ns(pid, pid);
+
+    let snapshot = collector.snapshot().expect("snapshot");
+    drop(victim.stdin.take());
+    assert!(victim.wait().expect("the victim").success());
+    let mut attrib = Attributor::new(set.counters.len(), Target::All);
+    attrib.window(&snapshot);
+    let totals = attrib.run_totals(&snapshot);
+    let usage = totals
+        .threads
+        .iter()
+        .find(|t| t.tid.0 == pid)
+        .expect("the victim was charged");
+    let waited = usage.waited.as_nanos() as u64;
+    assert_waits_booked("the victim's wait vs schedstat", waited, booked);
+    let behind = &usage.behind;
+    eprintln!("the victim's wait, split (moved waits split: {split}): {behind:?}");
+    assert_eq!(
+        behind.total_ns(),
+        waited,
+        "every nanosecond of the wait is charged to a culprit, idle or unattributed"
+    );
+    let (on_b, on_c) = (
+        waited_behind(behind, tree.id("b")),
+        waited_behind(behind, tree.id("c")),
+    );
+    let moved = behind.rest.migrated_ns;
+    if split {
+        assert_eq!(
+            moved, 0,
+            "a wait booked at a move is split over the CPU the victim left"
+        );
+    }
+    let rest = waited - on_b - on_c - moved;
+    let Some(events) = events else {
+        assert!(
+            on_b > 0 && on_c > 0,
+            "waits behind both hogs: b {on_b} ns, c {on_c} ns"
+        );
+        return;
+    };
+    let unreported = snapshot.stats.get(Stat::SwitchesUnreported);
+    let group = |t: u32| {
+        if b_tids.contains(&t) {
+            0
+        } else if c_tids.contains(&t) {
+            1
+        } else {
+            2
+        }
+    };
+    let mut traced = waits_behind(&events, 0, pid, 3, group);
+    for cpu in 1..online_cpus() {
+        traced.add(&waits_behind(&events, cpu, pid, 3, group));
+    }
+    let (moved_least, moved_most) = traced.moved_total();
+    eprintln!(
+        "the trace: {} waits, {} of them ended by a move ({moved_least} to {moved_most} ns)",
+        traced.waits, traced.moved
+    );
+    assert!(
+        traced.moved >= 50,
+        "the scene moved the victim while it waited: {} times in the trace",
+        traced.moved
+    );
+    if !split {
+        assert_split_traced(
+            "the victim's waits ended by a move (unattributed before Linux 5.19)",
+            moved,
+            (moved_least, moved_most),
+            &traced,
+            (stolen, unreported),
+            Traced::Within,
+        );
+    }
+    let traced = if split { traced.with_moved() } else { traced };
+    for (what, charged, group) in [
+        ("behind b", on_b, 0),
+        ("behind c", on_c, 1),
+        ("behind anything else", rest, 2),
+    ] {
+        assert_split_traced(
+            &format!("the victim's wait {what}"),
+            charged,
+            (traced.least[group], traced.most[group]),
+            &traced,
+            (stolen, unreported),
+            Traced::Within,
+        );
+    }
+}
+
+/// What the scheduler's trace says thread `victim`'s waits were spent behind, per `group` of
+/// the threads that held the CPU: on CPU 0, where the scenes run, and, where the collector
+/// splits a wait booked at a migration over the CPU the thread left (`split`), on every CPU,
+/// those waits included (else they are the collector's `migrated_ns`, and CPU 0's moved waits
+/// stay apart).
+fn traced_waits(
+    events: &[Event],
+    victim: u32,
+    groups: usize,
+    split: bool,
+    group: impl Fn(u32) -> usize + Copy,
+) -> TracedWaits {
+    let mut traced = waits_behind(events, 0, victim, groups, group);
+    if !split {
+        return traced;
+    }
+    for cpu in 1..online_cpus() {
+        traced.add(&waits_behind(events, cpu, victim, groups, group));
+    }
+    traced.with_moved()
+}
+
 /// The noisy-neighbour scene on one CPU: a victim in cgroup `a` (it wakes every 1-2 ms for
 /// 200 us of work), two hogs in `b` and one in `c`, all on CPU 0. The victim's waits are split
 /// over whoever held the CPU: every nanosecond of them is charged somewhere (the parts add up
@@ -696,8 +882,8 @@ fn waits_are_split_over_the_neighbours_that_held_the_cpu() {
         on_b + on_c > books_floor_ns() && on_b > 0 && on_c > 0,
         "the victim waited behind both hogs' cgroups: b {on_b} ns, c {on_c} ns"
     );
-    // The part booked on the CPU it left when it was moved to CPU 0 at its start is no slice
-    // of CPU 0's.
+    // The part booked on the CPU it left when it was moved to CPU 0 at its start: split over
+    // that CPU's slices (`traced_waits` then takes them from the trace too), or unattributed.
     let elsewhere = behind.rest.migrated_ns;
     let rest = waited - on_b - on_c - elsewhere;
     let cgroup_a = totals
@@ -750,7 +936,8 @@ fn waits_are_split_over_the_neighbours_that_held_the_cpu() {
     if let Some(events) = events {
         let unreported = snapshot.stats.get(Stat::SwitchesUnreported);
         // Each slotted thread against what the trace says it held the CPU during the waits.
-        let traced = waits_behind(&events, 0, tid, slotted.len() + 1, |t| {
+        let split = collector.migrated_waits() == MigratedWaits::Split;
+        let traced = traced_waits(&events, tid, slotted.len() + 1, split, |t| {
             slotted
                 .iter()
                 .position(|(slot, _)| *slot == t)
@@ -778,7 +965,7 @@ fn waits_are_split_over_the_neighbours_that_held_the_cpu() {
             "{} preemptions by another cgroup, {on_cpu0} in the trace",
             behind.rest.preempted_by_other
         );
-        let traced = waits_behind(&events, 0, tid, 3, |t| {
+        let traced = traced_waits(&events, tid, 3, split, |t| {
             if b_tids.contains(&t) {
                 0
             } else if c_tids.contains(&t) {

@@ -103,6 +103,25 @@ fn check_loads_every_program_and_the_start_up_check_agrees() {
         "the c2c filter verifies: {stdout}"
     );
     assert!(stdout.contains("programs: sched_switch"), "{stdout}");
+    // From 5.19 a program can read another CPU's state (`bpf_map_lookup_percpu_elem`), and
+    // every kernel of the matrix has `CONFIG_FAIR_GROUP_SCHED`: the program that splits a
+    // moved thread's wait over the CPU it left must load there.
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").expect("osrelease");
+    let mut numbers = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|n| n.parse::<u32>().unwrap_or(0));
+    let version = (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0));
+    let expected = if version >= (5, 19) {
+        "waits of threads moved to another CPU: split over the CPU they left"
+    } else {
+        "waits of threads moved to another CPU: unattributed (a program reads another CPU's \
+         state from Linux 5.19)"
+    };
+    assert!(
+        stdout.contains(expected),
+        "Linux {}: {expected}: {stdout}",
+        release.trim()
+    );
 }
 
 #[test]

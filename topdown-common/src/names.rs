@@ -98,6 +98,16 @@ pub mod global {
     pub const CGROUP_ROOT_OFFSET: &str = "CGROUP_ROOT_OFFSET";
     /// `cgroup_root.hierarchy_id`.
     pub const HIERARCHY_ID_OFFSET: &str = "HIERARCHY_ID_OFFSET";
+    /// `task_struct.se.cfs_rq` (0 where the kernel has no `cfs_rq.rq`).
+    pub const TASK_CFS_RQ_OFFSET: &str = "TASK_CFS_RQ_OFFSET";
+    /// `cfs_rq.rq`.
+    pub const CFS_RQ_RQ_OFFSET: &str = "CFS_RQ_RQ_OFFSET";
+    /// `rq.curr`.
+    pub const RQ_CURR_OFFSET: &str = "RQ_CURR_OFFSET";
+    /// `rq.clock_task`.
+    pub const RQ_CLOCK_TASK_OFFSET: &str = "RQ_CLOCK_TASK_OFFSET";
+    /// `rq.cpu`.
+    pub const RQ_CPU_OFFSET: &str = "RQ_CPU_OFFSET";
     /// Where the switch program stops early (the benchmark of its parts; `u32::MAX`: never).
     pub const SWITCH_STOP: &str = "SWITCH_STOP";
     /// The c2c filter's sample field offsets.
@@ -112,7 +122,7 @@ pub mod global {
     pub const NEIGHBOURS: &str = "NEIGHBOURS";
 
     /// Every global the loader writes.
-    pub const ALL: [&str; 24] = [
+    pub const ALL: [&str; 29] = [
         SET_SLOTS,
         NEIGHBOURS,
         SLOT_MOST_PER_NS,
@@ -134,6 +144,11 @@ pub mod global {
         KERNFS_NODE_ID_OFFSET,
         CGROUP_ROOT_OFFSET,
         HIERARCHY_ID_OFFSET,
+        TASK_CFS_RQ_OFFSET,
+        CFS_RQ_RQ_OFFSET,
+        RQ_CURR_OFFSET,
+        RQ_CLOCK_TASK_OFFSET,
+        RQ_CPU_OFFSET,
         C2C_OFFSETS,
         C2C_LDLAT,
         C2C_STORES_CONTENDED,
@@ -158,12 +173,16 @@ pub mod program {
     pub const TICK: &str = "tick";
     /// Classifies memory samples for c2c.
     pub const C2C_FILTER: &str = "c2c_filter";
-    /// A queued task moves to another CPU: the wait it just booked is not that CPU's.
+    /// A queued task moves to another CPU: the wait it just booked is not that CPU's (charged
+    /// as unattributed; kernels before 5.19).
     pub const SCHED_MIGRATE_TASK: &str = "sched_migrate_task";
+    /// The same, splitting the wait over the history of the CPU it leaves (5.19 and later).
+    pub const SCHED_MIGRATE_TASK_SPLIT: &str = "sched_migrate_task_split";
 
     /// Every program the loader loads.
-    pub const ALL: [&str; 9] = [
+    pub const ALL: [&str; 10] = [
         SCHED_MIGRATE_TASK,
+        SCHED_MIGRATE_TASK_SPLIT,
         CGROUP_ATTACH_TASK,
         SCHED_SWITCH,
         SCHED_PROCESS_FORK,

@@ -284,6 +284,34 @@ impl History {
     #[inline(always)]
     pub fn split(&self, wait: u64, behind: &mut WaitBehind) {
         behind.begin_split();
+        self.walk(wait, behind);
+    }
+
+    /// Splits a wait of `wait` ns that ended while this CPU's running slice (begun at its
+    /// latest switch) was `running_ns` long, held by thread `tid` of `cgroup_id`: the running
+    /// slice takes its part first, then the slices before it as in [`History::split`]. For a
+    /// wait the kernel booked as it moved the thread off this CPU, read from the CPU doing the
+    /// move (which holds this CPU's run queue, so this CPU switches nothing meanwhile).
+    #[inline(always)]
+    pub fn split_running(
+        &self,
+        wait: u64,
+        (cgroup_id, tid): (u64, u32),
+        running_ns: u64,
+        behind: &mut WaitBehind,
+    ) {
+        behind.begin_split();
+        let part = if running_ns < wait { running_ns } else { wait };
+        if part > 0 {
+            behind.charge(cgroup_id, tid, part);
+        }
+        self.walk(wait - part, behind);
+    }
+
+    /// Charges `wait` ns over the ended slices, newest first; what they do not cover is
+    /// unknown.
+    #[inline(always)]
+    fn walk(&self, wait: u64, behind: &mut WaitBehind) {
         let mut left = wait;
         let mut i = 0;
         // Slices not yet written hold 0 ns: they take no part, and the walk goes on to the end.
@@ -327,6 +355,32 @@ mod tests {
         assert_eq!(slots[..2], [(9, 600), (7, 300)]);
         assert_eq!((behind.rest.idle_ns, behind.rest.unknown_ns), (100, 500));
         assert_eq!(behind.total_ns(), 1_500);
+    }
+
+    #[test]
+    fn a_wait_booked_at_a_migration_takes_the_running_slice_first() {
+        let mut history = History::EMPTY;
+        history.switch(7, 70, 1_000); // starts the clock
+        history.switch(7, 70, 1_300); // B: 300
+        history.switch(9, 90, 2_000); // C: 700; B's thread 71 runs since
+        let mut behind = WaitBehind::ZERO;
+        // Moved away 250 ns into 71's slice, after waiting 1_000: 250 behind 71, 700 behind
+        // C, the last 50 of B's 300.
+        history.split_running(1_000, (7, 71), 250, &mut behind);
+        let parts: Vec<(u64, u64)> = behind.cgroups.iter().map(|c| (c.id, c.ns)).collect();
+        assert_eq!(parts[..2], [(7, 250 + 50), (9, 700)]);
+        let threads: Vec<(u64, u64)> = behind.threads.iter().map(|c| (c.id, c.ns)).collect();
+        assert_eq!(threads[..3], [(71, 250), (90, 700), (70, 50)]);
+        assert_eq!(behind.total_ns(), 1_000);
+        // A wait inside the running slice is all its holder's; one longer than everything
+        // remembered is unknown for the rest.
+        let mut short = WaitBehind::ZERO;
+        history.split_running(100, (IDLE, 0), 250, &mut short);
+        assert_eq!((short.rest.idle_ns, short.total_ns()), (100, 100));
+        let mut long = WaitBehind::ZERO;
+        history.split_running(5_000, (7, 71), 250, &mut long);
+        assert_eq!(long.rest.unknown_ns, 5_000 - 250 - 1_000);
+        assert_eq!(long.total_ns(), 5_000);
     }
 
     #[test]

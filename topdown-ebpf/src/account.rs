@@ -11,19 +11,23 @@
 
 use aya_ebpf::{
     bindings::{BPF_F_MMAPABLE, BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
-    helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid, bpf_get_smp_processor_id},
+    helpers::{
+        bpf_get_current_cgroup_id, bpf_get_current_pid_tgid, bpf_get_smp_processor_id,
+        bpf_map_lookup_percpu_elem,
+    },
     macros::map,
     maps::{Array, PerCpuArray, PerfEventArray, RingBuf, Stack},
 };
 
 use crate::{
     cgroup_moves, follow,
+    run_queue::RunQueue,
     task::{Task, TaskFields},
 };
 use topdown_common::{
     MAX_COUNTERS,
     cpu::CpuState,
-    neighbours::IDLE,
+    neighbours::{IDLE, WaitBehind},
     reading::{Reading, Readings},
     stats::{MAX_COUNT_PER_NS, Stat, possible_count},
     thread::{ListedThread, ThreadHeader, ThreadTotals, record_len},
@@ -524,11 +528,13 @@ fn count_preemptions(
 
 /// A queued thread moves to another CPU (`tp_btf/sched_migrate_task`): the kernel has just
 /// booked the wait it spent on the CPU it leaves (`sched_info` at its dequeue), which that
-/// CPU's slices did not end, so it is charged as waited before a migration, not split over
-/// the CPU it is charged on next. The thread is not running (the kernel migrates only tasks off
-/// a CPU), so no charge of it races with this one.
+/// CPU's slices did not end. With `SPLIT` (kernels with `bpf_map_lookup_percpu_elem`, 5.19),
+/// it is split over that CPU's history ([`split_on_cpu_left`]); else, or where that CPU's
+/// history cannot be read, it is charged as waited before a migration (unattributed). The
+/// thread is not running (the kernel migrates only tasks off a CPU), so no charge of it races
+/// with this one.
 #[inline(always)]
-pub fn on_migrate(task: Task) {
+pub fn on_migrate<const SPLIT: bool>(task: Task) {
     if !neighbours() {
         return;
     }
@@ -548,11 +554,56 @@ pub fn on_migrate(task: Task) {
         return;
     }
     totals.header.waited_ns += waited;
-    totals.header.behind.rest.migrated_ns += waited;
     totals.run_delay_ns = delay;
+    if !(SPLIT && split_on_cpu_left(task, waited, &mut totals.header.behind)) {
+        totals.header.behind.rest.migrated_ns += waited;
+    }
     if let Some(state) = cpu_state() {
         list(state, totals, slot);
     }
+}
+
+/// Splits `waited`, the wait `task` just had booked on the CPU it leaves, over that CPU's
+/// history: the running slice first (from its latest switch to its run queue's clock, held by
+/// its running task), then the slices before. Race-free: the kernel moves a queued task with
+/// the run queue it leaves locked, and that CPU's switch program, the only writer of its
+/// history, runs under the same lock. False (nothing charged) where the CPU's state cannot be
+/// read, it is not counted on (`--cpus`), or it has not switched since the collector started.
+#[inline(always)]
+fn split_on_cpu_left(task: Task, waited: u64, behind: &mut WaitBehind) -> bool {
+    let Some(rq) = RunQueue::of(task) else {
+        return false;
+    };
+    let key = 0u32;
+    // SAFETY: the map's address and a key on the stack; the helper bounds-checks the CPU and
+    // returns null past the possible ones.
+    let state = unsafe {
+        bpf_map_lookup_percpu_elem(
+            core::ptr::addr_of!(CPU_STATE).cast_mut().cast(),
+            core::ptr::addr_of!(key).cast(),
+            rq.cpu(),
+        )
+    }
+    .cast::<CpuState>();
+    if state.is_null() {
+        return false;
+    }
+    // SAFETY: a map value, read only.
+    let state = unsafe { &*state };
+    let history = &state.history;
+    if state.skipped != 0 || history.switch_ns == 0 {
+        return false;
+    }
+    let holder = match rq.curr() {
+        Some(curr) => match curr.tid() {
+            0 => (IDLE, 0),
+            tid => (curr.cgroup_id(), tid),
+        },
+        None => (IDLE, 0),
+    };
+    let running_ns = rq.clock_task().saturating_sub(history.switch_ns);
+    history.split_running(waited, holder, running_ns, behind);
+    true
 }
 
 /// Gives `totals`' slot (`slot`, held by thread `tid`, whose final record is sent) back: its

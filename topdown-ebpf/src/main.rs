@@ -19,6 +19,7 @@ mod c2c_filter;
 mod cgroup_moves;
 mod cgroup_names;
 mod follow;
+mod run_queue;
 mod task;
 
 use aya_ebpf::{
@@ -131,10 +132,19 @@ pub fn sched_process_free(ctx: BtfTracePointContext) -> i32 {
 }
 
 /// `tp_btf/sched_migrate_task(struct task_struct *p, int dest_cpu)`: a task moves to another
-/// CPU; a queued one has just booked the wait it spent on the CPU it leaves.
+/// CPU; a queued one has just booked the wait it spent on the CPU it leaves, charged as waited
+/// before a migration (kernels before 5.19).
 #[btf_tracepoint(function = "sched_migrate_task")]
 pub fn sched_migrate_task(ctx: BtfTracePointContext) -> i32 {
-    account::on_migrate(Task::from_arg(ctx.arg(0)));
+    account::on_migrate::<false>(Task::from_arg(ctx.arg(0)));
+    0
+}
+
+/// The same tracepoint where the kernel has `bpf_map_lookup_percpu_elem` (5.19): the wait is
+/// split over the history of the CPU it was spent on.
+#[btf_tracepoint(function = "sched_migrate_task")]
+pub fn sched_migrate_task_split(ctx: BtfTracePointContext) -> i32 {
+    account::on_migrate::<true>(Task::from_arg(ctx.arg(0)));
     0
 }
 

@@ -251,7 +251,7 @@ impl TaskFields for ProbedTask {
 
 /// A member offset the loader set (a read-only global).
 #[inline(always)]
-fn offset(global: &'static u32) -> usize {
+pub(crate) fn offset(global: &'static u32) -> usize {
     // SAFETY: a read-only global the loader sets before loading.
     unsafe { core::ptr::read_volatile(global) as usize }
 }

@@ -3,6 +3,9 @@
 //! - `neighbours victim --run-ms N`: one thread that sleeps 1 to 2 ms (a fixed pseudo-random
 //!   sequence) and then works 200 us of wall time, for N ms; then it prints
 //!   `{"parked": TID}` and blocks until stdin closes, so its books are final while it lives.
+//! - `neighbours spinner --run-ms N`: one thread always runnable for N ms (a victim that is
+//!   queued whenever it is not running, so it can be moved while it waits); then it parks as
+//!   the victim does.
 //! - `neighbours hog --threads T --run-ms N`: T threads (`hog-0`, ...) always runnable for N
 //!   ms; the process then exits.
 
@@ -31,6 +34,16 @@ fn victim(run: Duration) {
         thread::sleep(Duration::from_micros(1_000 + seed % 1_000));
         spin_until(Instant::now() + Duration::from_micros(200));
     }
+    park();
+}
+
+fn spinner(run: Duration) {
+    spin_until(Instant::now() + run);
+    park();
+}
+
+/// Prints `{"parked": TID}` and blocks until stdin closes.
+fn park() {
     // SAFETY: gettid has no preconditions.
     let tid = unsafe { libc::gettid() };
     println!("{{\"parked\": {tid}}}");
@@ -58,8 +71,9 @@ fn main() {
     match std::env::args().nth(1).as_deref() {
         Some("victim") => victim(run),
         Some("hog") => hog(flag_value("--threads", 1), run),
+        Some("spinner") => spinner(run),
         _ => {
-            eprintln!("usage: neighbours victim|hog [--threads T] [--run-ms N]");
+            eprintln!("usage: neighbours victim|spinner|hog [--threads T] [--run-ms N]");
             std::process::exit(2);
         }
     }

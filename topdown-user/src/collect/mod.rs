@@ -24,6 +24,7 @@ use aya::{
         BtfTracePoint, PerfEvent,
         perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
     },
+    util::KernelVersion,
 };
 pub use snapshot::{Snapshot, Stats, ThreadRecord};
 use topdown_common::{
@@ -159,6 +160,9 @@ pub struct Collector {
     waits_measured: bool,
     /// Whether the kernel side splits waits over neighbours.
     neighbours: bool,
+    /// How a wait booked as a thread is moved off a CPU is charged: see
+    /// [`load_migrate_program`].
+    migrated_waits: MigratedWaits,
     /// Whether anything was followed: followed processes are then forgotten once freed, and
     /// the kernel programs look processes up in `FOLLOWED`.
     following: bool,
@@ -192,6 +196,12 @@ impl Collector {
         collector.startup_check = Some(verdict);
         collector.calibration = calibration;
         Ok(collector)
+    }
+
+    /// How a wait booked as a thread is moved off a CPU is charged: split over that CPU's
+    /// history (Linux 5.19 and later), or as unattributed.
+    pub fn migrated_waits(&self) -> MigratedWaits {
+        self.migrated_waits
     }
 
     /// What the start-up check saw (`None` for the check's own collector).
@@ -246,6 +256,7 @@ impl Collector {
         let kernfs_node_id_offset = offset("kernfs_node", "id")?;
         let cgroup_root_offset = offset("cgroup", "root")?;
         let hierarchy_id_offset = offset("cgroup_root", "hierarchy_id")?;
+        let run_queue = RunQueueOffsets::find(&offset);
 
         let set_slots = set.kernel_slots() as u32;
         let slot_most_per_ns = set.slot_bounds(&options.counter_bounds);
@@ -287,6 +298,11 @@ impl Collector {
             .override_global(global::KERNFS_NODE_ID_OFFSET, &kernfs_node_id_offset, true)
             .override_global(global::CGROUP_ROOT_OFFSET, &cgroup_root_offset, true)
             .override_global(global::HIERARCHY_ID_OFFSET, &hierarchy_id_offset, true)
+            .override_global(global::TASK_CFS_RQ_OFFSET, &run_queue.task_cfs_rq, true)
+            .override_global(global::CFS_RQ_RQ_OFFSET, &run_queue.cfs_rq_rq, true)
+            .override_global(global::RQ_CURR_OFFSET, &run_queue.rq_curr, true)
+            .override_global(global::RQ_CLOCK_TASK_OFFSET, &run_queue.rq_clock_task, true)
+            .override_global(global::RQ_CPU_OFFSET, &run_queue.rq_cpu, true)
             .map_max_entries(map::THREADS, options.max_threads)
             .map_max_entries(map::FREE_SLOTS, options.max_threads)
             .map_max_entries(map::THREAD_SLOTS, capacity::tid_index_size())
@@ -320,16 +336,14 @@ impl Collector {
         let btf = Btf::from_sys_fs().context(
             "reading kernel BTF from /sys/kernel/btf/vmlinux (needs CONFIG_DEBUG_INFO_BTF=y)",
         )?;
-        for name in PROGRAMS
-            .into_iter()
-            .chain([FORGET_PROGRAM, MIGRATE_PROGRAM])
-        {
+        for name in PROGRAMS.into_iter().chain([FORGET_PROGRAM]) {
             let program: &mut BtfTracePoint = program(&mut bpf, name)?.try_into()?;
             program
                 .load(name, &btf)
                 .map_err(|error| explain_bpf_error(error.into()))
                 .with_context(|| format!("loading the {name} program"))?;
         }
+        let (migrate, migrated_waits) = load_migrate_program(&mut bpf, &btf, run_queue.found())?;
         let tick: &mut PerfEvent = program(&mut bpf, program::TICK)?.try_into()?;
         tick.load()
             .map_err(|error| explain_bpf_error(error.into()))
@@ -353,7 +367,7 @@ impl Collector {
             listing::Listing::start(&mut bpf, options.read_whole, options.wait_out_charges)?;
         let threads = map_threads(&mut bpf, options.max_threads)?;
 
-        let migrations = options.neighbours.then_some(MIGRATE_PROGRAM);
+        let migrations = options.neighbours.then_some(migrate);
         for name in PROGRAMS.into_iter().chain(migrations) {
             let program: &mut BtfTracePoint = program(&mut bpf, name)?.try_into()?;
             program
@@ -394,6 +408,7 @@ impl Collector {
             narrow: options.narrow,
             waits_measured: task_run_delay_offset != 0,
             neighbours: options.neighbours && task_run_delay_offset != 0,
+            migrated_waits,
             following: false,
             _counters: counters,
             startup_check: None,
@@ -637,9 +652,101 @@ const PROGRAMS: [&str; 5] = [
 /// attached only when something is followed (it runs at every task's free).
 const FORGET_PROGRAM: &str = program::SCHED_PROCESS_FREE;
 
-/// The program that books a migrated thread's wait on the CPU it left as such: attached only
-/// when waits are split over neighbours.
-const MIGRATE_PROGRAM: &str = program::SCHED_MIGRATE_TASK;
+/// The tracepoint of the programs that charge a migrated thread's wait on the CPU it left
+/// (attached only when waits are split over neighbours).
+const MIGRATE_TRACEPOINT: &str = "sched_migrate_task";
+
+/// The kernel from which a program can read another CPU's per-CPU state
+/// (`bpf_map_lookup_percpu_elem`).
+const PERCPU_LOOKUP_KERNEL: KernelVersion = KernelVersion::new(5, 19, 0);
+
+/// How a wait the kernel books as it moves a queued thread off a CPU is charged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MigratedWaits {
+    /// Split over the history of the CPU the thread left.
+    Split,
+    /// Charged as unattributed (`migrated_ns`), and why.
+    Unattributed(&'static str),
+}
+
+impl MigratedWaits {
+    /// One line for `check`.
+    pub fn line(self) -> String {
+        match self {
+            Self::Split => "waits of threads moved to another CPU: split over the CPU they \
+                            left"
+                .to_owned(),
+            Self::Unattributed(why) => {
+                format!("waits of threads moved to another CPU: unattributed ({why})")
+            }
+        }
+    }
+}
+
+/// Loads the program that charges a migrated thread's wait on the CPU it left, and says how it
+/// charges: the one that splits it over that CPU's history where the kernel can read another
+/// CPU's state (5.19) and its BTF has the run queue's fields (`run_queue`), else (or where the
+/// kernel refuses it) the one that charges it as unattributed.
+fn load_migrate_program(
+    bpf: &mut Ebpf,
+    btf: &Btf,
+    run_queue: bool,
+) -> Result<(&'static str, MigratedWaits)> {
+    let why = if !run_queue {
+        "the kernel's BTF has no cfs_rq.rq: CONFIG_FAIR_GROUP_SCHED is off"
+    } else if !KernelVersion::current().is_ok_and(|v| v >= PERCPU_LOOKUP_KERNEL) {
+        "a program reads another CPU's state from Linux 5.19"
+    } else {
+        let program: &mut BtfTracePoint =
+            program(bpf, program::SCHED_MIGRATE_TASK_SPLIT)?.try_into()?;
+        match program.load(MIGRATE_TRACEPOINT, btf) {
+            Ok(()) => return Ok((program::SCHED_MIGRATE_TASK_SPLIT, MigratedWaits::Split)),
+            Err(_) => "this kernel refused the program that splits them",
+        }
+    };
+    let name = program::SCHED_MIGRATE_TASK;
+    let program: &mut BtfTracePoint = program(bpf, name)?.try_into()?;
+    program
+        .load(MIGRATE_TRACEPOINT, btf)
+        .map_err(|error| explain_bpf_error(error.into()))
+        .with_context(|| format!("loading the {name} program"))?;
+    Ok((name, MigratedWaits::Unattributed(why)))
+}
+
+/// Where the run queue's fields are, for [`load_migrate_program`]'s split: all 0 where the
+/// kernel's BTF lacks one (no `CONFIG_FAIR_GROUP_SCHED`, whose `cfs_rq.rq` leads there).
+struct RunQueueOffsets {
+    task_cfs_rq: u32,
+    cfs_rq_rq: u32,
+    rq_curr: u32,
+    rq_clock_task: u32,
+    rq_cpu: u32,
+}
+
+impl RunQueueOffsets {
+    fn find(offset: &impl Fn(&str, &str) -> Result<u32>) -> Self {
+        let found = (|| {
+            Ok::<_, anyhow::Error>(Self {
+                task_cfs_rq: offset("task_struct", "se")? + offset("sched_entity", "cfs_rq")?,
+                cfs_rq_rq: offset("cfs_rq", "rq")?,
+                rq_curr: offset("rq", "curr")?,
+                rq_clock_task: offset("rq", "clock_task")?,
+                rq_cpu: offset("rq", "cpu")?,
+            })
+        })();
+        found.unwrap_or(Self {
+            task_cfs_rq: 0,
+            cfs_rq_rq: 0,
+            rq_curr: 0,
+            rq_clock_task: 0,
+            rq_cpu: 0,
+        })
+    }
+
+    fn found(&self) -> bool {
+        self.task_cfs_rq != 0
+    }
+}
 
 /// The CPUs online now, as the kernel lists them.
 pub fn online_cpus() -> Result<Vec<u32>> {

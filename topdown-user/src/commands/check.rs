@@ -27,6 +27,7 @@ pub fn run() -> Result<()> {
     let verdict = collector
         .startup_check()
         .context("the collector ran no start-up check")?;
+    let migrated_waits = collector.migrated_waits();
     drop(collector);
     println!(
         "start-up check: a thread the scheduler booked {:.3} ms was charged {:.3} ms: ok",
@@ -36,6 +37,7 @@ pub fn run() -> Result<()> {
     println!(
         "programs: sched_switch, tick, follow, exec, cgroup moves and removals: loaded and attached"
     );
+    println!("{}", migrated_waits.line());
     match C2cCollector::verify() {
         Ok(()) => {
             println!("c2c filter: loaded (memory sampling is the CPU's: see `topdown-bpf c2c`)")
