@@ -20,6 +20,11 @@
 #     software set) of TOPDOWN_BPF, with and without neighbours (TOPDOWN_BPF_NO_NEIGHBOURS),
 #     and narrowed (`-p` of another process: every switch unwatched), against BASELINE's,
 #     interleaved, with per-run differences.
+#  7. The migrate program (tp_btf/sched_migrate_task: a queued thread's wait on the CPU it
+#     leaves, split over that CPU's history from Linux 5.19) under `perf bench sched messaging
+#     -g 4 -l 1500` unpinned (160 threads on every CPU: wakeup migrations, most of them of a
+#     sleeping thread, and load balancing of queued ones): runs per benchmark and ns per run,
+#     with BASELINE's too when given, interleaved.
 # TABLES=1 (or 12, 4, ...) runs only those tables.
 set -euo pipefail
 tables=${TABLES:-12345}
@@ -252,6 +257,40 @@ echo "| without neighbours minus baseline, per run | $(median "${off_diffs[@]}")
 echo "| baseline narrowed (\`-p\` of an idle process) | $(median "${base_nar[@]}") | ${base_nar[*]} |"
 echo "| this build narrowed | $(median "${this_nar[@]}") | ${this_nar[*]} |"
 echo "| narrowed, this build minus baseline, per run | $(median "${nar_diffs[@]}") | ${nar_diffs[*]} |"
+echo
+fi
+if [[ $tables == *7* ]]; then
+echo "## 7. The migrate program" >&2
+with_messaging() { # the collector command follows; prints "runs ns/run" of its migrate program
+  taskset -c 1 "$@" >/dev/null 2>&1 &
+  local pid=$!
+  sleep 3
+  sysctl -qw kernel.bpf_stats_enabled=1
+  read -r t0 c0 < <(prog_stats sched_migrate)
+  perf bench sched messaging -g 4 -l 1500 >/dev/null 2>&1
+  read -r t1 c1 < <(prog_stats sched_migrate)
+  sysctl -qw kernel.bpf_stats_enabled=0
+  kill -INT "$pid"; wait "$pid" 2>/dev/null || true
+  local ns="n/a"
+  [ "$c1" -gt "$c0" ] && ns=$(( (t1 - t0) / (c1 - c0) ))
+  echo "$((c1 - c0)) $ns"
+}
+m_this=(); m_base=(); m_runs=()
+for i in $(seq 1 "$runs"); do
+  read -r n t < <(with_messaging "$topdown" --per-cgroup --duration 600 -o /dev/null)
+  m_this+=("$t"); m_runs+=("$n")
+  if [ -n "${BASELINE:-}" ]; then
+    read -r _ b < <(with_messaging "$BASELINE" --per-cgroup --duration 600 -o /dev/null)
+    m_base+=("$b")
+  fi
+  echo "run $i/$runs: this build $t ns/run over $n runs; baseline ${m_base[-1]:-none}" >&2
+done
+echo
+echo "| migrate program, ns per run | median | per run |"
+echo "|---|---:|---|"
+echo "| this build ($topdown) | $(median "${m_this[@]}") | ${m_this[*]} |"
+[ -z "${BASELINE:-}" ] || echo "| baseline ($BASELINE) | $(median "${m_base[@]}") | ${m_base[*]} |"
+echo "| program runs per benchmark | $(median "${m_runs[@]}") | ${m_runs[*]} |"
 echo
 fi
 if [[ $tables == *4* ]]; then
