@@ -557,6 +557,11 @@ fn waited_behind(behind: &Behind, id: CgroupId) -> u64 {
         .sum()
 }
 
+/// One noisy-neighbour scene at a time: a scene's victim is split over at most four culprit
+/// cgroups a thread keeps slots for, and another scene's hogs on the same CPU would take them
+/// (CI, 2026-12-06: run side by side, the one-CPU scene's `b` was evicted into `other`).
+static ONE_SCENE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// How many CPUs are online (the test's own affinity aside).
 fn online_cpus() -> u32 {
     // SAFETY: sysconf has no preconditions.
@@ -583,6 +588,9 @@ fn waits_begun_before_a_migration_are_split_on_the_cpu_they_left() {
         eprintln!("SKIPPED {name}: one CPU online, and the scene moves a thread between two");
         return;
     }
+    let _alone = ONE_SCENE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let tree = TestTree::new(&mount, "migrated", &["a", "b", "c"]);
     let set = CounterSet::for_machine(&SysRoot::host()).expect("counter set");
     let mut collector = Collector::start(&set, &CollectorOptions::default()).expect("collector");
@@ -757,6 +765,9 @@ fn waits_are_split_over_the_neighbours_that_held_the_cpu() {
     let Some(mount) = unified_mount("waits_are_split_over_the_neighbours_that_held_the_cpu") else {
         return;
     };
+    let _alone = ONE_SCENE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let tree = TestTree::new(&mount, "neighbours", &["a", "b", "c"]);
     // This test's own threads (the collector's among them) stay off CPU 0 where there is
     // another.

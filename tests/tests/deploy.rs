@@ -86,3 +86,66 @@ fn the_daemonset_names_the_image_of_this_version() {
         "the comment names the archive dist writes"
     );
 }
+
+/// A deploy file, by name.
+fn deploy_file(name: &str) -> String {
+    std::fs::read_to_string(format!("{}/../deploy/{name}", env!("CARGO_MANIFEST_DIR")))
+        .unwrap_or_else(|e| panic!("deploy/{name}: {e}"))
+}
+
+/// The store's command line, as the binary parses it: a `record --store` that keeps a week
+/// within a size, runs unprivileged after setup, and (for the journal's sake) prints no table
+/// per window.
+fn assert_store_command(what: &str, args: Vec<String>) {
+    let cli = Cli::try_parse_from(std::iter::once("topdown-bpf".to_owned()).chain(args))
+        .unwrap_or_else(|e| panic!("{what}'s command line: {e}"));
+    let Some(Command::Record(record)) = cli.command else {
+        panic!("{what} does not run record")
+    };
+    assert_eq!(
+        record.store.as_deref(),
+        Some(std::path::Path::new("/var/lib/topdown-bpf/store")),
+        "{what} keeps a store"
+    );
+    assert_eq!(record.keep, std::time::Duration::from_secs(7 * 86_400));
+    assert_eq!(record.max_size, 2 << 30);
+    assert_eq!(
+        record.user.as_deref(),
+        Some("nobody"),
+        "{what} runs as nobody after setup"
+    );
+    assert!(
+        !record.stat.json && !record.stat.csv,
+        "{what} prints no line per window"
+    );
+}
+
+#[test]
+fn the_store_daemonset_and_unit_run_a_store_the_binary_accepts() {
+    let manifest = deploy_file("daemonset-store.yaml");
+    assert_store_command("deploy/daemonset-store.yaml", args(&manifest));
+    for needed in [
+        "hostPID: true",
+        "privileged: true",
+        "mountPath: /var/lib/topdown-bpf",
+        "path: /var/lib/topdown-bpf",
+        "mountPath: /sys/fs/cgroup",
+    ] {
+        assert!(
+            manifest.contains(needed),
+            "deploy/daemonset-store.yaml has {needed:?}"
+        );
+    }
+    let unit = deploy_file("topdown-bpf-store.service");
+    let exec = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart="))
+        .expect("an ExecStart line");
+    let mut words = exec.split_whitespace().map(str::to_owned);
+    assert_eq!(words.next().as_deref(), Some("/usr/local/bin/topdown-bpf"));
+    assert_store_command("deploy/topdown-bpf-store.service", words.collect());
+    assert!(
+        unit.contains("StateDirectory=topdown-bpf") && unit.contains("StateDirectoryMode=0700"),
+        "the unit makes the store's parent, its owner's alone"
+    );
+}

@@ -478,3 +478,126 @@ fn a_closed_standard_output_ends_a_printing_run_and_not_a_recording() {
         "ended at once: {took:?}"
     );
 }
+
+/// `record --store` as an always-on recorder is run: segments begin as the windows go (one a
+/// second here), the oldest are removed to keep the store within `--max-size` (each removal
+/// said), `report --store` reads the store while it is written (the open segment up to its
+/// last whole window), and after a `kill -9` every window written is read back, in order, the
+/// removed ones apart.
+#[test]
+fn a_store_is_kept_within_its_size_and_read_while_written_and_after_a_kill() {
+    if !topdown_tests::privileged("a_store_is_kept_within_its_size") {
+        return;
+    }
+    let _alone = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let max_size = 24 * 1024;
+    let mut recorder = topdown()
+        .args(["record", "--store"])
+        .arg(&store)
+        .args([
+            "--segment",
+            "1s",
+            "--max-size",
+            "24K",
+            "-I",
+            "200",
+            "--per-cgroup",
+        ])
+        .args(["--json", "--duration", "120"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting record --store");
+    let segments = || -> Vec<(String, u64)> {
+        let mut names: Vec<(String, u64)> = std::fs::read_dir(&store)
+            .map(|dir| {
+                dir.filter_map(|e| {
+                    let e = e.ok()?;
+                    Some((e.file_name().into_string().ok()?, e.metadata().ok()?.len()))
+                })
+                .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    };
+    // Until the first segment has been removed for the size (bounded: a loaded machine is slow).
+    let mut first = None;
+    let started = std::time::Instant::now();
+    loop {
+        let now = segments();
+        if first.is_none() {
+            first = now.first().map(|(name, _)| name.clone());
+        }
+        if first.is_some() && now.first().map(|(name, _)| name) != first.as_ref() {
+            break;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(90),
+            "no segment removed for --max-size in 90 s: {now:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    // Read while written.
+    let live = documents(&stdout_of(
+        "report --store while written",
+        topdown().args(["report", "--store"]).arg(&store).args([
+            "-I",
+            "200",
+            "--json",
+            "--per-cgroup",
+        ]),
+    ));
+    let live_windows = live.iter().filter(|d| d["final"] == false).count();
+    assert!(
+        live_windows >= 5,
+        "{live_windows} windows read while written"
+    );
+    assert_eq!(live.last().unwrap()["final"], true);
+
+    recorder.kill().expect("kill -9");
+    let output = recorder.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        said.contains("removed") && said.contains("over --max-size"),
+        "each removal is said: {said}"
+    );
+    let kept = segments();
+    let largest = kept.iter().map(|(_, bytes)| *bytes).max().unwrap();
+    let held: u64 = kept.iter().map(|(_, bytes)| bytes).sum();
+    // Checked as each segment begins: the open one grows past it until the next.
+    assert!(
+        held <= max_size + 2 * largest,
+        "the store holds {held} bytes for --max-size {max_size}: {kept:?}"
+    );
+    let after = documents(&stdout_of(
+        "report --store after a kill -9",
+        topdown().args(["report", "--store"]).arg(&store).args([
+            "-I",
+            "200",
+            "--json",
+            "--per-cgroup",
+            "--from",
+            "-10min",
+        ]),
+    ));
+    let windows: Vec<&Value> = after.iter().filter(|d| d["final"] == false).collect();
+    assert!(
+        windows.len() >= live_windows.saturating_sub(5 * 2),
+        "{} windows after the kill, {live_windows} while written (two segments may have gone \
+         since)",
+        windows.len()
+    );
+    let starts: Vec<f64> = windows
+        .iter()
+        .map(|d| d["interval"]["start_s"].as_f64().expect("a window's start"))
+        .collect();
+    assert!(
+        starts.windows(2).all(|w| w[0] < w[1]),
+        "windows in time order, none twice: {starts:?}"
+    );
+}

@@ -167,6 +167,29 @@ pub struct RecordArgs {
     #[arg(long)]
     pub force: bool,
 
+    /// Keep the run in an always-on store instead of one file: folder DIR (made 0700 when
+    /// missing) of segments an hour long, the oldest removed beyond --keep and --max-size;
+    /// `report --store DIR --from -30min` reads any range of it, while it is written too.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["output", "force", "parquet"])]
+    pub store: Option<PathBuf>,
+
+    /// With --store: remove segments last written longer ago than SPAN (s, min, h, d, w).
+    #[arg(long, value_name = "SPAN", default_value = "7d", value_parser = crate::recording::store::when::span, requires = "store")]
+    pub keep: std::time::Duration,
+
+    /// With --store: keep the store at or under SIZE (K, M, G, T), the oldest segments removed
+    /// first.
+    #[arg(long, value_name = "SIZE", default_value = "2G", value_parser = crate::recording::store::when::size, requires = "store")]
+    pub max_size: u64,
+
+    /// With --store: begin a new segment every SPAN...
+    #[arg(long, value_name = "SPAN", default_value = "1h", value_parser = crate::recording::store::when::span, requires = "store")]
+    pub segment: std::time::Duration,
+
+    /// ... or once the open one holds SIZE.
+    #[arg(long, value_name = "SIZE", default_value = "128M", value_parser = crate::recording::store::when::size, requires = "store")]
+    pub segment_size: u64,
+
     /// With --parquet: windows per Parquet file (a killed run loses at most these, and they
     /// are in the recording).
     #[arg(long, value_name = "N", default_value_t = 60, value_parser = at_least_one, requires = "parquet")]
@@ -182,6 +205,35 @@ pub struct RecordArgs {
     pub stat: StatArgs,
 }
 
+/// A store's time range to read (`report`, `plot`).
+#[derive(Debug, Args)]
+pub struct StoreRangeArgs {
+    /// Read the store DIR (`record --store DIR`) instead of a recording: the windows that
+    /// began from --from to --to.
+    #[arg(long, value_name = "DIR", conflicts_with = "input")]
+    pub store: Option<PathBuf>,
+
+    /// With --store: from WHEN: `-30min` (back from now), `03:05` (the host's time zone;
+    /// yesterday's when still to come), `03:05Z` (UTC), `2026-12-06 03:05`, or RFC 3339
+    /// (`2026-12-06T03:05:00+01:00`). Default: the store's oldest window.
+    #[arg(
+        long,
+        value_name = "WHEN",
+        requires = "store",
+        allow_hyphen_values = true
+    )]
+    pub from: Option<String>,
+
+    /// With --store: to WHEN, as --from (default: now).
+    #[arg(
+        long,
+        value_name = "WHEN",
+        requires = "store",
+        allow_hyphen_values = true
+    )]
+    pub to: Option<String>,
+}
+
 /// `topdown-bpf report`.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
@@ -193,6 +245,10 @@ pub struct ReportArgs {
         default_value = "topdown.rec"
     )]
     pub input: PathBuf,
+
+    /// A store's time range instead of a recording.
+    #[command(flatten)]
+    pub range: StoreRangeArgs,
 
     /// One row per thread (the default).
     #[arg(long, conflicts_with_all = ["per_cgroup", "per_container"])]
@@ -299,6 +355,10 @@ pub struct PlotArgs {
         default_value = "topdown.rec"
     )]
     pub input: PathBuf,
+
+    /// A store's time range instead of a recording.
+    #[command(flatten)]
+    pub range: StoreRangeArgs,
 
     /// The picture to write: `.svg` or `.png`.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
@@ -835,7 +895,9 @@ const RECORD_HELP: &str = "\
 Examples:
   sudo topdown-bpf record -o run.rec --duration 60          every thread for a minute
   sudo topdown-bpf record -o make.rec -I 500 -- make -j2    a command, two windows a second
+  sudo topdown-bpf record --store /var/lib/topdown-bpf --per-cgroup -I 10000   always on
 then: topdown-bpf report -i run.rec [--per-cgroup] [--json]
+      topdown-bpf report --store /var/lib/topdown-bpf --from 03:05 --to 03:20
       topdown-bpf plot -i run.rec -o run.svg";
 
 const ANALYZE_HELP: &str = "\

@@ -8,6 +8,7 @@ use topdown_user::{
     commands::{analyze, c2c, check, decode, generate, plot, report, serve, stat},
     pmu::machine,
     privileges,
+    recording::store::writer::Retention,
 };
 
 fn main() -> ExitCode {
@@ -51,8 +52,15 @@ fn main() -> ExitCode {
                 Ok(user) => user,
                 Err(error) => return finish(Err(error)),
             };
+            let store = args.store.is_some().then_some(Retention {
+                keep: args.keep,
+                max_bytes: args.max_size,
+                segment: args.segment,
+                segment_bytes: args.segment_size,
+            });
             let to = stat::RecordTo {
-                path: args.output,
+                path: args.store.unwrap_or(args.output),
+                store,
                 parquet: args.parquet,
                 parquet_windows: args.parquet_windows,
                 user,

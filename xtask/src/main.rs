@@ -4,7 +4,7 @@
 //! - `build-ebpf`: builds the BPF object (installing bpf-linker and its LLVM when missing).
 //! - `run -- ARGS`: builds everything and runs `topdown-bpf ARGS` (through sudo when not root).
 //! - `test`: builds everything and runs the whole test suite.
-//! - `bench [collector|c2c-report|churn|cgroup-reads|model-step|interval-cost|scale]`: the
+//! - `bench [collector|c2c-report|churn|cgroup-reads|model-step|interval-cost|scale|store]`: the
 //!   benchmarks (see BENCHMARKS.md).
 //! - `fuzz [TARGET] [--seconds N] [--dev]`: the fuzz targets in `fuzz/` (cargo-fuzz, libFuzzer).
 //! - `install [--prefix DIR]`: the binary, its man pages and shell completions.
@@ -162,6 +162,9 @@ enum Bench {
     /// (`BASELINE=BINARY`: and another build); then c2c report at a million and ten million
     /// samples (`C2C=0` leaves it out).
     Scale,
+    /// `xtask/bench/store-bytes.sh`: bytes per hour of `record --store` at 100, 1,000 and
+    /// 20,000 live threads, at -I 1000 and -I 10000.
+    Store,
 }
 
 fn main() -> ExitCode {
@@ -344,6 +347,7 @@ fn run(cli: Cli) -> Result<()> {
                 Bench::Churn => "xtask/bench/churn.sh",
                 Bench::CgroupReads => "xtask/bench/cgroup-reads.sh",
                 Bench::Scale => "xtask/bench/scale.sh",
+                Bench::Store => "xtask/bench/store-bytes.sh",
                 Bench::ModelStep | Bench::IntervalCost => {
                     let bench = if which == Bench::ModelStep {
                         "model_step"

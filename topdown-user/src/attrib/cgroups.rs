@@ -49,6 +49,13 @@ impl CgroupNames {
         self.paths.insert(id, path.into());
     }
 
+    /// Remembers every path `other` knows (a later recording's names win).
+    pub fn learn_all(&mut self, other: &CgroupNames) {
+        for (id, path) in &other.paths {
+            self.paths.insert(*id, Arc::clone(path));
+        }
+    }
+
     /// Remembers the paths of cgroups the kernel saw removed (`(id, path)`), so they are still
     /// reported by path.
     pub fn learn_removed(&mut self, removed: &[(CgroupId, String)]) {

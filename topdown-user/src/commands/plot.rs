@@ -5,9 +5,9 @@ use anyhow::Result;
 use crate::{
     attrib::groups::{GroupBy, GroupOptions},
     cli::PlotArgs,
+    commands::report::read_input,
     model::timelines::timelines,
     picture::{self, timelines::svg},
-    recording::reader::Recording,
 };
 
 /// Draws the recording `args` names.
@@ -19,7 +19,7 @@ pub fn run(args: &PlotArgs) -> Result<()> {
         .map_or_else(crate::recording::reader::default_memory_budget, |mib| {
             mib << 20
         });
-    let mut recording = Recording::read_within(&args.input, budget)?;
+    let mut recording = read_input(&args.input, &args.range, budget)?;
     let by = if args.per_container {
         Some(GroupBy::Container)
     } else if args.per_cgroup {

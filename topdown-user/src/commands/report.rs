@@ -14,19 +14,64 @@ use crate::{
         Window,
         groups::{GroupBy, GroupOptions, normalize},
     },
-    cli::ReportArgs,
+    cli::{ReportArgs, StoreRangeArgs},
     model::{
         export::{self, RunMeta},
         frame::Frame,
         rows::{RowOptions, SortKey},
     },
-    recording::reader::Recording,
+    recording::{
+        reader::Recording,
+        store::{self, when},
+    },
     report::{Format, Renderer, new_file::NewFile, parquet::ParquetWriter, trace::TraceWriter},
     tui::{
         self, LiveView, ViewModel,
         state::{Action, Key, Timeline, ViewState},
     },
 };
+
+/// Reads the recording at `input`, or the time range of a store `range` names, its rows
+/// within `budget` bytes; says on standard error what a store's range holds and what it
+/// skipped, and that a recording was cut short.
+pub(crate) fn read_input(
+    input: &std::path::Path,
+    range: &StoreRangeArgs,
+    budget: u64,
+) -> Result<Recording> {
+    let Some(dir) = &range.store else {
+        let recording = Recording::read_within(input, budget)?;
+        if let Some(why) = &recording.cut_short {
+            eprintln!(
+                "topdown-bpf: {} ends before the run's totals ({why}): its {} windows are \
+                 shown, and the totals are their sum",
+                input.display(),
+                recording.windows.len()
+            );
+        }
+        return Ok(recording);
+    };
+    let now = jiff::Zoned::now();
+    let when = |text: &Option<String>, what: &str| {
+        text.as_deref()
+            .map(|text| when::when(text, &now).map_err(|e| anyhow::anyhow!("{what}: {e}")))
+            .transpose()
+    };
+    let (from, to) = (when(&range.from, "--from")?, when(&range.to, "--to")?);
+    let read = store::range::read(dir, from.as_ref(), to.as_ref(), budget)?;
+    for line in &read.said {
+        eprintln!("topdown-bpf: {line}");
+    }
+    Ok(read.recording)
+}
+
+/// What `args` reads, as said in messages: the store's folder, or the recording.
+fn source(args: &ReportArgs) -> String {
+    args.range.store.as_ref().map_or_else(
+        || args.input.display().to_string(),
+        |dir| format!("the store {}", dir.display()),
+    )
+}
 
 /// Reports the recording `args` names.
 pub async fn run(args: &ReportArgs, verbose: bool) -> Result<()> {
@@ -37,16 +82,8 @@ pub async fn run(args: &ReportArgs, verbose: bool) -> Result<()> {
         .map_or_else(crate::recording::reader::default_memory_budget, |mib| {
             mib << 20
         });
-    let mut recording = Recording::read_within(&args.input, budget)?;
+    let mut recording = read_input(&args.input, &args.range, budget)?;
     sort.validate(&recording.set)?;
-    if let Some(why) = &recording.cut_short {
-        eprintln!(
-            "topdown-bpf: {} ends before the run's totals ({why}): its {} windows are shown, \
-             and the totals are their sum",
-            args.input.display(),
-            recording.windows.len()
-        );
-    }
     if let Some(path) = &args.trace {
         let new = NewFile::create(path, "the trace", &[&args.input], args.force)?;
         trace(&mut recording, &new)
@@ -103,10 +140,7 @@ pub async fn run(args: &ReportArgs, verbose: bool) -> Result<()> {
         }
     }
     let Some(totals) = recording.totals() else {
-        bail!(
-            "{} holds no window: nothing was recorded",
-            args.input.display()
-        );
+        bail!("{} holds no window: nothing was recorded", source(args));
     };
     let frame = Frame::new(
         &totals,
@@ -228,7 +262,7 @@ fn screenshot(
 ) -> Result<()> {
     crate::picture::is_png(picture)?;
     if windows.is_empty() {
-        bail!("{} holds no window: nothing to show", args.input.display());
+        bail!("{} holds no window: nothing to show", source(args));
     }
     let mut model = ViewModel::new(
         first_state(recording, windows, grouping, sort),

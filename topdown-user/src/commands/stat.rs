@@ -33,7 +33,15 @@ use crate::{
     preflight,
     privileges::{self, User},
     process_exit::ProcessExits,
-    recording::{self, format::RowBounds, writer::Recorder},
+    recording::{
+        self,
+        format::RowBounds,
+        store::{
+            StoreDir,
+            writer::{Retention, StoreWriter},
+        },
+        writer::Recorder,
+    },
     report::{
         Format, Renderer,
         new_file::{StreamFile, keep_whole_lines},
@@ -56,8 +64,10 @@ const DEFAULT_REFRESH: Duration = Duration::from_secs(1);
 /// Where `record` keeps a run.
 #[derive(Debug)]
 pub struct RecordTo {
-    /// The recording.
+    /// The recording, or with `store`, the store's folder.
     pub path: PathBuf,
+    /// A store's retention, when the run goes to a store (`--store`) rather than one file.
+    pub store: Option<Retention>,
     /// A folder for the rows as Parquet, a file per `parquet_windows` windows.
     pub parquet: Option<PathBuf>,
     /// Windows per Parquet file.
@@ -86,7 +96,13 @@ pub async fn run(
     // Outputs are opened before anything is set up: a name refused costs nothing.
     let recorded = recording
         .as_ref()
+        .filter(|to| to.store.is_none())
         .map(|to| StreamFile::create(&to.path, "the recording", &[], to.force))
+        .transpose()?;
+    let store = recording
+        .as_ref()
+        .filter(|to| to.store.is_some())
+        .map(|to| StoreDir::open_for_writing(&to.path, to.user.as_ref().map(|u| u.uid)))
         .transpose()?;
     let report = output
         .as_deref()
@@ -101,7 +117,10 @@ pub async fn run(
         output.as_deref(),
         out,
         recording,
-        recorded.as_ref(),
+        Recorded {
+            file: recorded.as_ref(),
+            store,
+        },
         verbose,
     )
     .await;
@@ -125,13 +144,19 @@ pub async fn run(
     }
 }
 
+/// Where a recording goes once opened: its file, or its store.
+struct Recorded<'a> {
+    file: Option<&'a StreamFile>,
+    store: Option<StoreDir>,
+}
+
 /// The session of [`run`], its report written to `out` (`output` names the file, if any).
 async fn session(
     cli: StatArgs,
     output: Option<&Path>,
     mut out: Box<dyn std::io::Write>,
     recording: Option<RecordTo>,
-    recorded: Option<&StreamFile>,
+    recorded: Recorded<'_>,
     verbose: bool,
 ) -> Result<ExitCode> {
     let plan = Plan::of(&cli, output, recording.as_ref())?;
@@ -183,7 +208,11 @@ async fn session(
     let mut sinks = record_sinks(&plan, recording.as_ref(), recorded, period, bounds)?;
     if let Some(to) = &recording {
         // Everything privileged is done: programs loaded, counters open, files created.
-        if let (Some(user), Some(dir)) = (&to.user, &to.parquet) {
+        let folder = to
+            .parquet
+            .as_ref()
+            .or(to.store.is_some().then_some(&to.path));
+        if let (Some(user), Some(dir)) = (&to.user, folder) {
             std::os::unix::fs::chown(dir, Some(user.uid), Some(user.gid))
                 .with_context(|| format!("giving {} to --user {}", dir.display(), user.name))?;
         }
@@ -260,7 +289,8 @@ impl Plan {
         if recording.is_some() && cli.per_core {
             bail!("record keeps threads and cgroups, not cores: run --per-core without record");
         }
-        let format = format_of(cli, output);
+        let stored = recording.is_some_and(|to| to.store.is_some());
+        let format = format_of(cli, output, stored);
         let sort: SortKey = cli.sort.parse().unwrap_or(SortKey::OnCpu);
         if cli.drilldown && (cli.td_level != Some(3) || !cli.command.is_empty() || cli.per_core) {
             bail!(
@@ -366,15 +396,16 @@ fn start_command(
     Ok((Target::Command(pid), Some(child)))
 }
 
-/// The recording's sinks: the recording itself and, when asked, its Parquet parts.
+/// The recording's sinks: the recording itself (a file, or a store) and, when asked, its
+/// Parquet parts.
 fn record_sinks(
     plan: &Plan,
     recording: Option<&RecordTo>,
-    recorded: Option<&StreamFile>,
+    recorded: Recorded<'_>,
     period: Duration,
     bounds: Option<RowBounds>,
 ) -> Result<Vec<Box<dyn WindowSink>>> {
-    let (Some(to), Some(file)) = (recording, recorded) else {
+    let Some(to) = recording else {
         return Ok(Vec::new());
     };
     let machine = Machine::read(&SysRoot::host())?;
@@ -387,6 +418,14 @@ fn record_sinks(
         cpus,
         bounds,
     );
+    if let (Some(store), Some(retention)) = (recorded.store, to.store) {
+        return Ok(vec![Box::new(StoreWriter::create(
+            store, header, retention,
+        ))]);
+    }
+    let Some(file) = recorded.file else {
+        return Ok(Vec::new());
+    };
     let mut sinks: Vec<Box<dyn WindowSink>> = Vec::new();
     if let Some(dir) = &to.parquet {
         sinks.push(Box::new(ParquetParts::create(
@@ -670,7 +709,11 @@ fn drilldown_nodes() -> Result<Vec<String>> {
     drilldown::probe(&set, &view)
 }
 
-fn format_of(cli: &StatArgs, output: Option<&Path>) -> Format {
+/// The report's format: JSON or separated values when asked; else a table per interval with
+/// `-I`, redrawn in place on a terminal, or the totals alone. An always-on store (`stored`)
+/// prints only its totals (at its end) unless JSON or separated values are asked: its `-I` is
+/// the store's window, not a wish for a table every interval in the journal.
+fn format_of(cli: &StatArgs, output: Option<&Path>, stored: bool) -> Format {
     if cli.json {
         Format::Json
     } else if let Some(separator) = &cli.field_separator {
@@ -679,6 +722,8 @@ fn format_of(cli: &StatArgs, output: Option<&Path>) -> Format {
         }
     } else if cli.csv {
         Format::Csv { separator: b',' }
+    } else if stored {
+        Format::Summary
     } else if cli.interval_ms.is_some() {
         Format::Interval
     } else if output.is_none() && std::io::stdout().is_terminal() {

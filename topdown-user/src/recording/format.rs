@@ -55,7 +55,7 @@ pub enum RecordLine {
 }
 
 /// The first line of a recording.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Header {
     /// Always [`FORMAT`].
     pub format: String,
@@ -104,7 +104,7 @@ impl RowBounds {
 }
 
 /// Where a recording was made.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct MachineLine {
     /// Host name.
     pub hostname: String,
@@ -117,7 +117,7 @@ pub struct MachineLine {
 }
 
 /// A counter set: its name, why it ran, and its counters.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SetLine {
     /// `software` or `topdown`.
     pub name: String,
@@ -128,7 +128,7 @@ pub struct SetLine {
 }
 
 /// One counter: its name, unit and how it was opened.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CounterLine {
     /// Name, as reports show it.
     pub name: String,
@@ -143,7 +143,7 @@ pub struct CounterLine {
 }
 
 /// TopDown over the set: one model per core type.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TopdownLine {
     /// `(label, counter name prefix, model)` per core type; label and prefix empty for one.
     pub parts: Vec<(String, String, String)>,

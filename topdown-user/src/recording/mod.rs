@@ -6,6 +6,7 @@
 pub(crate) mod fixtures;
 pub mod format;
 pub mod reader;
+pub mod store;
 pub mod writer;
 
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -9,7 +9,7 @@
 use std::{
     collections::VecDeque,
     fs::File,
-    io::{BufRead as _, BufReader, Read as _},
+    io::{BufRead as _, BufReader, Read as _, Seek as _, SeekFrom},
     path::Path,
     time::Duration,
 };
@@ -27,6 +27,10 @@ use crate::{
 
 /// The longest line read (a window of hundreds of thousands of threads fits many times).
 const MAX_LINE: u64 = 1 << 30;
+
+/// [`Recording::cut_short`] of a file that ends after a whole line but has no totals line (a
+/// run killed between two windows, or a store's segment, which never has one).
+pub const NO_TOTALS: &str = "no totals line";
 
 /// zstd's frame magic number, little-endian on disk.
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
@@ -65,7 +69,7 @@ pub fn default_memory_budget() -> u64 {
 
 /// Bytes one row (a thread's or a cgroup's) takes once read, for `counters` counters, counted
 /// high: the parsed line and the window it becomes are both held for a moment.
-fn row_bytes(counters: usize) -> u64 {
+pub(crate) fn row_bytes(counters: usize) -> u64 {
     2 * (160 + 40 * counters as u64)
 }
 
@@ -78,9 +82,15 @@ impl Recording {
 
     /// Reads the recording at `path`, its rows taking at most `budget` bytes of memory.
     pub fn read_within(path: &Path, budget: u64) -> Result<Self> {
-        let shown = path.display();
-        let mut file =
+        let shown = path.display().to_string();
+        let file =
             File::open(path).with_context(|| format!("cannot open the recording {shown}"))?;
+        Self::read_file(file, &shown, budget)
+    }
+
+    /// Reads the recording open as `file` (`shown` names it in messages), its rows taking at
+    /// most `budget` bytes of memory.
+    pub fn read_file(mut file: File, shown: &str, budget: u64) -> Result<Self> {
         let mut magic = [0u8; 4];
         let is_zstd = file.read_exact(&mut magic).is_ok() && magic == ZSTD_MAGIC;
         if !is_zstd {
@@ -89,8 +99,8 @@ impl Recording {
                  `topdown-bpf record -o FILE`"
             );
         }
-        let file =
-            File::open(path).with_context(|| format!("cannot open the recording {shown}"))?;
+        file.seek(SeekFrom::Start(0))
+            .with_context(|| format!("cannot read the recording {shown}"))?;
         let mut lines = FrameLines::new(file);
         let header = match lines.next_line() {
             Ok(Some(line)) => match parse(&line) {
@@ -200,7 +210,7 @@ impl Recording {
         }
         progress.done(|| format!("reading {shown}: {} windows", windows.len()));
         if totals.is_none() && cut_short.is_none() {
-            cut_short = Some("no totals line".into());
+            cut_short = Some(NO_TOTALS.into());
         }
         Ok(Self {
             header,

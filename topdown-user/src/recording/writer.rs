@@ -97,6 +97,16 @@ impl Recorder {
         self.line(&RecordLine::Cgroups { names: new })
     }
 
+    /// Bytes written so far (every window is flushed as written).
+    pub fn bytes(&self) -> Result<u64> {
+        let meta = self
+            .out
+            .get_ref()
+            .metadata()
+            .with_context(|| format!("writing the recording {}", self.path.display()))?;
+        Ok(meta.len())
+    }
+
     /// Where it writes.
     pub fn path(&self) -> &Path {
         &self.path
