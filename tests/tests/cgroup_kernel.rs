@@ -1006,3 +1006,92 @@ fn waits_are_split_over_the_neighbours_that_held_the_cpu() {
     drop(victim.stdin.take());
     assert!(victim.wait().expect("the victim").success());
 }
+
+/// `diff --per-cgroup` of a cgroup before and after `cpu.max` held it: the same command (a
+/// thread working 50 % of every 10 ms, moved into cgroup `batch` by its shell) recorded twice,
+/// the second time with a quota of 10 %; the diff flags `batch` alone, its throttling among
+/// what changed. Where the
+/// cpu controller is not in the unified hierarchy (these VMs), nothing can be throttled: said,
+/// and measured in the guests.
+#[test]
+fn diff_flags_a_cgroup_that_cpu_max_began_to_throttle() {
+    let test = "diff_flags_a_cgroup_that_cpu_max_began_to_throttle";
+    let Some(mount) = unified_mount(test) else {
+        return;
+    };
+    let controllers = std::fs::read_to_string(mount.join("cgroup.controllers")).unwrap_or_default();
+    if !controllers.split_whitespace().any(|c| c == "cpu") {
+        eprintln!(
+            "SKIPPED {test}: the cpu controller is not in the unified hierarchy here (cgroup v1 \
+             has it): nothing can be throttled; the guests run it"
+        );
+        return;
+    }
+    let _alone = ONE_SCENE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let tree = TestTree::new(&mount, "diff", &["batch"]);
+    for dir in [mount.clone(), tree.dir("")] {
+        std::fs::write(dir.join("cgroup.subtree_control"), "+cpu")
+            .expect("enabling the cpu controller");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // The command moves itself into `batch` before it works: recorded from its start (a
+    // workload started beside the recorder would be half over once an emulated guest has
+    // loaded the programs).
+    let procs = tree.dir("batch").join("cgroup.procs");
+    let script = format!(
+        "echo $$ > {} && exec {NEIGHBOURS} duty --percent 50 --run-ms 3000",
+        procs.display()
+    );
+    let record = |name: &str| {
+        let file = dir.path().join(name);
+        let output = Command::new(topdown_bpf_binary())
+            .arg("record")
+            .arg("-o")
+            .arg(&file)
+            .args(["--per-cgroup", "-I", "100", "--", "sh", "-c", &script])
+            .stdout(Stdio::null())
+            .output()
+            .expect("record");
+        assert!(
+            output.status.success(),
+            "record: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        file
+    };
+    let free = record("free.rec");
+    std::fs::write(tree.dir("batch").join("cpu.max"), "10000 100000").expect("cpu.max");
+    let held = record("held.rec");
+    let output = Command::new(topdown_bpf_binary())
+        .arg("diff")
+        .arg(&free)
+        .arg(&held)
+        .args(["--per-cgroup", "--json"])
+        .output()
+        .expect("diff");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let document: Value = serde_json::from_slice(&output.stdout).expect("one JSON document");
+    let flagged: Vec<(&str, &str)> = document["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["significant"] == true)
+        .map(|c| (c["key"].as_str().unwrap(), c["field"].as_str().unwrap()))
+        .collect();
+    eprintln!("flagged: {flagged:?}");
+    let batch = tree.path("batch");
+    assert!(
+        flagged.iter().all(|(key, _)| *key == batch),
+        "only {batch} changed: {flagged:?}"
+    );
+    assert!(
+        flagged.contains(&(batch.as_str(), "throttled_percent")),
+        "its throttling is flagged: {document}"
+    );
+}

@@ -601,3 +601,91 @@ fn a_store_is_kept_within_its_size_and_read_while_written_and_after_a_kill() {
         "windows in time order, none twice: {starts:?}"
     );
 }
+
+/// `diff` on real runs: two recordings of the same workload (a thread working 20 % of every 10
+/// ms) show no change beyond the windows' own variation, with the defaults (Welch's t per row
+/// and field, Holm-adjusted, p < 0.01 and at least 5 %); a third where that thread works twice
+/// as long flags exactly that thread's %CPU.
+#[test]
+fn diff_flags_nothing_between_runs_alike_and_exactly_a_doubled_thread() {
+    if !topdown_tests::privileged("diff_flags_nothing_between_runs_alike") {
+        return;
+    }
+    let _alone = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let dir = tempfile::tempdir().unwrap();
+    let record = |name: &str, percent: &str| {
+        let file = dir.path().join(name);
+        let output = topdown()
+            .arg("record")
+            .arg("-o")
+            .arg(&file)
+            .args(["-I", "100", "--", env!("CARGO_BIN_EXE_neighbours"), "duty"])
+            .args(["--percent", percent, "--run-ms", "3000"])
+            .stdout(Stdio::null())
+            .output()
+            .expect("record");
+        assert!(
+            output.status.success(),
+            "record: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        file
+    };
+    let (first, again, doubled) = (
+        record("first.rec", "20"),
+        record("again.rec", "20"),
+        record("doubled.rec", "40"),
+    );
+    let diff = |before: &Path, after: &Path| -> Value {
+        let text = stdout_of(
+            "diff --json",
+            topdown().arg("diff").arg(before).arg(after).arg("--json"),
+        );
+        serde_json::from_str(&text).expect("one JSON document")
+    };
+    let flagged = |document: &Value| -> Vec<(String, String)> {
+        document["changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["significant"] == true)
+            .map(|c| {
+                (
+                    c["key"].as_str().unwrap().to_owned(),
+                    c["field"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let alike = diff(&first, &again);
+    assert_eq!(alike["test"]["name"], "welch");
+    let duty = alike["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["key"] == "neighbours/duty" && c["field"] == "cpu_percent")
+        .expect("the duty thread, lined up by process and thread name");
+    let before = duty["before"].as_f64().unwrap();
+    assert!(
+        (15.0..=25.0).contains(&before),
+        "{before} %CPU for a 20 % duty"
+    );
+    assert!(flagged(&alike).is_empty(), "{alike}");
+    let changed = diff(&first, &doubled);
+    assert_eq!(
+        flagged(&changed),
+        [("neighbours/duty".to_owned(), "cpu_percent".to_owned())],
+        "{changed}"
+    );
+    // The table says it too, first.
+    let table = stdout_of("diff", topdown().arg("diff").arg(&first).arg(&doubled));
+    let first_row = table
+        .lines()
+        .find(|l| !l.starts_with('#') && !l.starts_with("THREAD"));
+    assert!(
+        first_row.is_some_and(|l| l.starts_with("neighbours/duty") && l.ends_with("changed")),
+        "{table}"
+    );
+}

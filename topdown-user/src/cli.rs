@@ -62,6 +62,10 @@ pub enum Command {
     /// Timelines of a recording as SVG or PNG: %CPU per thread or cgroup, and TopDown Level 1
     /// where it was measured.
     Plot(PlotArgs),
+    /// Before and after: two recordings, two time ranges of a store, or one of each, row by
+    /// row (threads by name, processes, cgroups, containers), each change tested against the
+    /// windows' own variation (Welch's t, Holm-adjusted).
+    Diff(DiffArgs),
     /// TopDown fractions from raw `slots` and PERF_METRICS readings a program logged (RDPMC,
     /// as Linux's topdown.txt shows): one reading gives the fractions since the last reset, two
     /// the region between them.
@@ -342,6 +346,83 @@ pub struct ReportArgs {
     /// system has available).
     #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=1 << 30))]
     pub max_memory: Option<u64>,
+}
+
+/// `topdown-bpf diff`.
+#[derive(Debug, Args)]
+#[command(after_help = DIFF_HELP)]
+pub struct DiffArgs {
+    /// Before: a recording, or a store's time range `DIR@FROM..TO` (either end may be left
+    /// out; times as `report --from`).
+    #[arg(value_name = "BEFORE")]
+    pub before: String,
+
+    /// After, as BEFORE.
+    #[arg(value_name = "AFTER")]
+    pub after: String,
+
+    /// Rows per thread, lined up by process and thread name (the default).
+    #[arg(long, conflicts_with_all = ["per_process", "per_cgroup", "per_container"])]
+    pub per_thread: bool,
+
+    /// Rows per process, by name.
+    #[arg(long, conflicts_with_all = ["per_cgroup", "per_container"])]
+    pub per_process: bool,
+
+    /// Rows per cgroup, by path.
+    #[arg(long, conflicts_with = "per_container")]
+    pub per_cgroup: bool,
+
+    /// Rows per container, pod, service or user slice.
+    #[arg(long)]
+    pub per_container: bool,
+
+    /// One JSON document: every change with its test, the rows of one side only.
+    #[arg(long)]
+    pub json: bool,
+
+    /// The family-wise error rate: a change is flagged when its Holm-adjusted p-value is
+    /// under it.
+    #[arg(long, value_name = "P", default_value_t = 0.01, value_parser = probability)]
+    pub alpha: f64,
+
+    /// Smallest change flagged, in % of the larger of the two means.
+    #[arg(long, value_name = "PERCENT", default_value_t = 5.0, value_parser = percent)]
+    pub min_change: f64,
+
+    /// Changes shown that did not stand out, and rows listed per side seen on it only.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub top: usize,
+
+    /// Memory each side's rows may take while read, in MiB (default: half of what the system
+    /// has available).
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=1 << 30))]
+    pub max_memory: Option<u64>,
+}
+
+const DIFF_HELP: &str = "\
+Examples:
+  topdown-bpf diff before.rec after.rec                     per thread, by process/thread name
+  topdown-bpf diff before.rec after.rec --per-container --json
+  topdown-bpf diff /var/lib/topdown-bpf/store@-2h..-1h /var/lib/topdown-bpf/store@-1h..
+  topdown-bpf diff /var/lib/topdown-bpf/store@03:00..03:10 fixed.rec --per-cgroup";
+
+/// A probability strictly between 0 and 1.
+fn probability(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(p) if p > 0.0 && p < 1.0 => Ok(p),
+        _ => Err(format!(
+            "`{text}`: give a probability between 0 and 1, like 0.01"
+        )),
+    }
+}
+
+/// A percentage from 0 to 100.
+fn percent(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(p) if (0.0..=100.0).contains(&p) => Ok(p),
+        _ => Err(format!("`{text}`: give a percentage from 0 to 100, like 5")),
+    }
 }
 
 /// `topdown-bpf plot`.

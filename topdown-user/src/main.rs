@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use clap::Parser as _;
 use topdown_user::{
     cli::{Cli, Command},
-    commands::{analyze, c2c, check, decode, generate, plot, report, serve, stat},
+    commands::{analyze, c2c, check, decode, diff, generate, plot, report, serve, stat},
     pmu::machine,
     privileges,
     recording::store::writer::Retention,
@@ -27,6 +27,7 @@ fn main() -> ExitCode {
         Some(Command::Analyze(args)) => return finish(analyze::run(args, cli.verbose > 0)),
         Some(Command::C2c(args)) => return finish(c2c::run(args)),
         Some(Command::Plot(args)) => return finish(plot::run(args)),
+        Some(Command::Diff(args)) => return finish(diff::run(args)),
         Some(Command::Decode(args)) => return finish(decode::run(args)),
         Some(Command::Generate(args)) => return finish(generate::run(args)),
         Some(Command::Check) => return finish(check::run()),

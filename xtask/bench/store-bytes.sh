@@ -28,7 +28,7 @@ echo "|---:|---:|---:|---|---:|"
 for n in "${counts[@]}"; do
   declare -a fast=() slow=()
   for r in $(seq 1 "$runs"); do
-    "$work/sleepers" "$n" 1000 $((seconds + 30)) & sleepers=$!
+    "$work/sleepers" "$n" 1000 $((seconds + 30)) >/dev/null & sleepers=$!
     sleep 8
     rm -rf "$work/fast" "$work/slow"
     "$topdown" record --store "$work/fast" -I 1000 --duration "$seconds" >/dev/null 2>"$work/fast.err" & a=$!

@@ -8,6 +8,9 @@
 //!   the victim does.
 //! - `neighbours hog --threads T --run-ms N`: T threads (`hog-0`, ...) always runnable for N
 //!   ms; the process then exits.
+//! - `neighbours duty --percent P --run-ms N`: one thread (`duty`) that works P % of every 10
+//!   ms (its own CPU time, so a busy machine does not shorten its work) and sleeps the rest,
+//!   for N ms; the process then exits.
 
 use std::{
     io::{Read as _, Write as _},
@@ -15,7 +18,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use topdown_tests::flag_value;
+use topdown_tests::{flag_value, thread_cputime_ns};
 
 fn spin_until(end: Instant) {
     let mut x = 0u64;
@@ -35,6 +38,32 @@ fn victim(run: Duration) {
         spin_until(Instant::now() + Duration::from_micros(200));
     }
     park();
+}
+
+fn duty(percent: u64, run: Duration) {
+    let end = Instant::now() + run;
+    let period = Duration::from_millis(10);
+    let work = period * u32::try_from(percent.min(100)).unwrap_or(100) / 100;
+    thread::Builder::new()
+        .name("duty".into())
+        .spawn(move || {
+            let mut next = Instant::now();
+            let work_ns = u64::try_from(work.as_nanos()).unwrap_or(u64::MAX);
+            while Instant::now() < end {
+                let start = thread_cputime_ns();
+                let mut x = 0u64;
+                while thread_cputime_ns().saturating_sub(start) < work_ns {
+                    x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                }
+                next += period;
+                if let Some(rest) = next.checked_duration_since(Instant::now()) {
+                    thread::sleep(rest);
+                }
+            }
+        })
+        .expect("starting the duty thread")
+        .join()
+        .expect("the duty thread");
 }
 
 fn spinner(run: Duration) {
@@ -72,8 +101,11 @@ fn main() {
         Some("victim") => victim(run),
         Some("hog") => hog(flag_value("--threads", 1), run),
         Some("spinner") => spinner(run),
+        Some("duty") => duty(flag_value("--percent", 20), run),
         _ => {
-            eprintln!("usage: neighbours victim|spinner|hog [--threads T] [--run-ms N]");
+            eprintln!(
+                "usage: neighbours victim|spinner|hog|duty [--threads T] [--percent P] [--run-ms N]"
+            );
             std::process::exit(2);
         }
     }

@@ -8,6 +8,7 @@ pub mod c2c;
 pub mod c2c_live;
 pub mod check;
 pub mod decode;
+pub mod diff;
 pub mod drilldown;
 pub mod generate;
 pub mod per_core;

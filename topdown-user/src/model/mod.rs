@@ -6,6 +6,8 @@
 
 pub mod columns;
 pub mod cores;
+pub mod diff;
+pub mod diff_rows;
 pub mod export;
 pub mod frame;
 pub mod rows;

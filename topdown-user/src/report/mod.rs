@@ -5,6 +5,7 @@ pub mod c2c;
 pub mod cells;
 pub mod cores;
 mod csv;
+pub mod diff;
 mod json;
 pub mod new_file;
 pub mod parquet;
