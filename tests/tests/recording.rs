@@ -592,6 +592,32 @@ fn a_store_is_kept_within_its_size_and_read_while_written_and_after_a_kill() {
          since)",
         windows.len()
     );
+    // Two ranges of the store as a diff's sides, split where the second newest segment
+    // begins (its name, `20261206T114003Z.rec`, as RFC 3339): read, lined up, compared.
+    let split = &kept[kept.len() - 2].0;
+    let at = format!(
+        "{}-{}-{}T{}:{}:{}Z",
+        &split[0..4],
+        &split[4..6],
+        &split[6..8],
+        &split[9..11],
+        &split[11..13],
+        &split[13..15]
+    );
+    let halves = documents(&stdout_of(
+        "diff of two ranges of the store",
+        topdown()
+            .arg("diff")
+            .arg(format!("{}@..{at}", store.display()))
+            .arg(format!("{}@{at}..", store.display()))
+            .args(["--per-cgroup", "--json"]),
+    ));
+    assert_eq!(halves[0]["schema"], "topdown-bpf/diff/v1");
+    assert!(
+        !halves[0]["changes"].as_array().unwrap().is_empty(),
+        "{}",
+        halves[0]
+    );
     let starts: Vec<f64> = windows
         .iter()
         .map(|d| d["interval"]["start_s"].as_f64().expect("a window's start"))
@@ -603,9 +629,12 @@ fn a_store_is_kept_within_its_size_and_read_while_written_and_after_a_kill() {
 }
 
 /// `diff` on real runs: two recordings of the same workload (a thread working 20 % of every 10
-/// ms) show no change beyond the windows' own variation, with the defaults (Welch's t per row
-/// and field, Holm-adjusted, p < 0.01 and at least 5 %); a third where that thread works twice
-/// as long flags exactly that thread's %CPU.
+/// ms) show no change of what the workload decides (its %CPU) beyond the windows' own
+/// variation, with the defaults (Welch's t per row and field, Holm-adjusted, p < 0.01 and at
+/// least 5 %); a third where that thread works twice as long flags exactly that thread's %CPU.
+/// Waits are the machine's, not the workload's: a run-queue wait that grew between two runs
+/// (CI, 2026-12-06: the duty thread waited 1.9 % of each window, then 8.9 %, the VM's other
+/// load and steal) is a change the diff rightly reports, so they are not asserted here.
 #[test]
 fn diff_flags_nothing_between_runs_alike_and_exactly_a_doubled_thread() {
     if !topdown_tests::privileged("diff_flags_nothing_between_runs_alike") {
@@ -650,7 +679,7 @@ fn diff_flags_nothing_between_runs_alike_and_exactly_a_doubled_thread() {
             .as_array()
             .unwrap()
             .iter()
-            .filter(|c| c["significant"] == true)
+            .filter(|c| c["significant"] == true && c["field"] == "cpu_percent")
             .map(|c| {
                 (
                     c["key"].as_str().unwrap().to_owned(),
@@ -679,13 +708,12 @@ fn diff_flags_nothing_between_runs_alike_and_exactly_a_doubled_thread() {
         [("neighbours/duty".to_owned(), "cpu_percent".to_owned())],
         "{changed}"
     );
-    // The table says it too, first.
+    // The table says it too, among what changed.
     let table = stdout_of("diff", topdown().arg("diff").arg(&first).arg(&doubled));
-    let first_row = table
-        .lines()
-        .find(|l| !l.starts_with('#') && !l.starts_with("THREAD"));
     assert!(
-        first_row.is_some_and(|l| l.starts_with("neighbours/duty") && l.ends_with("changed")),
+        table.lines().any(|l| l.starts_with("neighbours/duty")
+            && l.contains("cpu_percent")
+            && l.ends_with("changed")),
         "{table}"
     );
 }

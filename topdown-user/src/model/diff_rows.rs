@@ -212,7 +212,28 @@ fn fields_of(row: &Row, window: &Window, ipc: Option<(usize, usize)>) -> Vec<(St
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::recording::fixtures::{names, set, thread, window};
+    use crate::recording::fixtures::{names, set, thread, topdown_recording, window};
+
+    #[test]
+    fn every_topdown_node_measured_is_a_field_in_percent_of_slots() {
+        let mut run = topdown_recording();
+        let samples = samples(
+            &run.windows,
+            &mut run.names,
+            &run.set,
+            run.topdown.as_ref(),
+            DiffBy::Thread,
+        );
+        // The fixture's process (pid 100) has no thread 100 that ran: named by its pid.
+        let alpha = &samples["pid:100/alpha"];
+        let backend = &alpha["tma_backend_bound"];
+        assert_eq!(backend.len(), 5, "one value per window");
+        assert!(
+            backend.iter().all(|v| (v - 60.0).abs() < 1e-6),
+            "{backend:?}"
+        );
+        assert!(alpha.contains_key("tma_retiring") && alpha.contains_key("tma_frontend_bound"));
+    }
 
     #[test]
     fn threads_line_up_by_process_and_thread_name_and_pools_are_summed() {

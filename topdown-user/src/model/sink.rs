@@ -6,7 +6,7 @@
 use anyhow::Result;
 
 use super::frame::Frame;
-use crate::recording::writer::Recorder;
+use crate::recording::{store::writer::StoreWriter, writer::Recorder};
 
 /// A consumer of a session's windows.
 pub trait WindowSink {
@@ -21,6 +21,22 @@ pub trait WindowSink {
     /// ends quietly.
     fn closed(&self) -> bool {
         false
+    }
+}
+
+/// The store writes each window as counted, into its open segment, the wall clock judging
+/// what `--keep` removes.
+impl WindowSink for StoreWriter {
+    fn window(&mut self, frame: &Frame<'_>) -> Result<()> {
+        self.window_at(
+            frame.window(),
+            &mut frame.names(),
+            std::time::SystemTime::now(),
+        )
+    }
+
+    fn finish(self: Box<Self>, _totals: &Frame<'_>) -> Result<Option<String>> {
+        Ok(Some(self.said()))
     }
 }
 

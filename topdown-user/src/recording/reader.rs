@@ -28,6 +28,25 @@ use crate::{
 /// The longest line read (a window of hundreds of thousands of threads fits many times).
 const MAX_LINE: u64 = 1 << 30;
 
+/// The most zero bytes read past a file's last frame to tell a power cut's tail from damage.
+const MAX_ZERO_TAIL: u64 = 16 << 20;
+
+/// What a file that goes on with a zero byte where a frame should begin is: cut short when it
+/// is zeros to its end (a filesystem that extended the file before a power cut wrote its data:
+/// what follows the last frame on disk is lost, not damaged), else corrupt.
+fn zero_tail(input: &mut BufReader<File>) -> Stop {
+    let mut tail = Vec::new();
+    match input.take(MAX_ZERO_TAIL + 1).read_to_end(&mut tail) {
+        Ok(n) if n as u64 <= MAX_ZERO_TAIL && tail.iter().all(|&b| b == 0) => {
+            Stop::CutShort(format!(
+                "it ends in {n} zero bytes (a power cut before its last writes reached the disk)"
+            ))
+        }
+        Ok(_) => Stop::Corrupt("a frame begins with a zero byte".into()),
+        Err(error) => Stop::CutShort(format!("it cannot be read: {error}")),
+    }
+}
+
 /// [`Recording::cut_short`] of a file that ends after a whole line but has no totals line (a
 /// run killed between two windows, or a store's segment, which never has one).
 pub const NO_TOTALS: &str = "no totals line";
@@ -298,6 +317,10 @@ impl FrameLines {
     fn next_frame(&mut self, mut input: BufReader<File>) {
         match input.fill_buf() {
             Ok([]) => return,
+            Ok(start) if start.first() == Some(&0) => {
+                self.stop = Some(zero_tail(&mut input));
+                return;
+            }
             Ok(_) => {}
             Err(error) => {
                 self.stop = Some(Stop::CutShort(format!("it cannot be read: {error}")));

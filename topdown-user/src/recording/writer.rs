@@ -97,6 +97,15 @@ impl Recorder {
         self.line(&RecordLine::Cgroups { names: new })
     }
 
+    /// Waits until what was written is on the disk (`fdatasync`): an always-on store's window
+    /// survives a power cut once this returns.
+    pub fn sync(&self) -> Result<()> {
+        self.out
+            .get_ref()
+            .sync_data()
+            .with_context(|| format!("writing the recording {}", self.path.display()))
+    }
+
     /// Bytes written so far (every window is flushed as written).
     pub fn bytes(&self) -> Result<u64> {
         let meta = self

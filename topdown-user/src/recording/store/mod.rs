@@ -7,8 +7,10 @@
 //! its last whole window).
 //!
 //! A segment has no totals line (a run's totals are not a segment's): a reader sums the windows
-//! it reads. Each line is a zstd frame with its checksum, flushed as written: a `kill -9` or
-//! power cut loses at most the window being written, and the reader says what it skipped.
+//! it reads. Each line is a zstd frame with its checksum, written and synced (`fdatasync`, and
+//! the folder at each new segment) window by window: a `kill -9` or power cut loses at most the
+//! window being written, and the reader says what it skipped (a cut frame, or the zero bytes a
+//! filesystem leaves where data never reached the disk).
 //!
 //! The folder is opened once (`O_DIRECTORY | O_NOFOLLOW`) and everything in it is reached from
 //! that handle, so neither a symlink planted for the folder nor one among its segments
@@ -214,6 +216,13 @@ impl StoreDir {
             "cannot name a new segment in the store {}: {stem} is taken 100 times",
             self.path.display()
         )
+    }
+
+    /// Waits until the folder's names are on the disk (a new segment's, removals).
+    fn sync(&self) -> Result<()> {
+        self.dir
+            .sync_all()
+            .with_context(|| format!("writing the store {}", self.path.display()))
     }
 
     /// Removes segment `name` (the name, never what a symlink points to).

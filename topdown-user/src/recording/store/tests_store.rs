@@ -11,7 +11,6 @@ use super::{
 };
 use crate::{
     attrib::Window,
-    model::frame::Frame,
     recording::{
         fixtures::{names, recorded, set, window},
         format::WindowLine,
@@ -55,11 +54,9 @@ fn stored(
     head.started_unix_ns = BASE_NS;
     let mut writer = StoreWriter::create(store, head, retention);
     let mut names = names();
-    let set = set();
     for w in windows {
-        let frame = Frame::new(w, &mut names, &set, None);
         writer
-            .window_at(&frame, at(now + w.start + w.length))
+            .window_at(w, &mut names, at(now + w.start + w.length))
             .unwrap();
     }
     writer.counts()
@@ -216,6 +213,24 @@ fn a_segment_cut_inside_a_line_is_read_to_its_last_whole_window_and_said() {
         "{:?}",
         read.said
     );
+    // A power cut after the filesystem grew the file but before the data reached the disk:
+    // zeros where the last frame should be. Every whole window is read; the tail is said.
+    let mut zeroed = bytes.clone();
+    zeroed.extend(std::iter::repeat_n(0u8, 4096));
+    std::fs::write(&path, &zeroed).unwrap();
+    let read = range::read(&store, None, None, 1 << 30).unwrap();
+    assert_eq!(read.recording.windows.len(), 6);
+    assert!(
+        read.said.iter().any(|l| l.contains("4096 zero bytes")),
+        "{:?}",
+        read.said
+    );
+    // Anything else there is damage: said as such, never read as numbers.
+    let mut damaged = bytes;
+    damaged.extend([0u8, 1, 2, 3]);
+    std::fs::write(&path, &damaged).unwrap();
+    let error = range::read(&store, None, None, 1 << 30).err().unwrap();
+    assert!(format!("{error:#}").contains("corrupt"), "{error:#}");
 }
 
 #[test]

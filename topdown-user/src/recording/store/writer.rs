@@ -11,7 +11,7 @@ use jiff::Timestamp;
 
 use super::StoreDir;
 use crate::{
-    model::{frame::Frame, sink::WindowSink},
+    attrib::{Window, cgroups::CgroupNames},
     recording::{format::Header, writer::Recorder},
 };
 
@@ -66,10 +66,14 @@ impl StoreWriter {
         }
     }
 
-    /// Writes `frame`'s window, into a new segment when the open one is due to end; `now`
-    /// (the wall clock) judges what `--keep` removes.
-    pub(crate) fn window_at(&mut self, frame: &Frame<'_>, now: SystemTime) -> Result<()> {
-        let window = frame.window();
+    /// Writes `window` (naming its cgroups from `names`), into a new segment when the open
+    /// one is due to end; `now` (the wall clock) judges what `--keep` removes.
+    pub fn window_at(
+        &mut self,
+        window: &Window,
+        names: &mut CgroupNames,
+        now: SystemTime,
+    ) -> Result<()> {
         let start_ns = self
             .header
             .started_unix_ns
@@ -77,13 +81,16 @@ impl StoreWriter {
         if self.due(start_ns)? {
             self.begin_segment(start_ns, now)?;
         }
-        match &mut self.open {
-            Some(open) => open.recorder.window(window, &mut frame.names()),
-            None => bail!(
+        let Some(open) = &mut self.open else {
+            bail!(
                 "the store {} has no open segment",
                 self.store.path().display()
-            ),
-        }
+            );
+        };
+        open.recorder.window(window, names)?;
+        // On the disk before the next window: a power cut loses at most the window being
+        // written (one fdatasync per window: per second at -I 1000).
+        open.recorder.sync()
     }
 
     /// Whether a window that begins at `start_ns` goes to a new segment.
@@ -102,6 +109,8 @@ impl StoreWriter {
         self.open = None;
         let at = Timestamp::from_nanosecond(i128::from(start_ns)).unwrap_or(Timestamp::UNIX_EPOCH);
         let (name, file) = self.store.create_segment(at)?;
+        // The new name on the disk too, not only the segment's data.
+        self.store.sync()?;
         let path = self.store.path().join(&name);
         let recorder = Recorder::create(&path, file, self.header.clone())?;
         self.open = Some(Open {
@@ -154,19 +163,16 @@ impl StoreWriter {
     }
 }
 
-impl WindowSink for StoreWriter {
-    fn window(&mut self, frame: &Frame<'_>) -> Result<()> {
-        self.window_at(frame, SystemTime::now())
-    }
-
-    fn finish(self: Box<Self>, _totals: &Frame<'_>) -> Result<Option<String>> {
-        Ok(Some(format!(
+impl StoreWriter {
+    /// What the run stored, for its last line.
+    pub fn said(&self) -> String {
+        format!(
             "stored the run in {} ({} segments begun; {} removed to stay within --keep and \
              --max-size, {} bytes): `topdown-bpf report --store {0} --from -1h`",
             self.store.path().display(),
             self.begun,
             self.removed,
             self.removed_bytes
-        )))
+        )
     }
 }
