@@ -717,3 +717,58 @@ fn diff_flags_nothing_between_runs_alike_and_exactly_a_doubled_thread() {
         "{table}"
     );
 }
+
+/// `record --store --user nobody`: the folder is given to nobody as it is opened, and the run,
+/// root no more, begins every segment in it (through the folder's handle: the folder sits in
+/// root's private temporary folder, which nobody could not walk into).
+#[test]
+fn a_store_written_as_nobody_goes_on_rotating() {
+    use std::os::unix::fs::MetadataExt as _;
+    if !topdown_tests::privileged("a_store_written_as_nobody_goes_on_rotating") {
+        return;
+    }
+    let _alone = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let output = topdown()
+        .args(["record", "--store"])
+        .arg(&store)
+        .args([
+            "--segment",
+            "1s",
+            "-I",
+            "200",
+            "--duration",
+            "4",
+            "--user",
+            "nobody",
+        ])
+        .stdout(Stdio::null())
+        .output()
+        .expect("record --store --user nobody");
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{said}");
+    assert!(said.contains("stored the run in"), "{said}");
+    let nobody = topdown_user::privileges::lookup("nobody").unwrap().uid;
+    assert_eq!(std::fs::metadata(&store).unwrap().uid(), nobody);
+    let segments: Vec<_> = std::fs::read_dir(&store)
+        .unwrap()
+        .flatten()
+        .map(|e| e.metadata().unwrap().uid())
+        .collect();
+    // The first window comes after the privileges went: every segment is nobody's.
+    assert!(
+        segments.len() >= 3 && segments.iter().all(|&uid| uid == nobody),
+        "segments begun as nobody: {segments:?}"
+    );
+    let read = documents(&stdout_of(
+        "report --store",
+        topdown()
+            .args(["report", "--store"])
+            .arg(&store)
+            .args(["-I", "200", "--json"]),
+    ));
+    assert!(read.len() >= 10, "{} documents", read.len());
+}

@@ -102,7 +102,7 @@ pub async fn run(
     let store = recording
         .as_ref()
         .filter(|to| to.store.is_some())
-        .map(|to| StoreDir::open_for_writing(&to.path, to.user.as_ref().map(|u| u.uid)))
+        .map(|to| StoreDir::open_for_writing(&to.path, to.user.as_ref().map(|u| (u.uid, u.gid))))
         .transpose()?;
     let report = output
         .as_deref()
@@ -208,11 +208,8 @@ async fn session(
     let mut sinks = record_sinks(&plan, recording.as_ref(), recorded, period, bounds)?;
     if let Some(to) = &recording {
         // Everything privileged is done: programs loaded, counters open, files created.
-        let folder = to
-            .parquet
-            .as_ref()
-            .or(to.store.is_some().then_some(&to.path));
-        if let (Some(user), Some(dir)) = (&to.user, folder) {
+        // (A store's folder was given to the user as it was opened.)
+        if let (Some(user), Some(dir)) = (&to.user, &to.parquet) {
             std::os::unix::fs::chown(dir, Some(user.uid), Some(user.gid))
                 .with_context(|| format!("giving {} to --user {}", dir.display(), user.name))?;
         }

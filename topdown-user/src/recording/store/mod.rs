@@ -70,9 +70,10 @@ pub struct Segment {
 impl StoreDir {
     /// Opens the store at `path` for writing, making the folder (mode 0700) when it is missing:
     /// refused when it is a symlink or not a folder, owned by neither this user nor `user`
-    /// (the one `--user` runs the rest as, who is given it), writable by others, or held by
-    /// another writer.
-    pub fn open_for_writing(path: &Path, user: Option<u32>) -> Result<Self> {
+    /// (the uid and gid `--user` runs the rest as), writable by others, or held by another
+    /// writer. With `user`, the folder is given to that user through the handle opened (never
+    /// by its name again), so the run goes on writing it once its privileges are gone.
+    pub fn open_for_writing(path: &Path, user: Option<(u32, u32)>) -> Result<Self> {
         let shown = path.display();
         match std::fs::DirBuilder::new().mode(0o700).create(path) {
             Ok(()) => {}
@@ -88,10 +89,10 @@ impl StoreDir {
             .with_context(|| format!("cannot read the store {shown}"))?;
         // SAFETY: geteuid has no preconditions.
         let me = unsafe { libc::geteuid() };
-        if meta.uid() != me && Some(meta.uid()) != user {
+        if meta.uid() != me && Some(meta.uid()) != user.map(|(uid, _)| uid) {
             bail!(
                 "the store {shown} belongs to user {}, not this one ({me}): give a folder of \
-                 your own",
+                 your own, or --user with its owner",
                 meta.uid()
             );
         }
@@ -108,6 +109,13 @@ impl StoreDir {
                 "the store {shown} is being written by another run (`record --store`): stop it \
                  first, or give another folder"
             );
+        }
+        if let Some((uid, gid)) = user {
+            // SAFETY: fchown on an fd this File owns.
+            if unsafe { libc::fchown(store.dir.as_raw_fd(), uid, gid) } != 0 {
+                return Err(std::io::Error::last_os_error())
+                    .with_context(|| format!("giving the store {shown} to --user"));
+            }
         }
         Ok(store)
     }
