@@ -99,11 +99,14 @@ const PMU_KERNEL: Kernel = Kernel {
 /// (`command_mode`'s signals and `-p` run on the host; `kernel_matrix` follows a command on
 /// every kernel). amd64 6.12 runs `kernel_matrix` alone: `per_thread_kernel` and
 /// `cgroup_kernel` run on 6.12 in the `pmu-kernel` guest (arm64) and on the host's 6.18, and
-/// its ~100 s made room in CI's 30 minutes for the newest kernel's guests.
+/// its ~100 s made room in CI's 30 minutes for the newest kernel's guests. `diff` of a cgroup
+/// `cpu.max` began to hold is user space's arithmetic over books every kernel keeps alike
+/// (`throttling_and_pressure_are_the_cgroups_own_books` checks those per kernel): it runs in
+/// `pmu-kernel` only (~25 s a guest).
 const MATRIX_COMMANDS: &[&str] = &[
     "/tests/kernel_matrix --test-threads=1",
     "/tests/per_thread_kernel --test-threads=1",
-    "/tests/cgroup_kernel --test-threads=1",
+    "/tests/cgroup_kernel --test-threads=1 --skip diff_flags_a_cgroup_that_cpu_max_began_to_throttle",
 ];
 
 /// The other matrix guests' (amd64 6.12, and every arm64 one: emulating arm64 is ~3 times as
@@ -150,11 +153,11 @@ fn suites() -> Vec<Suite> {
                 "/tests/per_thread_kernel --test-threads=1",
                 "/tests/cgroup_kernel --test-threads=1",
             ],
-            // 147 s beside another guest in the `guest` profile (2026-11-28; 424-687 s, once
+            // 162 s beside another guest in the `guest` profile (CI, 2026-12-06; 424-687 s, once
             // past 900, in the unoptimised build); the limit only stops a hang (a guest that does
             // not finish is booted once more).
             limit: Duration::from_secs(600),
-            expected: Duration::from_secs(147),
+            expected: Duration::from_secs(162),
         },
         Suite {
             name: "pmu".to_owned(),
@@ -200,13 +203,13 @@ fn suites() -> Vec<Suite> {
                 Arch::X86_64 if kernel.series != Series::Line("6.12") => MATRIX_COMMANDS,
                 _ => KERNEL_MATRIX_ONLY,
             };
-            // CI, 2026-12-06: amd64 141-144 s with three suites (7.3: 258 s), 48 s with
-            // `kernel_matrix` alone; arm64 44-51 s (7.3: 98 s).
+            // CI, 2026-12-06 (56f1d7c, before `diff` left them): amd64 170-174 s with three
+            // suites (7.3: 285 s), 49 s with `kernel_matrix` alone; arm64 39-45 s (7.3: 91 s).
             let expected = match (commands.len(), kernel.series) {
-                (1, Series::Newest) => 98,
-                (1, _) => 50,
-                (_, Series::Newest) => 258,
-                (_, _) => 145,
+                (1, Series::Newest) => 91,
+                (1, _) => 45,
+                (_, Series::Newest) => 270,
+                (_, _) => 160,
             };
             suites.push(Suite {
                 name: format!("{}-{}", arch.debian(), kernel.series.name()),
