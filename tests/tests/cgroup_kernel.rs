@@ -899,12 +899,21 @@ fn waits_are_split_over_the_neighbours_that_held_the_cpu() {
     );
     let (on_b, on_c) = (behind_of(b_id), behind_of(c_id));
     // How the hogs' share of the victim's waits falls between `b` and `c` is the scheduler's
-    // (the amd64 6.1 guest once gave `c` 2.4 ms of 29 ms, `b` the rest): each is checked
-    // against the trace below; here only that the scene made waits behind both.
+    // (the amd64 6.1 guest once gave `c` 2.4 ms of 29 ms, `b` the rest), and so is how long the
+    // victim waits at all: a woken victim mostly preempts a hog at once (the same guest, beside
+    // another, once made 16.5 ms of waits in 1.5 s). Each part is checked against the trace
+    // below; here only that the scene made waits behind both.
     assert!(
-        on_b + on_c > books_floor_ns() && on_b > 0 && on_c > 0,
+        on_b > 0 && on_c > 0,
         "the victim waited behind both hogs' cgroups: b {on_b} ns, c {on_c} ns"
     );
+    if on_b + on_c < books_floor_ns() {
+        eprintln!(
+            "the victim waited only {} ns behind the hogs: the trace's bounds below have little \
+             to go on this time",
+            on_b + on_c
+        );
+    }
     // The part booked on the CPU it left when it was moved to CPU 0 at its start: split over
     // that CPU's slices (`traced_waits` then takes them from the trace too), or unattributed.
     let elsewhere = behind.rest.migrated_ns;
