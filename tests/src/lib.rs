@@ -832,3 +832,22 @@ pub fn threads_by_tid(document: &Value) -> std::collections::HashMap<u64, &Value
         .map(|t| (t["tid"].as_u64().unwrap(), t))
         .collect()
 }
+
+/// The changes a `topdown-bpf diff --json` document flags, as (row, field), in its order.
+pub fn flagged_changes(document: &Value) -> Vec<(String, String)> {
+    document["changes"]
+        .as_array()
+        .expect("a diff document's changes")
+        .iter()
+        .filter(|c| c["significant"] == true)
+        .map(|c| {
+            let text = |key: &str| {
+                c[key]
+                    .as_str()
+                    .expect("a change's row and field")
+                    .to_owned()
+            };
+            (text("key"), text("field"))
+        })
+        .collect()
+}

@@ -1098,13 +1098,7 @@ fn diff_flags_a_cgroup_that_cpu_max_began_to_throttle() {
         String::from_utf8_lossy(&output.stderr)
     );
     let document: Value = serde_json::from_slice(&output.stdout).expect("one JSON document");
-    let flagged: Vec<(&str, &str)> = document["changes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["significant"] == true)
-        .map(|c| (c["key"].as_str().unwrap(), c["field"].as_str().unwrap()))
-        .collect();
+    let flagged = topdown_tests::flagged_changes(&document);
     eprintln!("flagged: {flagged:?}");
     let batch = tree.path("batch");
     assert!(
@@ -1112,7 +1106,7 @@ fn diff_flags_a_cgroup_that_cpu_max_began_to_throttle() {
         "only {batch} changed: {flagged:?}"
     );
     assert!(
-        flagged.contains(&(batch.as_str(), "throttled_percent")),
+        flagged.contains(&(batch.clone(), "throttled_percent".to_owned())),
         "its throttling is flagged: {document}"
     );
 }

@@ -674,18 +674,11 @@ fn diff_flags_nothing_between_runs_alike_and_exactly_a_doubled_thread() {
         );
         serde_json::from_str(&text).expect("one JSON document")
     };
+    // What the workload decides: its %CPU.
     let flagged = |document: &Value| -> Vec<(String, String)> {
-        document["changes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|c| c["significant"] == true && c["field"] == "cpu_percent")
-            .map(|c| {
-                (
-                    c["key"].as_str().unwrap().to_owned(),
-                    c["field"].as_str().unwrap().to_owned(),
-                )
-            })
+        topdown_tests::flagged_changes(document)
+            .into_iter()
+            .filter(|(_, field)| field == "cpu_percent")
             .collect()
     };
     let alike = diff(&first, &again);
