@@ -284,7 +284,9 @@ pub struct ReportArgs {
     #[arg(long, value_name = "N", value_parser = at_least_one)]
     pub top: Option<usize>,
 
-    /// Sort by oncpu (default), switches, tid, pid, comm, a counter or a TopDown node.
+    /// Sort by a value column's key (on_cpu_ns or oncpu, the default; run_delay_ns or wait;
+    /// switches, preemptions, ipc, throttled_ns, ...: docs/live.md), bottleneck, tid, pid,
+    /// comm, a counter name, or a TopDown node (`tma_backend_bound`, ...).
     #[arg(long, value_name = "FIELD", default_value = "oncpu")]
     pub sort: String,
 
@@ -862,8 +864,9 @@ pub struct StatArgs {
     #[arg(long)]
     pub every_exit: bool,
 
-    /// Sort by oncpu (default), switches, tid, pid, comm, a counter name, or a TopDown node
-    /// (`tma_backend_bound`, ...).
+    /// Sort by a value column's key (on_cpu_ns or oncpu, the default; run_delay_ns or wait;
+    /// switches, preemptions, ipc, throttled_ns, ...: docs/live.md), bottleneck, tid, pid,
+    /// comm, a counter name, or a TopDown node (`tma_backend_bound`, ...).
     #[arg(long, value_name = "FIELD", default_value = "oncpu")]
     pub sort: String,
 

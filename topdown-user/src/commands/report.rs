@@ -18,7 +18,8 @@ use crate::{
     model::{
         export::{self, RunMeta},
         frame::Frame,
-        rows::{RowOptions, SortKey},
+        rows::RowOptions,
+        sort::{self, SortKey},
     },
     recording::{
         reader::Recording,
@@ -76,7 +77,7 @@ fn source(args: &ReportArgs) -> String {
 /// Reports the recording `args` names.
 pub async fn run(args: &ReportArgs, verbose: bool) -> Result<()> {
     let format = format_of(args);
-    let sort: SortKey = args.sort.parse().unwrap_or(SortKey::OnCpu);
+    let sort: SortKey = args.sort.parse().unwrap_or(SortKey::ON_CPU);
     let budget = args
         .max_memory
         .map_or_else(crate::recording::reader::default_memory_budget, |mib| {
@@ -242,7 +243,12 @@ fn first_state(
         .map(|view| view.node_names())
         .unwrap_or_default();
     let can_group = windows.iter().any(|w| !w.cgroups.is_empty());
-    let mut state = ViewState::new(tui::first_view(grouping), can_group, sort, &nodes);
+    let mut state = ViewState::new(
+        tui::first_view(grouping),
+        can_group,
+        sort,
+        sort::choices(&recording.set, &nodes),
+    );
     state.timeline = Some(Timeline {
         at: windows.len().saturating_sub(1),
         len: windows.len(),

@@ -26,8 +26,9 @@ use crate::{
     model::{
         export::RunMeta,
         frame::Frame,
-        rows::{RowOptions, SortKey},
+        rows::RowOptions,
         sink::WindowSink,
+        sort::{self, SortKey},
     },
     pmu::{counter_set::CounterSet, machine::Machine, sysfs::SysRoot},
     preflight,
@@ -235,7 +236,7 @@ async fn session(
             tui::first_view(group.as_ref()),
             names.mount().is_some(),
             plan.sort.clone(),
-            &nodes,
+            sort::choices(&plan.set, &nodes),
         );
         Some(LiveView::open(state, &plan.set, &options, group.as_ref())?)
     } else {
@@ -288,7 +289,7 @@ impl Plan {
         }
         let stored = recording.is_some_and(|to| to.store.is_some());
         let format = format_of(cli, output, stored);
-        let sort: SortKey = cli.sort.parse().unwrap_or(SortKey::OnCpu);
+        let sort: SortKey = cli.sort.parse().unwrap_or(SortKey::ON_CPU);
         if cli.drilldown && (cli.td_level != Some(3) || !cli.command.is_empty() || cli.per_core) {
             bail!(
                 "--drilldown probes the whole machine before the run: it needs --td-level 3, \

@@ -358,7 +358,11 @@ pub fn columns(set: &CounterSet) -> Vec<Column> {
         columns.push(Column {
             key: "ipc",
             header: "IPC",
-            help: "instructions retired per cycle (both scaled as perf scales them)",
+            help: "instructions retired per cycle, both scaled as perf scales them; a column \
+                   only where the set counts cycles and instructions alike (`-e \
+                   cycles,instructions`, an Arm PMU's `CPU_CYCLES` and `INST_RETIRED`; a hybrid \
+                   set counting them per core type has no one IPC), `-` where either did not \
+                   run",
             kind: Kind::Ratio,
             keep: 4,
             metric: Some(Metric {
@@ -632,5 +636,53 @@ mod tests {
         let mut silent = counted;
         silent[2].silent = true;
         assert_eq!(ipc(&silent, 1, 2), None);
+    }
+
+    /// The value columns as docs/live.md's table shows them, from each entry's `help`.
+    fn docs_table(columns: &[Column]) -> String {
+        let mut table = String::from(
+            "| header | key (JSON, CSV, Parquet, `--sort`) | rows | what it holds | `serve` |\n\
+             |---|---|---|---|---|\n",
+        );
+        for c in columns {
+            let metric = c.metric.map_or("-".to_owned(), |m| {
+                let unit = if c.kind == Kind::Nanoseconds {
+                    "_seconds"
+                } else {
+                    ""
+                };
+                let total = if m.total { "_total" } else { "" };
+                format!("`{}{unit}{total}`", m.name)
+            });
+            let rows = if c.groups_only { "groups" } else { "all" };
+            table.push_str(&format!(
+                "| {} | `{}` | {rows} | {} | {metric} |\n",
+                c.header, c.key, c.help
+            ));
+        }
+        table
+    }
+
+    /// docs/live.md's column table is generated from the entries (`TOPDOWN_BLESS=1` rewrites
+    /// it): a column added, renamed or described anew here fails this until the docs say it.
+    #[test]
+    fn the_docs_column_table_is_generated_from_the_entries() {
+        const BEGIN: &str = "<!-- value columns: generated from model/columns.rs -->\n";
+        const END: &str = "<!-- end of value columns -->";
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/live.md");
+        let docs = std::fs::read_to_string(path).unwrap();
+        let (head, rest) = docs.split_once(BEGIN).expect("the table's first marker");
+        let (table, tail) = rest.split_once(END).expect("the table's last marker");
+        let generic = set(vec![counter("cycles", 0, 0), counter("instructions", 0, 1)]);
+        let expected = docs_table(&columns(&generic));
+        if std::env::var_os("TOPDOWN_BLESS").is_some() {
+            std::fs::write(path, format!("{head}{BEGIN}{expected}{END}{tail}")).unwrap();
+            return;
+        }
+        assert!(
+            table == expected,
+            "docs/live.md's column table differs from model/columns.rs: run \
+             `TOPDOWN_BLESS=1 cargo test -p topdown-user the_docs_column_table` and read the diff"
+        );
     }
 }

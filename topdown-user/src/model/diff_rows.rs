@@ -16,7 +16,8 @@ use super::{
     columns,
     diff::{CPU_FIELD, Samples},
     frame::Frame,
-    rows::{Row, RowOptions, SortKey},
+    rows::{Row, RowOptions},
+    sort::SortKey,
 };
 use crate::{
     attrib::{

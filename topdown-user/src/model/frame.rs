@@ -10,7 +10,8 @@ use std::{
 
 use super::{
     WindowRows,
-    rows::{self, Row, RowOptions, SortKey},
+    rows::{self, Row, RowOptions},
+    sort::{self, SortKey},
 };
 use crate::{
     attrib::{
@@ -106,7 +107,7 @@ impl<'a> Frame<'a> {
             };
         }
         let mut rows: Vec<&Row> = self.threads().iter().collect();
-        rows::sort_refs(&mut rows, self.set, &options.sort);
+        sort::sort_refs(&mut rows, self.set, &options.sort);
         let total = rows.len();
         rows.truncate(options.top.unwrap_or(total));
         WindowRows { rows, total }
@@ -198,8 +199,8 @@ mod tests {
             [1, 2, 3, 4]
         );
         for (sort, top, expected) in [
-            (SortKey::OnCpu, None, vec![2, 3, 1, 4]),
-            (SortKey::Switches, Some(2), vec![4, 1]),
+            (SortKey::ON_CPU, None, vec![2, 3, 1, 4]),
+            (SortKey::SWITCHES, Some(2), vec![4, 1]),
             (SortKey::Tid, Some(3), vec![1, 2, 3]),
         ] {
             let options = RowOptions {
@@ -220,7 +221,7 @@ mod tests {
         assert_eq!(Rc::as_ptr(frame.threads()), first, "computed once");
         // Groups: summed per cgroup, sorted and cut as asked; each cgroup for itself.
         let per_cgroup = RowOptions {
-            sort: SortKey::OnCpu,
+            sort: SortKey::ON_CPU,
             top: Some(1),
             group: Some(GroupOptions {
                 by: GroupBy::Cgroup,

@@ -12,6 +12,7 @@ pub mod export;
 pub mod frame;
 pub mod rows;
 pub mod sink;
+pub mod sort;
 pub mod suspects;
 pub mod timelines;
 pub mod tree;

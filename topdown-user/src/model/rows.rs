@@ -1,8 +1,6 @@
 //! The per-thread rows every renderer draws: values computed once, sorted and cut once.
 
-use std::{borrow::Cow, cmp::Ordering, str::FromStr, time::Duration};
-
-use anyhow::{Result, bail};
+use std::{borrow::Cow, time::Duration};
 
 pub use crate::attrib::named::{ThreadKey, Who};
 use crate::{
@@ -14,9 +12,12 @@ use crate::{
         stalls::CpuStalls,
         usage::CounterValue,
     },
-    model::verdict::Verdict,
+    model::{
+        sort::{SortKey, sort},
+        verdict::Verdict,
+    },
     pmu::counter_set::CounterSet,
-    tma::{TopDown, node::Node, view::TopdownView},
+    tma::{TopDown, view::TopdownView},
 };
 
 /// One line of a report: a thread, or a group of cgroups.
@@ -96,68 +97,6 @@ pub struct TreeMark {
     pub children: usize,
     /// The last of its siblings.
     pub last: bool,
-}
-
-/// What to sort rows by (descending for numbers, ascending for ids and names).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub enum SortKey {
-    /// On-CPU time (the default).
-    #[default]
-    OnCpu,
-    /// Switches out.
-    Switches,
-    /// Time waiting in a run queue (rows where it was not measured last).
-    Wait,
-    /// The verdict: throttled rows first, then those waiting for a CPU, then the rest, each by
-    /// TopDown's bottleneck.
-    Verdict,
-    /// Thread id.
-    Tid,
-    /// Process id.
-    Pid,
-    /// Thread name.
-    Comm,
-    /// A counter of the set, or a TopDown node (`tma_backend_bound`), by name.
-    Counter(String),
-}
-
-impl FromStr for SortKey {
-    type Err = std::convert::Infallible;
-
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        Ok(match text {
-            "oncpu" | "on-cpu" | "cpu" | "time" => Self::OnCpu,
-            "switches" => Self::Switches,
-            "wait" | "run-delay" | "rundelay" => Self::Wait,
-            "verdict" | "bottleneck" => Self::Verdict,
-            "tid" => Self::Tid,
-            "pid" => Self::Pid,
-            "comm" => Self::Comm,
-            other => Self::Counter(other.to_owned()),
-        })
-    }
-}
-
-impl SortKey {
-    /// Checks a counter name against the set.
-    pub fn validate(&self, set: &CounterSet) -> Result<()> {
-        if let Self::Counter(name) = self
-            && !set.names().any(|n| n == name)
-            && Node::named(name).is_none()
-        {
-            let counters: Vec<&str> = set.names().collect();
-            let counters = if counters.is_empty() {
-                "this set has none".to_owned()
-            } else {
-                counters.join(", ")
-            };
-            bail!(
-                "unknown sort field `{name}`: use oncpu, switches, tid, pid, comm, a TopDown node \
-                 (tma_backend_bound, ...) or a counter ({counters})"
-            );
-        }
-        Ok(())
-    }
 }
 
 /// How rows are chosen; the default: threads by on-CPU time, all of them, no TopDown.
@@ -246,117 +185,6 @@ pub fn rows(
     (rows, total)
 }
 
-/// Sorts `rows` by `key` (a counter of `set`, or a node), then by id and name.
-pub fn sort(rows: &mut [Row], set: &CounterSet, key: &SortKey) {
-    rows.sort_by(order(set, key));
-}
-
-/// Sorts `rows` in [`order`], each row's place computed once where the key is a number: the
-/// sort then compares keys lying side by side, not rows scattered over memory (sorting 6,000
-/// rows by reading them at every comparison was a tenth of a live read's time: BENCHMARKS.md).
-pub fn sort_refs(rows: &mut Vec<&Row>, set: &CounterSet, key: &SortKey) {
-    let counter = counter_index(set, key);
-    // One number per row: the rank in the high half, the id (the first tie-breaker) in the
-    // low; the name breaks what ties remain. `None` for a key that is not one number.
-    let keyed: Option<Vec<(u128, &Row)>> = rows
-        .iter()
-        .map(|&row| {
-            let rank = u128::from((rank(row, key, counter)? as u64) ^ (1 << 63));
-            Some((rank << 64 | u128::from(row.who.id(false)), row))
-        })
-        .collect();
-    let Some(mut keyed) = keyed else {
-        let by = order(set, key);
-        rows.sort_by(|a, b| by(a, b));
-        return;
-    };
-    keyed.sort_by(|a, b| {
-        a.0.cmp(&b.0)
-            .then_with(|| a.1.who.name().cmp(b.1.who.name()))
-    });
-    rows.clear();
-    rows.extend(keyed.into_iter().map(|(_, row)| row));
-}
-
-/// `row`'s place in `key`'s order as one number, smaller first, as [`compare`] orders rows;
-/// `None` for keys that are not one number (the verdict, the name).
-fn rank(row: &Row, key: &SortKey, counter: Option<usize>) -> Option<i64> {
-    // Nanoseconds and switches past i64 (292 years of them) rank as its largest.
-    let nanos = |d: std::time::Duration| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX);
-    Some(match key {
-        SortKey::OnCpu => -nanos(row.on_cpu),
-        SortKey::Switches => -i64::try_from(row.switches).unwrap_or(i64::MAX),
-        // Not measured: after every measured wait, as `Option`'s order puts it.
-        SortKey::Wait => row.waited.map_or(i64::MAX, |w| -nanos(w)),
-        // A cgroup id past i64 ranks as its largest; the id itself then orders it.
-        SortKey::Tid => i64::try_from(row.who.id(false)).unwrap_or(i64::MAX),
-        SortKey::Pid => i64::try_from(row.who.id(true)).unwrap_or(i64::MAX),
-        // `!` reverses the order without overflow.
-        SortKey::Counter(name) => !total_order(counter_value(row, name, counter)),
-        SortKey::Verdict | SortKey::Comm => return None,
-    })
-}
-
-/// `x` as an integer ordered as [`f64::total_cmp`] orders floats (its own bit trick).
-const fn total_order(x: f64) -> i64 {
-    let bits = x.to_bits() as i64;
-    bits ^ (((bits >> 63) as u64) >> 1) as i64
-}
-
-/// The slot of the counter `key` names in `set`, if it names one.
-fn counter_index(set: &CounterSet, key: &SortKey) -> Option<usize> {
-    match key {
-        SortKey::Counter(name) => set.names().position(|n| n == name),
-        _ => None,
-    }
-}
-
-/// The value a row sorts by for a counter key: the counter's (`counter`: its slot), else the
-/// TopDown node `name`'s largest over the row's core types; -inf where it has none.
-fn counter_value(row: &Row, name: &str, counter: Option<usize>) -> f64 {
-    match counter {
-        Some(i) => row
-            .counters
-            .get(i)
-            .and_then(CounterValue::scaled)
-            .unwrap_or(f64::NEG_INFINITY),
-        None => row
-            .topdown
-            .iter()
-            .flatten()
-            .filter_map(|td| td.value(name))
-            .fold(f64::NEG_INFINITY, f64::max),
-    }
-}
-
-/// The order [`sort`] sorts in.
-pub fn order<'a>(set: &CounterSet, key: &'a SortKey) -> impl Fn(&Row, &Row) -> Ordering + 'a {
-    let counter_index = counter_index(set, key);
-    move |a: &Row, b: &Row| {
-        compare(a, b, key, counter_index)
-            .then_with(|| a.who.id(false).cmp(&b.who.id(false)))
-            .then_with(|| a.who.name().cmp(b.who.name()))
-    }
-}
-
-fn compare(a: &Row, b: &Row, key: &SortKey, counter: Option<usize>) -> Ordering {
-    match key {
-        SortKey::OnCpu => b.on_cpu.cmp(&a.on_cpu),
-        SortKey::Switches => b.switches.cmp(&a.switches),
-        SortKey::Wait => b.waited.cmp(&a.waited),
-        SortKey::Verdict => a.verdict.cmp(&b.verdict).then_with(|| {
-            let bottleneck = |r: &Row| r.topdown.iter().flatten().find_map(|td| td.bottleneck);
-            bottleneck(a).cmp(&bottleneck(b))
-        }),
-        SortKey::Tid => a.who.id(false).cmp(&b.who.id(false)),
-        SortKey::Pid => a.who.id(true).cmp(&b.who.id(true)),
-        SortKey::Comm => a.who.name().cmp(b.who.name()),
-        SortKey::Counter(name) => {
-            counter_value(b, name, counter).total_cmp(&counter_value(a, name, counter))
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use topdown_common::cgroup::CgroupId;
@@ -374,92 +202,6 @@ mod tests {
 
     fn usage(tid: u32, ns: u64, switches: u64) -> ThreadUsage {
         ThreadUsage::clocked(tid, 1, CgroupId(1), ns, switches)
-    }
-
-    /// Every key's computed ranks sort rows exactly as the comparator does, ties (run time,
-    /// switches, waits, process, tid) broken alike.
-    #[test]
-    fn sorting_by_computed_ranks_keeps_the_comparators_order() {
-        let mut threads = (0..300u32)
-            .map(|i| {
-                let mut t = ThreadUsage::clocked(
-                    1 + i % 150,
-                    1 + i % 5,
-                    CgroupId(1),
-                    u64::from(i % 7) * 1_000,
-                    u64::from(i % 3),
-                );
-                t.comm = ["b", "a", "c"][i as usize % 3].into();
-                t.waited = Duration::from_nanos(u64::from(i % 4) * 10);
-                t
-            })
-            .collect();
-        let set = CounterSet::software(String::new());
-        for waits_measured in [true, false] {
-            let window = Window {
-                start: Duration::ZERO,
-                length: Duration::from_secs(1),
-                threads,
-                idle: vec![],
-                cgroups: vec![],
-                removed_cgroups: Vec::new(),
-                stats: Stats::default(),
-                waits_measured,
-                neighbours_measured: false,
-                stalls: std::collections::BTreeMap::new(),
-            };
-            let mut names = CgroupNames::at(None);
-            let (mut all, _) = rows(
-                &window,
-                name(&window, &mut names, None),
-                &set,
-                &RowOptions::default(),
-            );
-            all.reverse();
-            for key in ["oncpu", "switches", "wait", "tid", "pid", "comm", "verdict"]
-                .into_iter()
-                .chain(["tma_backend_bound"])
-            {
-                let key: SortKey = key.parse().unwrap();
-                let mut expected: Vec<&Row> = all.iter().collect();
-                let by = order(&set, &key);
-                expected.sort_by(|a, b| by(a, b));
-                let mut sorted: Vec<&Row> = all.iter().collect();
-                sort_refs(&mut sorted, &set, &key);
-                assert!(
-                    sorted
-                        .iter()
-                        .zip(&expected)
-                        .all(|(a, b)| std::ptr::eq(*a, *b)),
-                    "{key:?}, waits measured: {waits_measured}"
-                );
-                assert_eq!(sorted.len(), expected.len());
-            }
-            threads = window.threads;
-        }
-    }
-
-    #[test]
-    fn total_order_ranks_floats_as_total_cmp_does() {
-        let values = [
-            f64::NEG_INFINITY,
-            -2.5,
-            -0.0,
-            0.0,
-            1e-300,
-            3.0,
-            f64::INFINITY,
-            f64::NAN,
-        ];
-        for a in values {
-            for b in values {
-                assert_eq!(
-                    total_order(a).cmp(&total_order(b)),
-                    a.total_cmp(&b),
-                    "{a} {b}"
-                );
-            }
-        }
     }
 
     #[test]
@@ -483,7 +225,7 @@ mod tests {
         let set = CounterSet::software(String::new());
         let mut names = CgroupNames::at(None);
         let opts = RowOptions {
-            sort: SortKey::OnCpu,
+            sort: SortKey::ON_CPU,
             top: Some(2),
             topdown: None,
             verbose: false,
@@ -508,18 +250,19 @@ mod tests {
         };
         let (rows, _) = super::rows(&window, name(&window, &mut names, None), &set, &by_switches);
         assert_eq!(tids(&rows), [1, 3, 2]);
-        assert!(SortKey::Counter("nope".into()).validate(&set).is_err());
-        let error = SortKey::Counter("cpu-clock".into())
+        assert!(SortKey::Field("nope".into()).validate(&set).is_err());
+        let error = SortKey::Field("cpu-clock".into())
             .validate(&set)
             .unwrap_err()
             .to_string();
         assert!(
-            error.contains("use oncpu") && error.contains("this set has none"),
+            error.contains("use a column (on_cpu_ns, cpu_percent,")
+                && error.contains("this set has none"),
             "{error}"
         );
         let mut tsc = set.clone();
         tsc.counters = crate::recording::fixtures::set().counters;
-        assert!(SortKey::Counter("msr/tsc/".into()).validate(&tsc).is_ok());
+        assert!(SortKey::Field("msr/tsc/".into()).validate(&tsc).is_ok());
     }
 
     /// A row's verdict takes its cgroup's throttling and its own wait; a thread row has no

@@ -6,7 +6,10 @@ use std::collections::HashMap;
 
 use anyhow::{Result, bail};
 
-use super::rows::{Row, RowOptions, SortKey, Who, rows};
+use super::{
+    rows::{Row, RowOptions, Who, rows},
+    sort::SortKey,
+};
 use crate::{
     attrib::{
         groups::{GroupBy, GroupOptions},
@@ -71,7 +74,7 @@ pub fn timelines(
         bail!("the recording holds no window: nothing to plot");
     }
     let options = RowOptions {
-        sort: SortKey::OnCpu,
+        sort: SortKey::ON_CPU,
         top: None,
         topdown: recording.topdown.clone(),
         verbose: false,

@@ -8,7 +8,8 @@ use topdown_common::cgroup::CgroupId;
 use topdown_common::thread::{Pid, Tid};
 
 use super::{
-    rows::{Row, RowOptions, ThreadKey, TreeMark, Who, order},
+    rows::{Row, RowOptions, ThreadKey, TreeMark, Who},
+    sort::order,
     verdict::Verdict,
 };
 use crate::{

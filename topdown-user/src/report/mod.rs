@@ -282,7 +282,7 @@ mod tests {
     use crate::attrib::{cgroups::CgroupNames, named::name};
 
     use super::*;
-    use crate::model::rows::{SortKey, rows};
+    use crate::model::{rows::rows, sort::SortKey};
     use crate::{
         attrib::usage::{CounterValue, ThreadUsage},
         collect::Stats,
@@ -425,7 +425,7 @@ mod tests {
 
     fn options() -> RowOptions {
         RowOptions {
-            sort: SortKey::OnCpu,
+            sort: SortKey::ON_CPU,
             top: None,
             topdown: Some(TopdownView::single(
                 Model::named("sapphirerapids").unwrap(),

@@ -19,7 +19,7 @@ use crate::{
     attrib::{Window, groups::GroupBy},
     model::{
         columns::{Column as ValueColumn, Kind, Number, shown_nodes},
-        rows::{Row, RowOptions, SortKey, TreeMark, Who},
+        rows::{Row, RowOptions, TreeMark, Who},
         suspects::Ranking,
     },
     pmu::counter_set::CounterSet,
@@ -149,21 +149,8 @@ fn title_line(state: &ViewState, data: &Screenful<'_>) -> String {
         title.push_str("  PAUSED");
     }
     let order = if state.reverse { "up" } else { "down" };
-    title.push_str(&format!("  sort {} {order}", sort_name(state.sort_key())));
+    title.push_str(&format!("  sort {} {order}", state.sort_name()));
     title
-}
-
-fn sort_name(key: &SortKey) -> &str {
-    match key {
-        SortKey::OnCpu => "on-cpu",
-        SortKey::Switches => "switches",
-        SortKey::Wait => "wait",
-        SortKey::Verdict => "bottleneck",
-        SortKey::Tid => "tid",
-        SortKey::Pid => "pid",
-        SortKey::Comm => "comm",
-        SortKey::Counter(name) => name,
-    }
 }
 
 fn status_line(data: &Screenful<'_>) -> String {
@@ -662,6 +649,8 @@ pub(super) fn help_popup(frame: &mut Frame<'_>, text: Vec<Line<'_>>) {
 #[cfg(test)]
 mod tests {
     use topdown_common::cgroup::CgroupId;
+
+    use crate::model::sort::SortKey;
     use topdown_common::thread::{Pid, Tid};
 
     use std::time::Duration;
@@ -882,7 +871,7 @@ mod tests {
             multiplexed_apart: Vec::new(),
         })];
         let options = RowOptions {
-            sort: SortKey::OnCpu,
+            sort: SortKey::ON_CPU,
             top: None,
             topdown: Some(TopdownView::single(
                 Model::named("sapphirerapids").unwrap(),
@@ -894,7 +883,12 @@ mod tests {
             neighbours: false,
             group: None,
         };
-        let mut state = ViewState::new(View::Threads, true, SortKey::OnCpu, &[]);
+        let mut state = ViewState::new(
+            View::Threads,
+            true,
+            SortKey::ON_CPU,
+            crate::model::sort::choices(&CounterSet::software(String::new()), &[]),
+        );
         let buffer = render(
             &[row],
             160,
@@ -951,7 +945,12 @@ mod tests {
             }),
             ..RowOptions::default()
         };
-        let mut state = ViewState::new(View::Threads, true, SortKey::OnCpu, &[]);
+        let mut state = ViewState::new(
+            View::Threads,
+            true,
+            SortKey::ON_CPU,
+            crate::model::sort::choices(&CounterSet::software(String::new()), &[]),
+        );
         assert_eq!(state.on_key(Key::Char('n')), Action::Redraw);
         let (width, height) = (160, 12);
         let mut panel = |suspects: &Ranking| -> Vec<String> {
@@ -1001,7 +1000,12 @@ mod tests {
             &RowOptions::default(),
             false,
         );
-        let mut state = ViewState::new(View::Threads, true, SortKey::OnCpu, &[]);
+        let mut state = ViewState::new(
+            View::Threads,
+            true,
+            SortKey::ON_CPU,
+            crate::model::sort::choices(&CounterSet::software(String::new()), &[]),
+        );
         state.on_key(Key::Char('t'));
         let lines = screen(&rows, 100, 10, &mut state);
         assert!(lines[0].contains("  tree"), "{}", lines[0]);
@@ -1034,7 +1038,12 @@ mod tests {
         calm.waited = Some(Duration::ZERO);
         calm.behind = Some(Box::default());
         let rows = [victim, calm];
-        let mut state = ViewState::new(View::Threads, true, SortKey::OnCpu, &[]);
+        let mut state = ViewState::new(
+            View::Threads,
+            true,
+            SortKey::ON_CPU,
+            crate::model::sort::choices(&CounterSet::software(String::new()), &[]),
+        );
         let table = screen(&rows, 200, 12, &mut state);
         eprintln!("{}", table.join("\n"));
         assert!(table[1].contains("WAIT BEHIND"), "{table:#?}");
@@ -1082,7 +1091,12 @@ mod tests {
         let rows: Vec<Row> = (0..50)
             .map(|i| thread(1000 + i, &format!("worker-{i}"), long, 500 - u64::from(i)))
             .collect();
-        let mut state = ViewState::new(View::Threads, true, SortKey::OnCpu, &[]);
+        let mut state = ViewState::new(
+            View::Threads,
+            true,
+            SortKey::ON_CPU,
+            crate::model::sort::choices(&CounterSet::software(String::new()), &[]),
+        );
         let wide = screen(&rows, 120, 40, &mut state);
         assert!(wide[0].starts_with("topdown-bpf  software"), "{}", wide[0]);
         assert!(
@@ -1163,7 +1177,12 @@ mod tests {
             history.record(&[thread(7, "busy", "/", ms), thread(8, "idle", "/", 1)]);
         }
         let rows = [thread(7, "busy", "/", 900), thread(8, "idle", "/", 1)];
-        let mut state = ViewState::new(View::Threads, true, SortKey::OnCpu, &[]);
+        let mut state = ViewState::new(
+            View::Threads,
+            true,
+            SortKey::ON_CPU,
+            crate::model::sort::choices(&CounterSet::software(String::new()), &[]),
+        );
         state.on_key(Key::Enter);
         let lines = screen_with(&rows, 100, 20, &mut state, &history);
         let text = lines.join("\n");

@@ -3,7 +3,10 @@
 
 use crate::{
     attrib::groups::GroupBy,
-    model::rows::{Row, SortKey},
+    model::{
+        rows::Row,
+        sort::{SortChoice, SortKey},
+    },
 };
 
 /// A key the view reacts to (the terminal's key events, reduced to what matters here).
@@ -108,8 +111,9 @@ pub struct ViewState {
     pub view: View,
     /// Whether `v` may switch to cgroups and containers (needs the unified cgroup2 hierarchy).
     pub can_group: bool,
-    /// What `s`, `<` and `>` cycle through.
-    pub sort_keys: Vec<SortKey>,
+    /// What `s`, `<` and `>` cycle through (columns only groups have are skipped while the
+    /// view shows threads).
+    pub sort_keys: Vec<SortChoice>,
     /// Index of the sort key in `sort_keys`.
     pub sort: usize,
     /// Reversed order.
@@ -139,26 +143,25 @@ pub struct ViewState {
 }
 
 impl ViewState {
-    /// The first state: sorted by `sort` (added to the cycle when it is a counter or node),
-    /// in `view`.
-    pub fn new(view: View, can_group: bool, sort: SortKey, nodes: &[&'static str]) -> Self {
-        let mut sort_keys = vec![
-            SortKey::OnCpu,
-            SortKey::Wait,
-            SortKey::Verdict,
-            SortKey::Switches,
-            SortKey::Tid,
-            SortKey::Pid,
-            SortKey::Comm,
-        ];
-        sort_keys.extend(nodes.iter().map(|n| SortKey::Counter((*n).to_owned())));
-        let index = sort_keys
+    /// The first state: sorted by `sort` (added to the cycle `choices` when not in it, as a
+    /// counter or a share of the window is not), in `view`.
+    pub fn new(view: View, can_group: bool, sort: SortKey, mut choices: Vec<SortChoice>) -> Self {
+        let index = choices
             .iter()
-            .position(|k| *k == sort)
+            .position(|c| c.key == sort)
             .unwrap_or_else(|| {
-                sort_keys.push(sort);
-                sort_keys.len() - 1
+                let name = match &sort {
+                    SortKey::Field(name) => name.to_string(),
+                    other => format!("{other:?}").to_lowercase(),
+                };
+                choices.push(SortChoice {
+                    key: sort,
+                    name,
+                    groups_only: false,
+                });
+                choices.len() - 1
             });
+        let sort_keys = choices;
         Self {
             view,
             can_group,
@@ -186,7 +189,24 @@ impl ViewState {
 
     /// The sort key in force.
     pub fn sort_key(&self) -> &SortKey {
-        &self.sort_keys[self.sort]
+        &self.sort_keys[self.sort].key
+    }
+
+    /// How the title names the sort in force.
+    pub fn sort_name(&self) -> &str {
+        &self.sort_keys[self.sort].name
+    }
+
+    /// Moves the sort `step` stops along the cycle (1 or `len - 1`), past what the view's rows
+    /// do not have.
+    fn next_sort(&mut self, step: usize) {
+        let len = self.sort_keys.len();
+        for _ in 0..len {
+            self.sort = (self.sort + step) % len;
+            if self.view != View::Threads || !self.sort_keys[self.sort].groups_only {
+                return;
+            }
+        }
     }
 
     /// Applies `key`.
@@ -259,10 +279,8 @@ impl ViewState {
                 self.filter.clear();
                 self.top();
             }
-            Key::Char('s' | '>') => self.sort = (self.sort + 1) % self.sort_keys.len(),
-            Key::Char('<') => {
-                self.sort = (self.sort + self.sort_keys.len() - 1) % self.sort_keys.len();
-            }
+            Key::Char('s' | '>') => self.next_sort(1),
+            Key::Char('<') => self.next_sort(self.sort_keys.len() - 1),
             Key::Char('r') => self.reverse = !self.reverse,
             Key::Char('t') if self.view != View::Containers => {
                 self.tree = !self.tree;
@@ -274,6 +292,10 @@ impl ViewState {
                     View::Cgroups => View::Containers,
                     View::Containers => View::Threads,
                 };
+                // Threads have no group's column: back to the first stop.
+                if self.view == View::Threads && self.sort_keys[self.sort].groups_only {
+                    self.sort = 0;
+                }
                 self.top();
                 self.detail = false;
             }
@@ -333,28 +355,78 @@ impl ViewState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pmu::counter_set::CounterSet;
+
+    fn choices(nodes: &[&'static str]) -> Vec<SortChoice> {
+        crate::model::sort::choices(&CounterSet::software(String::new()), nodes)
+    }
 
     fn state() -> ViewState {
-        ViewState::new(View::Threads, true, SortKey::OnCpu, &["tma_retiring"])
+        ViewState::new(
+            View::Threads,
+            true,
+            SortKey::ON_CPU,
+            choices(&["tma_retiring"]),
+        )
     }
 
     #[test]
     fn sort_keys_cycle_both_ways_and_reverse() {
         let mut s = state();
-        assert_eq!(s.sort_key(), &SortKey::OnCpu);
+        assert_eq!(s.sort_key(), &SortKey::ON_CPU);
+        assert_eq!(s.sort_name(), "ON-CPU ms", "the column's header");
         assert_eq!(s.on_key(Key::Char('<')), Action::Redraw);
-        assert_eq!(s.sort_key(), &SortKey::Counter("tma_retiring".into()));
+        assert_eq!(s.sort_key(), &SortKey::Field("tma_retiring".into()));
         s.on_key(Key::Char('s'));
         s.on_key(Key::Char('>'));
-        assert_eq!(s.sort_key(), &SortKey::Wait);
+        assert_eq!(s.sort_key(), &SortKey::WAIT);
         s.on_key(Key::Char('>'));
-        assert_eq!(s.sort_key(), &SortKey::Verdict);
-        s.on_key(Key::Char('>'));
-        assert_eq!(s.sort_key(), &SortKey::Switches);
+        assert_eq!(s.sort_key(), &SortKey::SWITCHES);
         s.on_key(Key::Char('r'));
         assert!(s.reverse);
-        let other = ViewState::new(View::Threads, false, "msr/tsc/".parse().unwrap(), &[]);
-        assert_eq!(other.sort_key(), &SortKey::Counter("msr/tsc/".into()));
+        let other = ViewState::new(
+            View::Threads,
+            false,
+            "msr/tsc/".parse().unwrap(),
+            choices(&[]),
+        );
+        assert_eq!(other.sort_key(), &SortKey::Field("msr/tsc/".into()));
+        assert_eq!(other.sort_name(), "msr/tsc/");
+    }
+
+    /// Threads have no group's columns (throttling, pressure): the cycle passes them by while
+    /// the view shows threads, stops at each in a group view, and leaves one for the first stop
+    /// when the view comes back to threads.
+    #[test]
+    fn the_sort_cycle_skips_group_columns_in_the_thread_view() {
+        let mut s = state();
+        let stops = |s: &mut ViewState| {
+            (0..s.sort_keys.len())
+                .map(|_| {
+                    s.on_key(Key::Char('s'));
+                    s.sort
+                })
+                .collect::<std::collections::BTreeSet<usize>>()
+        };
+        let groups_only = s.sort_keys.iter().filter(|c| c.groups_only).count();
+        assert!(groups_only >= 4, "throttling and pressure");
+        let threads = stops(&mut s);
+        assert_eq!(threads.len(), s.sort_keys.len() - groups_only);
+        assert!(threads.iter().all(|&i| !s.sort_keys[i].groups_only));
+        s.on_key(Key::Char('v'));
+        assert_eq!(
+            stops(&mut s).len(),
+            s.sort_keys.len(),
+            "every stop for cgroups"
+        );
+        while !s.sort_keys[s.sort].groups_only {
+            s.on_key(Key::Char('s'));
+        }
+        s.on_key(Key::Char('v'));
+        assert_eq!(s.view, View::Containers);
+        assert!(s.sort_keys[s.sort].groups_only, "kept for containers");
+        s.on_key(Key::Char('v'));
+        assert_eq!(s.sort_key(), &SortKey::ON_CPU);
     }
 
     #[test]
@@ -384,7 +456,7 @@ mod tests {
         s.on_key(Key::Char('v'));
         s.on_key(Key::Char('v'));
         assert_eq!(s.view, View::Threads);
-        let mut flat = ViewState::new(View::Threads, false, SortKey::OnCpu, &[]);
+        let mut flat = ViewState::new(View::Threads, false, SortKey::ON_CPU, choices(&[]));
         assert_eq!(
             flat.on_key(Key::Char('v')),
             Action::None,
