@@ -1,9 +1,13 @@
 /* Live threads that mostly sleep, as a JVM or Go fleet host has them: N threads, each waking
- * every PERIOD ms (at a random phase) for a few microseconds of work, for SECONDS. Used by
- * xtask/bench/scale.sh. */
+ * every PERIOD ms (at a random phase) for a few microseconds of work, for SECONDS; with a
+ * fourth argument `processes`, N processes of one thread each (a host of many small services).
+ * Used by xtask/bench/scale.sh and store-bytes.sh. */
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,13 +28,35 @@ static void *sleeper(void *arg) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: sleepers THREADS PERIOD_MS SECONDS\n");
+    if (argc != 4 && !(argc == 5 && strcmp(argv[4], "processes") == 0)) {
+        fprintf(stderr, "usage: sleepers THREADS PERIOD_MS SECONDS [processes]\n");
         return 2;
     }
     int n = atoi(argv[1]);
     period_us = atol(argv[2]) * 1000;
     int seconds = atoi(argv[3]);
+    if (argc == 5) {
+        pid_t *children = calloc(n, sizeof *children);
+        for (int i = 0; i < n; i++) {
+            children[i] = fork();
+            if (children[i] == 0) {
+                alarm(seconds);
+                sleeper((void *)(unsigned long)(i + 1));
+                _exit(0);
+            }
+            if (children[i] < 0) {
+                fprintf(stderr, "process %d could not start\n", i);
+                n = i;
+                break;
+            }
+        }
+        printf("started %d processes\n", n);
+        fflush(stdout);
+        sleep(seconds);
+        for (int i = 0; i < n; i++) kill(children[i], SIGKILL);
+        for (int i = 0; i < n; i++) waitpid(children[i], NULL, 0);
+        return 0;
+    }
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 64 * 1024);

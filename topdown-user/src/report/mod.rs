@@ -561,6 +561,87 @@ mod tests {
         assert!(!keys.contains(&"ipc"), "no column without both: {keys:?}");
     }
 
+    /// Every value column of the set reaches the table (its header, its cell as
+    /// `Column::cell` writes it), CSV (its key, the field as `Column::write_field` writes it)
+    /// and JSON (its key, `Column::value`): a column added to `model::columns` needs nothing
+    /// here. The set counts cycles, instructions and cache misses, so columns built from them
+    /// are in.
+    #[test]
+    fn every_value_column_reaches_the_table_csv_and_json() {
+        let generic = |name: &str, config: u64| Counter {
+            name: name.into(),
+            unit: Unit::Events,
+            attr: EventAttr {
+                pmu_type: 0,
+                config,
+                ..EventAttr::default()
+            },
+            cpus: None,
+        };
+        let mut set = CounterSet::software(String::new());
+        set.counters.extend([
+            generic("cycles", 0),
+            generic("instructions", 1),
+            generic("cache-misses", 3),
+        ]);
+        let value = |raw: u64| CounterValue::new(raw, 1_000_000, 1_000_000);
+        let thread = ThreadUsage {
+            waited: Duration::from_micros(250),
+            counters: vec![value(4_000_000), value(3_000_000), value(7_500)],
+            ..ThreadUsage::clocked(1, 1, CgroupId(1), 1_000_000, 3)
+        };
+        let window = Window {
+            start: Duration::ZERO,
+            length: Duration::from_secs(1),
+            threads: vec![thread],
+            idle: vec![],
+            cgroups: vec![],
+            removed_cgroups: Vec::new(),
+            stats: Stats::default(),
+            waits_measured: true,
+            neighbours_measured: false,
+            stalls: std::collections::BTreeMap::new(),
+        };
+        let plain = RowOptions::default();
+        let mut names = CgroupNames::at(None);
+        let (rows, total) = rows(&window, name(&window, &mut names, None), &set, &plain);
+        let row = &rows[0];
+        let columns = columns::for_rows(&columns::columns(&set), false);
+        assert!(columns.iter().any(|c| c.key == "ipc"));
+
+        let text = block(&window, &rows, total, &set, &plain);
+        let (header, line) = (text.lines().nth(1).unwrap(), text.lines().nth(2).unwrap());
+        let csv_text = csv_text(&window, &rows, &set, &plain);
+        let mut csv_lines = csv_text.lines();
+        let csv_header: Vec<&str> = csv_lines.next().unwrap().split(',').collect();
+        let csv_line: Vec<&str> = csv_lines.next().unwrap().split(',').collect();
+        let doc = json_doc(&window, &rows, &set);
+        for column in &columns {
+            assert!(
+                header.contains(column.header),
+                "{} in {header}",
+                column.header
+            );
+            let cell = column.cell(row);
+            assert!(line.contains(&format!(" {cell} ")), "{cell} in {line}");
+            let at = csv_header.iter().position(|h| *h == column.key);
+            let mut field = String::new();
+            column.write_field(row, &mut field);
+            assert_eq!(
+                at.map(|at| csv_line[at]),
+                Some(field.as_str()),
+                "{}",
+                column.key
+            );
+            let json = &doc["threads"][0][column.key];
+            match column.value(row) {
+                Some(columns::Number::Int(n)) => assert_eq!(json, n, "{}", column.key),
+                Some(columns::Number::Float(x)) => assert_eq!(json, x, "{}", column.key),
+                None => assert!(json.is_null(), "{}", column.key),
+            }
+        }
+    }
+
     #[test]
     fn nodes_outside_their_range_are_kept_as_computed_and_flagged_with_their_inputs() {
         let (mut window, set) = spr_window();
