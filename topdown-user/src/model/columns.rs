@@ -41,6 +41,18 @@ const INSTRUCTIONS: [&str; 5] = [
     "ex_ret_instr",
 ];
 
+/// Last-level cache misses, as perf's generic event and the vendors' MPKI metrics count them
+/// (pmu-events: Intel's `tma_info_memory_l3mpki`, Arm's `ll_cache_read_mpki`), spelt the same
+/// ways.
+const CACHE_MISSES: [&str; 4] = [
+    "cache-misses",
+    "mem_load_retired.l3_miss",
+    "longest_lat_cache.miss",
+    "ll_cache_miss_rd",
+];
+/// `PERF_COUNT_HW_CACHE_MISSES`.
+const HW_CACHE_MISSES: u64 = 3;
+
 /// A column's value: exact integers stay integers.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Number {
@@ -103,6 +115,11 @@ enum Source {
         cycles: usize,
         instructions: usize,
     },
+    /// Cache misses per thousand instructions, from these slots of the set.
+    Mpki {
+        misses: usize,
+        instructions: usize,
+    },
 }
 
 /// One value column.
@@ -155,6 +172,14 @@ impl Column {
                 cycles,
                 instructions,
             } => ipc(&row.counters, cycles, instructions).map(Number::Float),
+            Source::Mpki {
+                misses,
+                instructions,
+            } => {
+                let misses = row.counters.get(misses)?.scaled()?;
+                let instructions = row.counters.get(instructions)?.scaled()?;
+                (instructions > 0.0).then(|| Number::Float(misses * 1e3 / instructions))
+            }
         }
     }
 
@@ -219,28 +244,30 @@ pub fn ipc(counters: &[CounterValue], cycles: usize, instructions: usize) -> Opt
 /// The slots of `set`'s cycles and instructions when it counts one of each over the same CPUs
 /// and privilege levels (a hybrid set counting them per core type has no one IPC: none).
 pub fn ipc_slots(set: &CounterSet) -> Option<(usize, usize)> {
-    let find = |names: &[&str], generic: u64| {
-        let slots: Vec<usize> = set
+    alike_pair(set, (&CYCLES, HW_CYCLES), (&INSTRUCTIONS, HW_INSTRUCTIONS))
+}
+
+/// The slots of the one event of `set` each of `a` and `b` (names, generic config) spells, when
+/// both count over the same CPUs and privilege levels.
+fn alike_pair(set: &CounterSet, a: (&[&str], u64), b: (&[&str], u64)) -> Option<(usize, usize)> {
+    let find = |(names, generic): (&[&str], u64)| {
+        let mut slots = set
             .counters
             .iter()
             .enumerate()
             .filter(|(_, c)| is_event(c, names, generic))
-            .map(|(i, _)| i)
-            .collect();
-        match slots.as_slice() {
-            [one] => Some(*one),
+            .map(|(i, _)| i);
+        match (slots.next(), slots.next()) {
+            (Some(one), None) => Some(one),
             _ => None,
         }
     };
-    let (cycles, instructions) = (
-        find(&CYCLES, HW_CYCLES)?,
-        find(&INSTRUCTIONS, HW_INSTRUCTIONS)?,
-    );
-    let (c, i) = (&set.counters[cycles], &set.counters[instructions]);
+    let (a, b) = (find(a)?, find(b)?);
+    let (c, i) = (&set.counters[a], &set.counters[b]);
     let alike = c.cpus == i.cpus
         && c.attr.exclude_user == i.attr.exclude_user
         && c.attr.exclude_kernel == i.attr.exclude_kernel;
-    alike.then_some((cycles, instructions))
+    alike.then_some((a, b))
 }
 
 /// Whether `counter` is perf's generic hardware event `generic`, or an event `names` spell.
@@ -375,6 +402,37 @@ pub fn columns(set: &CounterSet) -> Vec<Column> {
             groups_only: false,
             source: Source::Ipc {
                 cycles,
+                instructions,
+            },
+        });
+    }
+    if let Some((misses, instructions)) = alike_pair(
+        set,
+        (&CACHE_MISSES, HW_CACHE_MISSES),
+        (&INSTRUCTIONS, HW_INSTRUCTIONS),
+    ) {
+        columns.push(Column {
+            key: "mpki",
+            header: "MPKI",
+            help: "last-level cache misses per thousand instructions retired, both scaled as \
+                   perf scales them (perf's `cache-misses`, Intel's `MEM_LOAD_RETIRED.L3_MISS` \
+                   or `LONGEST_LAT_CACHE.MISS`, Arm's `LL_CACHE_MISS_RD`, as the pmu-events \
+                   metrics `tma_info_memory_l3mpki` and `ll_cache_read_mpki` count them); a \
+                   column only where the set counts one of them and instructions alike (`-e \
+                   cache-misses,instructions`), `-` where either did not run or no instruction \
+                   retired",
+            kind: Kind::Ratio,
+            keep: 3,
+            metric: Some(Metric {
+                name: "topdown_cgroup_mpki",
+                help: "Last-level cache misses per thousand instructions retired of the \
+                       cgroup's threads over the latest window in which both counted (a set \
+                       that counts them alike: -e cache-misses,instructions)",
+                total: false,
+            }),
+            groups_only: false,
+            source: Source::Mpki {
+                misses,
                 instructions,
             },
         });
@@ -638,6 +696,74 @@ mod tests {
         assert_eq!(ipc(&silent, 1, 2), None);
     }
 
+    /// MPKI is a column where the set counts last-level misses (perf's generic event or a
+    /// vendor's name) and instructions alike: misses per thousand instructions, `-` where no
+    /// instruction retired; none without both, or with two of either.
+    #[test]
+    fn mpki_is_a_column_where_the_set_counts_misses_and_instructions() {
+        let mpki = |set: &CounterSet| columns(set).into_iter().find(|c| c.key == "mpki");
+        let generic = set(vec![
+            counter("instructions", 0, HW_INSTRUCTIONS),
+            counter("cache-misses", 0, HW_CACHE_MISSES),
+        ]);
+        let column = mpki(&generic).expect("a column");
+        assert!(
+            columns(&generic).iter().all(|c| c.key != "ipc"),
+            "no cycles"
+        );
+        let mut software = CounterSet::software(String::new());
+        let row = |counts: [u64; 2]| {
+            let usage = crate::attrib::usage::ThreadUsage {
+                counters: counts.map(|n| CounterValue::new(n, 10, 10)).to_vec(),
+                ..crate::attrib::usage::ThreadUsage::clocked(
+                    1,
+                    1,
+                    topdown_common::cgroup::CgroupId(1),
+                    1,
+                    1,
+                )
+            };
+            let window = crate::attrib::Window {
+                start: std::time::Duration::ZERO,
+                length: std::time::Duration::from_secs(1),
+                threads: vec![usage],
+                idle: vec![],
+                cgroups: vec![],
+                removed_cgroups: Vec::new(),
+                stats: crate::collect::Stats::default(),
+                waits_measured: false,
+                neighbours_measured: false,
+                stalls: std::collections::BTreeMap::new(),
+            };
+            let mut names = crate::attrib::cgroups::CgroupNames::at(None);
+            let named = crate::attrib::named::name(&window, &mut names, None);
+            crate::model::rows::rows(&window, named, &generic, &RowOptions::default())
+                .0
+                .remove(0)
+        };
+        assert_eq!(column.value(&row([20_000, 50])), Some(Number::Float(2.5)));
+        assert_eq!(column.value(&row([0, 50])), None, "no instruction retired");
+        assert_eq!(column.cell(&row([4_000, 1])), "0.25");
+        let intel = set(vec![
+            counter("inst_retired.any", 4, 0xc0),
+            counter("MEM_LOAD_RETIRED.L3_MISS", 4, 0x20d1),
+        ]);
+        assert!(mpki(&intel).is_some(), "Intel's names");
+        software
+            .counters
+            .push(counter("cache-misses", 0, HW_CACHE_MISSES));
+        assert!(mpki(&software).is_none(), "no instructions");
+        let two = set(vec![
+            counter("instructions", 0, HW_INSTRUCTIONS),
+            counter("cache-misses", 0, HW_CACHE_MISSES),
+            counter("ll_cache_miss_rd", 8, 0x37),
+        ]);
+        assert!(
+            mpki(&two).is_none(),
+            "two misses events: which is the last level's?"
+        );
+    }
+
     /// The value columns as docs/live.md's table shows them, from each entry's `help`.
     fn docs_table(columns: &[Column]) -> String {
         let mut table = String::from(
@@ -673,7 +799,11 @@ mod tests {
         let docs = std::fs::read_to_string(path).unwrap();
         let (head, rest) = docs.split_once(BEGIN).expect("the table's first marker");
         let (table, tail) = rest.split_once(END).expect("the table's last marker");
-        let generic = set(vec![counter("cycles", 0, 0), counter("instructions", 0, 1)]);
+        let generic = set(vec![
+            counter("cycles", 0, 0),
+            counter("instructions", 0, 1),
+            counter("cache-misses", 0, HW_CACHE_MISSES),
+        ]);
         let expected = docs_table(&columns(&generic));
         if std::env::var_os("TOPDOWN_BLESS").is_some() {
             std::fs::write(path, format!("{head}{BEGIN}{expected}{END}{tail}")).unwrap();
