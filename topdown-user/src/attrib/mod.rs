@@ -51,7 +51,7 @@ pub enum WindowExits {
 }
 
 /// Usage over one window of time.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Window {
     /// Seconds from the start of collection to the window's start.
     pub start: Duration,

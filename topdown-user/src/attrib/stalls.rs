@@ -283,16 +283,12 @@ mod tests {
         ));
         let mut names = CgroupNames::at(Some(dir.path().to_path_buf()));
         let mut window = Window {
-            start: Duration::ZERO,
             length: Duration::from_secs(1),
             threads: Vec::new(),
-            idle: Vec::new(),
             cgroups: vec![super::super::usage::CgroupUsage::new(id, 0)],
-            removed_cgroups: Vec::new(),
-            stats: crate::collect::Stats::default(),
             waits_measured: true,
             neighbours_measured: true,
-            stalls: BTreeMap::new(),
+            ..Window::default()
         };
         reader.window(&mut window, &mut names);
         assert_eq!(window.stalls["/a/b"].nr_throttled, Some(3));

@@ -724,16 +724,9 @@ mod tests {
                 )
             };
             let window = crate::attrib::Window {
-                start: std::time::Duration::ZERO,
                 length: std::time::Duration::from_secs(1),
                 threads: vec![usage],
-                idle: vec![],
-                cgroups: vec![],
-                removed_cgroups: Vec::new(),
-                stats: crate::collect::Stats::default(),
-                waits_measured: false,
-                neighbours_measured: false,
-                stalls: std::collections::BTreeMap::new(),
+                ..crate::attrib::Window::default()
             };
             let mut names = crate::attrib::cgroups::CgroupNames::at(None);
             let named = crate::attrib::named::name(&window, &mut names, None);

@@ -141,10 +141,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::{
-        attrib::usage::{CgroupUsage, ThreadUsage},
-        collect::Stats,
-    };
+    use crate::attrib::usage::{CgroupUsage, ThreadUsage};
 
     fn usage(tid: u32, ns: u64, switches: u64, cgroup_id: u64) -> ThreadUsage {
         ThreadUsage::clocked(tid, 100 + tid % 2, CgroupId(cgroup_id), ns, switches)
@@ -168,16 +165,10 @@ mod tests {
             crate::attrib::usage::add_counters(&mut cgroup.counters, &t.counters);
         }
         Window {
-            start: Duration::ZERO,
             length: Duration::from_secs(1),
             threads,
-            idle: vec![],
             cgroups,
-            removed_cgroups: Vec::new(),
-            stats: Stats::default(),
-            waits_measured: false,
-            neighbours_measured: false,
-            stalls: std::collections::BTreeMap::new(),
+            ..Window::default()
         }
     }
 

@@ -196,7 +196,6 @@ mod tests {
     use super::*;
     use crate::{
         attrib::{stalls::CpuStalls, usage::ThreadUsage},
-        collect::Stats,
         pmu::counter_set::CounterSet,
     };
 
@@ -207,20 +206,13 @@ mod tests {
     #[test]
     fn sorts_cuts_and_computes_cpu_share() {
         let window = Window {
-            start: Duration::ZERO,
             length: Duration::from_secs(2),
             threads: vec![
                 usage(1, 500_000_000, 9),
                 usage(2, 2_000_000_000, 1),
                 usage(3, 0, 4),
             ],
-            idle: vec![],
-            cgroups: vec![],
-            removed_cgroups: Vec::new(),
-            stats: Stats::default(),
-            waits_measured: false,
-            neighbours_measured: false,
-            stalls: std::collections::BTreeMap::new(),
+            ..Window::default()
         };
         let set = CounterSet::software(String::new());
         let mut names = CgroupNames::at(None);
@@ -286,16 +278,13 @@ mod tests {
             ..CpuStalls::default()
         };
         let window = Window {
-            start: Duration::ZERO,
             length: Duration::from_secs(1),
             threads: vec![thread(1, 7, 50), thread(2, 8, 300), thread(3, 8, 10)],
-            idle: vec![],
             cgroups: vec![cgroup(7), cgroup(8)],
-            removed_cgroups: Vec::new(),
-            stats: Stats::default(),
             waits_measured: true,
             neighbours_measured: true,
             stalls: [("/a".to_owned(), held)].into(),
+            ..Window::default()
         };
         let set = CounterSet::software(String::new());
         let mut names = CgroupNames::at(None);

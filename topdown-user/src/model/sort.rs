@@ -286,7 +286,6 @@ mod tests {
     use super::*;
     use crate::{
         attrib::{Window, cgroups::CgroupNames, named::name, usage::ThreadUsage},
-        collect::Stats,
         model::rows::{RowOptions, rows},
         pmu::counter_set::Counter,
     };
@@ -312,16 +311,10 @@ mod tests {
         let set = CounterSet::software(String::new());
         for waits_measured in [true, false] {
             let window = Window {
-                start: Duration::ZERO,
                 length: Duration::from_secs(1),
                 threads,
-                idle: vec![],
-                cgroups: vec![],
-                removed_cgroups: Vec::new(),
-                stats: Stats::default(),
                 waits_measured,
-                neighbours_measured: false,
-                stalls: std::collections::BTreeMap::new(),
+                ..Window::default()
             };
             let mut names = CgroupNames::at(None);
             let (mut all, _) = rows(
@@ -396,7 +389,6 @@ mod tests {
             ..ThreadUsage::clocked(tid, 1, CgroupId(1), 1_000 * u64::from(tid), 1)
         };
         let window = Window {
-            start: Duration::ZERO,
             length: Duration::from_secs(1),
             threads: vec![
                 thread(1, 100, 50),
@@ -404,13 +396,8 @@ mod tests {
                 thread(3, 0, 0),
                 thread(4, 100, 100),
             ],
-            idle: vec![],
-            cgroups: vec![],
-            removed_cgroups: Vec::new(),
-            stats: Stats::default(),
             waits_measured: true,
-            neighbours_measured: false,
-            stalls: std::collections::BTreeMap::new(),
+            ..Window::default()
         };
         (set, window)
     }

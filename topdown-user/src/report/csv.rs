@@ -190,7 +190,6 @@ mod tests {
             named,
             usage::{CounterValue, ThreadUsage},
         },
-        collect::Stats,
         model::{columns, rows},
         pmu::counter_set::{Counter, CounterSet, EventAttr, Unit},
     };
@@ -223,13 +222,7 @@ mod tests {
             start: Duration::from_secs(1),
             length: Duration::from_millis(500),
             threads: vec![busy, gone],
-            idle: vec![],
-            cgroups: vec![],
-            removed_cgroups: vec![],
-            stats: Stats::default(),
-            waits_measured: false,
-            neighbours_measured: false,
-            stalls: std::collections::BTreeMap::new(),
+            ..Window::default()
         };
         let options = RowOptions::default();
         let named = named::name(&window, &mut CgroupNames::at(None), None);

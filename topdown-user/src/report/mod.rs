@@ -285,7 +285,6 @@ mod tests {
     use crate::model::{rows::rows, sort::SortKey};
     use crate::{
         attrib::usage::{CounterValue, ThreadUsage},
-        collect::Stats,
         pmu::counter_set::{Counter, EventAttr, Unit},
         tma::Model,
         tma::view::TopdownView,
@@ -352,16 +351,9 @@ mod tests {
             folded: 0,
         };
         let window = Window {
-            start: Duration::ZERO,
             length: Duration::from_secs(1),
             threads: vec![thread],
-            idle: vec![],
-            cgroups: vec![],
-            removed_cgroups: Vec::new(),
-            stats: Stats::default(),
-            waits_measured: false,
-            neighbours_measured: false,
-            stalls: std::collections::BTreeMap::new(),
+            ..Window::default()
         };
         (window, set)
     }
@@ -520,16 +512,9 @@ mod tests {
             folded: 0,
         };
         let window = Window {
-            start: Duration::ZERO,
             length: Duration::from_secs(1),
             threads: vec![thread(1, value(2_000_000, 500_000)), thread(2, value(0, 0))],
-            idle: vec![],
-            cgroups: vec![],
-            removed_cgroups: Vec::new(),
-            stats: Stats::default(),
-            waits_measured: false,
-            neighbours_measured: false,
-            stalls: std::collections::BTreeMap::new(),
+            ..Window::default()
         };
         let plain = RowOptions::default();
         let mut names = CgroupNames::at(None);
@@ -591,16 +576,10 @@ mod tests {
             ..ThreadUsage::clocked(1, 1, CgroupId(1), 1_000_000, 3)
         };
         let window = Window {
-            start: Duration::ZERO,
             length: Duration::from_secs(1),
             threads: vec![thread],
-            idle: vec![],
-            cgroups: vec![],
-            removed_cgroups: Vec::new(),
-            stats: Stats::default(),
             waits_measured: true,
-            neighbours_measured: false,
-            stalls: std::collections::BTreeMap::new(),
+            ..Window::default()
         };
         let plain = RowOptions::default();
         let mut names = CgroupNames::at(None);

@@ -680,16 +680,10 @@ mod tests {
 
     fn window(cgroups: Vec<CgroupUsage>) -> Window {
         Window {
-            start: Duration::ZERO,
             length: Duration::from_secs(1),
             threads: vec![],
-            idle: vec![],
             cgroups,
-            removed_cgroups: Vec::new(),
-            stats: crate::collect::Stats::default(),
-            waits_measured: false,
-            neighbours_measured: false,
-            stalls: std::collections::BTreeMap::new(),
+            ..Window::default()
         }
     }
 

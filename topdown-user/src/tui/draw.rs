@@ -660,7 +660,6 @@ mod tests {
     use super::*;
     use crate::{
         attrib::{neighbours::Culprits, usage::CounterValue},
-        collect::Stats,
         model::rows::ThreadKey,
         pmu::counter_set::{Counter, EventAttr, Unit},
         tui::state::{Action, Key, View},
@@ -748,16 +747,11 @@ mod tests {
     ) -> ratatui::buffer::Buffer {
         let set = CounterSet::software("no hardware PMU".into());
         let window = Window {
-            start: Duration::ZERO,
             length: Duration::from_secs(1),
             threads: vec![],
-            idle: vec![],
-            cgroups: vec![],
-            removed_cgroups: Vec::new(),
-            stats: Stats::default(),
             waits_measured: rows.iter().any(|r| r.waited.is_some()),
             neighbours_measured: rows.iter().any(|r| r.behind.is_some()),
-            stalls: std::collections::BTreeMap::new(),
+            ..Window::default()
         };
         let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
         terminal
@@ -817,16 +811,9 @@ mod tests {
             folded: 0,
         };
         let window = Window {
-            start: Duration::ZERO,
             length: Duration::from_secs(1),
             threads: vec![usage],
-            idle: vec![],
-            cgroups: vec![],
-            removed_cgroups: Vec::new(),
-            stats: Stats::default(),
-            waits_measured: false,
-            neighbours_measured: false,
-            stalls: std::collections::BTreeMap::new(),
+            ..Window::default()
         };
         let options = RowOptions::default();
         let line = status_line(&Screenful {
