@@ -517,25 +517,6 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = 64, value_parser = at_least_one)]
     pub max_connections: usize,
 
-    /// TopDown per cgroup down to this level (1, 2 or 3); needs a hardware PMU.
-    #[arg(long = "td-level", value_name = "LEVEL", value_parser = clap::value_parser!(u8).range(1..=3))]
-    pub td_level: Option<u8>,
-
-    /// With --td-level 3: Level 3 only under these Level 2 nodes, comma-separated (toplev's
-    /// drilldown: `--nodes memory_bound,core_bound`), so the set fits the counters.
-    #[arg(long, value_name = "NODES", value_delimiter = ',')]
-    pub nodes: Vec<String>,
-
-    /// Also count these events per cgroup (as the live view's -e).
-    #[arg(short = 'e', long = "event", value_name = "EVENT")]
-    pub events: Vec<String>,
-
-    /// Capacity of the kernel's live-thread map (1 to 4,194,304, the kernel's most pids)
-    /// (default: twice the threads alive at the start, at least 16,384, within threads-max,
-    /// pid_max and 1/64 of memory; the first line says when that cuts it short).
-    #[arg(long, value_name = "N", value_parser = max_threads)]
-    pub max_threads: Option<u32>,
-
     /// Stop after S seconds (a millisecond to a year) (default: until Ctrl-C or SIGTERM).
     #[arg(long, value_name = "S", value_parser = duration_seconds)]
     pub duration: Option<f64>,
@@ -553,17 +534,9 @@ pub struct ServeArgs {
     #[arg(long, value_name = "CYCLES", default_value_t = 30)]
     pub threshold: u64,
 
-    /// Do not split run-queue waits over whoever held the CPU, nor count preemptions: no
-    /// `topdown_cgroup_wait_behind_seconds_total` or preemption series.
-    #[arg(long)]
-    pub no_neighbours: bool,
-
-    /// Count only on these CPUs (`0-3,8`: the kernel's list format). By default every online
-    /// CPU but those the kernel keeps apart for latency-critical work (isolcpus, nohz_full):
-    /// nothing of ours is opened there and the switch program returns at once; name them here
-    /// to count there too.
-    #[arg(long, value_name = "LIST", value_parser = cpu_list)]
-    pub cpus: Option<CpuList>,
+    /// What to count, where, and how much room the kernel's maps get.
+    #[command(flatten)]
+    pub counters: CounterArgs,
 }
 
 /// `topdown-bpf c2c`: without a subcommand, record live, then report.
@@ -882,38 +855,20 @@ pub struct StatArgs {
     #[arg(short = 'x', long = "field-separator", value_name = "SEP", value_parser = separator)]
     pub field_separator: Option<u8>,
 
-    /// Also count these events per thread (repeatable, or comma-separated): perf syntax
-    /// (`cpu/event=0xc2,umask=0x2,cmask=1,inv/u`, `msr/tsc/`), raw (`r01c2`), perf's generic and
-    /// software names, the CPU's named events (`INT_MISC.UOP_DROPPING:u`) or libpfm4 style
-    /// (`INST_RETIRED:ANY_P:c=1:e:i:u:k`).
-    #[arg(short = 'e', long = "event", value_name = "EVENT")]
-    pub events: Vec<String>,
-
     /// Report per physical core instead of per thread (counters summed over each core's CPUs,
     /// like `perf stat --per-core -a`): the honest TopDown where inputs count per core
     /// (Skylake-class with SMT on).
-    #[arg(long, conflicts_with_all = ["pids", "tids", "command", "per_thread", "csv", "field_separator"])]
+    #[arg(long, conflicts_with_all = ["pids", "tids", "command", "per_thread", "csv", "field_separator", "cpus"])]
     pub per_core: bool,
 
-    /// TopDown per thread down to this level (1, 2 or 3); needs a hardware PMU.
-    #[arg(long = "td-level", value_name = "LEVEL", value_parser = clap::value_parser!(u8).range(1..=3))]
-    pub td_level: Option<u8>,
-
-    /// With --td-level 3: Level 3 only under these Level 2 nodes, comma-separated (toplev's
-    /// drilldown: `--nodes memory_bound,core_bound`), so the set fits the counters.
-    #[arg(long, value_name = "NODES", value_delimiter = ',')]
-    pub nodes: Vec<String>,
+    /// What to count, where, and how much room the kernel's maps get.
+    #[command(flatten)]
+    pub counters: CounterArgs,
 
     /// With --td-level 3: count Level 2 on every CPU for a second first, and measure Level 3
     /// under the Level 2 nodes over their thresholds (toplev's drilldown, chosen once).
     #[arg(long, conflicts_with = "nodes")]
     pub drilldown: bool,
-
-    /// Capacity of the kernel's live-thread map (1 to 4,194,304, the kernel's most pids)
-    /// (default: twice the threads alive at the start, at least 16,384, within threads-max,
-    /// pid_max and 1/64 of memory; the first line says when that cuts it short).
-    #[arg(long, value_name = "N", value_parser = max_threads)]
-    pub max_threads: Option<u32>,
 
     /// The cgroup options.
     #[command(flatten)]
@@ -925,8 +880,40 @@ pub struct StatArgs {
     #[arg(long, conflicts_with = "no_neighbours")]
     pub neighbours: bool,
 
+    /// Run COMMAND and report its threads (and its child processes'), exited ones included.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// What the live view, `record` and `serve` count, where, and the kernel maps' room.
+#[derive(Debug, Args)]
+pub struct CounterArgs {
+    /// Also count these events (repeatable, or comma-separated): perf syntax
+    /// (`cpu/event=0xc2,umask=0x2,cmask=1,inv/u`, `msr/tsc/`), raw (`r01c2`), perf's generic and
+    /// software names, the CPU's named events (`INT_MISC.UOP_DROPPING:u`) or libpfm4 style
+    /// (`INST_RETIRED:ANY_P:c=1:e:i:u:k`); per thread, per cgroup in `serve`.
+    #[arg(short = 'e', long = "event", value_name = "EVENT")]
+    pub events: Vec<String>,
+
+    /// TopDown down to this level (1, 2 or 3), per thread (per cgroup in `serve`); needs a
+    /// hardware PMU.
+    #[arg(long = "td-level", value_name = "LEVEL", value_parser = clap::value_parser!(u8).range(1..=3))]
+    pub td_level: Option<u8>,
+
+    /// With --td-level 3: Level 3 only under these Level 2 nodes, comma-separated (toplev's
+    /// drilldown: `--nodes memory_bound,core_bound`), so the set fits the counters.
+    #[arg(long, value_name = "NODES", value_delimiter = ',')]
+    pub nodes: Vec<String>,
+
+    /// Capacity of the kernel's live-thread map (1 to 4,194,304, the kernel's most pids)
+    /// (default: twice the threads alive at the start, at least 16,384, within threads-max,
+    /// pid_max and 1/64 of memory; the first line says when that cuts it short).
+    #[arg(long, value_name = "N", value_parser = max_threads)]
+    pub max_threads: Option<u32>,
+
     /// Do not split run-queue waits over whoever held the CPU, nor count preemptions: the
-    /// switch program's cost without them (WAIT BEHIND and PREEMPT show `-`).
+    /// switch program's cost without them (WAIT BEHIND and PREEMPT show `-`; `serve` exports
+    /// no `topdown_cgroup_wait_behind_seconds_total` or preemption series).
     #[arg(long)]
     pub no_neighbours: bool,
 
@@ -934,12 +921,8 @@ pub struct StatArgs {
     /// CPU but those the kernel keeps apart for latency-critical work (isolcpus, nohz_full):
     /// nothing of ours is opened there and the switch program returns at once; name them here
     /// to count there too.
-    #[arg(long, value_name = "LIST", value_parser = cpu_list, conflicts_with = "per_core")]
+    #[arg(long, value_name = "LIST", value_parser = cpu_list)]
     pub cpus: Option<CpuList>,
-
-    /// Run COMMAND and report its threads (and its child processes'), exited ones included.
-    #[arg(last = true, value_name = "COMMAND")]
-    pub command: Vec<String>,
 }
 
 /// Charging by cgroup: every slice goes to the cgroup its thread was in at that switch.

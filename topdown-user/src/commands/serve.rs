@@ -43,7 +43,12 @@ const C2C_RING_BYTES: u32 = 16 << 20;
 /// Collects per cgroup and serves the metrics until Ctrl-C, SIGTERM or `--duration`.
 pub async fn run(args: &ServeArgs) -> Result<()> {
     let address = listen_address(args)?;
-    let (set, view) = counter_set(args.td_level, &args.nodes, false, &args.events)?;
+    let (set, view) = counter_set(
+        args.counters.td_level,
+        &args.counters.nodes,
+        false,
+        &args.counters.events,
+    )?;
     let mut names = CgroupNames::host();
     if names.mount().is_none() {
         bail!(
@@ -63,11 +68,14 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
     let listener = TcpListener::bind(address)
         .await
         .with_context(|| format!("cannot listen on {address} (in use? try another --listen)"))?;
-    let capacity = Capacity::of(args.max_threads, &SysRoot::host())?;
+    let capacity = Capacity::of(args.counters.max_threads, &SysRoot::host())?;
     if let Some(short) = &capacity.short {
         log::warn!("{short}");
     }
-    let cpus = cpus::choose(args.cpus.as_ref().map(|l| l.0.as_slice()), &SysRoot::host())?;
+    let cpus = cpus::choose(
+        args.counters.cpus.as_ref().map(|l| l.0.as_slice()),
+        &SysRoot::host(),
+    )?;
     if let Some(line) = cpus.line() {
         log::warn!("{}", line.trim_start_matches("topdown-bpf: "));
     }
@@ -77,7 +85,7 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
             max_threads: capacity.threads,
             // Metrics are per cgroup: counters are read only at cgroup switches.
             cgroup_only: true,
-            neighbours: !args.no_neighbours && CollectorOptions::default().neighbours,
+            neighbours: !args.counters.no_neighbours && CollectorOptions::default().neighbours,
             cpus: cpus.collector_cpus(),
             ..CollectorOptions::default()
         },

@@ -290,7 +290,9 @@ impl Plan {
         let stored = recording.is_some_and(|to| to.store.is_some());
         let format = format_of(cli, output, stored);
         let sort: SortKey = cli.sort.parse().unwrap_or(SortKey::ON_CPU);
-        if cli.drilldown && (cli.td_level != Some(3) || !cli.command.is_empty() || cli.per_core) {
+        if cli.drilldown
+            && (cli.counters.td_level != Some(3) || !cli.command.is_empty() || cli.per_core)
+        {
             bail!(
                 "--drilldown probes the whole machine before the run: it needs --td-level 3, \
                  and not -- COMMAND or --per-core (for a command: record Level 2, then `analyze \
@@ -300,9 +302,14 @@ impl Plan {
         let nodes = if cli.drilldown {
             drilldown_nodes()?
         } else {
-            cli.nodes.clone()
+            cli.counters.nodes.clone()
         };
-        let (set, topdown) = counter_set(cli.td_level, &nodes, cli.per_core, &cli.events)?;
+        let (set, topdown) = counter_set(
+            cli.counters.td_level,
+            &nodes,
+            cli.per_core,
+            &cli.counters.events,
+        )?;
         sort.validate(&set)?;
         let target = if !cli.pids.is_empty() {
             Target::Pids(cli.pids.clone())
@@ -318,7 +325,7 @@ impl Plan {
             set,
             topdown,
             target,
-            capacity: Capacity::of(cli.max_threads, &SysRoot::host())?,
+            capacity: Capacity::of(cli.counters.max_threads, &SysRoot::host())?,
         })
     }
 }
@@ -336,7 +343,10 @@ fn start_collector(
     // Rows of cgroups only: no thread's own counts are shown (the full-screen view can switch
     // to threads, a recording keeps them), so counters are read only at cgroup switches.
     let cgroup_only = grouped && plan.format != Format::Refresh && !recording;
-    let cpus = cpus::choose(cli.cpus.as_ref().map(|l| l.0.as_slice()), &SysRoot::host())?;
+    let cpus = cpus::choose(
+        cli.counters.cpus.as_ref().map(|l| l.0.as_slice()),
+        &SysRoot::host(),
+    )?;
     if let Some(line) = cpus.line() {
         eprintln!("{line}");
     }
@@ -346,7 +356,7 @@ fn start_collector(
             max_threads: plan.capacity.threads,
             narrow,
             cgroup_only,
-            neighbours: !cli.no_neighbours && CollectorOptions::default().neighbours,
+            neighbours: !cli.counters.no_neighbours && CollectorOptions::default().neighbours,
             cpus: cpus.collector_cpus(),
             ..CollectorOptions::default()
         },
