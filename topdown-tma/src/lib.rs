@@ -212,26 +212,23 @@ impl Model {
             .collect()
     }
 
-    /// For each value the generated formulas return, in their order: its node as this model
-    /// has it, and where its threshold verdict is. Found once per model.
-    fn value_nodes(&self) -> ValueNodes {
-        static CACHE: OnceLock<Mutex<HashMap<&'static str, ValueNodes>>> = OnceLock::new();
-        let cache = CACHE.get_or_init(Mutex::default);
-        let mut cache = cache
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        Arc::clone(cache.entry(self.name).or_insert_with(|| {
-            let has = |name: &str| self.nodes.contains(&name);
-            Arc::new(
-                self.nodes
-                    .iter()
-                    .map(|&name| {
-                        let node = Node::named(name).map(|node| node.in_model(has));
-                        (node, self.thresholds.iter().position(|n| *n == name))
-                    })
-                    .collect(),
-            )
-        }))
+    /// The buffers this model's formulas write into, with each value's node as this model has
+    /// it and where its threshold verdict is: made once per binding (a counter set, a view),
+    /// reused for every row evaluated with [`Model::evaluate_bound`].
+    pub fn scratch(&self) -> Scratch {
+        let has = |name: &str| self.nodes.contains(&name);
+        Scratch {
+            values: vec![0.0; self.nodes.len()],
+            over: vec![false; self.thresholds.len()],
+            table: self
+                .nodes
+                .iter()
+                .map(|&name| {
+                    let node = Node::named(name).map(|node| node.in_model(has));
+                    (node, self.thresholds.iter().position(|n| *n == name))
+                })
+                .collect(),
+        }
     }
 
     /// The events each node's formula reads (every level) for `#smt_on` and `#core_wide` (the
@@ -311,28 +308,30 @@ impl Model {
             events: self.events,
             inputs,
         };
-        self.evaluate_bound(&counts, max_level, &mut Scratch::default())
+        self.evaluate_bound(&counts, max_level, &mut self.scratch())
     }
 
     /// [`Model::evaluate`] from counts by index (a counter set bound once: [`inputs::BoundCounts`]),
-    /// the formulas writing into `scratch` (reused from row to row: no allocation but the
-    /// result's).
+    /// the formulas writing into `scratch` ([`Model::scratch`] of this model, reused from row
+    /// to row: no allocation but the result's, no lock, no name looked up).
     pub fn evaluate_bound(
         &self,
         counts: &dyn Counts,
         max_level: u8,
         scratch: &mut Scratch,
     ) -> TopDown {
-        scratch.values.clear();
-        scratch.values.resize(self.nodes.len(), 0.0);
-        scratch.over.clear();
-        scratch.over.resize(self.thresholds.len(), false);
+        debug_assert_eq!(
+            scratch.table.len(),
+            self.nodes.len(),
+            "another model's scratch"
+        );
+        scratch.values.fill(0.0);
+        scratch.over.fill(false);
         (self.evaluate)(counts, &mut scratch.values, &mut scratch.over);
-        let table = self.value_nodes();
         let mut nodes: Vec<NodeValue> = scratch
             .values
             .iter()
-            .zip(table.iter())
+            .zip(scratch.table.iter())
             .filter_map(|(&value, &(node, over_at))| {
                 let node = node?;
                 (node.level <= max_level).then(|| NodeValue {
@@ -355,15 +354,14 @@ impl Model {
     }
 }
 
-/// The buffers a model's formulas write their values and verdicts into, kept from row to row.
-#[derive(Debug, Default)]
+/// The buffers a model's formulas write their values and verdicts into, kept from row to row,
+/// and each value's node and threshold position ([`Model::scratch`]).
+#[derive(Debug)]
 pub struct Scratch {
     values: Vec<f64>,
     over: Vec<bool>,
+    table: Vec<(Option<Node>, Option<usize>)>,
 }
-
-/// Each formula value's node and threshold position ([`Model::value_nodes`]).
-type ValueNodes = Arc<Vec<(Option<Node>, Option<usize>)>>;
 
 /// Each node's input events, by node name ([`Model::node_inputs`]).
 pub type NodeInputs = Arc<Vec<(&'static str, Vec<&'static str>)>>;

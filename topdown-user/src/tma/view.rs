@@ -126,19 +126,24 @@ impl TopdownView {
                     .map(|e| index.get(e).copied())
                     .collect();
                 let node_inputs = part.model.node_inputs(self.smt_on, self.core_wide);
-                let reads = node_inputs
+                // Nodes as this model has them (a Level 3 node may hang elsewhere in its tree).
+                let nodes = part.model.nodes(3);
+                let order = |name: &str| nodes.iter().find(|n| n.name == name).map(|n| n.order);
+                let mut reads: Vec<(u16, Vec<usize>)> = node_inputs
                     .iter()
-                    .map(|(node, events)| {
+                    .filter_map(|(node, events)| {
                         let slots = events.iter().filter_map(|e| index.get(e).copied());
-                        (*node, slots.collect())
+                        Some((order(node)?, slots.collect()))
                     })
                     .collect();
+                reads.sort_by_key(|(order, _)| *order);
                 BoundPart {
                     index,
                     slots,
-                    scratch: RefCell::default(),
+                    scratch: RefCell::new(part.model.scratch()),
                     node_inputs,
                     reads,
+                    slot_split: SLOT_SPLIT.map(order),
                 }
             })
             .collect();
@@ -170,7 +175,10 @@ struct BoundPart<'a> {
     slots: Vec<Option<usize>>,
     scratch: RefCell<Scratch>,
     node_inputs: NodeInputs,
-    reads: HashMap<&'static str, Vec<usize>>,
+    /// The slots each node reads, by the node's place in tree order (sorted by it).
+    reads: Vec<(u16, Vec<usize>)>,
+    /// The four Level 1 nodes that split the slots, by their place in tree order.
+    slot_split: [Option<u16>; 4],
 }
 
 impl BoundView<'_> {
@@ -199,7 +207,9 @@ impl BoundView<'_> {
                 td.nodes.retain(|n| n.value.is_finite());
                 // The four Level 1 nodes split the slots: with one of them not computed (an
                 // input not counted), no node can be said to be the bottleneck.
-                if SLOT_SPLIT.iter().any(|name| td.value(name).is_none()) {
+                let computed =
+                    |order: &Option<u16>| td.nodes.iter().any(|n| Some(n.node.order) == *order);
+                if !bound.slot_split.iter().all(computed) {
                     td.bottleneck = None;
                 }
                 // Each node's run %: the least its own inputs ran (a multiplexed counter is
@@ -208,9 +218,13 @@ impl BoundView<'_> {
                 let running =
                     |slot: usize| counters.get(slot).map(|v| v.reading.running_fraction());
                 for node in &mut td.nodes {
-                    let Some(slots) = bound.reads.get(node.node.name) else {
+                    let Ok(at) = bound
+                        .reads
+                        .binary_search_by_key(&node.node.order, |(order, _)| *order)
+                    else {
                         continue;
                     };
+                    let slots = &bound.reads[at].1;
                     node.run_fraction =
                         slots.iter().filter_map(|&s| running(s)).fold(1.0, f64::min);
                     // Inputs that ran only part of the time, in different groups: scaled each
