@@ -8,6 +8,7 @@ pub mod exited;
 pub mod groups;
 pub mod named;
 pub mod neighbours;
+mod passes;
 pub mod silence;
 pub mod stalls;
 pub mod target;
@@ -15,7 +16,7 @@ pub mod usage;
 
 // Keyed by tids and cgroup ids, looked up several times per thread read: foldhash, not
 // SipHash (a tenth of a read's time at 30,000 threads; BENCHMARKS.md).
-use foldhash::{HashMap, HashMapExt as _, HashSet, HashSetExt as _};
+use foldhash::{HashMap, HashMapExt as _, HashSet};
 use std::{
     collections::{BTreeMap, hash_map::Entry},
     time::Duration,
@@ -25,6 +26,7 @@ use topdown_common::thread::{Pid, Tid};
 
 use self::{
     exited::ExitedThreads,
+    passes::Pass,
     silence::Silence,
     target::Target,
     usage::{CgroupUsage, CounterValue, ThreadUsage},
@@ -307,150 +309,13 @@ impl Attributor {
     pub fn window(&mut self, snapshot: &Snapshot) -> Window {
         let started = *self.started.get_or_insert(snapshot.at);
         let last = self.last.replace(snapshot.at).unwrap_or(started);
-        let nr = self.nr_counters;
-        let mut cgroups: HashMap<CgroupId, CgroupUsage> = HashMap::new();
-        let mut charge = |id: CgroupId, before: Option<&ThreadRecord>, now: &ThreadRecord| {
-            cgroups
-                .entry(id)
-                .or_insert_with(|| CgroupUsage::new(id, nr))
-                .charge(before, now);
-        };
-
-        // Each thread's latest record of this snapshot, in the order they were sent, and
-        // whether the map was read for its tid.
-        let mut latest: HashMap<Tid, (&ThreadRecord, bool)> = HashMap::new();
-        let mut threads = Vec::new();
-        let mut exits = ExitedThreads::new(self.window_exit_rows);
-        for record in &snapshot.records {
-            let before = latest
-                .get(&record.tid())
-                .map(|&(r, _)| r)
-                .filter(|r| r.same_thread(record))
-                .or_else(|| Self::before(&self.live, record));
-            charge(record.cgroup(), before, record);
-            latest.insert(record.tid(), (record, false));
-            if record.exited() && self.target.keeps(&record.header) {
-                let usage = ThreadUsage::between(Self::before(&self.live, record), record, nr);
-                self.exited.add(ThreadUsage::between(None, record, nr));
-                exits.add(usage);
-            }
-        }
-        threads.extend(exits.into_rows());
-
-        // The threads read whole: every live thread, so those not read are gone from the map.
-        let mut kept = snapshot
-            .live_complete
-            .then(|| HashSet::with_capacity(snapshot.live.len()));
-        // One lookup of a thread's kept totals per thread read (a host's worth of threads
-        // misses the cache at each). The threads are taken a chunk at a time, their kept
-        // totals looked up first in a loop of nothing else, so that the CPU overlaps those
-        // misses (one after another, each waits out the last: a profile at 100,000 threads
-        // had four fifths of this function there).
-        let (live, target) = (&mut self.live, &self.target);
-        for chunk in snapshot.live.chunks(WARM_CHUNK) {
-            for now in chunk {
-                if let Some(kept) = live.get(&now.tid()) {
-                    crate::prefetch::read(kept);
-                }
-            }
-            for now in chunk {
-                let sent = match latest.get_mut(&now.tid()) {
-                    Some((record, read)) => {
-                        *read = true;
-                        Some(*record).filter(|r| r.same_thread(now))
-                    }
-                    None => None,
-                };
-                let entry = live.entry(now.tid());
-                let old = match &entry {
-                    Entry::Occupied(slot) => Some(slot.get()),
-                    Entry::Vacant(_) => None,
-                };
-                // Most live threads on a large host did not run since the previous snapshot: their
-                // totals are the ones kept, which stay (nothing to charge, no row, no copy).
-                if sent.is_none() && old.is_some_and(|old| old.unchanged_in(now)) {
-                    if let Some(kept) = kept.as_mut() {
-                        kept.insert(now.tid());
-                    }
-                    continue;
-                }
-                // The thread's previous totals (a record sent is the same thread, so they are its
-                // too).
-                let before = old.filter(|before| before.same_thread(now));
-                let newest = match sent {
-                    // Died after the map was read: its final record is charged above.
-                    Some(record) if record.exited() => continue,
-                    // Left its cgroup after the map was read: the record is the later.
-                    Some(record) if record.on_cpu_ns() > now.on_cpu_ns() => record,
-                    Some(record) => {
-                        charge(now.cgroup(), Some(record), now);
-                        now
-                    }
-                    None => {
-                        charge(now.cgroup(), before, now);
-                        now
-                    }
-                };
-                if target.keeps(&newest.header) {
-                    let usage = ThreadUsage::between(before, newest, nr);
-                    if !usage.is_idle() {
-                        threads.push(ThreadUsage {
-                            cgroup_id: now.cgroup(),
-                            ..usage
-                        });
-                    }
-                }
-                Self::keep(entry, newest, kept.as_mut());
-            }
-        }
-        // A thread that sent a record after the map was read and was not read from it (born,
-        // or listed as charged, after the read): the record is its latest.
-        for (record, read) in latest.into_values() {
-            if record.exited() || read {
-                continue;
-            }
-            if self.target.keeps(&record.header) {
-                let usage = ThreadUsage::between(Self::before(&self.live, record), record, nr);
-                if !usage.is_idle() {
-                    threads.push(usage);
-                }
-            }
-            Self::keep(self.live.entry(record.tid()), record, kept.as_mut());
-        }
-        if let Some(kept) = kept {
-            // Threads gone from the map without a final record: it was lost (counted by the
-            // kernel), or the thread was only ever charged to scratch space (map full, counted).
-            self.live.retain(|tid, _| kept.contains(tid));
-        } else {
-            // Only the threads charged since the previous snapshot were read: the others keep
-            // their totals, except those that died.
-            for record in snapshot.records.iter().filter(|r| r.exited()) {
-                if Self::before(&self.live, record).is_some() {
-                    self.live.remove(&record.tid());
-                }
-            }
-        }
-
-        let idle = snapshot
-            .idle
-            .iter()
-            .enumerate()
-            .map(|(cpu, now)| {
-                let before = self.idle.get(cpu).copied().unwrap_or(Duration::ZERO);
-                now.saturating_sub(before)
-            })
-            .collect();
-        self.idle.clone_from(&snapshot.idle);
-
-        let mut cgroups: Vec<CgroupUsage> =
-            cgroups.into_values().filter(|c| !c.is_empty()).collect();
-        self.silence.judge(&mut rows_of(&mut threads, &mut cgroups));
-        for usage in &cgroups {
-            self.cgroups
-                .entry(usage.id)
-                .or_insert_with(|| CgroupUsage::new(usage.id, nr))
-                .absorb(usage);
-        }
+        let mut pass = Pass::new(self.nr_counters, snapshot);
+        self.charge_records(&mut pass, snapshot);
+        self.charge_live(&mut pass, snapshot);
+        self.charge_unread(&mut pass);
+        self.forget_gone(pass.kept.take(), snapshot);
+        let idle = self.idle_since(snapshot);
+        let (threads, cgroups) = self.close(pass);
         let removed_cgroups: Vec<CgroupId> =
             snapshot.removed_cgroups.iter().map(|(id, _)| *id).collect();
         let retiring = std::mem::replace(&mut self.removed_before, removed_cgroups.clone());

@@ -1,0 +1,220 @@
+//! The passes of [`Attributor::window`] over one snapshot: the records the kernel sent, the
+//! live-thread map, the records of threads the map did not hold, then what is gone, idle time
+//! and the cgroups. Each pass adds to one [`Pass`]: the cgroups charged, each thread's latest
+//! record and the rows.
+
+use foldhash::{HashMap, HashMapExt as _, HashSet, HashSetExt as _};
+use std::{collections::hash_map::Entry, time::Duration};
+
+use topdown_common::{cgroup::CgroupId, thread::Tid};
+
+use super::{
+    Attributor, WARM_CHUNK,
+    exited::ExitedThreads,
+    rows_of,
+    usage::{CgroupUsage, ThreadUsage},
+};
+use crate::collect::{Snapshot, ThreadRecord};
+
+/// One window's attribution under way.
+pub(super) struct Pass<'s> {
+    /// Counters per row.
+    nr: usize,
+    /// Every cgroup charged in the window, by id.
+    cgroups: HashMap<CgroupId, CgroupUsage>,
+    /// Each thread's latest record of this snapshot, in the order they were sent, and whether
+    /// the map was read for its tid.
+    latest: HashMap<Tid, (&'s ThreadRecord, bool)>,
+    /// The window's thread rows.
+    threads: Vec<ThreadUsage>,
+    /// The tids of live threads kept, where the snapshot read every live thread (those not
+    /// read are gone from the map); `None` where it read only those charged since the last.
+    pub(super) kept: Option<HashSet<Tid>>,
+}
+
+impl<'s> Pass<'s> {
+    /// Nothing attributed yet of `snapshot`, for `nr` counters.
+    pub(super) fn new(nr: usize, snapshot: &Snapshot) -> Self {
+        Self {
+            nr,
+            cgroups: HashMap::new(),
+            latest: HashMap::new(),
+            threads: Vec::new(),
+            kept: snapshot
+                .live_complete
+                .then(|| HashSet::with_capacity(snapshot.live.len())),
+        }
+    }
+
+    /// Charges cgroup `id` what the thread ran from `before` to `now`.
+    fn charge(&mut self, id: CgroupId, before: Option<&ThreadRecord>, now: &ThreadRecord) {
+        let nr = self.nr;
+        self.cgroups
+            .entry(id)
+            .or_insert_with(|| CgroupUsage::new(id, nr))
+            .charge(before, now);
+    }
+}
+
+impl Attributor {
+    /// The records the kernel sent (a thread's totals as it left a cgroup, or its final ones),
+    /// in the order sent: each charged to the cgroup it names, from the thread's previous
+    /// record; exited threads' rows (beyond the hottest, folded per process).
+    pub(super) fn charge_records<'s>(&mut self, pass: &mut Pass<'s>, snapshot: &'s Snapshot) {
+        let nr = pass.nr;
+        let mut exits = ExitedThreads::new(self.window_exit_rows);
+        for record in &snapshot.records {
+            let before = pass
+                .latest
+                .get(&record.tid())
+                .map(|&(r, _)| r)
+                .filter(|r| r.same_thread(record))
+                .or_else(|| Self::before(&self.live, record));
+            pass.charge(record.cgroup(), before, record);
+            pass.latest.insert(record.tid(), (record, false));
+            if record.exited() && self.target.keeps(&record.header) {
+                let usage = ThreadUsage::between(Self::before(&self.live, record), record, nr);
+                self.exited.add(ThreadUsage::between(None, record, nr));
+                exits.add(usage);
+            }
+        }
+        pass.threads.extend(exits.into_rows());
+    }
+
+    /// The live-thread map as read: each thread that ran since its kept totals is charged to
+    /// the cgroup it is in now, from its previous totals or from a record it sent (the later of
+    /// the map value and the record is its latest), and gets a row.
+    ///
+    /// One lookup of a thread's kept totals per thread read (a host's worth of threads misses
+    /// the cache at each). The threads are taken a chunk at a time, their kept totals looked up
+    /// first in a loop of nothing else, so that the CPU overlaps those misses (one after
+    /// another, each waits out the last: a profile at 100,000 threads had four fifths of the
+    /// window's time there).
+    pub(super) fn charge_live(&mut self, pass: &mut Pass<'_>, snapshot: &Snapshot) {
+        let nr = pass.nr;
+        let (live, target) = (&mut self.live, &self.target);
+        for chunk in snapshot.live.chunks(WARM_CHUNK) {
+            for now in chunk {
+                if let Some(kept) = live.get(&now.tid()) {
+                    crate::prefetch::read(kept);
+                }
+            }
+            for now in chunk {
+                let sent = match pass.latest.get_mut(&now.tid()) {
+                    Some((record, read)) => {
+                        *read = true;
+                        Some(*record).filter(|r| r.same_thread(now))
+                    }
+                    None => None,
+                };
+                let entry = live.entry(now.tid());
+                let old = match &entry {
+                    Entry::Occupied(slot) => Some(slot.get()),
+                    Entry::Vacant(_) => None,
+                };
+                // Most live threads on a large host did not run since the previous snapshot:
+                // their totals are the ones kept, which stay (nothing to charge, no row, no
+                // copy).
+                if sent.is_none() && old.is_some_and(|old| old.unchanged_in(now)) {
+                    if let Some(kept) = pass.kept.as_mut() {
+                        kept.insert(now.tid());
+                    }
+                    continue;
+                }
+                // The thread's previous totals (a record sent is the same thread, so they are
+                // its too).
+                let before = old.filter(|before| before.same_thread(now));
+                let newest = match sent {
+                    // Died after the map was read: its final record is charged already.
+                    Some(record) if record.exited() => continue,
+                    // Left its cgroup after the map was read: the record is the later.
+                    Some(record) if record.on_cpu_ns() > now.on_cpu_ns() => record,
+                    Some(record) => {
+                        pass.charge(now.cgroup(), Some(record), now);
+                        now
+                    }
+                    None => {
+                        pass.charge(now.cgroup(), before, now);
+                        now
+                    }
+                };
+                if target.keeps(&newest.header) {
+                    let usage = ThreadUsage::between(before, newest, nr);
+                    if !usage.is_idle() {
+                        pass.threads.push(ThreadUsage {
+                            cgroup_id: now.cgroup(),
+                            ..usage
+                        });
+                    }
+                }
+                Self::keep(entry, newest, pass.kept.as_mut());
+            }
+        }
+    }
+
+    /// A thread that sent a record after the map was read and was not read from it (born, or
+    /// listed as charged, after the read): the record is its latest.
+    pub(super) fn charge_unread(&mut self, pass: &mut Pass<'_>) {
+        for (record, read) in std::mem::take(&mut pass.latest).into_values() {
+            if record.exited() || read {
+                continue;
+            }
+            if self.target.keeps(&record.header) {
+                let usage = ThreadUsage::between(Self::before(&self.live, record), record, pass.nr);
+                if !usage.is_idle() {
+                    pass.threads.push(usage);
+                }
+            }
+            Self::keep(self.live.entry(record.tid()), record, pass.kept.as_mut());
+        }
+    }
+
+    /// Forgets the threads that are gone: where every live thread was read (`kept`), those
+    /// not read (their final record was lost, counted by the kernel, or they were only ever
+    /// charged to scratch space, map full, counted); else those whose final record came.
+    pub(super) fn forget_gone(&mut self, kept: Option<HashSet<Tid>>, snapshot: &Snapshot) {
+        if let Some(kept) = kept {
+            self.live.retain(|tid, _| kept.contains(tid));
+        } else {
+            for record in snapshot.records.iter().filter(|r| r.exited()) {
+                if Self::before(&self.live, record).is_some() {
+                    self.live.remove(&record.tid());
+                }
+            }
+        }
+    }
+
+    /// Each CPU's idle time since the previous snapshot.
+    pub(super) fn idle_since(&mut self, snapshot: &Snapshot) -> Vec<Duration> {
+        let idle = snapshot
+            .idle
+            .iter()
+            .enumerate()
+            .map(|(cpu, now)| {
+                let before = self.idle.get(cpu).copied().unwrap_or(Duration::ZERO);
+                now.saturating_sub(before)
+            })
+            .collect();
+        self.idle.clone_from(&snapshot.idle);
+        idle
+    }
+
+    /// The window's thread and cgroup rows, silent events judged over them, the cgroups'
+    /// charges added to the run's.
+    pub(super) fn close(&mut self, pass: Pass<'_>) -> (Vec<ThreadUsage>, Vec<CgroupUsage>) {
+        let mut threads = pass.threads;
+        let mut cgroups: Vec<CgroupUsage> = pass
+            .cgroups
+            .into_values()
+            .filter(|c| !c.is_empty())
+            .collect();
+        self.silence.judge(&mut rows_of(&mut threads, &mut cgroups));
+        for usage in &cgroups {
+            self.cgroups
+                .entry(usage.id)
+                .or_insert_with(|| CgroupUsage::new(usage.id, pass.nr))
+                .absorb(usage);
+        }
+        (threads, cgroups)
+    }
+}
