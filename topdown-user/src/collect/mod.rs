@@ -10,6 +10,7 @@ pub mod cpus;
 mod listing;
 mod mapped;
 mod object;
+mod offsets;
 pub mod perf_open;
 mod record_stream;
 mod snapshot;
@@ -226,108 +227,10 @@ impl Collector {
         let counters = OpenCounters::open(set, &cpus)?;
         let kernel_btf = btf::KernelBtf::from_sys_fs()
             .context("reading the kernel's BTF (needs CONFIG_DEBUG_INFO_BTF=y)")?;
-        let offset = |ty: &str, member: &str| {
-            kernel_btf.member_offset(ty, member).with_context(|| {
-                format!("finding {ty}.{member} in the kernel's BTF (needs CONFIG_DEBUG_INFO_BTF=y)")
-            })
-        };
-        let task_pid_offset = offset("task_struct", "pid")?;
-        let task_tgid_offset = offset("task_struct", "tgid")?;
-        // `__state` since Linux 5.14, `state` before.
-        let task_state_offset =
-            offset("task_struct", "__state").or_else(|_| offset("task_struct", "state"))?;
-        let task_exec_start_offset =
-            offset("task_struct", "se")? + offset("sched_entity", "exec_start")?;
-        let task_sum_exec_runtime_offset =
-            offset("task_struct", "se")? + offset("sched_entity", "sum_exec_runtime")?;
-        // `sched_info` exists with CONFIG_SCHED_INFO (every distribution kernel: SCHEDSTATS or
-        // TASK_DELAY_ACCT select it); without it, waits are not measured (0: not read).
-        let task_run_delay_offset = offset("task_struct", "sched_info")
-            .and_then(|at| Ok(at + offset("sched_info", "run_delay")?))
-            .ok()
-            .filter(|_| options.read_waits)
-            .unwrap_or(0);
-        let task_comm_offset = offset("task_struct", "comm")?;
-        let task_nvcsw_offset = offset("task_struct", "nvcsw")?;
-        let task_nivcsw_offset = offset("task_struct", "nivcsw")?;
-        let task_cgroups_offset = offset("task_struct", "cgroups")?;
-        let css_set_dfl_cgrp_offset = offset("css_set", "dfl_cgrp")?;
-        let cgroup_kn_offset = offset("cgroup", "kn")?;
-        let kernfs_node_id_offset = offset("kernfs_node", "id")?;
-        let cgroup_root_offset = offset("cgroup", "root")?;
-        let hierarchy_id_offset = offset("cgroup_root", "hierarchy_id")?;
-        let run_queue = RunQueueOffsets::find(&offset);
+        let offsets = offsets::KernelOffsets::find(&kernel_btf, options.read_waits)?;
 
-        let set_slots = set.kernel_slots() as u32;
-        let slot_most_per_ns = set.slot_bounds(&options.counter_bounds);
-        let switch_stop = options.switch_stop.unwrap_or(u32::MAX);
-        let narrow = u32::from(options.narrow);
-        let cgroup_only = u32::from(options.cgroup_only);
-        let neighbours = u32::from(options.neighbours);
-        let mut bpf = EbpfLoader::new()
-            .override_global(global::NEIGHBOURS, &neighbours, true)
-            .override_global(global::SET_SLOTS, &set_slots, true)
-            .override_global(global::SLOT_MOST_PER_NS, &slot_most_per_ns, true)
-            .override_global(global::SWITCH_STOP, &switch_stop, true)
-            .override_global(global::NARROW, &narrow, true)
-            .override_global(global::CGROUP_ONLY, &cgroup_only, true)
-            .override_global(global::TASK_CGROUPS_OFFSET, &task_cgroups_offset, true)
-            .override_global(
-                global::CSS_SET_DFL_CGRP_OFFSET,
-                &css_set_dfl_cgrp_offset,
-                true,
-            )
-            .override_global(global::TASK_PID_OFFSET, &task_pid_offset, true)
-            .override_global(global::TASK_TGID_OFFSET, &task_tgid_offset, true)
-            .override_global(global::TASK_STATE_OFFSET, &task_state_offset, true)
-            .override_global(
-                global::TASK_EXEC_START_OFFSET,
-                &task_exec_start_offset,
-                true,
-            )
-            .override_global(
-                global::TASK_SUM_EXEC_RUNTIME_OFFSET,
-                &task_sum_exec_runtime_offset,
-                true,
-            )
-            .override_global(global::TASK_RUN_DELAY_OFFSET, &task_run_delay_offset, true)
-            .override_global(global::TASK_COMM_OFFSET, &task_comm_offset, true)
-            .override_global(global::TASK_NVCSW_OFFSET, &task_nvcsw_offset, true)
-            .override_global(global::TASK_NIVCSW_OFFSET, &task_nivcsw_offset, true)
-            .override_global(global::CGROUP_KN_OFFSET, &cgroup_kn_offset, true)
-            .override_global(global::KERNFS_NODE_ID_OFFSET, &kernfs_node_id_offset, true)
-            .override_global(global::CGROUP_ROOT_OFFSET, &cgroup_root_offset, true)
-            .override_global(global::HIERARCHY_ID_OFFSET, &hierarchy_id_offset, true)
-            .override_global(global::TASK_CFS_RQ_OFFSET, &run_queue.task_cfs_rq, true)
-            .override_global(global::CFS_RQ_RQ_OFFSET, &run_queue.cfs_rq_rq, true)
-            .override_global(global::RQ_CURR_OFFSET, &run_queue.rq_curr, true)
-            .override_global(global::RQ_CLOCK_TASK_OFFSET, &run_queue.rq_clock_task, true)
-            .override_global(global::RQ_CPU_OFFSET, &run_queue.rq_cpu, true)
-            .map_max_entries(map::THREADS, options.max_threads)
-            .map_max_entries(map::FREE_SLOTS, options.max_threads)
-            .map_max_entries(map::THREAD_SLOTS, capacity::tid_index_size())
-            .map_max_entries(
-                map::CHARGED,
-                charged_list_bytes(
-                    options
-                        .list_capacity
-                        .unwrap_or(options.max_threads.saturating_mul(2)),
-                ),
-            )
-            .map_max_entries(map::COUNTERS, possible.get() * MAX_COUNTERS as u32)
-            .load(object::bytes()?)
-            .map_err(|error| explain_bpf_error(error.into()))
-            .context("loading the BPF programs")?;
-
-        let mut slots = PerfEventArray::try_from(map(&mut bpf, map::COUNTERS)?)?;
-        for (cpu, index, fd) in counters.iter() {
-            slots
-                .set(
-                    cpu * MAX_COUNTERS as u32 + CounterSet::kernel_slot(index) as u32,
-                    &fd,
-                )
-                .with_context(|| format!("storing counter {index} of CPU {cpu}"))?;
-        }
+        let mut bpf = load_object(set, options, &offsets, possible.get())?;
+        store_counters(&mut bpf, &counters)?;
 
         // Load (and verify) everything first, then count, then attach: a pinned group
         // (TopDown's `slots`) that is not yet enabled makes every read fail with EBUSY, and what
@@ -343,7 +246,7 @@ impl Collector {
                 .map_err(|error| explain_bpf_error(error.into()))
                 .with_context(|| format!("loading the {name} program"))?;
         }
-        let (migrate, migrated_waits) = load_migrate_program(&mut bpf, &btf, run_queue.found())?;
+        let (migrate, migrated_waits) = load_migrate_program(&mut bpf, &btf, offsets.run_queue())?;
         let tick: &mut PerfEvent = program(&mut bpf, program::TICK)?.try_into()?;
         tick.load()
             .map_err(|error| explain_bpf_error(error.into()))
@@ -367,26 +270,7 @@ impl Collector {
             listing::Listing::start(&mut bpf, options.read_whole, options.wait_out_charges)?;
         let threads = map_threads(&mut bpf, options.max_threads)?;
 
-        let migrations = options.neighbours.then_some(migrate);
-        for name in PROGRAMS.into_iter().chain(migrations) {
-            let program: &mut BtfTracePoint = program(&mut bpf, name)?.try_into()?;
-            program
-                .attach()
-                .with_context(|| format!("attaching to tp_btf/{name}"))?;
-        }
-        let tick: &mut PerfEvent = program(&mut bpf, program::TICK)?.try_into()?;
-        let period = u64::try_from(options.tick.as_nanos())
-            .unwrap_or(u64::MAX)
-            .max(1);
-        for &cpu in &cpus {
-            tick.attach(
-                PerfEventConfig::Software(SoftwareEvent::CpuClock),
-                PerfEventScope::AllProcessesOneCpu { cpu },
-                SamplePolicy::Period(period),
-                false,
-            )
-            .with_context(|| format!("attaching the tick program on CPU {cpu}"))?;
-        }
+        attach_programs(&mut bpf, options, &cpus, migrate)?;
 
         let nr = set.kernel_slots();
         let records = RecordStream::start(
@@ -406,8 +290,8 @@ impl Collector {
             removed_cgroups,
             nr,
             narrow: options.narrow,
-            waits_measured: task_run_delay_offset != 0,
-            neighbours: options.neighbours && task_run_delay_offset != 0,
+            waits_measured: offsets.waits(),
+            neighbours: options.neighbours && offsets.waits(),
             migrated_waits,
             following: false,
             _counters: counters,
@@ -713,39 +597,89 @@ fn load_migrate_program(
     Ok((name, MigratedWaits::Unattributed(why)))
 }
 
-/// Where the run queue's fields are, for [`load_migrate_program`]'s split: all 0 where the
-/// kernel's BTF lacks one (no `CONFIG_FAIR_GROUP_SCHED`, whose `cfs_rq.rq` leads there).
-struct RunQueueOffsets {
-    task_cfs_rq: u32,
-    cfs_rq_rq: u32,
-    rq_curr: u32,
-    rq_clock_task: u32,
-    rq_cpu: u32,
+/// Loads the BPF object for `set` and `options`, the kernel's `offsets` and the possible CPUs'
+/// count in its globals, its maps sized; no program loaded yet.
+fn load_object(
+    set: &CounterSet,
+    options: &CollectorOptions,
+    offsets: &offsets::KernelOffsets,
+    possible: u32,
+) -> Result<Ebpf> {
+    let set_slots = set.kernel_slots() as u32;
+    let slot_most_per_ns = set.slot_bounds(&options.counter_bounds);
+    let switch_stop = options.switch_stop.unwrap_or(u32::MAX);
+    let narrow = u32::from(options.narrow);
+    let cgroup_only = u32::from(options.cgroup_only);
+    let neighbours = u32::from(options.neighbours);
+    let mut loader = EbpfLoader::new();
+    offsets.apply(&mut loader);
+    loader
+        .override_global(global::NEIGHBOURS, &neighbours, true)
+        .override_global(global::SET_SLOTS, &set_slots, true)
+        .override_global(global::SLOT_MOST_PER_NS, &slot_most_per_ns, true)
+        .override_global(global::SWITCH_STOP, &switch_stop, true)
+        .override_global(global::NARROW, &narrow, true)
+        .override_global(global::CGROUP_ONLY, &cgroup_only, true)
+        .map_max_entries(map::THREADS, options.max_threads)
+        .map_max_entries(map::FREE_SLOTS, options.max_threads)
+        .map_max_entries(map::THREAD_SLOTS, capacity::tid_index_size())
+        .map_max_entries(
+            map::CHARGED,
+            charged_list_bytes(
+                options
+                    .list_capacity
+                    .unwrap_or(options.max_threads.saturating_mul(2)),
+            ),
+        )
+        .map_max_entries(map::COUNTERS, possible * MAX_COUNTERS as u32)
+        .load(object::bytes()?)
+        .map_err(|error| explain_bpf_error(error.into()))
+        .context("loading the BPF programs")
 }
 
-impl RunQueueOffsets {
-    fn find(offset: &impl Fn(&str, &str) -> Result<u32>) -> Self {
-        let found = (|| {
-            Ok::<_, anyhow::Error>(Self {
-                task_cfs_rq: offset("task_struct", "se")? + offset("sched_entity", "cfs_rq")?,
-                cfs_rq_rq: offset("cfs_rq", "rq")?,
-                rq_curr: offset("rq", "curr")?,
-                rq_clock_task: offset("rq", "clock_task")?,
-                rq_cpu: offset("rq", "cpu")?,
-            })
-        })();
-        found.unwrap_or(Self {
-            task_cfs_rq: 0,
-            cfs_rq_rq: 0,
-            rq_curr: 0,
-            rq_clock_task: 0,
-            rq_cpu: 0,
-        })
+/// Stores each CPU's counters where the switch programs read them.
+fn store_counters(bpf: &mut Ebpf, counters: &OpenCounters) -> Result<()> {
+    let mut slots = PerfEventArray::try_from(map(bpf, map::COUNTERS)?)?;
+    for (cpu, index, fd) in counters.iter() {
+        slots
+            .set(
+                cpu * MAX_COUNTERS as u32 + CounterSet::kernel_slot(index) as u32,
+                &fd,
+            )
+            .with_context(|| format!("storing counter {index} of CPU {cpu}"))?;
     }
+    Ok(())
+}
 
-    fn found(&self) -> bool {
-        self.task_cfs_rq != 0
+/// Attaches the loaded programs: the switch and task programs, the migration program `migrate`
+/// where waits are split over neighbours, and the tick on each of `cpus`.
+fn attach_programs(
+    bpf: &mut Ebpf,
+    options: &CollectorOptions,
+    cpus: &[u32],
+    migrate: &'static str,
+) -> Result<()> {
+    let migrations = options.neighbours.then_some(migrate);
+    for name in PROGRAMS.into_iter().chain(migrations) {
+        let program: &mut BtfTracePoint = program(bpf, name)?.try_into()?;
+        program
+            .attach()
+            .with_context(|| format!("attaching to tp_btf/{name}"))?;
     }
+    let tick: &mut PerfEvent = program(bpf, program::TICK)?.try_into()?;
+    let period = u64::try_from(options.tick.as_nanos())
+        .unwrap_or(u64::MAX)
+        .max(1);
+    for &cpu in cpus {
+        tick.attach(
+            PerfEventConfig::Software(SoftwareEvent::CpuClock),
+            PerfEventScope::AllProcessesOneCpu { cpu },
+            SamplePolicy::Period(period),
+            false,
+        )
+        .with_context(|| format!("attaching the tick program on CPU {cpu}"))?;
+    }
+    Ok(())
 }
 
 /// The CPUs online now, as the kernel lists them.
