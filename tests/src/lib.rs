@@ -851,3 +851,18 @@ pub fn flagged_changes(document: &Value) -> Vec<(String, String)> {
         })
         .collect()
 }
+
+/// The collector's options for tests: the default, with room in the live-thread map for the
+/// threads this host has now as the tool gives it (twice those alive, at least 16,384), so a
+/// host with 20,000 threads alive fills no map the test did not mean to fill.
+pub fn collector_options() -> topdown_user::collect::CollectorOptions {
+    let capacity = topdown_user::collect::capacity::Capacity::of(
+        None,
+        &topdown_user::pmu::sysfs::SysRoot::host(),
+    )
+    .expect("the host's thread limits");
+    topdown_user::collect::CollectorOptions {
+        max_threads: capacity.threads,
+        ..topdown_user::collect::CollectorOptions::default()
+    }
+}

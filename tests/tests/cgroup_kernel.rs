@@ -61,7 +61,7 @@ fn each_cgroup_is_charged_what_its_cpu_stat_says() {
     // moved, so its time after the move landing in `moved/to` tests that count.
     let options = CollectorOptions {
         tick: Duration::from_secs(3600),
-        ..CollectorOptions::default()
+        ..topdown_tests::collector_options()
     };
     let mut collector = Collector::start(&set, &options).expect("collector");
 
@@ -236,7 +236,7 @@ fn cgroup_only_reads_charge_each_cgroup_its_own_counts() {
     let stolen_before = stolen_ns();
     let options = CollectorOptions {
         cgroup_only: true,
-        ..CollectorOptions::default()
+        ..topdown_tests::collector_options()
     };
     let mut collector = Collector::start(&set, &options).expect("collector");
     let mut workload = Command::new(env!("CARGO_BIN_EXE_workload"));
@@ -605,7 +605,8 @@ fn waits_begun_before_a_migration_are_split_on_the_cpu_they_left() {
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let tree = TestTree::new(&mount, "migrated", &["a", "b", "c"]);
     let set = CounterSet::for_machine(&SysRoot::host()).expect("counter set");
-    let mut collector = Collector::start(&set, &CollectorOptions::default()).expect("collector");
+    let mut collector =
+        Collector::start(&set, &topdown_tests::collector_options()).expect("collector");
     let split = collector.migrated_waits() == MigratedWaits::Split;
     let trace = SchedTrace::start("topdown-migrated");
     let stolen_before = stolen_ns();
@@ -787,12 +788,13 @@ fn waits_are_split_over_the_neighbours_that_held_the_cpu() {
         pin_to_cpu(1).expect("pinning the test to CPU 1");
     }
     let set = CounterSet::for_machine(&SysRoot::host()).expect("counter set");
-    let mut collector = Collector::start(&set, &CollectorOptions::default()).expect("collector");
+    let mut collector =
+        Collector::start(&set, &topdown_tests::collector_options()).expect("collector");
     let mut narrowed = Collector::start(
         &set,
         &CollectorOptions {
             narrow: true,
-            ..CollectorOptions::default()
+            ..topdown_tests::collector_options()
         },
     )
     .expect("a collector narrowed to the victim");

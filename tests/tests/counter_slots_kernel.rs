@@ -57,7 +57,7 @@ fn run(set: &CounterSet) -> Run {
 
 /// As [`run`], with the workload pinned to `cpu` when given.
 fn run_on(set: &CounterSet, cpu: Option<u32>) -> Run {
-    run_with(set, cpu, &CollectorOptions::default())
+    run_with(set, cpu, &topdown_tests::collector_options())
 }
 
 /// As [`run_on`], with the collector started with `options`.
@@ -134,7 +134,7 @@ fn a_counter_held_to_no_count_has_every_slice_refused_and_only_it() {
     };
     let options = CollectorOptions {
         counter_bounds: vec![(1, 0)],
-        ..CollectorOptions::default()
+        ..topdown_tests::collector_options()
     };
     let run = run_with(&set, None, &options);
     let (refused, reads) = (

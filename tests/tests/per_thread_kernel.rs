@@ -52,7 +52,7 @@ fn charged_as_the_books_say(read_whole: bool) {
     let set = CounterSet::for_machine(&SysRoot::host()).expect("counter set");
     let options = CollectorOptions {
         read_whole,
-        ..CollectorOptions::default()
+        ..topdown_tests::collector_options()
     };
     let mut collector = Collector::start(&set, &options).expect("collector");
 
@@ -157,7 +157,8 @@ fn run_queue_delay_matches_schedstat() {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let set = CounterSet::for_machine(&SysRoot::host()).expect("counter set");
-    let mut collector = Collector::start(&set, &CollectorOptions::default()).expect("collector");
+    let mut collector =
+        Collector::start(&set, &topdown_tests::collector_options()).expect("collector");
     let workload = Workload::spawn(
         env!("CARGO_BIN_EXE_workload"),
         &["--run-ms", "2000", "--churn", "0", "--pin-cpu", "0"],
@@ -218,7 +219,8 @@ fn a_thread_ticked_through_its_only_slice_is_charged_whole_at_exit() {
         return;
     }
     let set = CounterSet::for_machine(&SysRoot::host()).expect("counter set");
-    let mut collector = Collector::start(&set, &CollectorOptions::default()).expect("collector");
+    let mut collector =
+        Collector::start(&set, &topdown_tests::collector_options()).expect("collector");
     let mut attrib = Attributor::new(set.counters.len(), Target::All);
     let mut switches_seen = Vec::new();
     for _ in 0..5 {
@@ -355,7 +357,7 @@ fn listed_reads_match_the_map(
     let options = CollectorOptions {
         list_capacity,
         wait_out_charges,
-        ..CollectorOptions::default()
+        ..topdown_tests::collector_options()
     };
     let mut collector = Collector::start(&set, &options).expect("collector");
     let pid = std::process::id();
