@@ -24,6 +24,11 @@ use crate::{
     tma::view::TopdownView,
 };
 
+/// Groupings a frame keeps the rows of ([`Frame::rows`]): a frame is asked for a few (a
+/// report's, the full-screen view's cgroups and containers); beyond them, rows are computed
+/// per call.
+const GROUPINGS: usize = 4;
+
 /// A window and the rows computed from it, each kind on first use.
 pub struct Frame<'a> {
     window: &'a Window,
@@ -32,7 +37,9 @@ pub struct Frame<'a> {
     names: RefCell<&'a mut CgroupNames>,
     threads: OnceCell<Rc<Vec<Row>>>,
     cgroups: OnceCell<Vec<Row>>,
-    /// Rows of groups an output asked for ([`Frame::rows`]), kept as long as the frame.
+    /// Every group's row (TopDown per group) per grouping asked for, computed once.
+    groupings: [OnceCell<(GroupOptions, Rc<Vec<Row>>)>; GROUPINGS],
+    /// Rows of groups asked for beyond [`GROUPINGS`] groupings, kept as long as the frame.
     grouped: typed_arena::Arena<Row>,
 }
 
@@ -53,6 +60,7 @@ impl<'a> Frame<'a> {
             names: RefCell::new(names),
             threads: OnceCell::new(),
             cgroups: OnceCell::new(),
+            groupings: Default::default(),
             grouped: typed_arena::Arena::new(),
         }
     }
@@ -91,26 +99,51 @@ impl<'a> Frame<'a> {
     }
 
     /// The rows `options` ask for (sort, `--top`, grouping; TopDown is the frame's): threads
-    /// from [`Frame::threads`], sorted and cut, nothing computed or copied again; groups named
-    /// and summed, TopDown per group, kept with the frame.
+    /// from [`Frame::threads`], groups from [`Frame::groups`], sorted and cut, nothing computed
+    /// or copied again.
     pub fn rows(&self, options: &RowOptions) -> WindowRows<'_> {
-        if options.group.is_some() {
-            let grouped = RowOptions {
-                top: options.top,
-                ..self.options(options.sort.clone(), options.group.clone())
-            };
-            let (rows, total) = self.grouped(&grouped);
-            let rows = self.grouped.alloc_extend(rows);
-            return WindowRows {
-                rows: rows.iter().collect(),
-                total,
-            };
-        }
-        let mut rows: Vec<&Row> = self.threads().iter().collect();
+        let all: &[Row] = match &options.group {
+            None => self.threads(),
+            Some(group) => match self.groups(group) {
+                Some(groups) => groups.as_slice(),
+                None => return self.rows_once(options),
+            },
+        };
+        let mut rows: Vec<&Row> = all.iter().collect();
         sort::sort_refs(&mut rows, self.set, &options.sort);
         let total = rows.len();
         rows.truncate(options.top.unwrap_or(total));
         WindowRows { rows, total }
+    }
+
+    /// Every group of `group`'s grouping (named, summed, TopDown per group), in id order,
+    /// computed on its first use, shared as the thread rows are; `None` past [`GROUPINGS`]
+    /// groupings.
+    pub fn groups(&self, group: &GroupOptions) -> Option<&Rc<Vec<Row>>> {
+        for cell in &self.groupings {
+            let (grouping, rows) = cell.get_or_init(|| {
+                let options = self.options(SortKey::Tid, Some(group.clone()));
+                (group.clone(), Rc::new(self.grouped(&options).0))
+            });
+            if grouping == group {
+                return Some(rows);
+            }
+        }
+        None
+    }
+
+    /// Rows of a grouping beyond those kept: computed for this call, kept with the frame.
+    fn rows_once(&self, options: &RowOptions) -> WindowRows<'_> {
+        let grouped = RowOptions {
+            top: options.top,
+            ..self.options(options.sort.clone(), options.group.clone())
+        };
+        let (rows, total) = self.grouped(&grouped);
+        let rows = self.grouped.alloc_extend(rows);
+        WindowRows {
+            rows: rows.iter().collect(),
+            total,
+        }
     }
 
     fn grouped(&self, options: &RowOptions) -> (Vec<Row>, usize) {
@@ -226,6 +259,18 @@ mod tests {
         assert_eq!(grouped.rows.len(), 1);
         assert_eq!(grouped.rows[0].on_cpu, Duration::from_nanos(950));
         assert_eq!(grouped.rows[0].switches, 11);
+        let by_id = RowOptions {
+            sort: SortKey::Tid,
+            top: None,
+            ..per_cgroup.clone()
+        };
+        let again = frame.rows(&by_id);
+        assert_eq!(again.rows.len(), 2);
+        assert_eq!(again.rows[0].on_cpu, Duration::from_nanos(400));
+        assert!(
+            std::ptr::eq(again.rows[1], grouped.rows[0]),
+            "a grouping's rows computed once, sorted and cut per call"
+        );
         let cgroups: Vec<(u64, u64)> = frame
             .cgroups()
             .iter()

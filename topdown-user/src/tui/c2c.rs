@@ -12,7 +12,6 @@ use ratatui::{
 };
 
 use super::{
-    Screen,
     draw::help_popup,
     state::{Action, Key},
 };
@@ -275,30 +274,12 @@ fn draw_help(frame: &mut Frame<'_>) {
 }
 
 /// The browser open on the terminal.
-pub struct C2cBrowser {
-    screen: Screen,
-    /// Selection, entries, help.
-    pub state: C2cState,
-}
+pub type C2cBrowser = super::FullScreen<C2cState>;
 
 impl C2cBrowser {
-    /// Takes over the terminal.
-    pub fn open() -> anyhow::Result<Self> {
-        Ok(Self {
-            screen: Screen::open()?,
-            state: C2cState::default(),
-        })
-    }
-
-    /// The next key.
-    pub async fn key(&mut self) -> Key {
-        self.screen.key().await
-    }
-
     /// Draws `data`.
     pub fn draw(&mut self, data: &C2cScreenful<'_>) -> anyhow::Result<()> {
-        let state = &mut self.state;
-        self.screen.draw(|frame| draw(frame, state, data))
+        self.show(data, draw)
     }
 }
 

@@ -11,7 +11,6 @@ use ratatui::{
 };
 
 use super::{
-    Screen,
     draw::level1_bar,
     state::{Action, Key},
 };
@@ -128,30 +127,12 @@ pub fn draw(frame: &mut Frame<'_>, state: &mut CoresState, data: &CoresScreenful
 }
 
 /// The per-core view open on the terminal.
-pub struct CoresView {
-    screen: Screen,
-    /// Scroll.
-    pub state: CoresState,
-}
+pub type CoresView = super::FullScreen<CoresState>;
 
 impl CoresView {
-    /// Takes over the terminal.
-    pub fn open() -> anyhow::Result<Self> {
-        Ok(Self {
-            screen: Screen::open()?,
-            state: CoresState::default(),
-        })
-    }
-
-    /// The next key.
-    pub async fn key(&mut self) -> Key {
-        self.screen.key().await
-    }
-
     /// Draws `data`.
     pub fn draw(&mut self, data: &CoresScreenful<'_>) -> anyhow::Result<()> {
-        let state = &mut self.state;
-        self.screen.draw(|frame| draw(frame, state, data))
+        self.show(data, draw)
     }
 }
 

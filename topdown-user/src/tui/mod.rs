@@ -24,16 +24,11 @@ use self::{
     state::{Key, View, ViewState},
 };
 use crate::{
-    attrib::{
-        Window,
-        cgroups::CgroupNames,
-        groups::GroupOptions,
-        named::{self, Named},
-    },
+    attrib::{Window, cgroups::CgroupNames, groups::GroupOptions},
     model::{
         columns::{self, Column},
         frame::Frame,
-        rows::{Row, RowOptions, rows},
+        rows::{Row, RowOptions},
         sink::WindowSink,
         sort::{self, SortKey},
         suspects::{self, Ranking, Suspects},
@@ -114,6 +109,42 @@ impl Drop for Screen {
     }
 }
 
+/// A full-screen view: the terminal taken over and the state its keys change. Each view adds
+/// how it draws its data (`impl FullScreen<CoresState>`); the live view holds a [`Screen`] with
+/// its model instead, as it is also a session's sink.
+pub struct FullScreen<S> {
+    screen: Screen,
+    /// What the view shows and where: selection, scroll, help.
+    pub state: S,
+}
+
+impl<S: Default> FullScreen<S> {
+    /// Takes over the terminal, the view in its first state.
+    pub fn open() -> Result<Self> {
+        Ok(Self {
+            screen: Screen::open()?,
+            state: S::default(),
+        })
+    }
+}
+
+impl<S> FullScreen<S> {
+    /// The next key.
+    pub async fn key(&mut self) -> Key {
+        self.screen.key().await
+    }
+
+    /// Draws `data` with the view's `draw`.
+    fn show<D: ?Sized>(
+        &mut self,
+        data: &D,
+        draw: impl FnOnce(&mut ratatui::Frame<'_>, &mut S, &D),
+    ) -> Result<()> {
+        let state = &mut self.state;
+        self.screen.draw(|frame| draw(frame, state, data))
+    }
+}
+
 /// The open view: the terminal and its keys, and what it shows. As a live session's sink it
 /// takes each window's frame and draws it; it also reads keys, so the session holds it apart
 /// from its other sinks.
@@ -175,15 +206,15 @@ impl WindowSink for LiveView {
     }
 }
 
-/// Every view of one window, when it arrives: its thread rows as the frame computed them
-/// (TopDown per row, shared with the other outputs), its usage named per cgroup and per
-/// container (the only place the view reads cgroup names; keys and draws never do).
+/// Every view of one window, when it arrives: its thread, cgroup and container rows as the
+/// frame computed them (named, TopDown per row, shared with the other outputs; the only place
+/// the view reads cgroup names; keys and draws never do).
 #[derive(Clone, Debug)]
 struct NamedWindow {
     window: Window,
     threads: Rc<Vec<Row>>,
-    /// The cgroup and container views, indexed by [`group_index`].
-    groups: [Vec<Named>; 2],
+    /// The cgroup and container rows, indexed by [`group_index`].
+    groups: [Rc<Vec<Row>>; 2],
 }
 
 /// Where a grouped view's named usage is kept in [`NamedWindow::groups`].
@@ -200,7 +231,17 @@ impl NamedWindow {
     fn of(frame: &Frame<'_>, grouping: Option<&GroupOptions>) -> Self {
         let groups = [View::Cgroups, View::Containers].map(|view| {
             let group = group_options(view, grouping);
-            named::name(frame.window(), &mut frame.names(), group.as_ref())
+            match group.as_ref().and_then(|group| frame.groups(group)) {
+                Some(rows) => Rc::clone(rows),
+                // Past the groupings a frame keeps: computed for the view.
+                None => {
+                    let options = RowOptions {
+                        group,
+                        ..RowOptions::default()
+                    };
+                    Rc::new(frame.rows(&options).rows.into_iter().cloned().collect())
+                }
+            }
         });
         Self {
             window: frame.window().clone(),
@@ -377,18 +418,16 @@ impl ViewModel {
             .as_ref()
             .is_none_or(|c| c.view != view || c.sort != sort);
         if stale {
-            let (rows, total) = match group_index(view) {
-                Some(at) => rows(&latest.window, latest.groups[at].clone(), set, &options),
-                None => {
-                    // Sorted by reference, then copied once in order: sorting the copies moved
-                    // 280-byte rows (a third of the view's time at 20,000 rows a window).
-                    let mut sorted: Vec<&Row> = latest.threads.iter().collect();
-                    sort::sort_refs(&mut sorted, set, &options.sort);
-                    let rows: Vec<Row> = sorted.into_iter().cloned().collect();
-                    let total = rows.len();
-                    (rows, total)
-                }
+            let all = match group_index(view) {
+                Some(at) => &latest.groups[at],
+                None => &latest.threads,
             };
+            // Sorted by reference, then copied once in order: sorting the copies moved 280-byte
+            // rows (a third of the view's time at 20,000 rows a window).
+            let mut sorted: Vec<&Row> = all.iter().collect();
+            sort::sort_refs(&mut sorted, set, &options.sort);
+            let rows: Vec<Row> = sorted.into_iter().cloned().collect();
+            let total = rows.len();
             self.computed = Some(Computed {
                 view,
                 sort,
