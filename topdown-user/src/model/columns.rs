@@ -764,15 +764,7 @@ mod tests {
              |---|---|---|---|---|\n",
         );
         for c in columns {
-            let metric = c.metric.map_or("-".to_owned(), |m| {
-                let unit = if c.kind == Kind::Nanoseconds {
-                    "_seconds"
-                } else {
-                    ""
-                };
-                let total = if m.total { "_total" } else { "" };
-                format!("`{}{unit}{total}`", m.name)
-            });
+            let metric = exposed(c).map_or("-".to_owned(), |name| format!("`{name}`"));
             let rows = if c.groups_only { "groups" } else { "all" };
             table.push_str(&format!(
                 "| {} | `{}` | {rows} | {} | {metric} |\n",
@@ -782,30 +774,80 @@ mod tests {
         table
     }
 
+    /// The exposed name of `column`'s metric family, as `serve` writes it: the unit and
+    /// `_total` the exposition adds.
+    fn exposed(column: &Column) -> Option<String> {
+        let metric = column.metric?;
+        let unit = if column.kind == Kind::Nanoseconds {
+            "_seconds"
+        } else {
+            ""
+        };
+        let total = if metric.total { "_total" } else { "" };
+        Some(format!("{}{unit}{total}", metric.name))
+    }
+
+    /// The value columns' metric families as docs/serve.md's table shows them, from each
+    /// entry's metric help.
+    fn serve_table(columns: &[Column]) -> String {
+        let mut table = String::from("| metric | type | what |\n|---|---|---|\n");
+        for c in columns {
+            let (Some(metric), Some(name)) = (c.metric, exposed(c)) else {
+                continue;
+            };
+            let kind = if metric.total { "counter" } else { "gauge" };
+            table.push_str(&format!("| `{name}` | {kind} | {} |\n", metric.help));
+        }
+        table
+    }
+
+    /// Replaces what lies between `begin` and `end` in the docs file `path` with `expected`
+    /// (`TOPDOWN_BLESS=1`), or asserts it is that.
+    fn generated_section(path: &str, begin: &str, end: &str, expected: &str) {
+        let docs = std::fs::read_to_string(path).unwrap();
+        let (head, rest) = docs.split_once(begin).expect("the section's first marker");
+        let (section, tail) = rest.split_once(end).expect("the section's last marker");
+        if std::env::var_os("TOPDOWN_BLESS").is_some() {
+            std::fs::write(path, format!("{head}{begin}{expected}{end}{tail}")).unwrap();
+            return;
+        }
+        assert!(
+            section == expected,
+            "{path}'s generated section differs from model/columns.rs: run `TOPDOWN_BLESS=1 \
+             cargo test -p topdown-user generated_from_the_entries` and read the diff"
+        );
+    }
+
+    /// A set with every column: cycles, instructions and cache misses.
+    fn every_column() -> CounterSet {
+        set(vec![
+            counter("cycles", 0, 0),
+            counter("instructions", 0, 1),
+            counter("cache-misses", 0, HW_CACHE_MISSES),
+        ])
+    }
+
     /// docs/live.md's column table is generated from the entries (`TOPDOWN_BLESS=1` rewrites
     /// it): a column added, renamed or described anew here fails this until the docs say it.
     #[test]
     fn the_docs_column_table_is_generated_from_the_entries() {
-        const BEGIN: &str = "<!-- value columns: generated from model/columns.rs -->\n";
-        const END: &str = "<!-- end of value columns -->";
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/live.md");
-        let docs = std::fs::read_to_string(path).unwrap();
-        let (head, rest) = docs.split_once(BEGIN).expect("the table's first marker");
-        let (table, tail) = rest.split_once(END).expect("the table's last marker");
-        let generic = set(vec![
-            counter("cycles", 0, 0),
-            counter("instructions", 0, 1),
-            counter("cache-misses", 0, HW_CACHE_MISSES),
-        ]);
-        let expected = docs_table(&columns(&generic));
-        if std::env::var_os("TOPDOWN_BLESS").is_some() {
-            std::fs::write(path, format!("{head}{BEGIN}{expected}{END}{tail}")).unwrap();
-            return;
-        }
-        assert!(
-            table == expected,
-            "docs/live.md's column table differs from model/columns.rs: run \
-             `TOPDOWN_BLESS=1 cargo test -p topdown-user the_docs_column_table` and read the diff"
+        generated_section(
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/live.md"),
+            "<!-- value columns: generated from model/columns.rs -->\n",
+            "<!-- end of value columns -->",
+            &docs_table(&columns(&every_column())),
+        );
+    }
+
+    /// docs/serve.md's table of the value columns' metrics is generated from the entries, as
+    /// live.md's column table is.
+    #[test]
+    fn the_serve_metric_table_is_generated_from_the_entries() {
+        generated_section(
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/serve.md"),
+            "<!-- value metrics: generated from model/columns.rs -->\n",
+            "<!-- end of value metrics -->",
+            &serve_table(&columns(&every_column())),
         );
     }
 }
