@@ -311,6 +311,7 @@ impl BehindLine {
                 preempted: self.preempted,
                 preempted_by_other: self.preempted_by_other,
             },
+            index: Default::default(),
         }
     }
 
