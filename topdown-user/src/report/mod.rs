@@ -483,16 +483,7 @@ mod tests {
     /// never ran on a counter.
     #[test]
     fn ipc_is_shown_where_both_counted_and_nowhere_else() {
-        let generic = |name: &str, config: u64| Counter {
-            name: name.into(),
-            unit: Unit::Events,
-            attr: EventAttr {
-                pmu_type: 0,
-                config,
-                ..EventAttr::default()
-            },
-            cpus: None,
-        };
+        let generic = |name: &str, config: u64| Counter::event(name, 0, config);
         let mut set = CounterSet::software(String::new());
         set.counters
             .extend([generic("cycles", 0), generic("instructions", 1)]);
@@ -553,16 +544,7 @@ mod tests {
     /// are in.
     #[test]
     fn every_value_column_reaches_the_table_csv_and_json() {
-        let generic = |name: &str, config: u64| Counter {
-            name: name.into(),
-            unit: Unit::Events,
-            attr: EventAttr {
-                pmu_type: 0,
-                config,
-                ..EventAttr::default()
-            },
-            cpus: None,
-        };
+        let generic = |name: &str, config: u64| Counter::event(name, 0, config);
         let mut set = CounterSet::software(String::new());
         set.counters.extend([
             generic("cycles", 0),
