@@ -520,7 +520,7 @@ fn count_preemptions(
     // This switch was involuntary: the kernel counts it before the tracepoint.
     if let Some(Switch { prev, next }) = switch
         && next.tid() != 0
-        && next.cgroup_address() != prev.cgroup_address()
+        && !next.shares_cgroup(prev)
     {
         totals.header.behind.rest.preempted_by_other += 1;
     }

@@ -172,7 +172,7 @@ impl Task {
     /// lock the scheduler holds; a task being moved may show either cgroup.
     #[inline(always)]
     pub fn cgroup_address(self) -> u64 {
-        let css_set = self.u64_at(offset(&TASK_CGROUPS_OFFSET)) as *const u8;
+        let css_set = self.css_set() as *const u8;
         // SAFETY: as in `u64_at`: the loaded `css_set` pointer is typed by BTF too, so this
         // load is checked and fault-safe the same way.
         unsafe {
@@ -182,6 +182,20 @@ impl Task {
                     .cast::<u64>(),
             )
         }
+    }
+
+    /// Whether the task shares `other`'s cgroup in the unified hierarchy: one load each where
+    /// they share their set of cgroups (`cgroups`, a `css_set`: the same cgroup in every
+    /// hierarchy), two more where they do not.
+    #[inline(always)]
+    pub fn shares_cgroup(self, other: Self) -> bool {
+        self.css_set() == other.css_set() || self.cgroup_address() == other.cgroup_address()
+    }
+
+    /// The address of the task's set of cgroups (`cgroups`, a `struct css_set`).
+    #[inline(always)]
+    fn css_set(self) -> u64 {
+        self.u64_at(offset(&TASK_CGROUPS_OFFSET))
     }
 
     /// The id of the task's cgroup in the unified hierarchy (`dfl_cgrp->kn->id`, what
