@@ -650,6 +650,61 @@ pub fn wait_for_event(
         );
     }
 }
+/// How long a test waits for a line of a child's output: far above what the slowest guest
+/// takes (TCG, where loading the collector takes seconds), far below its harness's limit.
+pub const OUTPUT_PATIENCE: Duration = Duration::from_secs(180);
+
+/// A child's output read on a thread of its own, so every read has a deadline: a child that
+/// hangs fails its test, saying what the test waited for, instead of stopping the whole run (a
+/// guest's suite then runs into its harness's limit and says nothing of where).
+pub struct OutputWithin {
+    lines: Receiver<std::io::Result<String>>,
+}
+
+impl OutputWithin {
+    /// Reads `output` (a child's piped stdout) line by line until its end.
+    pub fn new(output: impl std::io::Read + Send + 'static) -> Self {
+        let (send, lines) = mpsc::channel();
+        thread::spawn(move || {
+            for line in BufReader::new(output).lines() {
+                if send.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self { lines }
+    }
+
+    /// The next line, waited for at most `timeout`; panics naming `what` when none comes.
+    pub fn line(&self, what: &str, timeout: Duration) -> String {
+        match self.lines.recv_timeout(timeout) {
+            Ok(line) => line.unwrap_or_else(|e| panic!("reading {what}: {e}")),
+            Err(mpsc::RecvTimeoutError::Timeout) => panic!("no {what} within {timeout:?}"),
+            Err(mpsc::RecvTimeoutError::Disconnected) => panic!("the output ended before {what}"),
+        }
+    }
+
+    /// Every line left until the output ends, waited for at most `timeout` in all; panics
+    /// naming `what` when it does not end by then.
+    pub fn rest(&self, what: &str, timeout: Duration) -> String {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut rest = String::new();
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    rest.push_str(&line.unwrap_or_else(|e| panic!("reading {what}: {e}")));
+                    rest.push('\n');
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => return rest,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    panic!("{what} did not end within {timeout:?}")
+                }
+            }
+        }
+    }
+}
+
 /// Retires exactly `1 + 2n` user instructions: a compare-and-branch, then `n` times a
 /// decrement and a branch ([`known_loop_instructions`]). The exact-count tests run it under a
 /// PMU that counts instructions exactly.

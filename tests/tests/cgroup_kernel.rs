@@ -4,7 +4,6 @@
 
 use std::{
     collections::HashMap,
-    io::{BufRead as _, BufReader},
     process::{Child, Command, Stdio},
     thread,
     time::Duration,
@@ -14,8 +13,8 @@ use topdown_common::cgroup::CgroupId;
 use serde_json::Value;
 use topdown_common::stats::Stat;
 use topdown_tests::{
-    Traced, assert_books, assert_clock_counter, assert_ran, assert_split_traced,
-    assert_stall_books, assert_waits_booked, books_floor_ns,
+    OUTPUT_PATIENCE, OutputWithin, Traced, assert_books, assert_clock_counter, assert_ran,
+    assert_split_traced, assert_stall_books, assert_waits_booked, books_floor_ns,
     cgroup_tree::{TestTree, unified_mount},
     pin_thread_to_cpu, pin_to_cpu,
     sched_trace::{Event, SchedTrace, TracedWaits, waits_behind},
@@ -643,10 +642,8 @@ fn waits_begun_before_a_migration_are_split_on_the_cpu_they_left() {
     for hog in [&mut b, &mut c] {
         assert!(hog.wait().expect("waiting for a hog").success());
     }
-    let mut parked = String::new();
-    BufReader::new(victim.stdout.take().expect("the victim's stdout"))
-        .read_line(&mut parked)
-        .expect("the victim's line");
+    OutputWithin::new(victim.stdout.take().expect("the victim's stdout"))
+        .line("the victim's line", OUTPUT_PATIENCE);
     let events = trace.as_ref().map(SchedTrace::stop);
     let stolen = stolen_ns().saturating_sub(stolen_before);
     // The victim is parked (blocked): its books are final.
@@ -818,10 +815,8 @@ fn waits_are_split_over_the_neighbours_that_held_the_cpu() {
     let (mut b, mut c) = (hog("b", "2"), hog("c", "1"));
     let b_tids = tids_of(b.id(), 3);
     let c_tids = tids_of(c.id(), 2);
-    let mut parked = String::new();
-    BufReader::new(victim.stdout.take().expect("the victim's stdout"))
-        .read_line(&mut parked)
-        .expect("the victim's line");
+    let parked = OutputWithin::new(victim.stdout.take().expect("the victim's stdout"))
+        .line("the victim's line", OUTPUT_PATIENCE);
     let pid = victim.id();
     let tid = serde_json::from_str::<Value>(&parked).expect("the victim's line")["parked"]
         .as_u64()

@@ -12,14 +12,13 @@
 
 use std::{
     collections::HashMap,
-    io::{BufRead as _, BufReader},
     process::{Command, Output, Stdio},
     time::Duration,
 };
 
 use serde_json::Value;
 use topdown_tests::{
-    assert_books, assert_charged_through_exit, assert_ran,
+    OUTPUT_PATIENCE, OutputWithin, assert_books, assert_charged_through_exit, assert_ran,
     cgroup_tree::{TestTree, unified_mount},
     http::{Running, free_port, get, serve_command, wait_for},
     privileged, threads_by_tid, topdown_bpf_binary,
@@ -346,7 +345,7 @@ fn per_container_and_serve_name_the_containers_a_container_waited_behind() {
     wait_for("serve to answer", Duration::from_secs(60), || {
         get(port, "/metrics").filter(|body| body.contains("topdown_cgroup_cpu_seconds_total"))
     });
-    let mut live = Command::new(topdown_bpf_binary())
+    let live = Command::new(topdown_bpf_binary())
         .args([
             "--per-container",
             "--json",
@@ -359,9 +358,9 @@ fn per_container_and_serve_name_the_containers_a_container_waited_behind() {
         .stderr(Stdio::inherit())
         .spawn()
         .expect("starting topdown-bpf");
-    let mut stdout = BufReader::new(live.stdout.take().expect("its stdout"));
-    let mut first = String::new();
-    stdout.read_line(&mut first).expect("its first interval");
+    let mut live = Running(live);
+    let stdout = OutputWithin::new(live.0.stdout.take().expect("its stdout"));
+    stdout.line("its first interval", OUTPUT_PATIENCE);
     let scene = |leaf: &str, args: &[&str]| {
         let mut command = Command::new(NEIGHBOURS);
         command
@@ -380,10 +379,9 @@ fn per_container_and_serve_name_the_containers_a_container_waited_behind() {
     }
     std::thread::sleep(Duration::from_millis(700));
     // SAFETY: kill has no memory preconditions; SIGINT ends the run with its totals.
-    unsafe { libc::kill(live.id() as i32, libc::SIGINT) };
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut stdout, &mut rest).expect("its output");
-    assert!(live.wait().expect("topdown-bpf").success());
+    unsafe { libc::kill(live.0.id() as i32, libc::SIGINT) };
+    let rest = stdout.rest("its output after Ctrl-C", OUTPUT_PATIENCE);
+    assert!(live.0.wait().expect("topdown-bpf").success());
     let totals = final_document(rest.as_bytes());
     let groups = totals["groups"].as_array().expect("groups");
     let label = |c: char| format!("docker:{}", c.to_string().repeat(12));

@@ -11,6 +11,7 @@ use std::{
 
 use serde_json::Value;
 use topdown_tests::{
+    OUTPUT_PATIENCE, OutputWithin,
     cgroup_tree::{TestTree, unified_mount},
     stdout_of, topdown_bpf_binary,
 };
@@ -91,11 +92,10 @@ fn a_recording_reports_what_the_live_run_printed() {
         .stdout(Stdio::piped())
         .spawn()
         .expect("starting record");
-    let mut output = std::io::BufReader::new(recorder.stdout.take().expect("record's output"));
-    let mut live = String::new();
-    std::io::BufRead::read_line(&mut output, &mut live).expect("record's first interval");
+    let output = OutputWithin::new(recorder.stdout.take().expect("record's output"));
+    let mut live = output.line("record's first interval", OUTPUT_PATIENCE) + "\n";
     let mut children = [workload("a"), workload("b")];
-    std::io::Read::read_to_string(&mut output, &mut live).expect("record's output");
+    live += &output.rest("record's output", OUTPUT_PATIENCE);
     assert!(recorder.wait().unwrap().success(), "record failed");
     for child in &mut children {
         child.wait().unwrap();
