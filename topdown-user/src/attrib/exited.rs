@@ -71,17 +71,17 @@ impl ExitedThreads {
 
     fn fold(&mut self, thread: ThreadUsage) {
         let pid = thread.pid;
-        if let Some(row) = self.processes.get_mut(&pid) {
-            row.absorb(&thread);
-        } else if self.processes.len() < self.cap {
-            let mut row = folded_row(pid, &thread);
-            row.absorb(&thread);
-            self.processes.insert(pid, row);
+        let row = if self.processes.contains_key(&pid) || self.processes.len() < self.cap {
+            self.processes
+                .entry(pid)
+                .or_insert_with(|| folded_row(pid, &thread))
         } else {
             self.others
                 .get_or_insert_with(|| folded_row(Pid(0), &thread))
-                .absorb(&thread);
-        }
+        };
+        row.absorb(&thread);
+        // A fold lives for the run, whatever number of threads it takes.
+        row.behind.bound_for_run();
     }
 
     /// Every row: threads, then per-process folds, then the rest, each fold named for how many

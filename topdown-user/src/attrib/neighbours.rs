@@ -38,6 +38,12 @@ pub struct Behind {
     pub index: ListIndex,
 }
 
+/// How many culprit cgroups and threads a total kept for the whole run (a cgroup's, a fold of
+/// exited threads') names at least: its lists are cut back to this many, the largest, whenever
+/// they reach twice as many, so its memory does not grow with the host's churn of threads and
+/// containers over a long run.
+pub const RUN_CULPRITS: usize = 64;
+
 /// Lists at least this long are looked up through a [`ListIndex`]; shorter ones (a thread's:
 /// at most the kernel's slots) are walked.
 const INDEX_FROM: usize = 16;
@@ -153,6 +159,35 @@ impl Behind {
     pub fn total_ns(&self) -> u64 {
         self.by.iter().map(|(_, ns)| ns).sum::<u64>() + self.rest.ns()
     }
+
+    /// Bounds a total kept for the whole run: a list of twice [`RUN_CULPRITS`] entries is cut
+    /// to the largest [`RUN_CULPRITS`] (ties by id). The cut cgroups' nanoseconds move to
+    /// `other_ns`, so the parts still add up to the wait; the cut threads' leave the named
+    /// split (threads only split the cgroups' parts: they are the culprits' unnamed rest). A
+    /// culprit cut and seen again counts from then on, as a kernel slot given to another
+    /// culprit and back does.
+    pub fn bound_for_run(&mut self) {
+        if self.by.len() >= 2 * RUN_CULPRITS {
+            self.rest.other_ns += keep_largest(&mut self.by);
+            self.index.by.clear();
+        }
+        if self.threads.len() >= 2 * RUN_CULPRITS {
+            keep_largest(&mut self.threads);
+            self.index.threads.clear();
+        }
+    }
+}
+
+/// Cuts `list` to its largest [`RUN_CULPRITS`] entries (ties by id); returns what the cut ones
+/// held.
+fn keep_largest<K: Copy + Ord, const N: usize>(list: &mut SmallVec<[(K, u64); N]>) -> u64
+where
+    [(K, u64); N]: smallvec::Array<Item = (K, u64)>,
+{
+    list.sort_unstable_by(|(a, x), (b, y)| y.cmp(x).then_with(|| a.cmp(b)));
+    let cut = list.iter().skip(RUN_CULPRITS).map(|(_, ns)| ns).sum();
+    list.truncate(RUN_CULPRITS);
+    cut
 }
 
 /// A row's waits with their culprits named, largest first: what every output shows.
@@ -433,6 +468,58 @@ mod tests {
         assert_eq!(sum.threads.as_slice(), expected.as_slice());
         assert_eq!(sum.by.as_slice(), by_expected.as_slice());
         assert_eq!(sum.threads.len(), 1_009);
+    }
+
+    /// A run's total over a churning host (a new culprit cgroup and thread in every window, a
+    /// steady one beside them): its lists stay under twice [`RUN_CULPRITS`], the parts still
+    /// add up to every nanosecond waited, and the steady culprit keeps its whole sum.
+    #[test]
+    fn a_run_total_keeps_its_largest_culprits_and_every_nanosecond() {
+        let mut run = Behind::default();
+        let mut waited = 0;
+        for window in 0..10_000u64 {
+            let part = Behind {
+                by: [(CgroupId(1), 50), (CgroupId(100 + window), 1 + window % 7)]
+                    .into_iter()
+                    .collect(),
+                threads: [(Tid(1), 50), (Tid(100 + window as u32), 1 + window % 7)]
+                    .into_iter()
+                    .collect(),
+                rest: WaitRest {
+                    idle_ns: 2,
+                    ..WaitRest::ZERO
+                },
+                ..Behind::default()
+            };
+            waited += part.total_ns();
+            run.add(&part);
+            run.bound_for_run();
+            assert!(run.by.len() < 2 * RUN_CULPRITS && run.threads.len() < 2 * RUN_CULPRITS);
+        }
+        assert_eq!(
+            run.total_ns(),
+            waited,
+            "every nanosecond is still in a part"
+        );
+        let steady = |list: &[(u64, u64)]| list.iter().find(|(id, _)| *id == 1).map(|p| p.1);
+        let by: Vec<(u64, u64)> = run.by.iter().map(|(c, ns)| (c.0, *ns)).collect();
+        let threads: Vec<(u64, u64)> = run
+            .threads
+            .iter()
+            .map(|(t, ns)| (u64::from(t.0), *ns))
+            .collect();
+        assert_eq!(steady(&by), Some(50 * 10_000));
+        assert_eq!(steady(&threads), Some(50 * 10_000));
+        assert!(
+            run.rest.other_ns > 0,
+            "the cut cgroups' parts moved to other"
+        );
+        // Adding to a cut list finds its entries again (the index was rebuilt).
+        run.add(&Behind {
+            by: [(CgroupId(1), 5)].into_iter().collect(),
+            ..Behind::default()
+        });
+        assert_eq!(run.by.iter().filter(|(c, _)| c.0 == 1).count(), 1);
     }
 
     #[test]

@@ -210,10 +210,12 @@ impl Attributor {
             .collect();
         self.silence.judge(&mut rows_of(&mut threads, &mut cgroups));
         for usage in &cgroups {
-            self.cgroups
+            let run = self
+                .cgroups
                 .entry(usage.id)
-                .or_insert_with(|| CgroupUsage::new(usage.id, pass.nr))
-                .absorb(usage);
+                .or_insert_with(|| CgroupUsage::new(usage.id, pass.nr));
+            run.absorb(usage);
+            run.behind.bound_for_run();
         }
         (threads, cgroups)
     }
