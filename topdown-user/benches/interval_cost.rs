@@ -1,15 +1,20 @@
 //! User space's cost per interval of `--per-thread -I 1000 --json` after the kernel's books are
 //! read: the attributor's window from a snapshot, the frame (rows named), and the JSON document
-//! written. Not a test: run with `cargo xtask bench interval-cost`; results go to BENCHMARKS.md
-//! (issue 33 item 1).
+//! written; then the run's totals and their document, once, as at the end of a run. Not a test:
+//! run with `cargo xtask bench interval-cost`; results go to BENCHMARKS.md (issues 33 and 55).
 //!
-//! The input is shaped like the scale bench's pool of mostly idle threads (`scale.sh`, the 5 s
-//! shape): 30,000 live threads, of which a different fifth ran in each interval, so each
-//! snapshot lists 6,000 threads (read as the kernel listed them, `live_complete` unset), each
-//! with a run time, switches and a run-queue delay drawn from a pseudo-random generator, with
-//! the software set (what these machines and the scale bench run). Not measured here: the
-//! `bpf()` lookups of the listed threads and the write to standard output (the document goes
-//! to a sink).
+//! Two shapes of input (`SHAPE=quiet`, the default, or `SHAPE=busy`), both with the software set
+//! (what these machines and the scale bench run), run times, switches and run-queue delays drawn
+//! from a pseudo-random generator, threads read as the kernel listed them (`live_complete`
+//! unset):
+//! - quiet: the scale bench's pool of mostly idle threads (`scale.sh`, the 5 s shape): 30,000
+//!   live threads, a different fifth of them running in each interval (6,000 rows);
+//! - busy: issue 55's host, where every thread runs in every interval: 20,000 threads of one
+//!   cgroup (as `sleepers 20000 1000` makes them), each wait split by the kernel over two of
+//!   the others (culprit thread slots drawn at random, so a cgroup's sum has thousands).
+//!
+//! Not measured here: the `bpf()` lookups of the listed threads and the write to standard
+//! output (the document goes to a sink).
 
 mod support;
 use support::Lcg;
@@ -29,22 +34,49 @@ use topdown_user::{
     report::{Format, Renderer},
 };
 
-/// Live threads.
-const THREADS: u32 = 30_000;
-/// One thread in this many runs in an interval (a different share each interval).
-const SHARE: u32 = 5;
 /// Intervals timed (after one warm-up interval per share, which lists every thread once).
 const INTERVALS: usize = 25;
+
+/// The input's shape (see the top of this file).
+#[derive(Clone, Copy)]
+struct Shape {
+    /// Live threads.
+    threads: u32,
+    /// One thread in this many runs in an interval (a different share each interval).
+    share: u32,
+    /// Whether each wait is split over culprit threads (the kernel's neighbours split).
+    culprits: bool,
+}
+
+impl Shape {
+    /// `SHAPE` from the environment.
+    fn from_env() -> Self {
+        match std::env::var("SHAPE").as_deref() {
+            Ok("busy") => Self {
+                threads: 20_000,
+                share: 1,
+                culprits: true,
+            },
+            Ok("quiet") | Err(_) => Self {
+                threads: 30_000,
+                share: 5,
+                culprits: false,
+            },
+            Ok(other) => panic!("SHAPE={other}: quiet or busy"),
+        }
+    }
+}
 
 /// Every thread's cumulative totals, as the kernel's map holds them.
 struct Books {
     threads: Vec<ThreadTotals>,
     nr: usize,
+    shape: Shape,
 }
 
 impl Books {
-    fn new(nr: usize) -> Self {
-        let threads = (0..THREADS)
+    fn new(nr: usize, shape: Shape) -> Self {
+        let threads = (0..shape.threads)
             .map(|i| {
                 let mut totals = ThreadTotals::new(1_000 + i, 1_000 + i / 64);
                 totals.header.cgroup_id = 1;
@@ -55,15 +87,16 @@ impl Books {
                 totals
             })
             .collect();
-        Self { threads, nr }
+        Self { threads, nr, shape }
     }
 
-    /// Charges the threads of `share` (a different fifth each interval) a run each, and returns
+    /// Charges the threads of `share` (a different one each interval) a run each, and returns
     /// the snapshot that lists them.
     fn interval(&mut self, share: u32, rng: &mut Lcg, at: Instant) -> Snapshot {
-        let mut live = Vec::with_capacity((THREADS / SHARE) as usize);
+        let shape = self.shape;
+        let mut live = Vec::with_capacity((shape.threads / shape.share) as usize);
         for (i, totals) in self.threads.iter_mut().enumerate() {
-            if i as u32 % SHARE != share {
+            if i as u32 % shape.share != share {
                 continue;
             }
             let ran = 2_000 + rng.next() % 100_000;
@@ -75,7 +108,16 @@ impl Books {
                 });
             }
             totals.header.switches += 1 + rng.next() % 3;
-            totals.header.waited_ns += rng.next() % 20_000;
+            let waited = rng.next() % 20_000;
+            totals.header.waited_ns += waited;
+            if shape.culprits {
+                let behind = &mut totals.header.behind;
+                behind.begin_split();
+                let mut culprit = || 1_000 + (rng.next() % u64::from(shape.threads)) as u32;
+                let (first, second) = (culprit(), culprit());
+                behind.charge(1, first, waited / 2);
+                behind.charge(1, second, waited - waited / 2);
+            }
             live.push(ThreadRecord::from_totals(totals, self.nr));
         }
         let mut stats = Stats::default();
@@ -103,39 +145,48 @@ struct Stages {
 }
 
 fn main() {
+    let shape = Shape::from_env();
     let set = CounterSet::software("bench".into());
     let nr = set.counters.len();
-    let mut books = Books::new(set.kernel_slots());
+    let mut books = Books::new(set.kernel_slots(), shape);
     let mut rng = Lcg(0x5eed);
     let mut attributor = Attributor::new(nr, Target::All);
     let mut names = CgroupNames::host();
-    let mut renderer = Renderer::new(
+    let mut renderer = Box::new(Renderer::new(
         Box::new(std::io::sink()),
         Format::Json,
         RowOptions::default(),
         set.clone(),
-    );
+    ));
     let mut at = Instant::now();
     attributor.start(at);
     let mut times: Vec<Stages> = Vec::new();
     let mut rows = 0;
-    for interval in 0..SHARE as usize + INTERVALS {
+    let mut last = None;
+    for interval in 0..shape.share as usize + INTERVALS {
         at += Duration::from_secs(1);
-        let snapshot = books.interval(interval as u32 % SHARE, &mut rng, at);
+        let snapshot = books.interval(interval as u32 % shape.share, &mut rng, at);
         let started = Instant::now();
         let window = attributor.window(&snapshot);
         let attributed = Instant::now();
         let frame = Frame::new(&window, &mut names, &set, None);
-        WindowSink::window(&mut renderer, &frame).expect("writing to a sink");
+        WindowSink::window(renderer.as_mut(), &frame).expect("writing to a sink");
         let written = Instant::now();
-        if interval >= SHARE as usize {
+        if interval >= shape.share as usize {
             rows += window.threads.len();
             times.push(Stages {
                 attribute: attributed - started,
                 json: written - attributed,
             });
         }
+        last = Some(snapshot);
     }
+    // The end of the run: its totals, and their document.
+    let started = Instant::now();
+    let totals = attributor.run_totals(&last.expect("an interval"));
+    let frame = Frame::new(&totals, &mut names, &set, None);
+    WindowSink::finish(renderer, &frame).expect("writing to a sink");
+    let finished = started.elapsed();
     let median = |pick: fn(&Stages) -> Duration| {
         let mut all: Vec<Duration> = times.iter().map(pick).collect();
         all.sort_unstable();
@@ -146,10 +197,18 @@ fn main() {
         ("rows and JSON", median(|s| s.json)),
         ("all", median(|s| s.attribute + s.json)),
     ];
+    let threads = f64::from(shape.threads);
     println!(
-        "{THREADS} live threads, 1 in {SHARE} ran ({} rows an interval), software set, \
-         median of {INTERVALS} intervals:",
-        rows / INTERVALS
+        "{} live threads, 1 in {} ran ({} rows an interval), software set{}, median of \
+         {INTERVALS} intervals:",
+        shape.threads,
+        shape.share,
+        rows / INTERVALS,
+        if shape.culprits {
+            ", each wait split over two culprit threads"
+        } else {
+            ""
+        }
     );
     println!("| stage | per interval | per live thread | per row |");
     println!("|---|---:|---:|---:|");
@@ -157,8 +216,13 @@ fn main() {
         println!(
             "| {stage} | {:.2} ms | {:.3} us | {:.2} us |",
             took.as_secs_f64() * 1e3,
-            took.as_secs_f64() * 1e6 / f64::from(THREADS),
+            took.as_secs_f64() * 1e6 / threads,
             took.as_secs_f64() * 1e6 * INTERVALS as f64 / rows as f64
         );
     }
+    println!(
+        "| the run's totals and their document (once) | {:.2} ms | {:.3} us | - |",
+        finished.as_secs_f64() * 1e3,
+        finished.as_secs_f64() * 1e6 / threads
+    );
 }

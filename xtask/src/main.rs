@@ -155,7 +155,9 @@ enum Bench {
     /// with the software set and with a TopDown Level 2 set.
     ModelStep,
     /// `topdown-user/benches/interval_cost.rs`: user space's work per interval after the
-    /// kernel's books are read (attributor, rows, JSON) at 30,000 live threads, a fifth running.
+    /// kernel's books are read (attributor, rows, JSON) at 30,000 live threads, a fifth running
+    /// (`SHAPE=busy`: 20,000 all running, their waits split over culprit threads), and the
+    /// run's totals once.
     IntervalCost,
     /// `xtask/bench/scale.sh`: the tool's CPU and memory per interval at 1,000 to 100,000
     /// live threads, the threads the kernel listed as charged read against the whole map
