@@ -200,124 +200,12 @@ fn run(cli: Cli) -> Result<()> {
             let binary = build::user(&root, build::Profile::chosen(release), Arch::X86_64)?;
             exec_privileged(&binary, &args)
         }
-        Task::Test { args } => {
-            let started = std::time::Instant::now();
-            warn_if_disk_short(&root);
-            build::user(&root, build::Profile::Dev, Arch::X86_64)?;
-            deps::offer_test_tools();
-            let perf612 = deps::offer_perf_6_12(&root.join("target/perf612"));
-            let object = Arch::X86_64.ebpf_object(&root);
-            let mut test = cargo();
-            if let Some(dir) = perf612 {
-                test.env("TOPDOWN_PERF612_DIR", dir);
-            }
-            let mut child = test
-                .current_dir(&root)
-                .arg("test")
-                .args(&args)
-                .env("TOPDOWN_EBPF_OBJ", &object)
-                .env("TOPDOWN_BPF_BIN", root.join("target/debug/topdown-bpf"))
-                .stdout(Stdio::piped())
-                .spawn()
-                .context("running cargo test")?;
-            let (mut passed, mut failed) = (0u64, 0u64);
-            let stdout = child.stdout.take().context("cargo test's output")?;
-            for line in BufReader::new(stdout).lines() {
-                let line = line.context("reading cargo test's output")?;
-                println!("{line}");
-                if let Some(result) = line.strip_prefix("test result: ") {
-                    passed += count_before(result, " passed");
-                    failed += count_before(result, " failed");
-                }
-            }
-            let status = child.wait().context("waiting for cargo test")?;
-            let host_done = started.elapsed();
-            let seconds = env::var("TOPDOWN_FUZZ_SECONDS")
-                .ok()
-                .and_then(|s| s.parse().ok())
-                .unwrap_or(TEST_FUZZ_SECONDS);
-            let results = fuzz::run(&root, &fuzz::TARGETS, seconds, fuzz::Build::Checked)?;
-            let fuzz_done = started.elapsed();
-            // The emulated arm64 PMU: its tests' verdicts count with the host's; a guest that
-            // could not be booted or did not finish is one failure.
-            let guest = guest::run_suite(&root, None, None).unwrap_or_else(|error| {
-                eprintln!("xtask: the emulated arm64 suite failed: {error:#}");
-                (0, 1)
-            });
-            passed += guest.0;
-            failed += guest.1;
-            let guests_done = started.elapsed();
-            // The packages, installed and run as an operator would.
-            let packaged = dist_checks::run(&root);
-            let (p, f) = dist_checks::print(&packaged);
-            passed += p;
-            failed += f;
-            for (target, outcome) in &results {
-                let ok = *outcome == fuzz::Outcome::NothingFound;
-                println!(
-                    "fuzz {target} for {seconds} s ... {}",
-                    if ok { "ok" } else { "FAILED" }
-                );
-                if ok {
-                    passed += 1;
-                } else {
-                    failed += 1;
-                }
-            }
-            let all = started.elapsed();
-            println!(
-                "xtask: builds and host tests {:.0} s, fuzzing {:.0} s, guests {:.0} s, \
-                 packages {:.0} s",
-                host_done.as_secs_f64(),
-                (fuzz_done - host_done).as_secs_f64(),
-                (guests_done - fuzz_done).as_secs_f64(),
-                (all - guests_done).as_secs_f64()
-            );
-            // One closing line over every test binary (cargo's own last line is the doc tests')
-            // and every fuzz target.
-            println!("\ntests: {passed} passed, {failed} failed");
-            check(status, "cargo test")?;
-            fuzz::verdict(&results)?;
-            if guest.1 > 0 {
-                bail!("the guests' suites failed (their output is above)");
-            }
-            if f > 0 {
-                bail!("the packages' checks failed (their lines are above)");
-            }
-            Ok(())
-        }
+        Task::Test { args } => test(&root, &args),
         Task::Fuzz {
             target,
             seconds,
             dev,
-        } => {
-            let targets: Vec<&str> = match target.as_deref() {
-                None => fuzz::TARGETS.to_vec(),
-                Some(name) if fuzz::TARGETS.contains(&name) => vec![name],
-                Some(name) => bail!(
-                    "no fuzz target `{name}`: one of {}",
-                    fuzz::TARGETS.join(", ")
-                ),
-            };
-            let build = if dev {
-                fuzz::Build::Checked
-            } else {
-                fuzz::Build::Optimised
-            };
-            let results = fuzz::run(&root, &targets, seconds, build)?;
-            for (target, outcome) in &results {
-                println!(
-                    "fuzz {target}: {}",
-                    match outcome {
-                        fuzz::Outcome::NothingFound => "nothing found",
-                        fuzz::Outcome::Found => "FOUND (see fuzz/artifacts)",
-                        fuzz::Outcome::DidNotBuild =>
-                            "DID NOT BUILD (see target/fuzz-logs/build.log)",
-                    }
-                );
-            }
-            fuzz::verdict(&results)
-        }
+        } => fuzz_task(&root, target.as_deref(), seconds, dev),
         Task::Screenshots => screenshots(&root),
         Task::Dist { check: true, .. } => {
             let (_, failed) = dist_checks::print(&dist_checks::run(&root));
@@ -342,39 +230,161 @@ fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
-        Task::Bench { which, runs } => {
-            let script = match which {
-                Bench::Collector => "xtask/bench/collector-cost.sh",
-                Bench::C2cReport => "xtask/bench/c2c-report.sh",
-                Bench::Churn => "xtask/bench/churn.sh",
-                Bench::CgroupReads => "xtask/bench/cgroup-reads.sh",
-                Bench::Scale => "xtask/bench/scale.sh",
-                Bench::Store => "xtask/bench/store-bytes.sh",
-                Bench::ModelStep | Bench::IntervalCost => {
-                    let bench = if which == Bench::ModelStep {
-                        "model_step"
-                    } else {
-                        "interval_cost"
-                    };
-                    let status = Command::new("cargo")
-                        .current_dir(&root)
-                        .args(["bench", "-p", "topdown-user", "--bench", bench])
-                        .status()
-                        .context("running cargo bench")?;
-                    return check(status, "the benchmark");
-                }
-            };
-            let binary = build::user(&root, build::Profile::Release, Arch::X86_64)?;
-            deps::ensure_bench_tools()?;
-            let status = Command::new("bash")
-                .arg(root.join(script))
-                .arg(&binary)
-                .arg(runs.to_string())
-                .status()
-                .context("running the benchmark script")?;
-            check(status, "the benchmark")
+        Task::Bench { which, runs } => bench(&root, which, runs),
+    }
+}
+
+/// `cargo xtask test`: the host's tests, the fuzz targets, every guest's suites and the
+/// packages' checks, with one closing line over all of them.
+fn test(root: &Path, args: &[std::ffi::OsString]) -> Result<()> {
+    let started = std::time::Instant::now();
+    warn_if_disk_short(root);
+    build::user(root, build::Profile::Dev, Arch::X86_64)?;
+    deps::offer_test_tools();
+    let perf612 = deps::offer_perf_6_12(&root.join("target/perf612"));
+    let object = Arch::X86_64.ebpf_object(root);
+    let mut test = cargo();
+    if let Some(dir) = perf612 {
+        test.env("TOPDOWN_PERF612_DIR", dir);
+    }
+    let mut child = test
+        .current_dir(root)
+        .arg("test")
+        .args(args)
+        .env("TOPDOWN_EBPF_OBJ", &object)
+        .env("TOPDOWN_BPF_BIN", root.join("target/debug/topdown-bpf"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .context("running cargo test")?;
+    let (mut passed, mut failed) = (0u64, 0u64);
+    let stdout = child.stdout.take().context("cargo test's output")?;
+    for line in BufReader::new(stdout).lines() {
+        let line = line.context("reading cargo test's output")?;
+        println!("{line}");
+        if let Some(result) = line.strip_prefix("test result: ") {
+            passed += count_before(result, " passed");
+            failed += count_before(result, " failed");
         }
     }
+    let status = child.wait().context("waiting for cargo test")?;
+    let host_done = started.elapsed();
+    let seconds = env::var("TOPDOWN_FUZZ_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(TEST_FUZZ_SECONDS);
+    let results = fuzz::run(root, &fuzz::TARGETS, seconds, fuzz::Build::Checked)?;
+    let fuzz_done = started.elapsed();
+    // The emulated arm64 PMU: its tests' verdicts count with the host's; a guest that
+    // could not be booted or did not finish is one failure.
+    let guest = guest::run_suite(root, None, None).unwrap_or_else(|error| {
+        eprintln!("xtask: the emulated arm64 suite failed: {error:#}");
+        (0, 1)
+    });
+    passed += guest.0;
+    failed += guest.1;
+    let guests_done = started.elapsed();
+    // The packages, installed and run as an operator would.
+    let packaged = dist_checks::run(root);
+    let (p, f) = dist_checks::print(&packaged);
+    passed += p;
+    failed += f;
+    for (target, outcome) in &results {
+        let ok = *outcome == fuzz::Outcome::NothingFound;
+        println!(
+            "fuzz {target} for {seconds} s ... {}",
+            if ok { "ok" } else { "FAILED" }
+        );
+        if ok {
+            passed += 1;
+        } else {
+            failed += 1;
+        }
+    }
+    let all = started.elapsed();
+    println!(
+        "xtask: builds and host tests {:.0} s, fuzzing {:.0} s, guests {:.0} s, \
+         packages {:.0} s",
+        host_done.as_secs_f64(),
+        (fuzz_done - host_done).as_secs_f64(),
+        (guests_done - fuzz_done).as_secs_f64(),
+        (all - guests_done).as_secs_f64()
+    );
+    // One closing line over every test binary (cargo's own last line is the doc tests')
+    // and every fuzz target.
+    println!("\ntests: {passed} passed, {failed} failed");
+    check(status, "cargo test")?;
+    fuzz::verdict(&results)?;
+    if guest.1 > 0 {
+        bail!("the guests' suites failed (their output is above)");
+    }
+    if f > 0 {
+        bail!("the packages' checks failed (their lines are above)");
+    }
+    Ok(())
+}
+
+/// `cargo xtask fuzz`: one target (or all) for `seconds` each, optimised unless `dev`.
+fn fuzz_task(root: &Path, target: Option<&str>, seconds: u64, dev: bool) -> Result<()> {
+    let targets: Vec<&str> = match target {
+        None => fuzz::TARGETS.to_vec(),
+        Some(name) if fuzz::TARGETS.contains(&name) => vec![name],
+        Some(name) => bail!(
+            "no fuzz target `{name}`: one of {}",
+            fuzz::TARGETS.join(", ")
+        ),
+    };
+    let build = if dev {
+        fuzz::Build::Checked
+    } else {
+        fuzz::Build::Optimised
+    };
+    let results = fuzz::run(root, &targets, seconds, build)?;
+    for (target, outcome) in &results {
+        println!(
+            "fuzz {target}: {}",
+            match outcome {
+                fuzz::Outcome::NothingFound => "nothing found",
+                fuzz::Outcome::Found => "FOUND (see fuzz/artifacts)",
+                fuzz::Outcome::DidNotBuild => "DID NOT BUILD (see target/fuzz-logs/build.log)",
+            }
+        );
+    }
+    fuzz::verdict(&results)
+}
+
+/// `cargo xtask bench`: one benchmark, `runs` repetitions per configuration where it takes
+/// them.
+fn bench(root: &Path, which: Bench, runs: usize) -> Result<()> {
+    let script = match which {
+        Bench::Collector => "xtask/bench/collector-cost.sh",
+        Bench::C2cReport => "xtask/bench/c2c-report.sh",
+        Bench::Churn => "xtask/bench/churn.sh",
+        Bench::CgroupReads => "xtask/bench/cgroup-reads.sh",
+        Bench::Scale => "xtask/bench/scale.sh",
+        Bench::Store => "xtask/bench/store-bytes.sh",
+        Bench::ModelStep | Bench::IntervalCost => {
+            let bench = if which == Bench::ModelStep {
+                "model_step"
+            } else {
+                "interval_cost"
+            };
+            let status = Command::new("cargo")
+                .current_dir(root)
+                .args(["bench", "-p", "topdown-user", "--bench", bench])
+                .status()
+                .context("running cargo bench")?;
+            return check(status, "the benchmark");
+        }
+    };
+    let binary = build::user(root, build::Profile::Release, Arch::X86_64)?;
+    deps::ensure_bench_tools()?;
+    let status = Command::new("bash")
+        .arg(root.join(script))
+        .arg(&binary)
+        .arg(runs.to_string())
+        .status()
+        .context("running the benchmark script")?;
+    check(status, "the benchmark")
 }
 
 /// Records the test workload for eight seconds and draws docs/view.png (the full-screen view,

@@ -37,20 +37,7 @@ pub async fn run(
     // Read per CPU from userspace, `cpu-clock` is a counter like the others (each CPU's wall
     // time while counting): each core's row shows it first.
     let set = &set.with_cpu_clock();
-    let calibration = calibration::calibrate(set)?;
-    let cpus = collect::online_cpus()?;
-    let counters = OpenCounters::open(set, &cpus)?;
-    counters.enable()?;
-    let started = Instant::now();
-    let mut aggregator = CoreAggregator::new(
-        topology::cores(&SysRoot::host(), &cpus)?,
-        set.counters.len(),
-    );
-    aggregator.set_silent(&calibration.silent());
-    aggregator.window(&counters.read()?);
-    for line in calibration::lines(&calibration, set) {
-        eprintln!("{line}");
-    }
+    let (counters, mut aggregator, started) = open(set)?;
     let set_line = format!(
         "topdown-bpf: counter set `{}`: {} (per core)",
         set.name, set.reason
@@ -108,12 +95,7 @@ pub async fn run(
         let rows = core_rows::rows(&usage, set, view);
         if let Some(open) = screen.as_mut() {
             shown = rows;
-            title = format!(
-                "topdown-bpf  {}  {:.1} s  {} cores  (per core, counters summed over each core's CPUs)",
-                set.name,
-                started.elapsed().as_secs_f64(),
-                shown.len()
-            );
+            title = screen_title(set, started, shown.len());
             draw(open, &title, &shown)?;
             continue;
         }
@@ -134,6 +116,36 @@ pub async fn run(
     let length = started.elapsed().as_secs_f64();
     let title = format!("\n# totals over {length:.3} s, per core");
     report.write(out, (&totals, &rows), (0.0, length), &title, true)
+}
+
+/// `set`'s counters opened on every online CPU and enabled, the aggregator of their cores
+/// with the calibration's silent events marked and its first reading taken (the time of which
+/// is returned), the calibration's lines printed.
+fn open(set: &CounterSet) -> Result<(OpenCounters, CoreAggregator, Instant)> {
+    let calibration = calibration::calibrate(set)?;
+    let cpus = collect::online_cpus()?;
+    let counters = OpenCounters::open(set, &cpus)?;
+    counters.enable()?;
+    let started = Instant::now();
+    let mut aggregator = CoreAggregator::new(
+        topology::cores(&SysRoot::host(), &cpus)?,
+        set.counters.len(),
+    );
+    aggregator.set_silent(&calibration.silent());
+    aggregator.window(&counters.read()?);
+    for line in calibration::lines(&calibration, set) {
+        eprintln!("{line}");
+    }
+    Ok((counters, aggregator, started))
+}
+
+/// The full-screen view's title: the set, the time since `started`, how many `cores`.
+fn screen_title(set: &CounterSet, started: Instant, cores: usize) -> String {
+    format!(
+        "topdown-bpf  {}  {:.1} s  {cores} cores  (per core, counters summed over each core's CPUs)",
+        set.name,
+        started.elapsed().as_secs_f64(),
+    )
 }
 
 /// How per-core blocks are written: JSON documents or tables, of `set` (and `view`).

@@ -13,7 +13,7 @@ use super::{
     count_cell,
 };
 use crate::{
-    attrib::Window,
+    attrib::{Window, usage::CounterValue},
     model::{
         columns::{NodeColumn, shown_nodes},
         rows::{Row, Who},
@@ -118,22 +118,50 @@ pub fn block(
 ) -> String {
     let Shown {
         set,
-        columns,
         options,
         suspects,
+        ..
     } = *shown;
-    let mut out = String::new();
-    let end = (window.start + window.length).as_secs_f64();
     let noun = options.noun();
-    if is_final {
-        let _ = writeln!(
-            out,
-            "\n# totals over {:.3} s, {total} {noun}",
-            window.length.as_secs_f64()
-        );
-    } else {
-        let _ = writeln!(out, "# {end:>10.3} s  ({total} {noun})");
+    let mut out = title(window, total, noun, is_final);
+    let _ = writeln!(out, "{}", rows_table(window, rows, shown));
+    if total > rows.len() {
+        let _ = writeln!(out, "  ... {} more {noun} (see --top)", total - rows.len());
     }
+    if options.neighbours {
+        out.push_str(&neighbours_block(window, rows));
+        if options.group.is_some() {
+            out.push_str(&suspects_block(suspects));
+        }
+    }
+    out.push_str(&footer(window, set));
+    out
+}
+
+/// A block's first line: the window's end and how many rows it had (`noun`), or the run's
+/// length for the totals.
+fn title(window: &Window, total: usize, noun: &str, is_final: bool) -> String {
+    if is_final {
+        format!(
+            "\n# totals over {:.3} s, {total} {noun}\n",
+            window.length.as_secs_f64()
+        )
+    } else {
+        let end = (window.start + window.length).as_secs_f64();
+        format!("# {end:>10.3} s  ({total} {noun})\n")
+    }
+}
+
+/// The table of `rows`: their keys and value columns, the TopDown nodes they measured, whom
+/// they waited behind, the bottleneck and the counters' running share where the window has
+/// them, then the raw counters (without TopDown, or verbose).
+fn rows_table(window: &Window, rows: &[&Row], shown: &Shown<'_>) -> Table {
+    let Shown {
+        set,
+        columns,
+        options,
+        ..
+    } = *shown;
     let mut table = Table::new();
     table.load_preset(NOTHING);
     let keys = Who::key_names(options.group_by());
@@ -180,15 +208,7 @@ pub fn block(
             cells.push(format!("{:.0}", row.run_fraction * 100.0));
         }
         if show_counters {
-            for value in &row.counters {
-                let fraction = value.reading.running_fraction();
-                let count = count_cell(value.scaled());
-                cells.push(if fraction < 1.0 && !value.not_counted() {
-                    format!("{count} ({:.0}%)", fraction * 100.0)
-                } else {
-                    count
-                });
-            }
+            cells.extend(row.counters.iter().map(counter_cell));
         }
         table.add_row(cells);
     }
@@ -200,16 +220,24 @@ pub fn block(
             column.set_cell_alignment(CellAlignment::Right);
         }
     }
-    let _ = writeln!(out, "{table}");
-    if total > rows.len() {
-        let _ = writeln!(out, "  ... {} more {noun} (see --top)", total - rows.len());
+    table
+}
+
+/// A raw counter's cell: its scaled count, with its running share where it was multiplexed.
+fn counter_cell(value: &CounterValue) -> String {
+    let fraction = value.reading.running_fraction();
+    let count = count_cell(value.scaled());
+    if fraction < 1.0 && !value.not_counted() {
+        format!("{count} ({:.0}%)", fraction * 100.0)
+    } else {
+        count
     }
-    if options.neighbours {
-        out.push_str(&neighbours_block(window, rows));
-        if options.group.is_some() {
-            out.push_str(&suspects_block(suspects));
-        }
-    }
+}
+
+/// A block's last lines: each CPU's idle time, what was lost, and the events that counted
+/// nothing.
+fn footer(window: &Window, set: &CounterSet) -> String {
+    let mut out = String::new();
     let idle: Vec<String> = window
         .idle
         .iter()
