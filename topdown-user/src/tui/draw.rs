@@ -210,49 +210,7 @@ fn aligned(line: Line<'static>, right: bool) -> Cell<'static> {
 
 /// Every column the rows could show, widest content first measured.
 fn columns(rows: &[Row], data: &Screenful<'_>) -> Vec<Column> {
-    let by = data.options.group_by();
-    let keys = Who::key_names(by);
-    let values: Vec<Vec<String>> = rows.iter().map(|r| r.who.key_values(true)).collect();
-    let mut columns: Vec<Column> = keys
-        .iter()
-        .enumerate()
-        .map(|(i, key)| {
-            // The row's name column carries its place in a tree (`t`).
-            let named = match by {
-                None => "comm",
-                Some(GroupBy::Cgroup) => "cgroup",
-                Some(GroupBy::Container) => "container",
-            };
-            let cells: Vec<String> = values
-                .iter()
-                .zip(rows)
-                .map(|(values, row)| {
-                    let value = values[i].clone();
-                    let mark = row.tree.filter(|_| *key == named);
-                    match (*key, mark) {
-                        (_, Some(mark)) => tree_cell(&value, mark, by.is_some()),
-                        ("cgroup" | "container", None) => shorten(&value, PATH_WIDTH),
-                        ("comm", None) => shorten(&value, COMM_WIDTH + 9),
-                        _ => value,
-                    }
-                })
-                .collect();
-            // Dropped first: a thread's cgroup, a container's pod and QoS; then pids, kinds
-            // and ids; names and the key that identifies the row stay.
-            let keep = match *key {
-                "cgroup" if by != Some(GroupBy::Cgroup) => 1,
-                "pod" | "qos" => 1,
-                "pid" | "kind" | "cgroup_id" => 2,
-                _ => u8::MAX,
-            };
-            column(
-                key.to_uppercase().replace('_', "-"),
-                cells,
-                matches!(*key, "tid" | "pid" | "cgroup_id"),
-                keep,
-            )
-        })
-        .collect();
+    let mut columns = key_columns(rows, data.options.group_by());
     for value in data.columns {
         columns.push(column(
             value.header.into(),
@@ -309,6 +267,53 @@ fn columns(rows: &[Row], data: &Screenful<'_>) -> Vec<Column> {
         ));
     }
     columns
+}
+
+/// The columns of the rows' keys (grouped `by`, or threads): the name column carries a row's
+/// place in a tree, long paths and names are shortened, and each says when a narrow terminal
+/// drops it.
+fn key_columns(rows: &[Row], by: Option<GroupBy>) -> Vec<Column> {
+    let keys = Who::key_names(by);
+    let values: Vec<Vec<String>> = rows.iter().map(|r| r.who.key_values(true)).collect();
+    keys.iter()
+        .enumerate()
+        .map(|(i, key)| {
+            // The row's name column carries its place in a tree (`t`).
+            let named = match by {
+                None => "comm",
+                Some(GroupBy::Cgroup) => "cgroup",
+                Some(GroupBy::Container) => "container",
+            };
+            let cells: Vec<String> = values
+                .iter()
+                .zip(rows)
+                .map(|(values, row)| {
+                    let value = values[i].clone();
+                    let mark = row.tree.filter(|_| *key == named);
+                    match (*key, mark) {
+                        (_, Some(mark)) => tree_cell(&value, mark, by.is_some()),
+                        ("cgroup" | "container", None) => shorten(&value, PATH_WIDTH),
+                        ("comm", None) => shorten(&value, COMM_WIDTH + 9),
+                        _ => value,
+                    }
+                })
+                .collect();
+            // Dropped first: a thread's cgroup, a container's pod and QoS; then pids, kinds
+            // and ids; names and the key that identifies the row stay.
+            let keep = match *key {
+                "cgroup" if by != Some(GroupBy::Cgroup) => 1,
+                "pod" | "qos" => 1,
+                "pid" | "kind" | "cgroup_id" => 2,
+                _ => u8::MAX,
+            };
+            column(
+                key.to_uppercase().replace('_', "-"),
+                cells,
+                matches!(*key, "tid" | "pid" | "cgroup_id"),
+                keep,
+            )
+        })
+        .collect()
 }
 
 /// Cells of the Level 1 bar.
