@@ -656,7 +656,8 @@ pub const OUTPUT_PATIENCE: Duration = Duration::from_secs(180);
 
 /// A child's output read on a thread of its own, so every read has a deadline: a child that
 /// hangs fails its test, saying what the test waited for, instead of stopping the whole run (a
-/// guest's suite then runs into its harness's limit and says nothing of where).
+/// guest's suite then runs into its harness's limit and says nothing of where). Lines keep
+/// their ends, so what is read is the output byte for byte.
 pub struct OutputWithin {
     lines: Receiver<std::io::Result<String>>,
 }
@@ -666,16 +667,25 @@ impl OutputWithin {
     pub fn new(output: impl std::io::Read + Send + 'static) -> Self {
         let (send, lines) = mpsc::channel();
         thread::spawn(move || {
-            for line in BufReader::new(output).lines() {
-                if send.send(line).is_err() {
-                    break;
+            let mut output = BufReader::new(output);
+            loop {
+                let mut line = String::new();
+                match output.read_line(&mut line) {
+                    Ok(0) => break,
+                    read => {
+                        let failed = read.is_err();
+                        if send.send(read.map(|_| line)).is_err() || failed {
+                            break;
+                        }
+                    }
                 }
             }
         });
         Self { lines }
     }
 
-    /// The next line, waited for at most `timeout`; panics naming `what` when none comes.
+    /// The next line with its end, waited for at most `timeout`; panics naming `what` when
+    /// none comes.
     pub fn line(&self, what: &str, timeout: Duration) -> String {
         match self.lines.recv_timeout(timeout) {
             Ok(line) => line.unwrap_or_else(|e| panic!("reading {what}: {e}")),
@@ -692,10 +702,7 @@ impl OutputWithin {
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             match self.lines.recv_timeout(left) {
-                Ok(line) => {
-                    rest.push_str(&line.unwrap_or_else(|e| panic!("reading {what}: {e}")));
-                    rest.push('\n');
-                }
+                Ok(line) => rest.push_str(&line.unwrap_or_else(|e| panic!("reading {what}: {e}"))),
                 Err(mpsc::RecvTimeoutError::Disconnected) => return rest,
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     panic!("{what} did not end within {timeout:?}")

@@ -93,7 +93,7 @@ fn a_recording_reports_what_the_live_run_printed() {
         .spawn()
         .expect("starting record");
     let output = OutputWithin::new(recorder.stdout.take().expect("record's output"));
-    let mut live = output.line("record's first interval", OUTPUT_PATIENCE) + "\n";
+    let mut live = output.line("record's first interval", OUTPUT_PATIENCE);
     let mut children = [workload("a"), workload("b")];
     live += &output.rest("record's output", OUTPUT_PATIENCE);
     assert!(recorder.wait().unwrap().success(), "record failed");

@@ -356,6 +356,14 @@ mod tests {
         assert_eq!((behind.threads[0].id, behind.threads[0].ns), (90, 600));
         assert_eq!(behind.rest.idle_ns, 50);
         assert_eq!(behind.total_ns(), 650);
+        // Within the newest slice (to its whole length): all of it behind that slice's holder.
+        for wait in [400, 600] {
+            let mut behind = WaitBehind::ZERO;
+            history.split(wait, &mut behind);
+            assert_eq!((behind.cgroups[0].id, behind.cgroups[0].ns), (9, wait));
+            assert_eq!((behind.threads[0].id, behind.threads[0].ns), (90, wait));
+            assert_eq!((behind.total_ns(), behind.splits), (wait, 1));
+        }
         // Longer than all the history: the rest is unknown, never dropped.
         let mut behind = WaitBehind::ZERO;
         history.split(1_500, &mut behind);

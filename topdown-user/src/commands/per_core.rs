@@ -119,8 +119,8 @@ pub async fn run(
 }
 
 /// `set`'s counters opened on every online CPU and enabled, the aggregator of their cores
-/// with the calibration's silent events marked and its first reading taken (the time of which
-/// is returned), the calibration's lines printed.
+/// with the calibration's silent events marked and its first reading taken, the calibration's
+/// lines printed; and when the counters were enabled (the run's start).
 fn open(set: &CounterSet) -> Result<(OpenCounters, CoreAggregator, Instant)> {
     let calibration = calibration::calibrate(set)?;
     let cpus = collect::online_cpus()?;
