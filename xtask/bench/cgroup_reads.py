@@ -29,22 +29,12 @@ import tempfile
 import time
 
 from bpf_stats import switch_program
+from host import cgroup2_mount
 
 TOPDOWN, ROUNDS, TABLE = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 SECONDS = 5
 
-
-def cgroup2_mount():
-    """Where the unified hierarchy is mounted (hybrid hosts mount it below /sys/fs/cgroup)."""
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            fields = line.split()
-            if fields[fields.index("-") + 1] == "cgroup2":
-                return fields[4]
-    sys.exit("cgroup_reads: needs the unified cgroup2 hierarchy mounted")
-
-
-MOUNT = cgroup2_mount()
+MOUNT = cgroup2_mount("cgroup_reads")
 BASE = os.path.join(MOUNT, "topdown-bench")
 CONTAINERS = [os.path.join(BASE, name) for name in ("container-a", "container-b")]
 

@@ -32,6 +32,8 @@ import subprocess
 import sys
 import time
 
+from host import cpu_seconds
+
 TOPDOWN, SLEEPERS, ROUNDS = sys.argv[1], sys.argv[2], int(sys.argv[3])
 COUNTS = [int(n) for n in sys.argv[4:]]
 SECONDS = 10
@@ -44,24 +46,6 @@ WAYS = [("listed", TOPDOWN, {}),
 if os.environ.get("BASELINE"):
     WAYS.append(("listed, baseline build", os.environ["BASELINE"], {}))
 PERIODS = [int(p) for p in os.environ.get("PERIODS", "").split(",") if p]
-
-
-def cpu_seconds(pid):
-    """CPU time of every thread of process `pid` so far, in seconds (schedstat's first field:
-    ns on CPU); threads that exit between the listing and the read are left out (the tool's
-    threads live as long as it does)."""
-    total = 0
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    for task in tasks:
-        try:
-            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
-                total += int(f.read().split()[0])
-        except (FileNotFoundError, ProcessLookupError):
-            pass
-    return total / 1e9
 
 
 def run_tool(way, count):

@@ -14,7 +14,7 @@ const BPF_LINKER_VERSION: &str = "0.13.0";
 const CARGO_FUZZ_VERSION: &str = "0.13.2";
 const LLVM_PACKAGES: [&str; 3] = ["llvm-22-dev", "libpolly-22-dev", "libzstd-dev"];
 const CROSS_PACKAGES: [&str; 2] = ["gcc-aarch64-linux-gnu", "libc6-dev-arm64-cross"];
-const BENCH_PACKAGES: [&str; 3] = ["linux-perf", "bpftrace", "bpftool"];
+const BENCH_PACKAGES: [&str; 4] = ["linux-perf", "bpftrace", "bpftool", "tmux"];
 
 /// Whether we run as root.
 pub fn is_root() -> bool {

@@ -4,8 +4,8 @@
 //! - `build-ebpf`: builds the BPF object (installing bpf-linker and its LLVM when missing).
 //! - `run -- ARGS`: builds everything and runs `topdown-bpf ARGS` (through sudo when not root).
 //! - `test`: builds everything and runs the whole test suite.
-//! - `bench [collector|c2c-report|churn|cgroup-reads|model-step|interval-cost|scale|store]`: the
-//!   benchmarks (see BENCHMARKS.md).
+//! - `bench [collector|c2c-report|churn|cgroup-reads|model-step|interval-cost|scale|store|busy]`:
+//!   the benchmarks (see BENCHMARKS.md).
 //! - `fuzz [TARGET] [--seconds N] [--dev]`: the fuzz targets in `fuzz/` (cargo-fuzz, libFuzzer).
 //! - `install [--prefix DIR]`: the binary, its man pages and shell completions.
 
@@ -167,6 +167,11 @@ enum Bench {
     /// `xtask/bench/store-bytes.sh`: bytes per hour of `record --store` at 100, 1,000 and
     /// 20,000 live threads, at -I 1000 and -I 10000.
     Store,
+    /// `xtask/bench/busy.sh`: the tool's CPU on a busy host: 20,000 and 100,000 threads all
+    /// running every second (`--json`, the full-screen view, `record`), and 5,000 and 20,000
+    /// cgroups with a process each (`serve` scraped every second, `--per-container`)
+    /// (`BASELINE=BINARY`: and another build).
+    Busy,
 }
 
 fn main() -> ExitCode {
@@ -362,6 +367,7 @@ fn bench(root: &Path, which: Bench, runs: usize) -> Result<()> {
         Bench::CgroupReads => "xtask/bench/cgroup-reads.sh",
         Bench::Scale => "xtask/bench/scale.sh",
         Bench::Store => "xtask/bench/store-bytes.sh",
+        Bench::Busy => "xtask/bench/busy.sh",
         Bench::ModelStep | Bench::IntervalCost => {
             let bench = if which == Bench::ModelStep {
                 "model_step"

@@ -3,7 +3,7 @@
 //! deltas per thread and sums per cgroup, then named the way rows are (container, cgroup path)
 //! and cut to the top [`TOP_CULPRITS`] and the rest.
 
-use std::sync::Arc;
+use std::{fmt::Write as _, sync::Arc};
 
 use foldhash::{HashMap, HashMapExt as _};
 use smallvec::SmallVec;
@@ -278,6 +278,23 @@ fn cut(named: &mut SmallVec<[(Arc<str>, u64); 8]>) -> u64 {
     rest
 }
 
+/// The least time among the top [`TOP_CULPRITS`] of `threads` (0 when fewer).
+fn top_least(threads: &[(Tid, u64)]) -> u64 {
+    if threads.len() <= TOP_CULPRITS {
+        return 0;
+    }
+    let mut top = [0u64; TOP_CULPRITS];
+    for &(_, ns) in threads {
+        // `top` stays sorted, largest first.
+        if ns > top[TOP_CULPRITS - 1] {
+            let at = top.iter().position(|&t| ns > t).unwrap_or(TOP_CULPRITS - 1);
+            top.copy_within(at..TOP_CULPRITS - 1, at + 1);
+            top[at] = ns;
+        }
+    }
+    top[TOP_CULPRITS - 1]
+}
+
 /// Names culprit cgroups as rows of `by` are named (threads: by container): a container's key
 /// (`docker:1a2b3c4d5e6f`, `nginx.service`), else the cgroup's path; each id named once. Names
 /// culprit threads `comm/tid` from the window's threads (`tid N` for one it does not have),
@@ -316,10 +333,14 @@ impl<'w> CulpritNames<'w> {
                 .map(|(i, t)| (t.tid, i))
                 .collect()
         });
-        let name: Arc<str> = match index.get(&tid) {
-            Some(&i) => format!("{}/{tid}", threads[i].comm).into(),
-            None => format!("tid {tid}").into(),
+        // Written where it fits (a comm, `/` and a tid fit a `CompactString` inline), then one
+        // allocation for the shared name.
+        let mut text = compact_str::CompactString::const_new("");
+        let _ = match index.get(&tid) {
+            Some(&i) => write!(text, "{}/{tid}", threads[i].comm),
+            None => write!(text, "tid {tid}"),
         };
+        let name: Arc<str> = Arc::from(text.as_str());
         self.thread_names.insert(tid, name.clone());
         name
     }
@@ -335,9 +356,14 @@ impl<'w> CulpritNames<'w> {
             }
         }
         let rest = cut(&mut named);
+        // Only the threads that can make the top are named (a cgroup's sum holds thousands):
+        // each thread has its own name, so the top by time is the top of those holding at
+        // least the top's least time, ties included.
+        let least = top_least(&behind.threads);
         let mut threads: SmallVec<[(Arc<str>, u64); 8]> = behind
             .threads
             .iter()
+            .filter(|&&(_, ns)| ns >= least)
             .map(|&(tid, ns)| (self.thread_name(tid), ns))
             .collect();
         cut(&mut threads);
@@ -520,6 +546,43 @@ mod tests {
             ..Behind::default()
         });
         assert_eq!(run.by.iter().filter(|(c, _)| c.0 == 1).count(), 1);
+    }
+
+    /// A cgroup's sum names only the threads that can make its top: the same top, ties at its
+    /// edge by name, as naming every culprit thread and cutting would give.
+    #[test]
+    fn a_long_list_of_culprit_threads_names_the_same_top_as_naming_all() {
+        let mut names = CgroupNames::at(None);
+        let mut seed = 7u64;
+        for case in 0..200 {
+            let threads: SmallVec<[(Tid, u64); BEHIND_THREADS]> = (0..1 + case % 40)
+                .map(|i| {
+                    seed = seed
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    // Few distinct times, so the top's edge often ties.
+                    (Tid(1 + i * 13 % 997), 1 + (seed >> 60) % 5)
+                })
+                .collect();
+            let behind = Behind {
+                threads,
+                ..Behind::default()
+            };
+            let mut all: Vec<(String, u64)> = behind
+                .threads
+                .iter()
+                .map(|&(tid, ns)| (format!("tid {tid}"), ns))
+                .collect();
+            all.sort_by(|(a, x), (b, y)| y.cmp(x).then_with(|| a.cmp(b)));
+            all.truncate(TOP_CULPRITS);
+            let named = CulpritNames::new(None, &[]).culprits(&behind, &mut names);
+            let named: Vec<(String, u64)> = named
+                .threads
+                .iter()
+                .map(|(name, ns)| (name.to_string(), *ns))
+                .collect();
+            assert_eq!(named, all, "{:?}", behind.threads);
+        }
     }
 
     #[test]

@@ -196,15 +196,32 @@ impl Column {
         self.show(self.value(row))
     }
 
+    /// Appends [`Column::cell`] to `out` (a table of 20,000 rows writes its cells into one
+    /// buffer).
+    pub fn write_cell(&self, row: &Row, out: &mut String) {
+        self.write_shown(self.value(row), out);
+    }
+
     /// A value of this column as tables and the live view show it (`-` where not measured).
     pub fn show(&self, value: Option<Number>) -> String {
-        match (self.kind, value) {
-            (_, None) => "-".into(),
-            (Kind::Nanoseconds, Some(v)) => format!("{:.3}", v.as_f64() / 1e6),
-            (Kind::Percent, Some(v)) => format!("{:.1}", v.as_f64()),
-            (Kind::Count, Some(v)) => format!("{:.0}", v.as_f64()),
-            (Kind::Ratio, Some(v)) => format!("{:.2}", v.as_f64()),
-        }
+        let mut out = String::new();
+        self.write_shown(value, &mut out);
+        out
+    }
+
+    /// Appends [`Column::show`] to `out`.
+    fn write_shown(&self, value: Option<Number>, out: &mut String) {
+        use std::fmt::Write as _;
+        let _ = match (self.kind, value) {
+            (_, None) => {
+                out.push('-');
+                Ok(())
+            }
+            (Kind::Nanoseconds, Some(v)) => write!(out, "{:.3}", v.as_f64() / 1e6),
+            (Kind::Percent, Some(v)) => write!(out, "{:.1}", v.as_f64()),
+            (Kind::Count, Some(v)) => write!(out, "{:.0}", v.as_f64()),
+            (Kind::Ratio, Some(v)) => write!(out, "{:.2}", v.as_f64()),
+        };
     }
 
     /// Appends the value as CSV writes it to `out` (nothing where not measured): a window of

@@ -2,9 +2,9 @@
 
 use std::fmt::Write as _;
 
-use comfy_table::{CellAlignment, Table, presets::NOTHING};
 use serde_json::{Value, json};
 
+use super::aligned::Aligned;
 use crate::{
     attrib::cores::CoreUsage,
     model::cores::{CoreRow, node_columns},
@@ -20,8 +20,6 @@ pub fn block(
     view: Option<&TopdownView>,
     title: &str,
 ) -> String {
-    let mut table = Table::new();
-    table.load_preset(NOTHING);
     let mut header = vec!["CORE".to_owned(), "CPUS".to_owned()];
     let nodes = node_columns(view);
     header.extend(nodes.iter().map(|n| format!("{}%", n.short())));
@@ -29,7 +27,7 @@ pub fn block(
         header.push("BOTTLENECK".into());
     }
     header.extend(set.names().map(str::to_owned));
-    table.set_header(header);
+    let mut table = Aligned::new(header);
     for row in rows {
         let mut cells = vec![row.core.clone(), row.cpus.clone()];
         if view.is_some() {
@@ -44,10 +42,8 @@ pub fn block(
         cells.extend(row.counters.iter().map(|c| super::count_cell(*c)));
         table.add_row(cells);
     }
-    for (i, column) in table.column_iter_mut().enumerate() {
-        if i > 1 {
-            column.set_cell_alignment(CellAlignment::Right);
-        }
+    for i in 2..table.columns() {
+        table.align_right(i);
     }
     let mut out = String::new();
     let _ = writeln!(out, "{title}\n{table}");

@@ -337,12 +337,32 @@ fn write_entry(
 /// it, then the rest; every part adds up to `run_delay_ns`.
 #[derive(Serialize)]
 struct WaitBehindDoc<'a> {
-    culprits: Vec<CulpritDoc<'a>>,
+    culprits: CulpritDocs<'a>,
     other_ns: u64,
     idle_ns: u64,
     unattributed_ns: u64,
-    threads: Vec<CulpritDoc<'a>>,
+    threads: CulpritDocs<'a>,
     other_threads_ns: u64,
+}
+
+/// Named parts as a list of `{name, ns, share}` (share of `total`), written as they are read:
+/// no list made per row.
+struct CulpritDocs<'a> {
+    parts: &'a [(std::sync::Arc<str>, u64)],
+    total: f64,
+}
+
+impl Serialize for CulpritDocs<'_> {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.parts.iter().map(|(name, ns)| CulpritDoc {
+            name,
+            ns: *ns,
+            share: *ns as f64 / self.total,
+        }))
+    }
 }
 
 #[derive(Serialize)]
@@ -355,22 +375,18 @@ struct CulpritDoc<'a> {
 impl<'a> WaitBehindDoc<'a> {
     fn of(culprits: &'a Culprits) -> Self {
         let total = culprits.total_ns().max(1) as f64;
-        let docs = |parts: &'a [(std::sync::Arc<str>, u64)]| {
-            parts
-                .iter()
-                .map(|(name, ns)| CulpritDoc {
-                    name,
-                    ns: *ns,
-                    share: *ns as f64 / total,
-                })
-                .collect()
-        };
         Self {
-            culprits: docs(&culprits.top),
+            culprits: CulpritDocs {
+                parts: &culprits.top,
+                total,
+            },
             other_ns: culprits.other_ns,
             idle_ns: culprits.idle_ns,
             unattributed_ns: culprits.unattributed_ns,
-            threads: docs(&culprits.threads),
+            threads: CulpritDocs {
+                parts: &culprits.threads,
+                total,
+            },
             other_threads_ns: culprits.other_threads_ns(),
         }
     }

@@ -1,6 +1,7 @@
 //! Renderers: a refreshing table, interval blocks, JSON lines and CSV. They draw rows and never
 //! reach back into collection.
 
+mod aligned;
 pub mod c2c;
 pub mod cells;
 pub mod cores;

@@ -2,10 +2,9 @@
 
 use std::fmt::Write as _;
 
-use comfy_table::{CellAlignment, Table, presets::NOTHING};
-
 use super::{
     Shown,
+    aligned::Aligned,
     cells::{
         bottleneck_cell, losses_line, no_suspects, node_cell, not_counting_line, shows_bottleneck,
         suspects_said, wait_behind_cell, wait_behind_parts, wait_behind_thread_parts,
@@ -58,8 +57,7 @@ fn neighbours_block(window: &Window, rows: &[&Row]) -> String {
         return out;
     }
     let _ = writeln!(out, "  waited behind (ms, share of the row's wait):");
-    let mut table = Table::new();
-    table.load_preset(NOTHING);
+    let mut table = Aligned::default();
     for row in waited {
         let Some(behind) = row.behind.as_deref() else {
             continue;
@@ -124,7 +122,8 @@ pub fn block(
     } = *shown;
     let noun = options.noun();
     let mut out = title(window, total, noun, is_final);
-    let _ = writeln!(out, "{}", rows_table(window, rows, shown));
+    rows_table(window, rows, shown).write_to(&mut out);
+    out.push('\n');
     if total > rows.len() {
         let _ = writeln!(out, "  ... {} more {noun} (see --top)", total - rows.len());
     }
@@ -155,15 +154,13 @@ fn title(window: &Window, total: usize, noun: &str, is_final: bool) -> String {
 /// The table of `rows`: their keys and value columns, the TopDown nodes they measured, whom
 /// they waited behind, the bottleneck and the counters' running share where the window has
 /// them, then the raw counters (without TopDown, or verbose).
-fn rows_table(window: &Window, rows: &[&Row], shown: &Shown<'_>) -> Table {
+fn rows_table(window: &Window, rows: &[&Row], shown: &Shown<'_>) -> Aligned {
     let Shown {
         set,
         columns,
         options,
         ..
     } = *shown;
-    let mut table = Table::new();
-    table.load_preset(NOTHING);
     let keys = Who::key_names(options.group_by());
     let mut header: Vec<String> = keys
         .iter()
@@ -191,33 +188,43 @@ fn rows_table(window: &Window, rows: &[&Row], shown: &Shown<'_>) -> Table {
             unit => format!("{} ({})", c.name, unit.label()),
         }));
     }
-    table.set_header(header);
+    let mut table = Aligned::new(header);
     for row in rows {
-        let mut cells = row.who.key_values(true);
-        cells.extend(columns.iter().map(|c| c.cell(row)));
+        table.begin_row();
+        row.who.each_key_value(true, |value| {
+            table.push_with(|out| {
+                let _ = out.write_fmt(value);
+            });
+        });
+        for column in columns {
+            table.push_with(|out| column.write_cell(row, out));
+        }
         for column in &nodes {
-            cells.push(node_cell(row, column, options.verbose));
+            table.push(&node_cell(row, column, options.verbose));
         }
         if show_behind {
-            cells.push(wait_behind_cell(row));
+            table.push(&wait_behind_cell(row));
         }
         if show_bottleneck {
-            cells.push(bottleneck_cell(row, options.topdown.as_ref()));
+            table.push(&bottleneck_cell(row, options.topdown.as_ref()));
         }
         if show_run {
-            cells.push(format!("{:.0}", row.run_fraction * 100.0));
+            table.push_with(|out| {
+                let _ = write!(out, "{:.0}", row.run_fraction * 100.0);
+            });
         }
         if show_counters {
-            cells.extend(row.counters.iter().map(counter_cell));
+            for counter in row.counters.iter() {
+                table.push(&counter_cell(counter));
+            }
         }
-        table.add_row(cells);
     }
-    for (i, column) in table.column_iter_mut().enumerate() {
+    for i in 0..table.columns() {
         let text = keys
             .get(i)
             .is_some_and(|k| !matches!(*k, "tid" | "pid" | "cgroup_id"));
         if !text {
-            column.set_cell_alignment(CellAlignment::Right);
+            table.align_right(i);
         }
     }
     table
