@@ -9,7 +9,7 @@
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
     fs,
-    path::{Path, PathBuf},
+    path::Path,
     time::Duration,
 };
 
@@ -59,12 +59,6 @@ impl CpuStalls {
         }
     }
 
-    /// The stalls of the cgroup at `dir` (its directory under the cgroup2 mount).
-    pub fn read(dir: &Path) -> Self {
-        let read = |file: &str| fs::read_to_string(dir.join(file)).ok();
-        Self::parse(read("cpu.stat").as_deref(), read("cpu.pressure").as_deref())
-    }
-
     /// Whether the kernel provides any of them here.
     pub const fn any(&self) -> bool {
         self.nr_throttled.is_some()
@@ -108,10 +102,73 @@ impl CpuStalls {
     }
 }
 
+/// The most of a cgroup's `cpu.stat` or `cpu.pressure` read (each is a few hundred bytes).
+const MOST_BYTES: usize = 16 * 1024;
+
+/// Reads cgroups' two files relative to the cgroup2 mount, held open: every window opens two
+/// files of every charged cgroup and its ancestors (10,000 a second at 5,000 cgroups), and a
+/// path walked from `/` with a `statx` before it was most of `serve`'s CPU (BENCHMARKS.md).
+/// The files themselves are not kept open: each holds a page of the kernel's memory once read.
+#[derive(Debug)]
+struct StallFiles {
+    mount: fs::File,
+    /// The two files' texts, read into the same buffers every time.
+    stat: Vec<u8>,
+    pressure: Vec<u8>,
+}
+
+impl StallFiles {
+    fn open(mount: &Path) -> Option<Self> {
+        Some(Self {
+            mount: fs::File::open(mount).ok()?,
+            stat: Vec::with_capacity(1024),
+            pressure: Vec::with_capacity(256),
+        })
+    }
+
+    /// The stalls of the cgroup at `path` (`/`-rooted under the mount); a file that cannot be
+    /// read (the cgroup was removed, no cpu controller, no PSI) is `None`.
+    fn read(&mut self, path: &str) -> CpuStalls {
+        let stat = read_at(&self.mount, path, "cpu.stat", &mut self.stat);
+        let pressure = read_at(&self.mount, path, "cpu.pressure", &mut self.pressure);
+        CpuStalls::parse(stat, pressure)
+    }
+}
+
+/// `file` of the cgroup at `path` under `mount` (opened relative to it), at most
+/// [`MOST_BYTES`] of it, read into `text`.
+fn read_at<'t>(mount: &fs::File, path: &str, file: &str, text: &'t mut Vec<u8>) -> Option<&'t str> {
+    use std::{
+        io::Read as _,
+        os::fd::{AsRawFd as _, FromRawFd as _},
+    };
+    let relative = match path.trim_start_matches('/') {
+        "" => file.to_owned(),
+        dir => format!("{dir}/{file}"),
+    };
+    let relative = std::ffi::CString::new(relative).ok()?;
+    // SAFETY: a directory descriptor we hold and a NUL-terminated path.
+    let fd = unsafe {
+        libc::openat(
+            mount.as_raw_fd(),
+            relative.as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+        )
+    };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: a descriptor just opened, owned by nothing else: the File closes it.
+    let opened = unsafe { fs::File::from_raw_fd(fd) };
+    text.clear();
+    opened.take(MOST_BYTES as u64).read_to_end(text).ok()?;
+    std::str::from_utf8(text).ok()
+}
+
 /// Reads cgroups' stalls window by window, as deltas, and keeps their sums for the run.
 #[derive(Debug)]
 pub struct StallReader {
-    mount: Option<PathBuf>,
+    files: Option<StallFiles>,
     /// Each path's latest cumulative reading.
     last: HashMap<String, CpuStalls>,
     /// Each path's stalls over the run so far (none kept for a session that never reports
@@ -126,15 +183,16 @@ impl StallReader {
     /// the run is kept for [`StallReader::run_totals`].
     pub fn start(mount: Option<&Path>, run_totals: bool) -> Self {
         let mut reader = Self {
-            mount: mount.map(Path::to_path_buf),
+            files: mount.and_then(StallFiles::open),
             last: HashMap::new(),
             run: run_totals.then(BTreeMap::new),
         };
-        if let Some(mount) = reader.mount.clone() {
-            let mut dirs = vec![mount.clone()];
+        if let (Some(mount), Some(files)) = (mount, reader.files.as_mut()) {
+            let mut dirs = vec![mount.to_path_buf()];
             while let Some(dir) = dirs.pop() {
-                let path = relative(&mount, &dir);
-                reader.last.insert(path, CpuStalls::read(&dir));
+                let path = relative(mount, &dir);
+                let stalls = files.read(&path);
+                reader.last.insert(path, stalls);
                 if let Ok(entries) = fs::read_dir(&dir) {
                     dirs.extend(
                         entries
@@ -152,7 +210,7 @@ impl StallReader {
     /// their ancestors (named by `names`); a cgroup already removed has no directory and no
     /// entry, and its latest reading is dropped (memory holds live cgroups only).
     pub fn window(&mut self, window: &mut Window, names: &mut CgroupNames) {
-        let Some(mount) = self.mount.clone() else {
+        let Some(files) = self.files.as_mut() else {
             return;
         };
         for id in &window.removed_cgroups {
@@ -177,11 +235,8 @@ impl StallReader {
             }
         }
         for path in paths {
-            let dir = mount.join(path.trim_start_matches('/'));
-            if !dir.is_dir() {
-                continue;
-            }
-            let now = CpuStalls::read(&dir);
+            // A removed cgroup's files are gone: nothing is read, as where they never were.
+            let now = files.read(&path);
             if !now.any() {
                 continue;
             }
