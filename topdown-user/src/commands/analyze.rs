@@ -1,7 +1,7 @@
 //! `topdown-bpf analyze`: TopDown from `perf stat -x` output recorded on any machine (toplev's
 //! `--import`), and the `perf stat` command that records what a CPU's model needs.
 
-use std::{collections::HashMap, io::Read, path::Path};
+use std::{collections::HashMap, fmt::Write as _, io::Read, path::Path};
 
 use anyhow::{Context as _, Result, bail};
 use serde_json::json;
@@ -18,7 +18,7 @@ use crate::{
     },
     report::topdown,
     tma::{
-        ESTIMATE_ASSUMES, Model,
+        ESTIMATE_ASSUMES, Model, OutOfRange, TopDown,
         inputs::{Literals, NamedCounts},
         plan::level_groups,
         spelling::{formula_name, perf_event_list, perf_event_names},
@@ -134,102 +134,152 @@ fn analysis(args: &AnalyzeArgs, cpu: &CpuId, model: &Model, verbose: bool) -> Re
     let text = read_input(path, input_limit(args))?;
     let counts = perf_stat_csv::parse(&text, &args.separator)
         .with_context(|| format!("{}", path.display()))?;
-    let inputs = named_counts(&counts, cpu, model, args);
-    let mut td = model.evaluate(&inputs, args.td_level);
-    // With --nodes, events of Level 3 nodes not asked for are not missing.
-    let asked = if args.nodes.is_empty() {
-        None
-    } else {
-        Some(model.drilldown_events(&args.nodes)?)
-    };
-    let missing: Vec<String> = inputs
-        .missing()
-        .into_iter()
-        .filter(|e| asked.as_ref().is_none_or(|a| a.contains(&e.as_str())))
-        .collect();
-    td.nodes.retain(|n| n.value.is_finite());
-    if td.nodes.is_empty() {
+    let found = Analysis::of(&counts, cpu, model, args)?;
+    if found.td.nodes.is_empty() {
         bail!(
             "no Level {} node can be computed from {}: missing events {}; record them with the \
              command `topdown-bpf analyze --events --cpu {cpu}` prints",
             args.td_level,
             path.display(),
-            missing.join(", ")
+            found.missing.join(", ")
         );
     }
-    let reads = model.node_inputs(args.smt, args.system_wide);
-    let out_of_range = Model::out_of_range(&td, &reads, |event| inputs.count(event));
-    let min_run = counts
-        .events
-        .values()
-        .map(|c| c.min_run_percent)
-        .fold(100.0, f64::min);
-    let estimate = model.is_estimate(args.smt, args.system_wide);
-    let unmeasurable: &[&str] = if args.td_level >= 3 {
-        model.unmeasurable
-    } else {
-        &[]
-    };
     if args.json {
-        let doc = json!({
+        println!("{}", found.json(cpu, model, args.td_level));
+    } else {
+        println!(
+            "TopDown of {} (CPU {cpu}, model {}: {})",
+            path.display(),
+            model.name,
+            model.description
+        );
+        print!("{}", found.text(verbose));
+    }
+    Ok(())
+}
+
+/// What `analyze FILE` found in a file's counts: TopDown where it could be computed, and why
+/// not elsewhere.
+struct Analysis {
+    /// The nodes computed (finite values only).
+    td: TopDown,
+    /// Events the nodes asked for (under `--nodes`, only theirs) that the file lacks.
+    missing: Vec<String>,
+    /// Nodes outside 0..100 %: their inputs contradict each other.
+    out_of_range: Vec<OutOfRange>,
+    /// The least share of the time any event counted (perf's multiplexing).
+    min_run: f64,
+    /// Whether the values are a per-thread estimate (SMT on, no -a).
+    estimate: bool,
+    /// Level 3 nodes no counting can measure.
+    unmeasurable: &'static [&'static str],
+}
+
+impl Analysis {
+    fn of(counts: &PerfStatCounts, cpu: &CpuId, model: &Model, args: &AnalyzeArgs) -> Result<Self> {
+        let inputs = named_counts(counts, cpu, model, args);
+        let mut td = model.evaluate(&inputs, args.td_level);
+        // With --nodes, events of Level 3 nodes not asked for are not missing.
+        let asked = if args.nodes.is_empty() {
+            None
+        } else {
+            Some(model.drilldown_events(&args.nodes)?)
+        };
+        let missing: Vec<String> = inputs
+            .missing()
+            .into_iter()
+            .filter(|e| asked.as_ref().is_none_or(|a| a.contains(&e.as_str())))
+            .collect();
+        td.nodes.retain(|n| n.value.is_finite());
+        let reads = model.node_inputs(args.smt, args.system_wide);
+        let out_of_range = Model::out_of_range(&td, &reads, |event| inputs.count(event));
+        Ok(Self {
+            td,
+            missing,
+            out_of_range,
+            min_run: counts
+                .events
+                .values()
+                .map(|c| c.min_run_percent)
+                .fold(100.0, f64::min),
+            estimate: model.is_estimate(args.smt, args.system_wide),
+            unmeasurable: if args.td_level >= 3 {
+                model.unmeasurable
+            } else {
+                &[]
+            },
+        })
+    }
+
+    /// The analysis as one JSON document.
+    fn json(&self, cpu: &CpuId, model: &Model, td_level: u8) -> serde_json::Value {
+        let td = &self.td;
+        json!({
             "cpu": cpu.to_string(),
             "model": model.name,
-            "td_level": args.td_level,
-            "estimate": estimate,
-            "nodes": topdown::values_json(&td),
+            "td_level": td_level,
+            "estimate": self.estimate,
+            "nodes": topdown::values_json(td),
             "bottleneck": td.bottleneck,
             "over_threshold": td.nodes.iter().filter(|n| n.over_threshold).map(|n| n.node.name).collect::<Vec<_>>(),
-            "missing_events": missing,
-            "not_measurable": unmeasurable,
-            "min_run_percent": min_run,
-            "out_of_range": out_of_range.iter().map(|o| json!({
+            "missing_events": self.missing,
+            "not_measurable": self.unmeasurable,
+            "min_run_percent": self.min_run,
+            "out_of_range": self.out_of_range.iter().map(|o| json!({
                 "node": o.node,
                 "value": o.value,
                 "inputs": o.inputs.iter().map(|(name, value)| (name.clone(), json!(value))).collect::<serde_json::Map<_, _>>(),
             })).collect::<Vec<_>>(),
-        });
-        println!("{doc}");
-        return Ok(());
+        })
     }
-    println!(
-        "TopDown of {} (CPU {cpu}, model {}: {})",
-        path.display(),
-        model.name,
-        model.description
-    );
-    print!("{}", topdown::tree(&td, verbose));
-    if estimate {
-        println!("per-thread estimate (SMT on, no -a): {ESTIMATE_ASSUMES}");
+
+    /// The tree and what it could not compute, for people.
+    fn text(&self, verbose: bool) -> String {
+        let mut out = topdown::tree(&self.td, verbose);
+        if self.estimate {
+            let _ = writeln!(
+                out,
+                "per-thread estimate (SMT on, no -a): {ESTIMATE_ASSUMES}"
+            );
+        }
+        if self.min_run < 100.0 {
+            let _ = writeln!(
+                out,
+                "some events counted only {:.1} % of the time (multiplexed; perf scaled them)",
+                self.min_run
+            );
+        }
+        if !self.missing.is_empty() {
+            let _ = writeln!(
+                out,
+                "not computed: nodes that need {}",
+                self.missing.join(", ")
+            );
+        }
+        if !self.unmeasurable.is_empty() {
+            let _ = writeln!(
+                out,
+                "not measurable by counting (they read a sampled retirement latency): {}",
+                self.unmeasurable.join(", ")
+            );
+        }
+        for o in &self.out_of_range {
+            let inputs: Vec<String> = o
+                .inputs
+                .iter()
+                .map(|(name, value)| format!("{name} = {value}"))
+                .collect();
+            let _ = writeln!(
+                out,
+                "{} is {:.1} %, outside 0..100 %: the counts it is computed from contradict each \
+                 other ({})",
+                o.node,
+                o.value * 100.0,
+                inputs.join(", ")
+            );
+        }
+        out
     }
-    if min_run < 100.0 {
-        println!(
-            "some events counted only {min_run:.1} % of the time (multiplexed; perf scaled them)"
-        );
-    }
-    if !missing.is_empty() {
-        println!("not computed: nodes that need {}", missing.join(", "));
-    }
-    if !unmeasurable.is_empty() {
-        println!(
-            "not measurable by counting (they read a sampled retirement latency): {}",
-            unmeasurable.join(", ")
-        );
-    }
-    for o in &out_of_range {
-        let inputs: Vec<String> = o
-            .inputs
-            .iter()
-            .map(|(name, value)| format!("{name} = {value}"))
-            .collect();
-        println!(
-            "{} is {:.1} %, outside 0..100 %: the counts it is computed from contradict each \
-             other ({})",
-            o.node,
-            o.value * 100.0,
-            inputs.join(", ")
-        );
-    }
-    Ok(())
 }
 
 fn model_for(cpu: &CpuId, pmu: &str, smt: bool) -> Result<Model> {
