@@ -5,11 +5,8 @@
 use std::{sync::Arc, time::Duration};
 
 use libfuzzer_sys::fuzz_target;
-use tokio::{
-    io::{AsyncReadExt as _, AsyncWriteExt as _},
-    sync::watch,
-};
-use topdown_user::serve::http::serve_alone;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use topdown_user::serve::http::{Latest, serve_alone};
 
 fuzz_target!(|data: &[u8]| {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -17,7 +14,7 @@ fuzz_target!(|data: &[u8]| {
         .build()
         .expect("a runtime");
     runtime.block_on(async {
-        let (_sender, latest) = watch::channel(Arc::new("topdown_info 1\n# EOF\n".to_owned()));
+        let latest = Latest::fixed(Arc::new("topdown_info 1\n# EOF\n".to_owned()));
         let (mut client, server) = tokio::io::duplex(1 << 16);
         let peer = std::net::IpAddr::from([127, 0, 0, 1]);
         let served = tokio::spawn(serve_alone(server, latest, None, peer));

@@ -9,7 +9,7 @@ use std::{
 use topdown_common::cgroup::CgroupId;
 
 use anyhow::{Context as _, Result, bail};
-use tokio::{net::TcpListener, sync::watch, time::interval};
+use tokio::{net::TcpListener, time::interval};
 
 use crate::{
     attrib::{Attributor, cgroups::CgroupNames, stalls::StallReader, target::Target},
@@ -110,14 +110,16 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
             max_cgroups: args.max_series,
         },
     );
-    let (latest, scrapes) = watch::channel(Arc::new(exporter.encode()));
+    let (latest, mut asked) = http::Latest::channel();
+    // The exposition as of the latest window, encoded when a scrape first asks for it.
+    let mut text: Option<Arc<String>> = None;
     eprintln!("topdown-bpf: {}", banner(&set, &web, address));
     // Everything privileged is done: the BPF programs are loaded, the counters opened, the
     // maps mapped, the port bound.
     privileges::drop_all(user.as_ref(), |phase| collector.drop_privileges(phase))?;
     let mut server = tokio::spawn(http::serve(
         listener,
-        scrapes,
+        latest,
         http::Limits::of(args.max_connections),
         exporter.connections_refused(),
         web,
@@ -142,7 +144,10 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
                 let mut window = attrib.window(&snapshot);
                 stalls.window(&mut window, &mut names);
                 exporter.window(&Frame::new(&window, &mut names, &set, view.as_ref()))?;
-                latest.send_replace(Arc::new(exporter.encode()));
+                text = None;
+            }
+            Some(ask) = asked.recv() => {
+                let _ = ask.send(Arc::clone(text.get_or_insert_with(|| Arc::new(exporter.encode()))));
             }
             _ = drain.tick(), if c2c.is_some() => {
                 if let Some(c2c) = c2c.as_mut() {
