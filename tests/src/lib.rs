@@ -420,12 +420,30 @@ pub fn assert_books_within(what: &str, charged: u64, expected: u64, relative: f6
 /// [`EMULATED_EXIT_STALL_NS`]: the host preempting the guest's CPU thread during that exit is
 /// exit time for the guest.
 pub fn assert_charged_through_exit(what: &str, charged: u64, own: u64) {
+    charged_through_exit(what, charged, own, 0);
+}
+
+/// The longest a scheduler tick can be (`CONFIG_HZ` is at least 100): how long a running
+/// task's `se.sum_exec_runtime` can go without an update.
+pub const SCHED_TICK_MAX_NS: u64 = 10_000_000;
+
+/// As [`assert_charged_through_exit`], for a task that read its own `/proc/PID/schedstat`
+/// (`read`) while running, then exited: that field is `se.sum_exec_runtime` as of the task's
+/// latest update (a scheduler tick or a switch; `proc_pid_schedstat` does not bring the running
+/// slice up to date, as the thread clock does), so the read can lag the task's runtime by up to
+/// one scheduler tick ([`SCHED_TICK_MAX_NS`]) more. `charged >= read` still holds exactly.
+pub fn assert_charged_through_exit_after_schedstat(what: &str, charged: u64, read: u64) {
+    charged_through_exit(what, charged, read, SCHED_TICK_MAX_NS);
+}
+
+/// [`assert_charged_through_exit`] with `stale` ns more allowed for how old `own` was when read.
+fn charged_through_exit(what: &str, charged: u64, own: u64, stale: u64) {
     let stall = if emulated() {
         EMULATED_EXIT_STALL_NS
     } else {
         0
     };
-    let allowance = ((own as f64 * 0.02) as u64).max(books_floor_ns()) + stall;
+    let allowance = ((own as f64 * 0.02) as u64).max(books_floor_ns()) + stall + stale;
     eprintln!("{what}: charged {charged} ns, its own clock {own} ns before its exit");
     assert!(
         charged >= own,

@@ -10,7 +10,10 @@ use std::{
 };
 
 use serde_json::Value;
-use topdown_tests::{assert_books, privileged, topdown_bpf_binary};
+use topdown_tests::{
+    OUTPUT_PATIENCE, OutputWithin, assert_charged_through_exit_after_schedstat, http::Running,
+    privileged, topdown_bpf_binary,
+};
 
 fn topdown() -> Command {
     Command::new(topdown_bpf_binary())
@@ -116,8 +119,8 @@ fn sigterm_goes_to_the_command_whose_end_ends_the_report() {
         .iter()
         .find(|t| t["comm"] == "sh")
         .expect("the command's thread");
-    // It ran a little after it read its schedstat (the echo and exit): within the tolerance.
-    assert_books(
+    // It read its own schedstat while running (as of its latest tick), then echoed and exited.
+    assert_charged_through_exit_after_schedstat(
         "the command's busy loop",
         shell["on_cpu_ns"].as_u64().unwrap(),
         ran,
@@ -129,39 +132,54 @@ fn pid_mode_ends_with_the_process() {
     if !privileged("pid_mode_ends_with_the_process") {
         return;
     }
-    // Runs 5 s (30 s in the emulated guest, where the collector's start, the start-up check's
-    // own load and BPF verification included, took over 15 s once): far longer than the
-    // collector takes to start, far shorter than --duration.
-    let run_ms = if topdown_tests::emulated() {
-        "30000"
-    } else {
-        "5000"
-    };
-    let mut target = Command::new(env!("CARGO_BIN_EXE_workload"))
-        .args(["--run-ms", run_ms, "--churn", "1", "--no-wait"])
-        .stdout(Stdio::null())
+    // The process runs until the collector is seen charging it (an interval document with its
+    // threads), then is killed: a fixed run of 5 s ended before the collector had started
+    // while another suite loaded both CPUs (nothing was charged).
+    // Killed at the end whatever happens (a failing test leaves no workload behind).
+    let mut target = Running(
+        Command::new(env!("CARGO_BIN_EXE_workload"))
+            .args(["--run-ms", "600000", "--churn", "1", "--no-wait"])
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = target.0.id();
+    let started = Instant::now();
+    let mut tool = topdown()
+        .args(["--json", "-I", "200", "--duration", "900", "-p"])
+        .arg(pid.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let started = Instant::now();
-    let output = topdown()
-        .args(["--json", "--duration", "120", "-p"])
-        .arg(target.id().to_string())
-        .output()
-        .unwrap();
-    target.wait().unwrap();
+    let stdout = OutputWithin::new(tool.stdout.take().unwrap());
+    loop {
+        let line = stdout.line("an interval document", OUTPUT_PATIENCE);
+        let charged = serde_json::from_str::<Value>(&line)
+            .ok()
+            .and_then(|doc| Some(!doc["threads"].as_array()?.is_empty()))
+            .unwrap_or(false);
+        if charged {
+            break;
+        }
+    }
+    target.0.kill().unwrap();
+    target.0.wait().unwrap();
+    let rest = stdout.rest("the documents after the process ended", OUTPUT_PATIENCE);
+    let status = tool.wait().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut tool.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(status.success(), "{stderr}");
     assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(
-        started.elapsed() < Duration::from_secs(90),
+        started.elapsed() < Duration::from_secs(600),
         "ended with the process, not at --duration"
     );
-    let docs = documents(&output.stdout);
-    let threads = docs[0]["threads"].as_array().unwrap();
+    let docs = documents(rest.as_bytes());
+    let last = docs.last().expect("a final document");
+    assert_eq!(last["final"], true, "the last document is the final one");
+    let threads = last["threads"].as_array().unwrap();
     assert!(
-        threads.iter().all(|t| t["pid"] == target.id()),
+        threads.iter().all(|t| t["pid"] == pid),
         "only the process: {threads:?}"
     );
     assert!(!threads.is_empty(), "the process was charged");
