@@ -119,7 +119,9 @@ fn can_drop_bounding() -> bool {
 /// EPERM before looking at the descriptor; the others answer EBADF. Run while the process
 /// still holds its capabilities; the probe's thread ends with it.
 pub fn bpf_needs_capability() -> bool {
-    std::thread::spawn(|| {
+    let probe = std::thread::spawn(|| {
+        // SAFETY: gettid takes nothing.
+        let tid = unsafe { libc::gettid() };
         let mut header = CapHeader {
             version: LINUX_CAPABILITY_VERSION_3,
             pid: 0,
@@ -130,7 +132,7 @@ pub fn bpf_needs_capability() -> bool {
         // SAFETY: capset on this thread alone; bpf() with a valid, zeroed attribute.
         unsafe {
             if libc::syscall(libc::SYS_capset, &raw mut header, data.as_ptr()) != 0 {
-                return false;
+                return (false, tid);
             }
             const BPF_MAP_GET_NEXT_KEY: libc::c_long = 4;
             let rc = libc::syscall(
@@ -139,11 +141,30 @@ pub fn bpf_needs_capability() -> bool {
                 attr.as_ptr(),
                 size_of_val(&attr),
             );
-            rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+            let refused =
+                rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+            (refused, tid)
         }
-    })
-    .join()
-    .unwrap_or(false)
+    });
+    let (refused, tid) = probe.join().unwrap_or((false, 0));
+    wait_gone(tid);
+    refused
+}
+
+/// Waits (at most 10 s) until thread `tid` of this process is gone from `/proc/self/task`: a
+/// joined thread is still there for a moment (the join returns when its memory is released,
+/// before the kernel reaps it), holding the sets it gave up, and the check after the drop
+/// counted the probe's thread as one that kept its bounding set (once, in an emulated guest).
+/// One still there after that is reported by the check, not hidden.
+fn wait_gone(tid: libc::pid_t) {
+    if tid <= 0 {
+        return;
+    }
+    let path = format!("/proc/self/task/{tid}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::path::Path::new(&path).exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
 }
 
 /// What the drop keeps: nothing, or CAP_BPF where reading a map needs it
