@@ -235,10 +235,12 @@ def sleepers(argv):
 
 
 def load_of(proc):
-    """The sleepers' CPU per second over two seconds (the load the tool measures beside)."""
-    c0 = cpu_seconds(proc.pid)
+    """The sleepers' CPU per second of wall time over about two seconds (the load the tool
+    measures beside): divided by the time that passed, not the time asked for, which a
+    saturated machine stretches."""
+    c0, t0 = cpu_seconds(proc.pid), time.monotonic()
     time.sleep(2)
-    return (cpu_seconds(proc.pid) - c0) / 2
+    return (cpu_seconds(proc.pid) - c0) / (time.monotonic() - t0)
 
 
 def median(results, key):

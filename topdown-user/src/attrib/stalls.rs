@@ -105,7 +105,8 @@ impl CpuStalls {
 /// The most of a cgroup's `cpu.stat` or `cpu.pressure` read (each is a few hundred bytes).
 const MOST_BYTES: usize = 16 * 1024;
 
-/// Reads cgroups' two files relative to the cgroup2 mount, held open: every window opens two
+/// Reads cgroups' two files relative to the cgroup2 mount's directory, which it holds open
+/// (the files are opened and closed at each read): every window opens two
 /// files of every charged cgroup and its ancestors (10,000 a second at 5,000 cgroups), and a
 /// path walked from `/` with a `statx` before it was most of `serve`'s CPU (BENCHMARKS.md).
 /// The files themselves are not kept open: each holds a page of the kernel's memory once read.

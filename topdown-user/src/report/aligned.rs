@@ -5,7 +5,9 @@
 //! output is comfy_table's, byte for byte (the unit tests draw both): each column as wide as
 //! its widest line (in terminal columns, at least one), a cell's lines (split at `\n`) padded
 //! to that width on the side away from the column's alignment, a space either side of every
-//! cell, rows' lines joined by `\n` with none after the last.
+//! cell, rows' lines joined by `\n` with none after the last. One difference is left: comfy_table
+//! caps a column at 65,535 terminal columns and wraps longer lines; no cell of ours comes near
+//! (a cgroup path is at most 4,096 bytes), and here such a line stays whole.
 
 use unicode_width::UnicodeWidthStr as _;
 
