@@ -413,6 +413,32 @@ fn the_trace_holds_every_windows_threads_with_the_recordings_values() {
     report(&file, &["--trace", path.to_str().unwrap()]);
     let trace: Value = serde_json::from_slice(&std::fs::read(&path).unwrap())
         .expect("the trace is one JSON document");
+    // One pass writes the trace and the Parquet file, each byte for byte as written alone: the
+    // recording's windows go to every sink as one frame each.
+    let (both_trace, both_parquet, parquet) = (
+        dir.path().join("both.trace.json"),
+        dir.path().join("both.parquet"),
+        dir.path().join("alone.parquet"),
+    );
+    report(
+        &file,
+        &[
+            "--trace",
+            both_trace.to_str().unwrap(),
+            "--parquet",
+            both_parquet.to_str().unwrap(),
+        ],
+    );
+    report(&file, &["--parquet", parquet.to_str().unwrap()]);
+    let read = |path: &Path| std::fs::read(path).unwrap();
+    assert!(
+        read(&both_trace) == read(&path),
+        "the trace, written beside Parquet"
+    );
+    assert!(
+        read(&both_parquet) == read(&parquet),
+        "Parquet, written beside the trace"
+    );
     let events = trace["traceEvents"].as_array().expect("traceEvents");
     assert_eq!(trace["displayTimeUnit"], "ms");
     assert!(trace["otherData"]["host"].is_string());

@@ -331,8 +331,9 @@ pub struct ReportArgs {
     pub trace: Option<PathBuf>,
 
     /// Instead of a report, write every window's rows (per thread and per cgroup, `kind`
-    /// tells them apart) as an Apache Parquet file for DuckDB, Spark or Trino.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["json", "csv", "field_separator", "interval_ms", "stdio", "output", "screenshot", "top", "trace"])]
+    /// tells them apart) as an Apache Parquet file for DuckDB, Spark or Trino (with --trace,
+    /// both in one pass).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["json", "csv", "field_separator", "interval_ms", "stdio", "output", "screenshot", "top"])]
     pub parquet: Option<PathBuf>,
 
     /// Write the report to FILE instead of standard output.

@@ -3,7 +3,7 @@
 //! intervals), per thread, cgroup or container; on a terminal, the full-screen view with time
 //! navigation.
 
-use std::io::IsTerminal as _;
+use std::{borrow::Cow, io::IsTerminal as _};
 
 use anyhow::{Context as _, Result, bail};
 use ratatui::{Terminal, backend::TestBackend};
@@ -16,16 +16,23 @@ use crate::{
     },
     cli::{ReportArgs, StoreRangeArgs},
     model::{
-        export::{self, RunMeta},
-        frame::Frame,
+        export::RunMeta,
         rows::RowOptions,
+        sink::{self, Sinks, WindowSink},
         sort::{self, SortKey},
     },
+    pmu::counter_set::CounterSet,
     recording::{
         reader::Recording,
         store::{self, when},
     },
-    report::{Format, Renderer, new_file::NewFile, parquet::ParquetWriter, trace::TraceWriter},
+    report::{
+        Format, Renderer,
+        new_file::{IntoNewFile, NewFile},
+        parquet::ParquetWriter,
+        trace::TraceWriter,
+    },
+    tma::view::TopdownView,
     tui::{
         self, LiveView, ViewModel,
         state::{Action, Key, Timeline, ViewState},
@@ -74,31 +81,62 @@ fn source(args: &ReportArgs) -> String {
     )
 }
 
-/// Reports the recording `args` names.
+/// Reports the recording `args` names: its windows and totals through the sinks asked for
+/// (a trace, a Parquet file, else the report), by the live session's road
+/// ([`sink::replay`]); on a terminal, the full-screen view first.
 pub async fn run(args: &ReportArgs, verbose: bool) -> Result<()> {
-    let format = format_of(args);
-    let sort: SortKey = args.sort.parse().unwrap_or(SortKey::ON_CPU);
     let budget = args
         .max_memory
         .map_or_else(crate::recording::reader::default_memory_budget, |mib| {
             mib << 20
         });
     let mut recording = read_input(&args.input, &args.range, budget)?;
+    let Some(totals) = recording.totals() else {
+        bail!("{} holds no window: nothing was recorded", source(args));
+    };
+    let recorded = std::mem::take(&mut recording.windows);
+    let windows = merged(&recorded, recording.header.interval_ms, args.interval_ms)?;
+    let report = if args.trace.is_none() && args.parquet.is_none() {
+        match report_sink(args, verbose, &mut recording, &windows).await? {
+            Some(report) => Some(report),
+            // A picture of the view was all that was asked.
+            None => return Ok(()),
+        }
+    } else {
+        None
+    };
+    let meta = RunMeta::of(&recording.header);
+    let (set, view) = (&recording.set, recording.topdown.as_ref());
+    let mut sinks: Sinks<'_> = report.into_iter().collect();
+    sinks.extend(file_sinks(args, &meta, set, view)?);
+    let names = &mut recording.names;
+    for line in sink::replay(sinks, &windows, &totals, names, set, view)? {
+        eprintln!("topdown-bpf: {line}");
+    }
+    Ok(())
+}
+
+/// The report `args` asks for (a table, CSV or JSON, to standard output or `-o`), as a sink;
+/// on a terminal, the full-screen view over `windows` first. `None` when a picture of the view
+/// (`--screenshot`) was asked and written.
+async fn report_sink(
+    args: &ReportArgs,
+    verbose: bool,
+    recording: &mut Recording,
+    windows: &[Window],
+) -> Result<Option<Box<dyn WindowSink>>> {
+    let format = format_of(args);
+    let sort: SortKey = args.sort.parse().unwrap_or(SortKey::ON_CPU);
     sort.validate(&recording.set)?;
-    if let Some(path) = &args.trace {
-        let new = NewFile::create(path, "the trace", &[&args.input], args.force)?;
-        trace(&mut recording, &new)
-            .with_context(|| format!("cannot write the trace {}", path.display()))?;
-        return new.commit();
-    }
-    if let Some(path) = &args.parquet {
-        let new = NewFile::create(path, "the Parquet file", &[&args.input], args.force)?;
-        parquet(&mut recording, &new)
-            .with_context(|| format!("cannot write the Parquet file {}", path.display()))?;
-        return new.commit();
-    }
     let group = grouping(args);
-    let windows = merged(&recording, args.interval_ms)?;
+    let options = RowOptions {
+        sort: sort.clone(),
+        top: args.top,
+        topdown: recording.topdown.clone(),
+        verbose,
+        neighbours: args.neighbours,
+        group: group.clone(),
+    };
     // A report to a file is whole or absent, like the other outputs.
     let new = args
         .output
@@ -109,83 +147,50 @@ pub async fn run(args: &ReportArgs, verbose: bool) -> Result<()> {
         Some(new) => Box::new(new.handle()?),
         None => crate::report::stdout(),
     };
-    let options = RowOptions {
-        sort: sort.clone(),
-        top: args.top,
-        topdown: recording.topdown.clone(),
-        verbose,
-        neighbours: args.neighbours,
-        group: group.clone(),
-    };
-    let mut renderer = Renderer::new(out, format.clone(), options, recording.set.clone());
+    let mut renderer = Renderer::new(out, format.clone(), options, recording.set.clone())
+        .drawing_intervals(format != Format::Refresh && args.interval_ms.is_some());
     if let Some(picture) = &args.screenshot {
-        return screenshot(
-            &mut recording,
-            &windows,
-            &renderer,
-            group.as_ref(),
-            sort,
-            args,
-            picture,
-        );
+        let view = (&renderer, group.as_ref(), sort);
+        screenshot(recording, windows, view, args, picture)?;
+        return Ok(None);
     }
     if format == Format::Refresh && !windows.is_empty() {
-        browse(&mut recording, &windows, &renderer, group.as_ref(), sort).await?;
+        browse(recording, windows, &renderer, group.as_ref(), sort).await?;
     }
     renderer.header()?;
-    if format != Format::Refresh && args.interval_ms.is_some() {
-        let topdown = recording.topdown.as_ref();
-        for window in &windows {
-            let frame = Frame::new(window, &mut recording.names, &recording.set, topdown);
-            renderer.window(window, &frame.rows(renderer.options()))?;
-        }
-    }
-    let Some(totals) = recording.totals() else {
-        bail!("{} holds no window: nothing was recorded", source(args));
-    };
-    let frame = Frame::new(
-        &totals,
-        &mut recording.names,
-        &recording.set,
-        recording.topdown.as_ref(),
-    );
-    renderer.summary(&totals, &frame.rows(renderer.options()))?;
-    // Every draw was flushed to the file: it is whole.
-    drop(renderer);
-    new.map_or(Ok(()), NewFile::commit)
+    Ok(Some(match new {
+        Some(new) => Box::new(IntoNewFile::new(Box::new(renderer), new, "the report")),
+        None => Box::new(renderer),
+    }))
 }
 
-/// Writes the recording's windows as a Trace Event timeline into `new`.
-fn trace(recording: &mut Recording, new: &NewFile) -> Result<()> {
-    let meta = RunMeta::of(&recording.header);
-    let mut out = std::io::BufWriter::new(new.file());
-    let (set, view, names) = (
-        &recording.set,
-        recording.topdown.as_ref(),
-        &mut recording.names,
-    );
-    let mut writer = TraceWriter::new(&mut out, &meta, set, view)?;
-    for window in &recording.windows {
-        let frame = Frame::new(window, names, set, view);
-        writer.window(window, &export::rows(&frame))?;
+/// The files `args` asks for, as sinks of `set`'s windows: the trace and the Parquet file.
+fn file_sinks<'a>(
+    args: &ReportArgs,
+    meta: &RunMeta,
+    set: &'a CounterSet,
+    view: Option<&'a TopdownView>,
+) -> Result<Sinks<'a>> {
+    let mut sinks: Sinks<'a> = Vec::new();
+    if let Some(path) = &args.trace {
+        let new = NewFile::create(path, "the trace", &[&args.input], args.force)?;
+        let out = Box::new(std::io::BufWriter::new(new.handle()?));
+        let trace = TraceWriter::new(out, meta, set, view)
+            .with_context(|| format!("cannot write the trace {}", path.display()))?;
+        sinks.push(Box::new(IntoNewFile::new(
+            Box::new(trace),
+            new,
+            "the trace",
+        )));
     }
-    writer.finish()
-}
-
-/// Writes the recording's windows as rows of a Parquet file into `new`.
-fn parquet(recording: &mut Recording, new: &NewFile) -> Result<()> {
-    let meta = RunMeta::of(&recording.header);
-    let (set, view, names) = (
-        &recording.set,
-        recording.topdown.as_ref(),
-        &mut recording.names,
-    );
-    let mut writer = ParquetWriter::to_file(new.handle()?, meta, set, view)?;
-    for window in &recording.windows {
-        let frame = Frame::new(window, names, set, view);
-        writer.window(window, &export::rows(&frame))?;
+    if let Some(path) = &args.parquet {
+        let new = NewFile::create(path, "the Parquet file", &[&args.input], args.force)?;
+        let parquet = ParquetWriter::to_file(new.handle()?, meta.clone(), set, view)
+            .with_context(|| format!("cannot write the Parquet file {}", path.display()))?;
+        let parquet = IntoNewFile::new(Box::new(parquet), new, "the Parquet file");
+        sinks.push(Box::new(parquet));
     }
-    writer.finish()
+    Ok(sinks)
 }
 
 /// The full-screen view over `windows`, from the last; returns when `q`, Ctrl-C or SIGTERM.
@@ -260,9 +265,7 @@ fn first_state(
 fn screenshot(
     recording: &mut Recording,
     windows: &[Window],
-    renderer: &Renderer,
-    grouping: Option<&GroupOptions>,
-    sort: SortKey,
+    (renderer, grouping, sort): (&Renderer, Option<&GroupOptions>, SortKey),
     args: &ReportArgs,
     picture: &std::path::Path,
 ) -> Result<()> {
@@ -309,22 +312,24 @@ fn screenshot(
     )
 }
 
-/// The recording's windows, merged into intervals of `interval_ms` when asked (a multiple of
-/// the recorded interval).
-fn merged(recording: &Recording, interval_ms: Option<u64>) -> Result<Vec<Window>> {
+/// A recording's windows (`recorded` ms long), merged into intervals of `interval_ms` when
+/// asked (a multiple of the recorded interval).
+fn merged(
+    windows: &[Window],
+    recorded: u64,
+    interval_ms: Option<u64>,
+) -> Result<Cow<'_, [Window]>> {
     let Some(asked) = interval_ms else {
-        return Ok(recording.windows.clone());
+        return Ok(Cow::Borrowed(windows));
     };
-    let recorded = recording.header.interval_ms.max(1);
+    let recorded = recorded.max(1);
     if asked % recorded != 0 {
         bail!("the recording's windows are {recorded} ms long: give -I a multiple of {recorded}");
     }
     let per = usize::try_from(asked / recorded).unwrap_or(usize::MAX);
-    Ok(recording
-        .windows
-        .chunks(per)
-        .filter_map(Window::merge)
-        .collect())
+    Ok(Cow::Owned(
+        windows.chunks(per).filter_map(Window::merge).collect(),
+    ))
 }
 
 /// Rows of threads, or the cgroup grouping asked for (paths as the recording names them).

@@ -27,7 +27,7 @@ use crate::{
         export::RunMeta,
         frame::Frame,
         rows::RowOptions,
-        sink::WindowSink,
+        sink::{self, Sinks, WindowSink as _},
         sort::{self, SortKey},
     },
     pmu::{counter_set::CounterSet, machine::Machine, sysfs::SysRoot},
@@ -412,7 +412,7 @@ fn record_sinks(
     recorded: Recorded<'_>,
     period: Duration,
     bounds: Option<RowBounds>,
-) -> Result<Vec<Box<dyn WindowSink>>> {
+) -> Result<Sinks<'static>> {
     let Some(to) = recording else {
         return Ok(Vec::new());
     };
@@ -434,7 +434,7 @@ fn record_sinks(
     let Some(file) = recorded.file else {
         return Ok(Vec::new());
     };
-    let mut sinks: Vec<Box<dyn WindowSink>> = Vec::new();
+    let mut sinks: Sinks<'static> = Vec::new();
     if let Some(dir) = &to.parquet {
         sinks.push(Box::new(ParquetParts::create(
             dir,
@@ -470,7 +470,7 @@ struct LiveRun<'a> {
     names: CgroupNames,
     /// Reads cgroups' throttling and pressure each window, where cgroup rows are wanted.
     stalls: Option<StallReader>,
-    sinks: Vec<Box<dyn WindowSink>>,
+    sinks: Sinks<'static>,
     live: Option<LiveView>,
     /// Said on standard error that some counters were not counted (once).
     told_not_counted: bool,
@@ -548,9 +548,7 @@ impl LiveRun<'_> {
             self.set,
             self.options.topdown.as_ref(),
         );
-        for sink in &mut self.sinks {
-            sink.window(&frame)?;
-        }
+        sink::to_every(&mut self.sinks, &frame)?;
         if let Some(live) = self.live.as_mut() {
             live.window(&frame)?;
         }
@@ -602,19 +600,15 @@ impl LiveRun<'_> {
         let window = self.window(&snapshot);
         let topdown = self.options.topdown.as_ref();
         let frame = Frame::new(&window, &mut self.names, self.set, topdown);
-        for sink in &mut self.sinks {
-            sink.window(&frame)?;
-        }
+        sink::to_every(&mut self.sinks, &frame)?;
         drop(frame);
         let mut totals = self.attrib.run_totals(&snapshot);
         if let Some(stalls) = &self.stalls {
             stalls.run_totals(&mut totals);
         }
         let frame = Frame::new(&totals, &mut self.names, self.set, topdown);
-        for sink in self.sinks {
-            if let Some(line) = sink.finish(&frame)? {
-                eprintln!("topdown-bpf: {line}");
-            }
+        for line in sink::finish_every(self.sinks, &frame)? {
+            eprintln!("topdown-bpf: {line}");
         }
         if totals.stats.lost_anything() {
             log::warn!("the kernel side lost data: see the losses line");

@@ -25,6 +25,8 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 
+use crate::model::{frame::Frame, sink::WindowSink};
+
 /// An output being written.
 pub struct NewFile {
     path: PathBuf,
@@ -90,6 +92,46 @@ impl NewFile {
             self.temp.persist_noclobber(&self.path).map(|_| ())
         };
         persisted.map_err(|error| anyhow::anyhow!("cannot write {shown}: {}", error.error))
+    }
+}
+
+/// A sink that writes into a [`NewFile`]: its errors name the file (`cannot write the trace
+/// run.json`), and the file takes its name only once the sink has finished, whole.
+pub struct IntoNewFile<'a> {
+    sink: Box<dyn WindowSink + 'a>,
+    file: NewFile,
+    /// What the file is and its name, for errors.
+    what: String,
+}
+
+impl<'a> IntoNewFile<'a> {
+    /// `sink`, writing into `file` (`what` names it in errors: `the trace`).
+    pub fn new(sink: Box<dyn WindowSink + 'a>, file: NewFile, what: &str) -> Self {
+        let what = format!("{what} {}", file.path.display());
+        Self { sink, file, what }
+    }
+}
+
+impl WindowSink for IntoNewFile<'_> {
+    fn window(&mut self, frame: &Frame<'_>) -> Result<()> {
+        let what = &self.what;
+        self.sink
+            .window(frame)
+            .with_context(|| format!("cannot write {what}"))
+    }
+
+    fn finish(self: Box<Self>, totals: &Frame<'_>) -> Result<Option<String>> {
+        let Self { sink, file, what } = *self;
+        // The sink is dropped here, its writes flushed: the file is whole.
+        let said = sink
+            .finish(totals)
+            .with_context(|| format!("cannot write {what}"))?;
+        file.commit()?;
+        Ok(said)
+    }
+
+    fn closed(&self) -> bool {
+        self.sink.closed()
     }
 }
 

@@ -584,6 +584,18 @@ impl ParquetParts {
     }
 }
 
+/// Each window's rows, a row group at a time; the footer at the end.
+impl WindowSink for ParquetWriter {
+    fn window(&mut self, frame: &Frame<'_>) -> Result<()> {
+        ParquetWriter::window(self, frame.window(), &export::rows(frame))
+    }
+
+    fn finish(self: Box<Self>, _totals: &Frame<'_>) -> Result<Option<String>> {
+        ParquetWriter::finish(*self)?;
+        Ok(None)
+    }
+}
+
 impl WindowSink for ParquetParts {
     fn window(&mut self, frame: &Frame<'_>) -> Result<()> {
         ParquetParts::window(self, frame.window(), &export::rows(frame))

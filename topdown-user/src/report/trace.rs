@@ -12,7 +12,7 @@
 //! track 0, named for how many it holds.
 
 use std::{
-    collections::{BTreeMap, HashMap, HashSet},
+    collections::{BTreeMap, HashSet},
     io::Write,
 };
 
@@ -24,8 +24,10 @@ use crate::{
     attrib::Window,
     model::{
         columns::{self, Column, Number},
-        export::{ExportWindow, RunMeta},
+        export::{self, ExportWindow, RunMeta},
+        frame::Frame,
         rows::Who,
+        sink::WindowSink,
     },
     pmu::counter_set::CounterSet,
     tma::view::TopdownView,
@@ -125,9 +127,10 @@ pub const CPU_PERCENT: &str = "%CPU";
 /// The name of the switches counter track.
 pub const SWITCHES: &str = "switches";
 
-/// Writes a trace window by window (never the whole run in memory as one document).
+/// Writes a trace window by window (never the whole run in memory as one document); a
+/// [`WindowSink`] of threads' rows.
 pub struct TraceWriter<'a> {
-    out: &'a mut dyn Write,
+    out: Box<dyn Write + 'a>,
     set: &'a CounterSet,
     view: Option<&'a TopdownView>,
     /// The value columns each slice carries.
@@ -137,8 +140,9 @@ pub struct TraceWriter<'a> {
     processes: BTreeMap<u32, String>,
     /// (pid, tid) -> thread name, the latest.
     threads: BTreeMap<(u32, u32), String>,
-    /// Threads that ran in the previous window and did not exit: tid -> pid.
-    running: HashMap<u32, u32>,
+    /// Threads that ran in the previous window and did not exit: tid -> pid, in tid order (the
+    /// trace is the same bytes each time it is written).
+    running: BTreeMap<u32, u32>,
 }
 
 /// Microseconds, the format's time unit, from nanoseconds.
@@ -147,9 +151,9 @@ fn micros(ns: u128) -> f64 {
 }
 
 impl<'a> TraceWriter<'a> {
-    /// Starts the document.
+    /// Starts the document in `out` (buffered by the caller).
     pub fn new(
-        out: &'a mut dyn Write,
+        mut out: Box<dyn Write + 'a>,
         run: &RunMeta,
         set: &'a CounterSet,
         view: Option<&'a TopdownView>,
@@ -172,7 +176,7 @@ impl<'a> TraceWriter<'a> {
             first: true,
             processes: BTreeMap::new(),
             threads: BTreeMap::new(),
-            running: HashMap::new(),
+            running: BTreeMap::new(),
         })
     }
 
@@ -193,7 +197,7 @@ impl<'a> TraceWriter<'a> {
     pub fn window(&mut self, window: &Window, rows: &ExportWindow) -> Result<()> {
         let start = micros(window.start.as_nanos());
         let end = micros((window.start + window.length).as_nanos());
-        let mut running = HashMap::new();
+        let mut running = BTreeMap::new();
         let mut charged = HashSet::new();
         for export in &rows.threads {
             let row = &export.row;
@@ -318,5 +322,17 @@ impl<'a> TraceWriter<'a> {
         self.out.write_all(b"]}\n")?;
         self.out.flush()?;
         Ok(())
+    }
+}
+
+/// Each window's thread rows as slices and counter samples; the names at the end.
+impl WindowSink for TraceWriter<'_> {
+    fn window(&mut self, frame: &Frame<'_>) -> Result<()> {
+        TraceWriter::window(self, frame.window(), &export::rows(frame))
+    }
+
+    fn finish(self: Box<Self>, _totals: &Frame<'_>) -> Result<Option<String>> {
+        TraceWriter::finish(*self)?;
+        Ok(None)
     }
 }
