@@ -12,7 +12,10 @@ use anyhow::{Context as _, Result};
 use crate::{
     attrib::cores::{CoreAggregator, CoreUsage},
     collect::{self, calibration, perf_open::OpenCounters},
-    model::cores::{self as core_rows, CoreRow},
+    model::{
+        columns::{self, Column},
+        cores::{self as core_rows, CoreRow},
+    },
     pmu::{counter_set::CounterSet, sysfs::SysRoot, topology},
     report::cores,
     session::{Session, Wake},
@@ -51,19 +54,27 @@ pub async fn run(
     let mut last = started;
     let mut screen = full_screen.then(CoresView::open).transpose()?;
     let nodes = core_rows::node_columns(view);
+    // IPC and MPKI where the set counts their events: what a core's counters make.
+    let values = columns::counter_columns(set);
     let names: Vec<String> = set.names().map(str::to_owned).collect();
     let draw = |open: &mut CoresView, title: &str, rows: &[CoreRow]| {
         open.draw(&CoresScreenful {
             title,
             status: &set_line,
             nodes: &nodes,
+            columns: &values,
             counters: &names,
             rows,
         })
     };
     let mut shown: Vec<CoreRow> = Vec::new();
     let mut title = String::new();
-    let report = Report { set, view, json };
+    let report = Report {
+        set,
+        columns: &values,
+        view,
+        json,
+    };
     loop {
         let key = async {
             match screen.as_mut() {
@@ -92,7 +103,7 @@ pub async fn run(
             continue;
         }
         let usage = aggregator.window(&counters.read()?);
-        let rows = core_rows::rows(&usage, set, view);
+        let rows = core_rows::rows(&usage, set, &values, view);
         if let Some(open) = screen.as_mut() {
             shown = rows;
             title = screen_title(set, started, shown.len());
@@ -112,7 +123,7 @@ pub async fn run(
     }
     aggregator.window(&counters.read()?);
     let totals = aggregator.totals();
-    let rows = core_rows::rows(&totals, set, view);
+    let rows = core_rows::rows(&totals, set, &values, view);
     let length = started.elapsed().as_secs_f64();
     let title = format!("\n# totals over {length:.3} s, per core");
     report.write(out, (&totals, &rows), (0.0, length), &title, true)
@@ -151,6 +162,8 @@ fn screen_title(set: &CounterSet, started: Instant, cores: usize) -> String {
 /// How per-core blocks are written: JSON documents or tables, of `set` (and `view`).
 struct Report<'a> {
     set: &'a CounterSet,
+    /// The value columns of its rows ([`columns::counter_columns`]).
+    columns: &'a [Column],
     view: Option<&'a TopdownView>,
     json: bool,
 }
@@ -167,9 +180,15 @@ impl Report<'_> {
         is_final: bool,
     ) -> Result<()> {
         let text = if self.json {
-            cores::document(usage, rows, self.set, start, length, is_final)
+            cores::document(
+                usage,
+                rows,
+                (self.set, self.columns),
+                (start, length),
+                is_final,
+            )
         } else {
-            cores::block(rows, self.set, self.view, title)
+            cores::block(rows, (self.set, self.columns), self.view, title)
         };
         out.write_all(text.as_bytes())
             .and_then(|()| out.flush())

@@ -168,19 +168,30 @@ impl Column {
             Source::Throttled => nanos(row.stalls?.throttled),
             Source::PressureSome => nanos(row.stalls?.pressure_some),
             Source::PressureFull => nanos(row.stalls?.pressure_full),
+            Source::Ipc { .. } | Source::Mpki { .. } => self.of_counters(&row.counters)?,
+        }
+    }
+
+    /// Whether the column is made of counters alone (IPC, MPKI): rows that are no thread or
+    /// group have it too (a core's, `--per-core`), through [`Column::of_counters`].
+    pub fn from_counters(&self) -> bool {
+        matches!(self.source, Source::Ipc { .. } | Source::Mpki { .. })
+    }
+
+    /// The value from `counters` (the set's, in slot order), for a column
+    /// [`Column::from_counters`]: `Some(None)` where not measured; `None` for other columns.
+    pub fn of_counters(&self, counters: &[CounterValue]) -> Option<Option<Number>> {
+        Some(match self.source {
             Source::Ipc {
                 cycles,
                 instructions,
-            } => ipc(&row.counters, cycles, instructions).map(Number::Float),
+            } => ipc(counters, cycles, instructions).map(Number::Float),
             Source::Mpki {
                 misses,
                 instructions,
-            } => {
-                let misses = row.counters.get(misses)?.scaled()?;
-                let instructions = row.counters.get(instructions)?.scaled()?;
-                (instructions > 0.0).then(|| Number::Float(misses * 1e3 / instructions))
-            }
-        }
+            } => mpki(counters, misses, instructions).map(Number::Float),
+            _ => return None,
+        })
     }
 
     /// Whether a row can have no value in it (not measured).
@@ -256,6 +267,23 @@ pub fn ipc(counters: &[CounterValue], cycles: usize, instructions: usize) -> Opt
     let cycles = counters.get(cycles)?.scaled()?;
     let instructions = counters.get(instructions)?.scaled()?;
     (cycles > 0.0).then(|| instructions / cycles)
+}
+
+/// Cache misses per thousand instructions from a row's counters: `None` unless both counted
+/// and instructions retired.
+fn mpki(counters: &[CounterValue], misses: usize, instructions: usize) -> Option<f64> {
+    let misses = counters.get(misses)?.scaled()?;
+    let instructions = counters.get(instructions)?.scaled()?;
+    (instructions > 0.0).then(|| misses * 1e3 / instructions)
+}
+
+/// The value columns of `set` made of counters alone ([`Column::from_counters`]), in the order
+/// they are shown: what rows of cores have.
+pub fn counter_columns(set: &CounterSet) -> Vec<Column> {
+    columns(set)
+        .into_iter()
+        .filter(Column::from_counters)
+        .collect()
 }
 
 /// The slots of `set`'s cycles and instructions when it counts one of each over the same CPUs

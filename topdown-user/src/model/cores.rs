@@ -1,7 +1,8 @@
-//! Per-core rows (`--per-core`): each core's CPUs, counters scaled, and TopDown, computed once
-//! for the table, the JSON document and the full-screen view.
+//! Per-core rows (`--per-core`): each core's CPUs, counters scaled, the value columns its
+//! counters make (IPC, MPKI: [`columns::counter_columns`]) and TopDown, computed once for the
+//! table, the JSON document and the full-screen view.
 
-use super::columns;
+use super::columns::{self, Column, Number};
 use crate::{
     attrib::{cores::CoreUsage, usage::CounterValue},
     pmu::counter_set::CounterSet,
@@ -19,10 +20,18 @@ pub struct CoreRow {
     pub topdown: Option<TopDown>,
     /// Each counter of the set, scaled to its enabled time.
     pub counters: Vec<Option<f64>>,
+    /// The value of each of `columns` (see [`rows`]): `None` where not measured.
+    pub values: Vec<Option<Number>>,
 }
 
-/// The rows of `cores`, TopDown computed where `view` asks for it.
-pub fn rows(cores: &[CoreUsage], set: &CounterSet, view: Option<&TopdownView>) -> Vec<CoreRow> {
+/// The rows of `cores`, with a value for each of `columns` ([`columns::counter_columns`] of
+/// `set`), TopDown computed where `view` asks for it.
+pub fn rows(
+    cores: &[CoreUsage],
+    set: &CounterSet,
+    columns: &[Column],
+    view: Option<&TopdownView>,
+) -> Vec<CoreRow> {
     cores
         .iter()
         .map(|core| CoreRow {
@@ -35,6 +44,10 @@ pub fn rows(cores: &[CoreUsage], set: &CounterSet, view: Option<&TopdownView>) -
                 .join(","),
             topdown: view.and_then(|v| v.of(set, &core.counters).into_iter().next().flatten()),
             counters: core.counters.iter().map(CounterValue::scaled).collect(),
+            values: columns
+                .iter()
+                .map(|c| c.of_counters(&core.counters).flatten())
+                .collect(),
         })
         .collect()
 }
@@ -48,4 +61,55 @@ pub fn node_columns(view: Option<&TopdownView>) -> Vec<Node> {
             .map(|c| c.node)
             .collect()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pmu::{
+        counter_set::{Counter, CounterSet},
+        topology::CoreId,
+    };
+
+    /// A core's IPC is its instructions over its cycles, each scaled to its enabled time as
+    /// perf scales them (here the instructions counter ran half the time); a core whose
+    /// cycles never ran has none, not a 0.
+    #[test]
+    fn a_cores_ipc_comes_from_its_own_counters() {
+        let mut set = CounterSet::software(String::new());
+        set.counters = vec![
+            Counter::event("cycles", 0, 0),
+            Counter::event("instructions", 0, 1),
+        ];
+        let columns = columns::counter_columns(&set);
+        assert_eq!(
+            columns.iter().map(|c| c.key).collect::<Vec<_>>(),
+            ["ipc"],
+            "the set's counter-made columns"
+        );
+        let core = |core, counters| CoreUsage {
+            core: CoreId { package: 0, core },
+            cpus: vec![core],
+            counters,
+        };
+        let cores = [
+            core(
+                0,
+                vec![
+                    CounterValue::new(4_000_000, 1_000_000, 1_000_000),
+                    CounterValue::new(3_000_000, 1_000_000, 500_000),
+                ],
+            ),
+            core(
+                1,
+                vec![
+                    CounterValue::new(0, 1_000_000, 0),
+                    CounterValue::new(3_000_000, 1_000_000, 1_000_000),
+                ],
+            ),
+        ];
+        let rows = rows(&cores, &set, &columns, None);
+        assert_eq!(rows[0].values, [Some(Number::Float(1.5))]);
+        assert_eq!(rows[1].values, [None], "cycles never ran: no IPC");
+    }
 }

@@ -7,16 +7,19 @@ use serde_json::{Value, json};
 use super::aligned::Aligned;
 use crate::{
     attrib::cores::CoreUsage,
-    model::cores::{CoreRow, node_columns},
+    model::{
+        columns::{Column, Number},
+        cores::{CoreRow, node_columns},
+    },
     pmu::counter_set::CounterSet,
     tma::{node::Node, view::TopdownView},
 };
 
 /// A title line and one row per core: its CPUs, TopDown nodes and bottleneck (with a TopDown
-/// set), and its counters.
+/// set), the value columns its counters make (`columns`: IPC, MPKI), and its counters.
 pub fn block(
     rows: &[CoreRow],
-    set: &CounterSet,
+    (set, columns): (&CounterSet, &[Column]),
     view: Option<&TopdownView>,
     title: &str,
 ) -> String {
@@ -26,6 +29,7 @@ pub fn block(
     if view.is_some() {
         header.push("BOTTLENECK".into());
     }
+    header.extend(columns.iter().map(|c| c.header.to_owned()));
     header.extend(set.names().map(str::to_owned));
     let mut table = Aligned::new(header);
     for row in rows {
@@ -39,6 +43,7 @@ pub fn block(
             let bottleneck = td.and_then(|td| td.bottleneck).and_then(Node::named);
             cells.push(bottleneck.map_or("-", |n| n.short()).to_owned());
         }
+        cells.extend(columns.iter().zip(&row.values).map(|(c, v)| c.show(*v)));
         cells.extend(row.counters.iter().map(|c| super::count_cell(*c)));
         table.add_row(cells);
     }
@@ -50,13 +55,13 @@ pub fn block(
     out
 }
 
-/// One JSON document (`topdown-bpf/cores/v1`) of `cores` and their `rows` (same order).
+/// One JSON document (`topdown-bpf/cores/v1`) of `cores` and their `rows` (same order): each
+/// core's value `columns` by key (null where not measured), counters, TopDown.
 pub fn document(
     cores: &[CoreUsage],
     rows: &[CoreRow],
-    set: &CounterSet,
-    start_s: f64,
-    length_s: f64,
+    (set, columns): (&CounterSet, &[Column]),
+    (start_s, length_s): (f64, f64),
     is_final: bool,
 ) -> String {
     let order = super::json::name_order(set);
@@ -66,13 +71,21 @@ pub fn document(
         .map(|(core, row)| {
             let counters = super::json::CountersDoc::new(set, &core.counters, &order);
             let td = row.topdown.as_ref();
-            json!({
+            let mut doc = json!({
                 "core": core.core.to_string(),
                 "cpus": core.cpus,
                 "counters": counters,
                 "topdown": td.map(super::topdown::values_json),
                 "bottleneck": td.and_then(|td| td.bottleneck),
-            })
+            });
+            for (column, value) in columns.iter().zip(&row.values) {
+                doc[column.key] = match value {
+                    Some(Number::Int(n)) => json!(n),
+                    Some(Number::Float(x)) => json!(x),
+                    None => Value::Null,
+                };
+            }
+            doc
         })
         .collect();
     // Events this PMU does not count: null in every row (see `collect::calibration`).

@@ -14,7 +14,10 @@ use super::{
     draw::level1_bar,
     state::{Action, Key},
 };
-use crate::{model::cores::CoreRow, tma::node::Node};
+use crate::{
+    model::{columns::Column, cores::CoreRow},
+    tma::node::Node,
+};
 
 /// Scroll position and page.
 #[derive(Clone, Debug, Default)]
@@ -52,6 +55,8 @@ pub struct CoresScreenful<'a> {
     pub status: &'a str,
     /// TopDown node columns (empty without TopDown).
     pub nodes: &'a [Node],
+    /// The value columns a core's counters make (IPC, MPKI), each row's `values`.
+    pub columns: &'a [Column],
     /// Counter names.
     pub counters: &'a [String],
     /// One row per core.
@@ -76,6 +81,7 @@ pub fn draw(frame: &mut Frame<'_>, state: &mut CoresState, data: &CoresScreenful
     if topdown {
         header.push("TOPDOWN L1".into());
     }
+    header.extend(data.columns.iter().map(|c| c.header.to_owned()));
     header.extend(data.counters.iter().cloned());
     let right = |text: String| Cell::from(Line::from(text).right_aligned());
     let rows = data
@@ -95,6 +101,8 @@ pub fn draw(frame: &mut Frame<'_>, state: &mut CoresState, data: &CoresScreenful
             if topdown {
                 cells.push(Cell::from(level1_bar(td)));
             }
+            let values = data.columns.iter().zip(&row.values);
+            cells.extend(values.map(|(c, v)| right(c.show(*v))));
             cells.extend(
                 row.counters
                     .iter()
@@ -144,16 +152,23 @@ mod tests {
 
     #[test]
     fn one_row_per_core_fitted_and_scrolled() {
+        let mut set = crate::pmu::counter_set::CounterSet::software(String::new());
+        set.counters = vec![
+            crate::pmu::counter_set::Counter::event("cycles", 0, 0),
+            crate::pmu::counter_set::Counter::event("instructions", 0, 1),
+        ];
+        let columns = crate::model::columns::counter_columns(&set);
         let rows: Vec<CoreRow> = (0..30)
             .map(|i| CoreRow {
                 core: format!("S0-C{i}"),
                 cpus: format!("{i},{}", i + 30),
                 topdown: None,
-                counters: vec![Some(1e9 + f64::from(i))],
+                counters: vec![Some(1e9 + f64::from(i)), None],
+                values: vec![Some(crate::model::columns::Number::Float(1.25))],
             })
             .collect();
         let mut state = CoresState::default();
-        let counters = ["cpu-clock".to_owned()];
+        let counters = ["cycles".to_owned(), "instructions".to_owned()];
         let screen = |state: &mut CoresState| {
             let mut terminal = Terminal::new(TestBackend::new(80, 12)).unwrap();
             terminal
@@ -165,6 +180,7 @@ mod tests {
                             title: "topdown-bpf  software  per core",
                             status: "losses: none",
                             nodes: &[],
+                            columns: &columns,
                             counters: &counters,
                             rows: &rows,
                         },
@@ -178,8 +194,12 @@ mod tests {
         };
         let first = screen(&mut state);
         assert!(
-            first[1].starts_with("CORE") && first[1].contains("cpu-clock"),
+            first[1].starts_with("CORE") && first[1].contains("IPC") && first[1].contains("cycles"),
             "{first:?}"
+        );
+        assert!(
+            first[2].contains("1.25"),
+            "IPC as tables write it: {first:?}"
         );
         assert!(
             first[2].starts_with("S0-C0") && first[2].contains("0,30"),
