@@ -460,9 +460,10 @@ pub struct PlotArgs {
     #[arg(long, value_name = "N", default_value_t = 8, value_parser = at_least_one)]
     pub top: usize,
 
-    /// What the lines show: `cpu` (%CPU, the default), or a TopDown node the recording
-    /// measured (`tma_backend_bound`). With TopDown recorded, a second panel stacks Level 1 over
-    /// all rows.
+    /// What the lines show: `cpu` (%CPU, the default), any value column of the rows
+    /// (`ipc`, `run_delay_ns`, `switches`, and with --per-cgroup `throttled_ns`: the keys the
+    /// JSON and CSV use), or a TopDown node the recording measured (`tma_backend_bound`). With
+    /// TopDown recorded, a second panel stacks Level 1 over all rows.
     #[arg(long, value_name = "NAME", default_value = "cpu")]
     pub metric: String,
 

@@ -1,19 +1,22 @@
 //! What `topdown-bpf plot` draws, computed: the rows with the most of the metric over the run,
 //! one value per window, and TopDown Level 1 over every row where it was measured
-//! (`crate::picture::timelines` lays it out).
+//! (`crate::picture::timelines` lays it out). The windows come through frames, as every other
+//! output's do, and a metric is any value column of the recording's rows (`cpu_percent`,
+//! `ipc`, `run_delay_ns`, ...) or a TopDown node.
 
 use std::collections::HashMap;
 
 use anyhow::{Result, bail};
 
 use super::{
-    rows::{Row, RowOptions, Who, rows},
+    columns::{self, Column, Kind},
+    frame::Frame,
+    rows::{Row, RowOptions, Who},
     sort::SortKey,
 };
 use crate::{
     attrib::{
         groups::{GroupBy, GroupOptions},
-        named,
         usage::{CounterValue, add_counters},
     },
     recording::reader::Recording,
@@ -24,8 +27,8 @@ use crate::{
 pub struct Series {
     /// What the legend calls it.
     pub label: String,
-    /// One value per window: a fraction (of one CPU, of pipeline slots); the picture writes
-    /// it in percent.
+    /// One value per window, in the metric's unit as the y axis says it (percent of one CPU
+    /// or of pipeline slots, milliseconds, a ratio, a count).
     pub values: Vec<Option<f64>>,
 }
 
@@ -36,40 +39,100 @@ pub struct Timelines {
     pub title: String,
     /// Each window's end, in seconds from the start of the recording.
     pub times: Vec<f64>,
-    /// What the lines' values are (the y axis, in percent).
+    /// What the lines' values are, with their unit (the y axis: `%CPU`, `IPC`, `WAIT ms`).
     pub metric: String,
     /// The rows with the most of the metric over the run, most first.
     pub lines: Vec<Series>,
-    /// TopDown Level 1 over every row, fractions of slots, one series per node in tree
+    /// TopDown Level 1 over every row, in percent of slots, one series per node in tree
     /// order (stacked); empty when the recording has no TopDown.
     pub level1: Vec<Series>,
 }
 
+/// What the lines show: a value column, or a TopDown node.
+enum Metric {
+    Column(Column),
+    Node(String),
+}
+
+impl Metric {
+    /// `name` among the value columns of `recording`'s rows (`grouped`: of cgroups, which have
+    /// their stalls too) and its TopDown nodes; `cpu` is `cpu_percent`.
+    fn of(name: &str, recording: &Recording, grouped: bool) -> Result<Self> {
+        let columns = columns::for_rows(&columns::columns(&recording.set), grouped);
+        let key = if name == "cpu" { "cpu_percent" } else { name };
+        if let Some(column) = columns.iter().find(|c| c.key == key) {
+            return Ok(Self::Column(*column));
+        }
+        let nodes = recording
+            .topdown
+            .as_ref()
+            .map(|v| v.node_names())
+            .unwrap_or_default();
+        if nodes.contains(&name) {
+            return Ok(Self::Node(name.to_owned()));
+        }
+        let keys: Vec<&str> = columns.iter().map(|c| c.key).collect();
+        let nodes = if recording.topdown.is_none() {
+            format!(
+                "this recording measured no TopDown (counter set `{}`)",
+                recording.set.name
+            )
+        } else {
+            format!("or a node it measured ({})", nodes.join(", "))
+        };
+        bail!(
+            "unknown metric `{name}`: use cpu, a column of these rows ({}), {nodes}",
+            keys.join(", ")
+        )
+    }
+
+    /// The row's value in the unit the axis says: a column's as tables scale it (nanoseconds
+    /// in milliseconds), a node's fraction of slots in percent (the first core type that
+    /// measured it).
+    fn value(&self, row: &Row) -> Option<f64> {
+        match self {
+            Self::Column(column) => {
+                let value = column.value(row)?.as_f64();
+                Some(match column.kind {
+                    Kind::Nanoseconds => value / 1e6,
+                    Kind::Percent | Kind::Count | Kind::Ratio => value,
+                })
+            }
+            Self::Node(name) => row
+                .topdown
+                .iter()
+                .flatten()
+                .find_map(|td| td.value(name))
+                .map(|v| v * 100.0),
+        }
+    }
+
+    /// What the axis says.
+    fn label(&self) -> String {
+        match self {
+            Self::Column(column) => column.header.to_owned(),
+            Self::Node(name) => format!("{name} %"),
+        }
+    }
+
+    /// Whether a row that was not charged in a window, between its first and last, had 0
+    /// there: on-CPU time, %CPU and switches (the kernel charged it nothing); not a ratio or a
+    /// node, which were not measured.
+    fn zero_when_idle(&self) -> bool {
+        matches!(self, Self::Column(c) if matches!(c.key, "on_cpu_ns" | "cpu_percent" | "switches"))
+    }
+}
+
 /// The timelines of `recording`: the `top` rows (threads, or the groups `grouping` asks for)
-/// with the most of `metric` (`cpu`, or a TopDown node's name) summed over the windows.
+/// with the most of `metric` (`cpu`, a value column's key or a TopDown node's name) summed
+/// over the windows.
 pub fn timelines(
     recording: &mut Recording,
     grouping: Option<&GroupOptions>,
     metric: &str,
     top: usize,
 ) -> Result<Timelines> {
-    let nodes = recording
-        .topdown
-        .as_ref()
-        .map(|v| v.node_names())
-        .unwrap_or_default();
-    let node = match metric {
-        "cpu" => None,
-        name if nodes.contains(&name) => Some(name.to_owned()),
-        name if recording.topdown.is_none() => bail!(
-            "`{name}`: this recording measured no TopDown (counter set `{}`), only --metric cpu",
-            recording.set.name
-        ),
-        name => bail!(
-            "unknown metric `{name}`: use cpu or a node the recording measured ({})",
-            nodes.join(", ")
-        ),
-    };
+    let metric = Metric::of(metric, recording, grouping.is_some())?;
     if recording.windows.is_empty() {
         bail!("the recording holds no window: nothing to plot");
     }
@@ -85,12 +148,16 @@ pub fn timelines(
     let mut by_row: HashMap<String, (Series, f64)> = HashMap::new();
     let mut level1: Vec<Series> = Vec::new();
     let mut times = Vec::with_capacity(count);
+    let (set, view, names) = (
+        &recording.set,
+        recording.topdown.as_ref(),
+        &mut recording.names,
+    );
     for (i, window) in recording.windows.iter().enumerate() {
         times.push((window.start + window.length).as_secs_f64());
-        let named = named::name(window, &mut recording.names, grouping);
-        let (all, _) = rows(window, named, &recording.set, &options);
-        for row in &all {
-            let Some(value) = row_value(row, node.as_deref()) else {
+        let frame = Frame::new(window, names, set, view);
+        for row in frame.rows(&options).rows {
+            let Some(value) = metric.value(row) else {
                 continue;
             };
             let key = row.who.key_values(false).join("\u{1f}");
@@ -106,12 +173,12 @@ pub fn timelines(
             series.values[i] = Some(value);
             *sum += value;
         }
-        if let Some(view) = &recording.topdown {
+        if let Some(view) = view {
             let mut sum: Vec<CounterValue> = Vec::new();
             for thread in &window.threads {
                 add_counters(&mut sum, &thread.counters);
             }
-            let td = view.of(&recording.set, &sum).into_iter().flatten().next();
+            let td = view.of(set, &sum).into_iter().flatten().next();
             for node in td
                 .iter()
                 .flat_map(|td| &td.nodes)
@@ -127,12 +194,12 @@ pub fn timelines(
                         });
                         level1.len() - 1
                     });
-                level1[at].values[i] = Some(node.value);
+                level1[at].values[i] = Some(node.value * 100.0);
             }
         }
     }
     // Between its first and last window, a row that did not run in one used no CPU there.
-    if node.is_none() {
+    if metric.zero_when_idle() {
         for (series, _) in by_row.values_mut() {
             let first = series.values.iter().position(Option::is_some);
             let last = series.values.iter().rposition(Option::is_some);
@@ -151,7 +218,7 @@ pub fn timelines(
         Some(GroupBy::Cgroup) => "cgroup",
         Some(GroupBy::Container) => "container",
     };
-    let metric = node.map_or_else(|| "%CPU".to_owned(), |n| format!("{n} %"));
+    let metric = metric.label();
     let machine = &recording.header.machine;
     Ok(Timelines {
         title: format!(
@@ -166,15 +233,6 @@ pub fn timelines(
         lines: ranked.into_iter().map(|(series, _)| series).collect(),
         level1,
     })
-}
-
-/// The row's value of the metric: its share of one CPU, or a node's fraction (the first core
-/// type that measured it).
-fn row_value(row: &Row, node: Option<&str>) -> Option<f64> {
-    match node {
-        None => Some(row.cpu_share),
-        Some(name) => row.topdown.iter().flatten().find_map(|td| td.value(name)),
-    }
 }
 
 /// A row's name in the legend: `comm (tid)`, or the group's label.

@@ -59,11 +59,6 @@ fn draw_error<E: std::error::Error + Send + Sync + 'static>(
     anyhow::anyhow!("drawing the plot: {error}")
 }
 
-/// A fraction of the model's series in percent, as the axes are.
-fn percent(fraction: f64) -> f64 {
-    fraction * 100.0
-}
-
 fn x_range(data: &Timelines) -> std::ops::Range<f64> {
     0.0..data.times.last().copied().unwrap_or(1.0).max(1e-3)
 }
@@ -79,7 +74,7 @@ where
         .lines
         .iter()
         .flat_map(|s| s.values.iter().flatten())
-        .fold(0.0f64, |a, &b| a.max(percent(b)));
+        .fold(0.0f64, |a, &b| a.max(b));
     let mut chart = ChartBuilder::on(area)
         .caption(&data.title, ("sans-serif", 18))
         .margin(10)
@@ -96,8 +91,7 @@ where
     for (i, series) in data.lines.iter().enumerate() {
         let colour = LINE_COLOURS[i % LINE_COLOURS.len()];
         let mut legend = true;
-        let values: Vec<Option<f64>> = series.values.iter().map(|v| v.map(percent)).collect();
-        for segment in segments(&data.times, &values) {
+        for segment in segments(&data.times, &series.values) {
             let drawn = chart
                 .draw_series(LineSeries::new(segment, colour.stroke_width(2)))
                 .map_err(draw_error)?;
@@ -148,7 +142,7 @@ where
     let mut below = vec![0.0; count];
     for series in &data.level1 {
         for (sum, value) in below.iter_mut().zip(&series.values) {
-            *sum += value.map_or(0.0, percent);
+            *sum += value.unwrap_or(0.0);
         }
         cumulative.push(below.clone());
     }
@@ -214,8 +208,8 @@ mod tests {
         assert_eq!(data.lines[0].label, "alpha (1)");
         for value in &data.lines[0].values {
             assert!(
-                (value.unwrap() - 0.5).abs() < 1e-9,
-                "50 ms of 100: {value:?}"
+                (value.unwrap() - 50.0).abs() < 1e-9,
+                "50 ms of 100, in %CPU: {value:?}"
             );
         }
         let level1: Vec<(&str, f64)> = data
@@ -223,20 +217,21 @@ mod tests {
             .iter()
             .map(|s| (s.label.as_str(), s.values[0].unwrap()))
             .collect();
+        // Percent of slots.
         let expected = [
-            ("tma_frontend_bound", 0.10),
-            ("tma_bad_speculation", 0.05),
-            ("tma_backend_bound", 0.60),
-            ("tma_retiring", 0.25),
+            ("tma_frontend_bound", 10.0),
+            ("tma_bad_speculation", 5.0),
+            ("tma_backend_bound", 60.0),
+            ("tma_retiring", 25.0),
         ];
         assert_eq!(level1.len(), 4, "{level1:?}");
-        for (name, fraction) in expected {
+        for (name, percent) in expected {
             let got = level1.iter().find(|(n, _)| *n == name).unwrap().1;
-            assert!((got - fraction).abs() < 1e-9, "{name}: {got}");
+            assert!((got - percent).abs() < 1e-9, "{name}: {got}");
         }
         let node = timelines(&mut recording, None, "tma_backend_bound", 2).unwrap();
         assert_eq!(node.lines.len(), 2);
-        assert!((node.lines[1].values[3].unwrap() - 0.60).abs() < 1e-9);
+        assert!((node.lines[1].values[3].unwrap() - 60.0).abs() < 1e-9);
         let error = timelines(&mut recording, None, "tma_nope", 2).unwrap_err();
         assert!(
             error.to_string().contains("unknown metric `tma_nope`"),
@@ -274,5 +269,38 @@ mod tests {
         let data = timelines(&mut read, None, "cpu", 3).unwrap();
         assert!(data.level1.is_empty());
         assert_eq!(data.lines.len(), 2);
+    }
+
+    /// Any value column of the rows is a metric, in the unit its axis says: switches as
+    /// counted, waits in milliseconds (the fixture's alpha waits 250 x i + 1 ns in window i);
+    /// a column thread rows do not have is refused with the ones they do.
+    #[test]
+    fn any_value_column_of_the_rows_is_a_metric_in_its_unit() {
+        let windows: Vec<Window> = (1..=3).map(window).collect();
+        let (_dir, path) = recorded(&windows, None);
+        let mut read = Recording::read(&path).unwrap();
+        let alpha = |data: &Timelines| {
+            data.lines
+                .iter()
+                .find(|s| s.label == "alpha (1)")
+                .expect("alpha's line")
+                .values
+                .clone()
+        };
+        let switches = timelines(&mut read, None, "switches", 3).unwrap();
+        assert_eq!(alpha(&switches), [Some(1.0); 3], "{switches:?}");
+        let waits = timelines(&mut read, None, "run_delay_ns", 3).unwrap();
+        assert_eq!(waits.metric, "WAIT ms");
+        for (i, value) in alpha(&waits).iter().enumerate() {
+            let ns = 250.0 * (i as f64 + 1.0) + 1.0;
+            assert!((value.unwrap() - ns / 1e6).abs() < 1e-12, "{value:?}");
+        }
+        let error = timelines(&mut read, None, "throttled_ns", 3)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("unknown metric `throttled_ns`") && error.contains("run_delay_ns"),
+            "{error}"
+        );
     }
 }
