@@ -217,17 +217,34 @@ impl Model {
     /// reused for every row evaluated with [`Model::evaluate_bound`].
     pub fn scratch(&self) -> Scratch {
         let has = |name: &str| self.nodes.contains(&name);
+        let table: Vec<(Option<Node>, Option<usize>)> = self
+            .nodes
+            .iter()
+            .map(|&name| {
+                let node = Node::named(name).map(|node| node.in_model(has));
+                (node, self.thresholds.iter().position(|n| *n == name))
+            })
+            .collect();
+        // Each value's parent among the values (a parent the model does not compute: none).
+        let parents = table
+            .iter()
+            .map(|(node, _)| {
+                let parent = (*node)?.parent?;
+                table
+                    .iter()
+                    .position(|(n, _)| n.is_some_and(|n| n.name == parent))
+            })
+            .collect();
+        let mut tree_order: Vec<usize> =
+            (0..table.len()).filter(|&i| table[i].0.is_some()).collect();
+        tree_order.sort_by_key(|&i| table[i].0.map(|n| n.order));
         Scratch {
             values: vec![0.0; self.nodes.len()],
             over: vec![false; self.thresholds.len()],
-            table: self
-                .nodes
-                .iter()
-                .map(|&name| {
-                    let node = Node::named(name).map(|node| node.in_model(has));
-                    (node, self.thresholds.iter().position(|n| *n == name))
-                })
-                .collect(),
+            node_over: vec![false; self.nodes.len()],
+            table,
+            parents,
+            tree_order,
         }
     }
 
@@ -328,26 +345,50 @@ impl Model {
         scratch.values.fill(0.0);
         scratch.over.fill(false);
         (self.evaluate)(counts, &mut scratch.values, &mut scratch.over);
-        let mut nodes: Vec<NodeValue> = scratch
-            .values
-            .iter()
-            .zip(scratch.table.iter())
-            .filter_map(|(&value, &(node, over_at))| {
-                let node = node?;
-                (node.level <= max_level).then(|| NodeValue {
-                    node,
-                    value,
-                    run_fraction: 1.0,
-                    over_threshold: over_at
-                        .map_or_else(|| node.default_over(value), |at| scratch.over[at]),
-                })
-            })
-            .collect();
-        nodes.sort_by_key(|n| n.node.order);
-        let bottleneck = bottleneck(&nodes);
+        let Scratch {
+            values,
+            over,
+            node_over,
+            table,
+            parents,
+            tree_order,
+        } = scratch;
+        for (i, &(node, over_at)) in table.iter().enumerate() {
+            node_over[i] = node.is_some_and(|node| {
+                over_at.map_or_else(|| node.default_over(values[i]), |at| over[at])
+            });
+        }
+        // Tree order, the nodes down to `max_level`; the bottleneck by index (see
+        // [`TopDown::bottleneck`]): the last of the deepest, largest ones, as `max_by` picks.
+        let mut nodes = Vec::with_capacity(tree_order.len());
+        let mut bottleneck: Option<(u8, f64, &'static str)> = None;
+        for &i in tree_order.iter() {
+            let Some(node) = table[i].0.filter(|node| node.level <= max_level) else {
+                continue;
+            };
+            let value = values[i];
+            nodes.push(NodeValue {
+                node,
+                value,
+                run_fraction: 1.0,
+                over_threshold: node_over[i],
+            });
+            let under_over = match node.parent {
+                None => true,
+                Some(_) => parents[i].is_some_and(|p| node_over[p]),
+            };
+            if node_over[i] && value.is_finite() && under_over {
+                let deeper = bottleneck.is_none_or(|(level, best, _)| {
+                    node.level.cmp(&level).then(value.total_cmp(&best)).is_ge()
+                });
+                if deeper {
+                    bottleneck = Some((node.level, value, node.name));
+                }
+            }
+        }
         TopDown {
             nodes,
-            bottleneck,
+            bottleneck: bottleneck.map(|(_, _, name)| name),
             out_of_range: Vec::new(),
             multiplexed_apart: Vec::new(),
         }
@@ -359,8 +400,16 @@ impl Model {
 #[derive(Debug)]
 pub struct Scratch {
     values: Vec<f64>,
+    /// The formulas' threshold verdicts, by threshold.
     over: Vec<bool>,
+    /// Each value's verdict (the formula's, else the node's default threshold).
+    node_over: Vec<bool>,
+    /// Each value's node as the model has it, and its threshold's index.
     table: Vec<(Option<Node>, Option<usize>)>,
+    /// Each value's parent's index among the values.
+    parents: Vec<Option<usize>>,
+    /// The values' indices in tree order (values with a node only).
+    tree_order: Vec<usize>,
 }
 
 /// Each node's input events, by node name ([`Model::node_inputs`]).
@@ -418,27 +467,6 @@ impl TopDown {
     }
 }
 
-/// The deepest node over its threshold whose parent (if any) is over its own; the largest
-/// value among equally deep ones.
-fn bottleneck(nodes: &[NodeValue]) -> Option<&'static str> {
-    let over = |name: &str| {
-        nodes
-            .iter()
-            .any(|n| n.node.name == name && n.over_threshold)
-    };
-    nodes
-        .iter()
-        .filter(|n| n.over_threshold && n.value.is_finite())
-        .filter(|n| n.node.parent.is_none_or(over))
-        .max_by(|a, b| {
-            a.node
-                .level
-                .cmp(&b.node.level)
-                .then(a.value.total_cmp(&b.value))
-        })
-        .map(|n| n.node.name)
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
@@ -483,6 +511,74 @@ mod tests {
         assert!((td.value("tma_backend_bound").unwrap() - 0.5 / 1.1).abs() < 1e-12);
         let sum: f64 = td.nodes.iter().map(|n| n.value).sum();
         assert!((sum - 1.0).abs() < 1e-12, "L1 sums to 1: {sum}");
+    }
+
+    /// The bottleneck as its definition says it, by names: the deepest node over its
+    /// threshold whose parent (if any) is over its own; the largest value among equally deep
+    /// ones (the last in tree order among equal ones, as `max_by` picks).
+    fn bottleneck_by_names(nodes: &[NodeValue]) -> Option<&'static str> {
+        let over = |name: &str| {
+            nodes
+                .iter()
+                .any(|n| n.node.name == name && n.over_threshold)
+        };
+        nodes
+            .iter()
+            .filter(|n| n.over_threshold && n.value.is_finite())
+            .filter(|n| n.node.parent.is_none_or(over))
+            .max_by(|a, b| {
+                a.node
+                    .level
+                    .cmp(&b.node.level)
+                    .then(a.value.total_cmp(&b.value))
+            })
+            .map(|n| n.node.name)
+    }
+
+    /// Every model, 300 sets of pseudo-random counts each (some events 0, some equal, so
+    /// nodes come out NaN, clamped and tied), every level: the bottleneck found by index at
+    /// evaluation is the one its definition names; the nodes come in tree order.
+    #[test]
+    fn the_bottleneck_by_index_is_the_one_its_definition_names() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut found = 0;
+        for model in Model::all() {
+            for round in 0..300 {
+                let counts: HashMap<&'static str, f64> = model
+                    .events
+                    .iter()
+                    .map(|&e| {
+                        let value = match next() % 8 {
+                            0 => 0.0,
+                            1 => 1e9,
+                            _ => (next() % 2_000_000_000) as f64,
+                        };
+                        (e, value)
+                    })
+                    .collect();
+                let level = 1 + (round % 3) as u8;
+                let td = model.evaluate(&Counts(counts), level);
+                assert!(
+                    td.nodes
+                        .windows(2)
+                        .all(|w| w[0].node.order < w[1].node.order)
+                );
+                assert_eq!(
+                    td.bottleneck,
+                    bottleneck_by_names(&td.nodes),
+                    "{} level {level}",
+                    model.name
+                );
+                found += usize::from(td.bottleneck.is_some());
+            }
+        }
+        assert!(found > 100, "some rounds have a bottleneck: {found}");
     }
 
     #[test]

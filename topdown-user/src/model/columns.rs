@@ -592,10 +592,16 @@ impl NodeColumn {
         self.of(row).map(|n| n.value).filter(|v| v.is_finite())
     }
 
-    /// The node as `row` has it: its value, threshold verdict and how sure it is.
+    /// The node as `row` has it: its value, threshold verdict and how sure it is. Found by
+    /// its place in the part's tree order (a row's nodes are in that order, each once), not by
+    /// name.
     pub fn of<'r>(&self, row: &'r Row) -> Option<&'r NodeValue> {
         let td = row.topdown.get(self.part)?.as_ref()?;
-        td.nodes.iter().find(|n| n.node.name == self.node.name)
+        let at = td
+            .nodes
+            .binary_search_by_key(&self.node.order, |n| n.node.order)
+            .ok()?;
+        td.nodes.get(at)
     }
 }
 

@@ -149,6 +149,7 @@ impl TopdownView {
             .collect();
         BoundView {
             view: self,
+            values: RefCell::new(Vec::with_capacity(set.counters.len())),
             groups: set
                 .counters
                 .iter()
@@ -163,6 +164,8 @@ impl TopdownView {
 /// A [`TopdownView`] bound to a counter set ([`TopdownView::bind`]).
 pub struct BoundView<'a> {
     view: &'a TopdownView,
+    /// A row's counters scaled, kept from row to row.
+    values: RefCell<Vec<Option<f64>>>,
     /// Each slot's counter group: its leader's slot, its own when it leads.
     groups: Vec<usize>,
     parts: Vec<BoundPart<'a>>,
@@ -187,7 +190,10 @@ impl BoundView<'_> {
     pub fn of(&self, counters: &[CounterValue]) -> Vec<Option<TopDown>> {
         // A counter enabled but never running (its group never got the PMU) has no count: the
         // nodes that read it are not computed, never computed from a 0.
-        let values: Vec<Option<f64>> = counters.iter().map(CounterValue::scaled).collect();
+        let mut values = self.values.borrow_mut();
+        values.clear();
+        values.extend(counters.iter().map(CounterValue::scaled));
+        let values = &*values;
         let literals = self.view.literals();
         self.view
             .parts
@@ -196,7 +202,7 @@ impl BoundView<'_> {
             .map(|(part, bound)| {
                 let counts = BoundCounts {
                     slots: &bound.slots,
-                    values: &values,
+                    values,
                     literals,
                 };
                 let mut td = part.model.evaluate_bound(
@@ -229,14 +235,13 @@ impl BoundView<'_> {
                         slots.iter().filter_map(|&s| running(s)).fold(1.0, f64::min);
                     // Inputs that ran only part of the time, in different groups: scaled each
                     // on its own, not measured over the same moments.
-                    let mut groups: Vec<usize> = slots
+                    let mut groups = slots
                         .iter()
                         .filter(|&&s| running(s).is_some_and(|r| r < 1.0))
-                        .filter_map(|&s| self.groups.get(s).copied())
-                        .collect();
-                    groups.sort_unstable();
-                    groups.dedup();
-                    if groups.len() > 1 {
+                        .filter_map(|&s| self.groups.get(s).copied());
+                    if let Some(first) = groups.next()
+                        && groups.any(|group| group != first)
+                    {
                         td.multiplexed_apart.push(node.node.name);
                     }
                 }
