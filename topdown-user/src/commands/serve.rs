@@ -68,35 +68,10 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
     let listener = TcpListener::bind(address)
         .await
         .with_context(|| format!("cannot listen on {address} (in use? try another --listen)"))?;
-    let capacity = Capacity::of(args.counters.max_threads, &SysRoot::host())?;
-    if let Some(short) = &capacity.short {
-        log::warn!("{short}");
-    }
-    let cpus = cpus::choose(
-        args.counters.cpus.as_ref().map(|l| l.0.as_slice()),
-        &SysRoot::host(),
-    )?;
-    if let Some(line) = cpus.line() {
-        log::warn!("{}", line.trim_start_matches("topdown-bpf: "));
-    }
-    let mut collector = Collector::start(
-        &set,
-        &CollectorOptions {
-            max_threads: capacity.threads,
-            // Metrics are per cgroup: counters are read only at cgroup switches.
-            cgroup_only: true,
-            neighbours: !args.counters.no_neighbours && CollectorOptions::default().neighbours,
-            cpus: cpus.collector_cpus(),
-            ..CollectorOptions::default()
-        },
-    )?;
+    let mut collector = start_collector(args, &set)?;
     let mut c2c = args.c2c.then(|| start_c2c(args)).transpose()?;
     let started = Instant::now();
-    let mut attrib = Attributor::new(set.counters.len(), Target::NoThreads);
-    attrib.set_silent(&collector.calibration().silent());
-    // The run's totals are never reported: a removed cgroup's go with it.
-    attrib.forget_removed_cgroups();
-    attrib.start(started);
+    let mut attrib = attributor(&set, &collector, started);
     // Throttling and pressure per cgroup, each window; serve reports no run totals.
     let mut stalls = StallReader::start(names.mount(), false);
     for line in calibration::lines(collector.calibration(), &set) {
@@ -162,6 +137,42 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
     };
     server.abort();
     result
+}
+
+/// The collector for `set`'s counters, sized and placed as `args` ask (what it cannot do is
+/// said as a warning): cgroups only, so counters are read only at cgroup switches.
+fn start_collector(args: &ServeArgs, set: &CounterSet) -> Result<Collector> {
+    let capacity = Capacity::of(args.counters.max_threads, &SysRoot::host())?;
+    if let Some(short) = &capacity.short {
+        log::warn!("{short}");
+    }
+    let cpus = cpus::choose(
+        args.counters.cpus.as_ref().map(|l| l.0.as_slice()),
+        &SysRoot::host(),
+    )?;
+    if let Some(line) = cpus.line() {
+        log::warn!("{}", line.trim_start_matches("topdown-bpf: "));
+    }
+    Collector::start(
+        set,
+        &CollectorOptions {
+            max_threads: capacity.threads,
+            cgroup_only: true,
+            neighbours: !args.counters.no_neighbours && CollectorOptions::default().neighbours,
+            cpus: cpus.collector_cpus(),
+            ..CollectorOptions::default()
+        },
+    )
+}
+
+/// The attributor of cgroups' windows from `started`: no thread rows, and no run totals (a
+/// removed cgroup's go with it).
+fn attributor(set: &CounterSet, collector: &Collector, started: Instant) -> Attributor {
+    let mut attrib = Attributor::new(set.counters.len(), Target::NoThreads);
+    attrib.set_silent(&collector.calibration().silent());
+    attrib.forget_removed_cgroups();
+    attrib.start(started);
+    attrib
 }
 
 /// `--listen`, checked: beyond loopback only with `--web-config`, or `--no-auth` said.

@@ -194,27 +194,10 @@ async fn session(
     let stalls = (group.is_some() || recording.is_some() || plan.format == Format::Refresh)
         .then(|| StallReader::start(names.mount(), true));
     let (target, child) = start_command(&cli, &mut collector, plan.target.clone(), &recording)?;
-    // The hottest exited threads keep their own rows (each window's, and the run's); the rest
-    // fold per process.
-    let exited_rows = cli.top.map_or(EXITED_ROWS, |top| top.max(EXITED_ROWS));
-    let exits = if cli.every_exit {
-        WindowExits::Each
-    } else {
-        WindowExits::Fold
-    };
-    let bounds = (exits == WindowExits::Fold).then_some(RowBounds {
-        max_threads: plan.capacity.threads,
-        exited_rows: exited_rows as u64,
-    });
+    let (exited_rows, exits, bounds) = exited_rows(&cli, &plan);
     let mut sinks = record_sinks(&plan, recording.as_ref(), recorded, period, bounds)?;
     if let Some(to) = &recording {
-        // Everything privileged is done: programs loaded, counters open, files created.
-        // (A store's folder was given to the user as it was opened.)
-        if let (Some(user), Some(dir)) = (&to.user, &to.parquet) {
-            std::os::unix::fs::chown(dir, Some(user.uid), Some(user.gid))
-                .with_context(|| format!("giving {} to --user {}", dir.display(), user.name))?;
-        }
-        privileges::drop_all(to.user.as_ref(), |phase| collector.drop_privileges(phase))?;
+        drop_privileges(to, &mut collector)?;
     }
     let options = RowOptions {
         sort: plan.sort.clone(),
@@ -227,18 +210,7 @@ async fn session(
     // The full-screen view on a terminal; the totals (and what was recorded) follow on the
     // normal screen when it closes.
     let live = if plan.format == Format::Refresh {
-        let nodes = plan
-            .topdown
-            .as_ref()
-            .map(TopdownView::node_names)
-            .unwrap_or_default();
-        let state = ViewState::new(
-            tui::first_view(group.as_ref()),
-            names.mount().is_some(),
-            plan.sort.clone(),
-            sort::choices(&plan.set, &nodes),
-        );
-        Some(LiveView::open(state, &plan.set, &options, group.as_ref())?)
+        Some(open_view(&plan, &options, names.mount().is_some())?)
     } else {
         None
     };
@@ -268,6 +240,51 @@ async fn session(
     };
     let end = run.windows(&mut session, &ends_with).await?;
     run.finish(&target, end).await
+}
+
+/// How exited threads are kept: how many keep their own rows (the hottest, each window's and
+/// the run's; the rest fold per process), whether they fold, and the bounds a recording states.
+fn exited_rows(cli: &StatArgs, plan: &Plan) -> (usize, WindowExits, Option<RowBounds>) {
+    let exited_rows = cli.top.map_or(EXITED_ROWS, |top| top.max(EXITED_ROWS));
+    let exits = if cli.every_exit {
+        WindowExits::Each
+    } else {
+        WindowExits::Fold
+    };
+    let bounds = (exits == WindowExits::Fold).then_some(RowBounds {
+        max_threads: plan.capacity.threads,
+        exited_rows: exited_rows as u64,
+    });
+    (exited_rows, exits, bounds)
+}
+
+/// Everything privileged is done (programs loaded, counters open, files created): the
+/// recording's Parquet folder goes to `--user` (a store's folder was given as it was opened)
+/// and the process drops its privileges, the collector's first.
+fn drop_privileges(to: &RecordTo, collector: &mut Collector) -> Result<()> {
+    if let (Some(user), Some(dir)) = (&to.user, &to.parquet) {
+        std::os::unix::fs::chown(dir, Some(user.uid), Some(user.gid))
+            .with_context(|| format!("giving {} to --user {}", dir.display(), user.name))?;
+    }
+    privileges::drop_all(to.user.as_ref(), |phase| collector.drop_privileges(phase))
+}
+
+/// The full-screen view of `plan`'s rows as `options` choose them, opened on the terminal
+/// (`can_group`: cgroup views can be offered).
+fn open_view(plan: &Plan, options: &RowOptions, can_group: bool) -> Result<LiveView> {
+    let nodes = plan
+        .topdown
+        .as_ref()
+        .map(TopdownView::node_names)
+        .unwrap_or_default();
+    let group = options.group.as_ref();
+    let state = ViewState::new(
+        tui::first_view(group),
+        can_group,
+        plan.sort.clone(),
+        sort::choices(&plan.set, &nodes),
+    );
+    LiveView::open(state, &plan.set, options, group)
 }
 
 /// What the command line asks of a session, checked: output format, sort, counter set and

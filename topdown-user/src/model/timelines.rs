@@ -16,10 +16,13 @@ use super::{
 };
 use crate::{
     attrib::{
+        Window,
         groups::{GroupBy, GroupOptions},
         usage::{CounterValue, add_counters},
     },
+    pmu::counter_set::CounterSet,
     recording::reader::Recording,
+    tma::view::TopdownView,
 };
 
 /// One line: whose, and its value in each window (`None`: not measured there).
@@ -174,40 +177,13 @@ pub fn timelines(
             *sum += value;
         }
         if let Some(view) = view {
-            let mut sum: Vec<CounterValue> = Vec::new();
-            for thread in &window.threads {
-                add_counters(&mut sum, &thread.counters);
-            }
-            let td = view.of(set, &sum).into_iter().flatten().next();
-            for node in td
-                .iter()
-                .flat_map(|td| &td.nodes)
-                .filter(|n| n.node.level == 1)
-            {
-                let at = level1
-                    .iter()
-                    .position(|s| s.label == node.node.name)
-                    .unwrap_or_else(|| {
-                        level1.push(Series {
-                            label: node.node.name.to_owned(),
-                            values: vec![None; count],
-                        });
-                        level1.len() - 1
-                    });
-                level1[at].values[i] = Some(node.value * 100.0);
-            }
+            add_level1(&mut level1, (i, count), window, set, view);
         }
     }
     // Between its first and last window, a row that did not run in one used no CPU there.
     if metric.zero_when_idle() {
         for (series, _) in by_row.values_mut() {
-            let first = series.values.iter().position(Option::is_some);
-            let last = series.values.iter().rposition(Option::is_some);
-            if let (Some(first), Some(last)) = (first, last) {
-                for value in &mut series.values[first..=last] {
-                    value.get_or_insert(0.0);
-                }
-            }
+            fill_gaps_with_zero(&mut series.values);
         }
     }
     let mut ranked: Vec<(Series, f64)> = by_row.into_values().collect();
@@ -233,6 +209,50 @@ pub fn timelines(
         lines: ranked.into_iter().map(|(series, _)| series).collect(),
         level1,
     })
+}
+
+/// Window `i` of `count`: TopDown Level 1 of every thread's counters summed, in percent of
+/// slots, one series per node (added as first seen).
+fn add_level1(
+    level1: &mut Vec<Series>,
+    (i, count): (usize, usize),
+    window: &Window,
+    set: &CounterSet,
+    view: &TopdownView,
+) {
+    let mut sum: Vec<CounterValue> = Vec::new();
+    for thread in &window.threads {
+        add_counters(&mut sum, &thread.counters);
+    }
+    let td = view.of(set, &sum).into_iter().flatten().next();
+    for node in td
+        .iter()
+        .flat_map(|td| &td.nodes)
+        .filter(|n| n.node.level == 1)
+    {
+        let at = level1
+            .iter()
+            .position(|s| s.label == node.node.name)
+            .unwrap_or_else(|| {
+                level1.push(Series {
+                    label: node.node.name.to_owned(),
+                    values: vec![None; count],
+                });
+                level1.len() - 1
+            });
+        level1[at].values[i] = Some(node.value * 100.0);
+    }
+}
+
+/// 0 in every window without a value between the first and the last that have one.
+fn fill_gaps_with_zero(values: &mut [Option<f64>]) {
+    let first = values.iter().position(Option::is_some);
+    let last = values.iter().rposition(Option::is_some);
+    if let (Some(first), Some(last)) = (first, last) {
+        for value in &mut values[first..=last] {
+            value.get_or_insert(0.0);
+        }
+    }
 }
 
 /// A row's name in the legend: `comm (tid)`, or the group's label.

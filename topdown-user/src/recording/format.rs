@@ -430,26 +430,11 @@ impl WindowLine {
                  to {nr}"
             );
         }
-        let silent: Vec<usize> = self.silent.iter().map(|slot| slot - 1).collect();
-        let values = |lines: Vec<[u64; 3]>, whose: &dyn Fn() -> String| {
-            if lines.len() != slots {
-                bail!(
-                    "{} has {} values and the set has {slots} slots (the clock's and one per \
-                     counter)",
-                    whose(),
-                    lines.len()
-                );
-            }
-            let mut lines = lines.into_iter();
-            let on_cpu = lines
-                .next()
-                .map_or(Duration::ZERO, |[ns, ..]| Duration::from_nanos(ns));
-            let mut values: Vec<CounterValue> = lines.map(value_of).collect();
-            for &index in &silent {
-                values[index].silent = true;
-            }
-            Ok((on_cpu, values))
+        let rows = RowValues {
+            slots,
+            silent: self.silent.iter().map(|slot| slot - 1).collect(),
         };
+        let values = |lines, whose: &dyn Fn() -> String| rows.of(lines, whose);
         let threads = self
             .threads
             .into_iter()
@@ -518,6 +503,42 @@ impl WindowLine {
                 })
                 .collect(),
         })
+    }
+}
+
+/// How a window line's rows carry their values: the clock's and one per counter (`slots`),
+/// the counters that did not count (`silent`, by counter index).
+struct RowValues {
+    slots: usize,
+    silent: Vec<usize>,
+}
+
+impl RowValues {
+    /// A row's on-CPU time and counter values from its `lines` (`whose` names the row in
+    /// errors): exactly one per slot, or an error (a file is not trusted).
+    fn of(
+        &self,
+        lines: Vec<[u64; 3]>,
+        whose: &dyn Fn() -> String,
+    ) -> Result<(Duration, Vec<CounterValue>)> {
+        let slots = self.slots;
+        if lines.len() != slots {
+            bail!(
+                "{} has {} values and the set has {slots} slots (the clock's and one per \
+                 counter)",
+                whose(),
+                lines.len()
+            );
+        }
+        let mut lines = lines.into_iter();
+        let on_cpu = lines
+            .next()
+            .map_or(Duration::ZERO, |[ns, ..]| Duration::from_nanos(ns));
+        let mut values: Vec<CounterValue> = lines.map(value_of).collect();
+        for &index in &self.silent {
+            values[index].silent = true;
+        }
+        Ok((on_cpu, values))
     }
 }
 

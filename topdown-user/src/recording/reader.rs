@@ -17,7 +17,7 @@ use topdown_common::cgroup::CgroupId;
 
 use anyhow::{Context as _, Result, bail};
 
-use super::format::{FORMAT, Header, OLDEST_VERSION, RecordLine, VERSION};
+use super::format::{FORMAT, Header, OLDEST_VERSION, RecordLine, RowBounds, VERSION};
 use crate::{
     attrib::{Window, cgroups::CgroupNames},
     pmu::counter_set::CounterSet,
@@ -109,40 +109,8 @@ impl Recording {
 
     /// Reads the recording open as `file` (`shown` names it in messages), its rows taking at
     /// most `budget` bytes of memory.
-    pub fn read_file(mut file: File, shown: &str, budget: u64) -> Result<Self> {
-        let mut magic = [0u8; 4];
-        let is_zstd = file.read_exact(&mut magic).is_ok() && magic == ZSTD_MAGIC;
-        if !is_zstd {
-            bail!(
-                "{shown} is not a topdown-bpf recording (not zstd-compressed): make one with \
-                 `topdown-bpf record -o FILE`"
-            );
-        }
-        file.seek(SeekFrom::Start(0))
-            .with_context(|| format!("cannot read the recording {shown}"))?;
-        let mut lines = FrameLines::new(file);
-        let header = match lines.next_line() {
-            Ok(Some(line)) => match parse(&line) {
-                Ok(RecordLine::Header(header)) => header,
-                _ => bail!("{shown} is not a topdown-bpf recording (no header line)"),
-            },
-            _ => bail!("{shown} is not a topdown-bpf recording (no header line)"),
-        };
-        if header.format != FORMAT {
-            bail!(
-                "{shown} is not a topdown-bpf recording (format `{}`)",
-                header.format
-            );
-        }
-        if !(OLDEST_VERSION..=VERSION).contains(&header.version) {
-            bail!(
-                "{shown} is a version {} recording and this topdown-bpf ({}) reads versions \
-                 {OLDEST_VERSION} to {VERSION}: use the topdown-bpf that wrote it ({})",
-                header.version,
-                env!("CARGO_PKG_VERSION"),
-                header.tool_version
-            );
-        }
+    pub fn read_file(file: File, shown: &str, budget: u64) -> Result<Self> {
+        let (header, mut lines) = header_of(file, shown)?;
         let set = header.counter_set.set()?;
         let topdown = header.topdown.as_ref().map(|t| t.view()).transpose()?;
         let nr = set.counters.len();
@@ -171,27 +139,8 @@ impl Recording {
                     )
                 }
             };
-            let (thread_rows, cgroup_rows) = rows_in(&bytes);
-            if let Some(bounds) = header.row_bounds
-                && thread_rows > bounds.thread_rows()
-            {
-                bail!(
-                    "{shown}: {} holds {thread_rows} thread rows, more than the {} a recording \
-                     made with --max-threads {} can hold (a corrupt or crafted recording)",
-                    where_(),
-                    bounds.thread_rows(),
-                    bounds.max_threads
-                );
-            }
-            held += (thread_rows + cgroup_rows) * per_row;
-            if held > budget {
-                bail!(
-                    "{shown}: {} takes its rows past the {} MiB memory budget: give \
-                     --max-memory MIB to allow more (a crafted or enormous recording)",
-                    where_(),
-                    budget >> 20
-                );
-            }
+            held += rows_within(&bytes, header.row_bounds, per_row, held, budget)
+                .map_err(|why| anyhow::anyhow!("{shown}: {} {why}", where_()))?;
             let line = parse(&bytes).with_context(|| {
                 format!(
                     "{shown}: {} is not a recording line (a corrupt file)",
@@ -251,6 +200,78 @@ impl Recording {
             Some(sum)
         })
     }
+}
+
+/// The header of the recording open as `file` (`shown` names it in messages), checked (a
+/// zstd file whose first line is a header of a format and version this build reads), and the
+/// lines after it.
+fn header_of(mut file: File, shown: &str) -> Result<(Header, FrameLines)> {
+    let mut magic = [0u8; 4];
+    let is_zstd = file.read_exact(&mut magic).is_ok() && magic == ZSTD_MAGIC;
+    if !is_zstd {
+        bail!(
+            "{shown} is not a topdown-bpf recording (not zstd-compressed): make one with \
+             `topdown-bpf record -o FILE`"
+        );
+    }
+    file.seek(SeekFrom::Start(0))
+        .with_context(|| format!("cannot read the recording {shown}"))?;
+    let mut lines = FrameLines::new(file);
+    let header = match lines.next_line() {
+        Ok(Some(line)) => match parse(&line) {
+            Ok(RecordLine::Header(header)) => header,
+            _ => bail!("{shown} is not a topdown-bpf recording (no header line)"),
+        },
+        _ => bail!("{shown} is not a topdown-bpf recording (no header line)"),
+    };
+    if header.format != FORMAT {
+        bail!(
+            "{shown} is not a topdown-bpf recording (format `{}`)",
+            header.format
+        );
+    }
+    if !(OLDEST_VERSION..=VERSION).contains(&header.version) {
+        bail!(
+            "{shown} is a version {} recording and this topdown-bpf ({}) reads versions \
+             {OLDEST_VERSION} to {VERSION}: use the topdown-bpf that wrote it ({})",
+            header.version,
+            env!("CARGO_PKG_VERSION"),
+            header.tool_version
+        );
+    }
+    Ok((header, lines))
+}
+
+/// The memory the rows of line `bytes` will take (`per_row` bytes each), checked before the
+/// line is parsed: no more thread rows than the recording's `bounds` allow, and no more than
+/// `budget` bytes with the `held` ones; else what is wrong, to follow the line's place.
+fn rows_within(
+    bytes: &[u8],
+    bounds: Option<RowBounds>,
+    per_row: u64,
+    held: u64,
+    budget: u64,
+) -> std::result::Result<u64, String> {
+    let (thread_rows, cgroup_rows) = rows_in(bytes);
+    if let Some(bounds) = bounds
+        && thread_rows > bounds.thread_rows()
+    {
+        return Err(format!(
+            "holds {thread_rows} thread rows, more than the {} a recording made with \
+             --max-threads {} can hold (a corrupt or crafted recording)",
+            bounds.thread_rows(),
+            bounds.max_threads
+        ));
+    }
+    let bytes = (thread_rows + cgroup_rows) * per_row;
+    if held + bytes > budget {
+        return Err(format!(
+            "takes its rows past the {} MiB memory budget: give --max-memory MIB to allow \
+             more (a crafted or enormous recording)",
+            budget >> 20
+        ));
+    }
+    Ok(bytes)
 }
 
 /// How reading lines stopped before the end.

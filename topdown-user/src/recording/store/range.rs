@@ -60,27 +60,8 @@ pub fn read(
         let file = store.open_segment(&segment.name)?;
         let mut part = Recording::read_file(file, &path.display().to_string(), budget)?;
         read += 1;
-        if let Some(why) = part.cut_short.as_deref()
-            && why != NO_TOTALS
-        {
-            said.push(format!(
-                "{}: {why}: its whole windows are read, the rest skipped (the segment being \
-                 written, or a run that was killed)",
-                path.display()
-            ));
-        }
-        let set = serde_json::to_value((&part.header.counter_set, part.header.interval_ms))
-            .context("comparing counter sets")?;
-        match &first_set {
-            None => first_set = Some(set),
-            Some(first) if *first != set => bail!(
-                "{} was recorded with another counter set or interval than the segments before \
-                 it (the recording run changed at {}): give --from and --to on one side of it",
-                path.display(),
-                local(segment.began)
-            ),
-            Some(_) => {}
-        }
+        said.extend(cut_short(&part, &path));
+        same_run(&mut first_set, &part, &path, segment.began)?;
         names.learn_all(&part.names);
         let run_start = part.header.started_unix_ns;
         let windows = std::mem::take(&mut part.windows);
@@ -98,11 +79,10 @@ pub fn read(
             held += (window.threads.len() + window.cgroups.len()) as u64
                 * row_bytes(recording.set.counters.len());
             if held > budget {
+                let (from, to) = said_range(from, to);
                 bail!(
-                    "the store {shown} from {} to {} takes its rows past the {} MiB memory \
-                     budget: give a shorter range, or --max-memory MIB",
-                    from.map_or("its start".to_owned(), |w| w.read_as.clone()),
-                    to.map_or("its end".to_owned(), |w| w.read_as.clone()),
+                    "the store {shown} from {from} to {to} takes its rows past the {} MiB \
+                     memory budget: give a shorter range, or --max-memory MIB",
                     budget >> 20
                 );
             }
@@ -112,20 +92,16 @@ pub fn read(
         }
     }
     let Some(mut recording) = combined else {
+        let (from, to) = said_range(from, to);
         bail!(
-            "the store {shown} holds nothing from {} to {} (it holds {} to now)",
-            from.map_or("its start".to_owned(), |w| w.read_as.clone()),
-            to.map_or("its end".to_owned(), |w| w.read_as.clone()),
+            "the store {shown} holds nothing from {from} to {to} (it holds {} to now)",
             local(segments[0].began)
         );
     };
     recording.names = names;
     let (Some(first), Some(last)) = (recording.windows.first(), recording.windows.last()) else {
-        bail!(
-            "the store {shown} has no window that began from {} to {}",
-            from.map_or("its start".to_owned(), |w| w.read_as.clone()),
-            to.map_or("its end".to_owned(), |w| w.read_as.clone()),
-        );
+        let (from, to) = said_range(from, to);
+        bail!("the store {shown} has no window that began from {from} to {to}");
     };
     let base = i128::from(recording.header.started_unix_ns);
     let at = |offset: Duration| {
@@ -141,6 +117,48 @@ pub fn read(
         ),
     );
     Ok(StoreRange { recording, said })
+}
+
+/// What to say of segment `part` (at `path`) when it ends before its totals for another
+/// reason than being the one still written.
+fn cut_short(part: &Recording, path: &std::path::Path) -> Option<String> {
+    let why = part.cut_short.as_deref().filter(|why| *why != NO_TOTALS)?;
+    Some(format!(
+        "{}: {why}: its whole windows are read, the rest skipped (the segment being written, \
+         or a run that was killed)",
+        path.display()
+    ))
+}
+
+/// `--from` and `--to` as messages say them.
+fn said_range(from: Option<&When>, to: Option<&When>) -> (String, String) {
+    (
+        from.map_or("its start".to_owned(), |w| w.read_as.clone()),
+        to.map_or("its end".to_owned(), |w| w.read_as.clone()),
+    )
+}
+
+/// Checks that `part` (the segment at `path`, begun at `began`) was recorded with the counter
+/// set and interval of the segments read before it (`first`, set by the first one).
+fn same_run(
+    first: &mut Option<serde_json::Value>,
+    part: &Recording,
+    path: &std::path::Path,
+    began: Timestamp,
+) -> Result<()> {
+    let set = serde_json::to_value((&part.header.counter_set, part.header.interval_ms))
+        .context("comparing counter sets")?;
+    match first {
+        None => *first = Some(set),
+        Some(first) if *first != set => bail!(
+            "{} was recorded with another counter set or interval than the segments before it \
+             (the recording run changed at {}): give --from and --to on one side of it",
+            path.display(),
+            local(began)
+        ),
+        Some(_) => {}
+    }
+    Ok(())
 }
 
 /// `at` in the host's time zone and in UTC.

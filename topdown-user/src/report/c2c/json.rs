@@ -10,7 +10,7 @@ use crate::{
     c2c::{
         lines::{C2cData, Cycles},
         options::ReportOptions,
-        pareto::{ParetoLine, nodes_touched},
+        pareto::{ParetoLine, ParetoRow, nodes_touched},
         sharing,
     },
     symbols::{code::Code, data_names::NameSource},
@@ -48,58 +48,10 @@ pub fn render(
             let entries: Vec<Value> = pareto_line
                 .rows
                 .iter()
-                .map(|row| {
-                    let e = row.entry;
-                    let mean = |class: Cycles| row.mean_cycles[class as usize];
-                    let nodes: Vec<Value> = nodes_touched(e, cpu_nodes)
-                        .into_iter()
-                        .filter(|(_, cpus)| !cpus.is_empty())
-                        .map(|(node, cpus)| json!({"node": node, "cpus": cpus}))
-                        .collect();
-                    let (symbol, kind) = clean_symbol(&row.code);
-                    json!({
-                        "offset": row.offset,
-                        "code_address": format!("{:#x}", row.iaddr),
-                        "symbol": symbol,
-                        "symbol_kind": kind,
-                        "object": row.code.object,
-                        "source_line": row.code.srcline,
-                        "data_nodes": e.phys.node_list(),
-                        "pa_count": e.phys.changes,
-                        "mean_cycles": {
-                            "rmt_hitm": mean(Cycles::RmtHitm),
-                            "lcl_hitm": mean(Cycles::LclHitm),
-                            "rmt_peer": mean(Cycles::RmtPeer),
-                            "lcl_peer": mean(Cycles::LclPeer),
-                            "load": mean(Cycles::Load),
-                        },
-                        "cpu_count": e.cpus.len(),
-                        "cpu_nodes": nodes,
-                        "stats": stats(&row.stats),
-                    })
-                })
+                .map(|row| entry(row, cpu_nodes))
                 .collect();
             let fix = fixes.get(index);
-            let words: Vec<Value> = fix
-                .map(|f| {
-                    f.words
-                        .iter()
-                        .map(|w| {
-                            json!({
-                                "offset": w.offset,
-                                "variable": w.name.as_ref().map(|n| n.name.as_str()),
-                                "named_by": w.name.as_ref().map(|n| n.source.key()),
-                                "accessed_through": w.name.as_ref().and_then(|n| match &n.source {
-                                    NameSource::OperandType { pointer, function } => Some(json!({"pointer": pointer, "function": function})),
-                                    _ => None,
-                                }),
-                                "stored_by": w.stored_by,
-                                "contended_loads_by": w.loaded_by,
-                            })
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
+            let words: Vec<Value> = fix.map(words).unwrap_or_default();
             json!({
                 "index": index,
                 "address": format!("{:#x}", line.address),
@@ -133,6 +85,63 @@ pub fn render(
     })
     .to_string()
         + "\n"
+}
+
+/// One code row of a line: where the code is, the mean cycles of each class, the NUMA nodes
+/// of the CPUs that ran it (`cpu_nodes`), its stats.
+fn entry(row: &ParetoRow<'_>, cpu_nodes: &[Vec<u32>]) -> Value {
+    let e = row.entry;
+    let mean = |class: Cycles| row.mean_cycles[class as usize];
+    let nodes: Vec<Value> = nodes_touched(e, cpu_nodes)
+        .into_iter()
+        .filter(|(_, cpus)| !cpus.is_empty())
+        .map(|(node, cpus)| json!({"node": node, "cpus": cpus}))
+        .collect();
+    let (symbol, kind) = clean_symbol(&row.code);
+    json!({
+        "offset": row.offset,
+        "code_address": format!("{:#x}", row.iaddr),
+        "symbol": symbol,
+        "symbol_kind": kind,
+        "object": row.code.object,
+        "source_line": row.code.srcline,
+        "data_nodes": e.phys.node_list(),
+        "pa_count": e.phys.changes,
+        "mean_cycles": {
+            "rmt_hitm": mean(Cycles::RmtHitm),
+            "lcl_hitm": mean(Cycles::LclHitm),
+            "rmt_peer": mean(Cycles::RmtPeer),
+            "lcl_peer": mean(Cycles::LclPeer),
+            "load": mean(Cycles::Load),
+        },
+        "cpu_count": e.cpus.len(),
+        "cpu_nodes": nodes,
+        "stats": stats(&row.stats),
+    })
+}
+
+/// The words of a line's fix: each word's variable, how it was named, who stored to it and
+/// who loaded it contended.
+fn words(fix: &sharing::LineFix) -> Vec<Value> {
+    fix.words
+        .iter()
+        .map(|w| {
+            let through = w.name.as_ref().and_then(|n| match &n.source {
+                NameSource::OperandType { pointer, function } => {
+                    Some(json!({"pointer": pointer, "function": function}))
+                }
+                _ => None,
+            });
+            json!({
+                "offset": w.offset,
+                "variable": w.name.as_ref().map(|n| n.name.as_str()),
+                "named_by": w.name.as_ref().map(|n| n.source.key()),
+                "accessed_through": through,
+                "stored_by": w.stored_by,
+                "contended_loads_by": w.loaded_by,
+            })
+        })
+        .collect()
 }
 
 /// A symbol without perf's level prefix (`[.] `, `[k] `), and its kind: `user` or `kernel`;
