@@ -148,7 +148,7 @@ fn write_spec(spec_path: &Path, dir: &Path, name: &str, cgroups: bool) -> PathBu
             .collect(),
     });
     let path = dir.join(name);
-    writer::write(&path, &data, None).expect("writing the spec's perf.data");
+    std::fs::write(&path, writer::encode(&data, None)).expect("writing the spec's perf.data");
     path
 }
 

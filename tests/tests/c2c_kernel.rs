@@ -90,6 +90,64 @@ fn live_c2c_records_until_the_command_exits_and_reports_every_sample() {
     assert_eq!(doc["events"][0], "cpu-clock");
 }
 
+/// `c2c record -o FILE` runs as root: an existing FILE is refused before anything is
+/// recorded unless --force, a symbolic link is refused even then (its target is never
+/// written), and a forced FILE is replaced whole.
+#[test]
+fn c2c_record_never_writes_through_a_link_or_over_a_file_unasked() {
+    if !privileged("c2c_record_never_writes_through_a_link_or_over_a_file_unasked") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (existing, target, link) = (
+        dir.path().join("existing.data"),
+        dir.path().join("target"),
+        dir.path().join("link.data"),
+    );
+    std::fs::write(&existing, "keep").unwrap();
+    std::fs::write(&target, "keep").unwrap();
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let record = |output: &std::path::Path, force: bool| {
+        let mut command = std::process::Command::new(topdown_tests::topdown_bpf_binary());
+        command
+            .args(["c2c", "record", "-e", "cpu-clock", "-F", "1000", "-o"])
+            .arg(output)
+            .args(force.then_some("--force"))
+            .args(["--", "true"]);
+        command.output().expect("running topdown-bpf c2c record")
+    };
+    let refused = record(&existing, false);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(stderr.contains("--force"), "{stderr}");
+    assert!(
+        !stderr.contains("c2c recorded"),
+        "refused before the run: {stderr}"
+    );
+    assert_eq!(std::fs::read(&existing).unwrap(), b"keep");
+    for force in [false, true] {
+        let through = record(&link, force);
+        assert!(!through.status.success(), "through a link, force {force}");
+        assert_eq!(
+            std::fs::read(&target).unwrap(),
+            b"keep",
+            "the link's target"
+        );
+    }
+    let forced = record(&existing, true);
+    assert!(
+        forced.status.success(),
+        "{}",
+        String::from_utf8_lossy(&forced.stderr)
+    );
+    assert!(std::fs::read(&existing).unwrap().starts_with(b"PERFILE2"));
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left.len(), 3, "no temporary file left: {left:?}");
+}
+
 /// `c2c record -o FILE` saves the recording (with the kernel's count of every sample) as a
 /// perf.data file: our report reads back the statistics the live run classified, and perf
 /// itself reads the file.

@@ -500,7 +500,11 @@ fn recordings_written_back_read_the_same_in_perf_and_here() {
         let original = perf_data_of(&fixtures().join(format!("{name}.json")), dir.path());
         let recording = topdown_user::perf_file::reader::read_all(&original).unwrap();
         let rewritten = dir.path().join("rewritten.data");
-        topdown_user::perf_file::writer::write(&rewritten, &recording, None).unwrap();
+        std::fs::write(
+            &rewritten,
+            topdown_user::perf_file::writer::encode(&recording, None),
+        )
+        .unwrap();
         assert_eq!(
             ours(&rewritten, dir.path(), &["--stdio"]),
             ours(&original, dir.path(), &["--stdio"]),

@@ -624,6 +624,11 @@ pub struct C2cRecordArgs {
     )]
     pub output: PathBuf,
 
+    /// Replace FILE when it exists (never through a symbolic link): without it, an existing
+    /// FILE is refused before anything is recorded.
+    #[arg(long)]
+    pub force: bool,
+
     /// What to record.
     #[command(flatten)]
     pub live: C2cLiveArgs,

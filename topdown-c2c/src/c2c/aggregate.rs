@@ -948,7 +948,11 @@ mod tests {
     fn recording_files(dir: &Path) -> [std::path::PathBuf; 2] {
         [true, false].map(|in_order| {
             let path = dir.join(format!("{in_order}.data"));
-            crate::perf_file::writer::write(&path, &recording(in_order), None).unwrap();
+            std::fs::write(
+                &path,
+                crate::perf_file::writer::encode(&recording(in_order), None),
+            )
+            .unwrap();
             path
         })
     }

@@ -5,9 +5,8 @@
 //! a feature section of our own (perf skips it), so a saved live recording reports the same
 //! statistics as the live run.
 
-use std::{collections::BTreeSet, fs, path::Path};
+use std::collections::BTreeSet;
 
-use anyhow::{Context as _, Result};
 use perf_event_open_sys::bindings;
 use topdown_common::c2c::C2cStats;
 
@@ -93,8 +92,10 @@ fn attr(sample_type: u64) -> Vec<u8> {
     .to_vec()
 }
 
-/// Writes `recording` to `path`, with `totals` (every sample the kernel classified) when given.
-pub fn write(path: &Path, recording: &PerfData, totals: Option<&C2cStats>) -> Result<()> {
+/// `recording` as the bytes of a perf.data file, with `totals` (every sample the kernel
+/// classified) when given. The caller writes them (`c2c record` into a new file that no link
+/// or planted file can redirect).
+pub fn encode(recording: &PerfData, totals: Option<&C2cStats>) -> Vec<u8> {
     let has_cgroups = recording.samples.iter().any(|s| s.cgroup != 0);
     let mut sample_type = u64::from(SAMPLE_TYPE);
     if has_cgroups {
@@ -106,11 +107,31 @@ pub fn write(path: &Path, recording: &PerfData, totals: Option<&C2cStats>) -> Re
         recording.events.clone()
     };
     let attr_bytes = attr(sample_type);
-    let first_time = recording.samples.first().map_or(0, |s| s.time);
-    let last_time = recording.samples.last().map_or(0, |s| s.time);
+    let data = data_section(recording, has_cgroups);
+    let features = features(recording, &events, &attr_bytes, totals);
+    file(&events, &attr_bytes, &data, &features)
+}
 
-    // Data: who the processes are, what they map, then the samples.
+/// The span of the samples' times: the first's and the last's.
+fn times(recording: &PerfData) -> (u64, u64) {
+    let first = recording.samples.first().map_or(0, |s| s.time);
+    let last = recording.samples.last().map_or(0, |s| s.time);
+    (first, last)
+}
+
+/// Appends a record of `kind` with `misc` and its `body` to `data`.
+fn record(data: &mut Bytes, kind: u32, misc: u16, body: Bytes) {
+    data.u32(kind).u16(misc).u16((8 + body.0.len()) as u16);
+    data.0.extend_from_slice(&body.0);
+}
+
+/// The data section: who the processes are (COMM), what they map (MMAP2), their cgroups
+/// (CGROUP, `has_cgroups`), the samples, and a round marker that closes it (perf takes an empty
+/// data section for an unfinished recording).
+fn data_section(recording: &PerfData, has_cgroups: bool) -> Bytes {
+    let (first_time, _) = times(recording);
     let mut data = Bytes::default();
+    // Every record's sample id: pid, tid, time, id, cpu, reserved.
     let trailer = |b: &mut Bytes, pid: u32, tid: u32| {
         b.u32(pid)
             .u32(tid)
@@ -118,10 +139,6 @@ pub fn write(path: &Path, recording: &PerfData, totals: Option<&C2cStats>) -> Re
             .u64(FIRST_ID)
             .u32(0)
             .u32(0);
-    };
-    let record = |data: &mut Bytes, kind: u32, misc: u16, body: Bytes| {
-        data.u32(kind).u16(misc).u16((8 + body.0.len()) as u16);
-        data.0.extend_from_slice(&body.0);
     };
     let threads: BTreeSet<(u32, u32)> = recording.samples.iter().map(|s| (s.pid, s.tid)).collect();
     for &(pid, tid) in &threads {
@@ -188,12 +205,18 @@ pub fn write(path: &Path, recording: &PerfData, totals: Option<&C2cStats>) -> Re
         let misc = if s.kernel { MISC_KERNEL } else { MISC_USER };
         record(&mut data, kind::SAMPLE, misc, body);
     }
-
-    // A round marker closes the data: perf takes an empty data section for an unfinished
-    // recording.
     record(&mut data, kind::FINISHED_ROUND, 0, Bytes::default());
+    data
+}
 
-    // Feature sections.
+/// The feature sections c2c reads: the host, the event names and attributes, the CPU count,
+/// NUMA and memory-block topology, the samples' time span, and our `totals`.
+fn features(
+    recording: &PerfData,
+    events: &[String],
+    attr_bytes: &[u8],
+    totals: Option<&C2cStats>,
+) -> Vec<(u32, Bytes)> {
     let mut features: Vec<(u32, Bytes)> = Vec::new();
     let string = |feature, text: &str| {
         let mut b = Bytes::default();
@@ -223,22 +246,12 @@ pub fn write(path: &Path, recording: &PerfData, totals: Option<&C2cStats>) -> Re
     let mut b = Bytes::default();
     b.u32(events.len() as u32).u32(attr_bytes.len() as u32);
     for (i, name) in events.iter().enumerate() {
-        b.0.extend_from_slice(&attr_bytes);
+        b.0.extend_from_slice(attr_bytes);
         b.u32(1).perf_string(name).u64(FIRST_ID + i as u64);
     }
     features.push((FEAT_EVENT_DESC, b));
-    let numa = if recording.numa_cpus.is_empty() {
-        vec![(0..nr_cpus).collect::<Vec<u32>>()]
-    } else {
-        recording.numa_cpus.clone()
-    };
-    let mut b = Bytes::default();
-    b.u32(numa.len() as u32);
-    for (node, cpus) in numa.iter().enumerate() {
-        let list = crate::cpus::cpu_list(cpus.iter().map(|&c| u64::from(c)));
-        b.u32(node as u32).u64(0).u64(0).perf_string(&list);
-    }
-    features.push((FEAT_NUMA_TOPOLOGY, b));
+    features.push((FEAT_NUMA_TOPOLOGY, numa_topology(recording, nr_cpus)));
+    let (first_time, last_time) = times(recording);
     let mut b = Bytes::default();
     b.u64(first_time).u64(last_time);
     features.push((FEAT_SAMPLE_TIME, b));
@@ -265,8 +278,27 @@ pub fn write(path: &Path, recording: &PerfData, totals: Option<&C2cStats>) -> Re
         }
         features.push((TOTALS_FEATURE, b));
     }
+    features
+}
 
-    // The file: header, ids, attributes, data, feature table, feature payloads.
+/// The NUMA nodes and their CPUs (one node of `nr_cpus` CPUs where the recording has none).
+fn numa_topology(recording: &PerfData, nr_cpus: u32) -> Bytes {
+    let numa = if recording.numa_cpus.is_empty() {
+        vec![(0..nr_cpus).collect::<Vec<u32>>()]
+    } else {
+        recording.numa_cpus.clone()
+    };
+    let mut b = Bytes::default();
+    b.u32(numa.len() as u32);
+    for (node, cpus) in numa.iter().enumerate() {
+        let list = crate::cpus::cpu_list(cpus.iter().map(|&c| u64::from(c)));
+        b.u32(node as u32).u64(0).u64(0).perf_string(&list);
+    }
+    b
+}
+
+/// The file: header, ids, attributes, `data`, the feature table, the features' payloads.
+fn file(events: &[String], attr_bytes: &[u8], data: &Bytes, features: &[(u32, Bytes)]) -> Vec<u8> {
     const HEADER: u64 = 104;
     let attr_entry = attr_bytes.len() as u64 + 16;
     let ids_offset = HEADER;
@@ -280,7 +312,7 @@ pub fn write(path: &Path, recording: &PerfData, totals: Option<&C2cStats>) -> Re
     out.u64(data_offset).u64(data.0.len() as u64);
     out.u64(0).u64(0);
     let mut bitmap = [0u64; 4];
-    for (feature, _) in &features {
+    for (feature, _) in features {
         bitmap[(*feature / 64) as usize] |= 1 << (feature % 64);
     }
     for word in bitmap {
@@ -290,17 +322,17 @@ pub fn write(path: &Path, recording: &PerfData, totals: Option<&C2cStats>) -> Re
         out.u64(FIRST_ID + i);
     }
     for i in 0..events.len() as u64 {
-        out.0.extend_from_slice(&attr_bytes);
+        out.0.extend_from_slice(attr_bytes);
         out.u64(ids_offset + 8 * i).u64(8);
     }
     out.0.extend_from_slice(&data.0);
     let mut at = table_offset + 16 * features.len() as u64;
-    for (_, payload) in &features {
+    for (_, payload) in features {
         out.u64(at).u64(payload.0.len() as u64);
         at += payload.0.len() as u64;
     }
-    for (_, payload) in &features {
+    for (_, payload) in features {
         out.0.extend_from_slice(&payload.0);
     }
-    fs::write(path, &out.0).with_context(|| format!("writing {}", path.display()))
+    out.0
 }

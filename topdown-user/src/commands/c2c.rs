@@ -1,7 +1,7 @@
 //! `topdown-bpf c2c ...`: what each subcommand does with its arguments: read a recording or
 //! record live, then report it the same way.
 
-use std::io::IsTerminal as _;
+use std::io::{IsTerminal as _, Write as _};
 
 use anyhow::{Context as _, Result};
 use tokio::signal::unix::{SignalKind, signal};
@@ -20,8 +20,9 @@ use crate::{
     perf_file::{contents::PerfData, writer},
     pmu::sysfs::SysRoot,
     progress::Progress,
-    report::c2c::{
-        by_group, json, line_table, pareto as pareto_table, sharing as fixes_table, stats,
+    report::{
+        c2c::{by_group, json, line_table, pareto as pareto_table, sharing as fixes_table, stats},
+        new_file::NewFile,
     },
     symbols::data_names::DataNames,
     tui::{
@@ -49,10 +50,16 @@ pub fn run(args: &C2cArgs) -> Result<()> {
             report(None, &live.recording, &data, &args.view, options)
         }
         Some(C2cCommand::Record(record)) => {
+            // The file is whole or absent, and refused before the run, not after it.
+            let new = NewFile::create(&record.output, "the recording", &[], record.force)?;
             let options = ReportOptions::default();
             let live = live::record(&SysRoot::host(), &record.live, true, options, true)?;
             summarize(&live, record.live.threshold);
-            writer::write(&record.output, &live.recording, Some(&live.counts.stats))?;
+            let bytes = writer::encode(&live.recording, Some(&live.counts.stats));
+            new.file()
+                .write_all(&bytes)
+                .with_context(|| format!("writing {}", record.output.display()))?;
+            new.commit()?;
             eprintln!(
                 "topdown-bpf: wrote {} samples to {}: read it with `topdown-bpf c2c report -i {}`",
                 live.recording.samples.len(),

@@ -172,14 +172,9 @@ impl Column {
         }
     }
 
-    /// Whether the column is made of counters alone (IPC, MPKI): rows that are no thread or
-    /// group have it too (a core's, `--per-core`), through [`Column::of_counters`].
-    pub fn from_counters(&self) -> bool {
-        matches!(self.source, Source::Ipc { .. } | Source::Mpki { .. })
-    }
-
-    /// The value from `counters` (the set's, in slot order), for a column
-    /// [`Column::from_counters`]: `Some(None)` where not measured; `None` for other columns.
+    /// The value from `counters` (the set's, in slot order), for a column made of counters
+    /// alone ([`counter_columns`]: rows that are no thread or group have it too, a core's):
+    /// `Some(None)` where not measured; `None` for other columns.
     pub fn of_counters(&self, counters: &[CounterValue]) -> Option<Option<Number>> {
         Some(match self.source {
             Source::Ipc {
@@ -277,15 +272,6 @@ fn mpki(counters: &[CounterValue], misses: usize, instructions: usize) -> Option
     (instructions > 0.0).then(|| misses * 1e3 / instructions)
 }
 
-/// The value columns of `set` made of counters alone ([`Column::from_counters`]), in the order
-/// they are shown: what rows of cores have.
-pub fn counter_columns(set: &CounterSet) -> Vec<Column> {
-    columns(set)
-        .into_iter()
-        .filter(Column::from_counters)
-        .collect()
-}
-
 /// The slots of `set`'s cycles and instructions when it counts one of each over the same CPUs
 /// and privilege levels (a hybrid set counting them per core type has no one IPC: none).
 pub fn ipc_slots(set: &CounterSet) -> Option<(usize, usize)> {
@@ -325,9 +311,19 @@ fn is_event(counter: &Counter, names: &[&str], generic: u64) -> bool {
     names.iter().any(|n| n.eq_ignore_ascii_case(name))
 }
 
-/// The value columns for rows of `set`, in the order they are shown.
+/// The value columns for rows of `set`, in the order they are shown: times, switches, what the
+/// set's counters make, groups' stalls.
 pub fn columns(set: &CounterSet) -> Vec<Column> {
-    let mut columns = vec![
+    let mut columns = time_columns().to_vec();
+    columns.extend(switch_columns());
+    columns.extend(counter_columns(set));
+    columns.extend(stall_columns());
+    columns
+}
+
+/// On-CPU time and run-queue wait, each as a time and a share of the window.
+fn time_columns() -> [Column; 4] {
+    [
         Column {
             key: "on_cpu_ns",
             header: "ON-CPU ms",
@@ -380,6 +376,12 @@ pub fn columns(set: &CounterSet) -> Vec<Column> {
             groups_only: false,
             source: Source::WaitPercent,
         },
+    ]
+}
+
+/// Switches out, and of those the preemptions (by another cgroup's thread).
+fn switch_columns() -> [Column; 3] {
+    [
         Column {
             key: "switches",
             header: "SWITCHES",
@@ -425,7 +427,13 @@ pub fn columns(set: &CounterSet) -> Vec<Column> {
             groups_only: false,
             source: Source::PreemptedByOther,
         },
-    ];
+    ]
+}
+
+/// The value columns of `set` made of counters alone ([`Column::of_counters`]): IPC and MPKI
+/// where the set counts their events alike. Rows of cores have these too.
+pub fn counter_columns(set: &CounterSet) -> Vec<Column> {
+    let mut columns = Vec::new();
     if let Some((cycles, instructions)) = ipc_slots(set) {
         columns.push(Column {
             key: "ipc",
@@ -482,7 +490,6 @@ pub fn columns(set: &CounterSet) -> Vec<Column> {
             },
         });
     }
-    columns.extend(stall_columns());
     columns
 }
 
@@ -655,6 +662,25 @@ mod tests {
         let mut set = CounterSet::software(String::new());
         set.counters.extend(counters);
         set
+    }
+
+    /// The columns rows of cores have are exactly those a row's counters make alone.
+    #[test]
+    fn counter_columns_are_the_columns_counters_make() {
+        let set = set(vec![
+            counter("cycles", 0, 0),
+            counter("instructions", 0, 1),
+            counter("cache-misses", 0, 3),
+        ]);
+        let values = vec![CounterValue::new(0, 1, 1); 3];
+        let made: Vec<&str> = columns(&set)
+            .into_iter()
+            .filter(|c| c.of_counters(&values).is_some())
+            .map(|c| c.key)
+            .collect();
+        let listed: Vec<&str> = counter_columns(&set).iter().map(|c| c.key).collect();
+        assert_eq!(made, listed);
+        assert_eq!(listed, ["ipc", "mpki"]);
     }
 
     #[test]
