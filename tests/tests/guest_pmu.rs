@@ -584,44 +584,6 @@ fn serve_exports_no_series_for_events_this_pmu_does_not_count() {
     assert!(!body.contains("topdown_cgroup_tma_ratio{"), "{body}");
 }
 
-/// `--per-core` shows the value columns a core's own counters make: on this PMU, which counts
-/// cycles and instructions, a core that ran cycles has an IPC, its instructions over its cycles
-/// as the same document scales them; one that ran none has null, never a 0.
-#[test]
-fn per_core_rows_carry_each_cores_ipc() {
-    if !privileged("per-core IPC") {
-        return;
-    }
-    let output = Command::new(topdown_bpf_binary())
-        .args(["--per-core", "-e", "cycles,instructions", "--duration", "1"])
-        .arg("--json")
-        .output()
-        .expect("running topdown-bpf --per-core");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "--per-core: {stderr}");
-    let text = String::from_utf8_lossy(&output.stdout);
-    let last: Value =
-        serde_json::from_str(text.lines().last().expect("a document")).expect("a JSON document");
-    assert_eq!(last["schema"], "topdown-bpf/cores/v1");
-    let cores = last["cores"].as_array().expect("cores");
-    let mut with_ipc = 0;
-    for core in cores {
-        let value = |name: &str| core["counters"][name]["value"].as_f64();
-        match (value("cycles"), value("instructions")) {
-            (Some(cycles), Some(instructions)) if cycles > 0.0 => {
-                let ipc = core["ipc"]
-                    .as_f64()
-                    .unwrap_or_else(|| panic!("no ipc: {core}"));
-                let expected = instructions / cycles;
-                assert!((ipc - expected).abs() <= 1e-12 * expected, "{core}");
-                with_ipc += 1;
-            }
-            _ => assert!(core["ipc"].is_null(), "not measured, not a number: {core}"),
-        }
-    }
-    assert!(with_ipc > 0, "some core ran cycles: {last}");
-}
-
 #[test]
 fn c2c_says_in_one_line_that_there_is_no_memory_sampling_pmu() {
     if !privileged("c2c without SPE") {
