@@ -23,15 +23,10 @@ use topdown_user::{
     attrib::{
         Window,
         cgroups::CgroupNames,
-        named,
         usage::{self, CgroupUsage, CounterValue, ThreadUsage},
     },
     collect::Stats,
-    model::{
-        export,
-        frame::Frame,
-        rows::{self, RowOptions},
-    },
+    model::{export, frame::Frame, rows::RowOptions},
     pmu::counter_set::{Counter, CounterSet, EventAttr, Unit},
     tma::{Model, view::TopdownView},
 };
@@ -142,9 +137,6 @@ fn window(set: &CounterSet, rng: &mut Lcg) -> Window {
 /// What a window's outputs ask of the model.
 #[derive(Clone, Copy)]
 enum Outputs {
-    /// The report's rows computed for it alone (named, TopDown per row, sorted in place): the
-    /// model step before the frame.
-    TableAlone,
     /// The report alone: its rows, sorted.
     Table,
     /// `record --parquet` on a report, each output computing its own rows (as before the
@@ -155,8 +147,7 @@ enum Outputs {
 }
 
 /// Every case of [`Outputs`], in this order.
-const CASES: [Outputs; 4] = [
-    Outputs::TableAlone,
+const CASES: [Outputs; 3] = [
     Outputs::Table,
     Outputs::TableAndParquetApart,
     Outputs::TableAndParquetShared,
@@ -167,17 +158,11 @@ fn time(window: &Window, set: &CounterSet, options: &RowOptions, outputs: Output
     let mut names = CgroupNames::at(None);
     let topdown = options.topdown.as_ref();
     let started = Instant::now();
-    if let Outputs::TableAlone = outputs {
-        let named = named::name(window, &mut names, None);
-        let (rows, total) = rows::rows(window, named, set, options);
-        assert_eq!(total, rows.len());
-        return started.elapsed();
-    }
     let frame = Frame::new(window, &mut names, set, topdown);
     let rows = frame.rows(options);
     assert_eq!(rows.total, THREADS as usize);
     match outputs {
-        Outputs::TableAlone | Outputs::Table => {}
+        Outputs::Table => {}
         Outputs::TableAndParquetShared => {
             let export = export::rows(&frame);
             assert_eq!(export.threads.len(), THREADS as usize);
@@ -199,10 +184,10 @@ fn time(window: &Window, set: &CounterSet, options: &RowOptions, outputs: Output
 
 /// The median time of each of [`CASES`] over [`RUNS`] rounds, the cases interleaved in each
 /// round (one warm-up round first), so none is favoured by when it ran.
-fn medians(set: &CounterSet, options: &RowOptions) -> [Duration; 4] {
+fn medians(set: &CounterSet, options: &RowOptions) -> [Duration; 3] {
     let mut rng = Lcg(0x5eed);
     let window = window(set, &mut rng);
-    let mut times = [const { Vec::new() }; 4];
+    let mut times = [const { Vec::new() }; 3];
     for round in 0..=RUNS {
         for (at, outputs) in CASES.into_iter().enumerate() {
             let took = time(&window, set, options, outputs);
@@ -230,20 +215,19 @@ fn main() {
     };
     let software = CounterSet::software("bench".into());
     println!(
-        "| window | counters | report, its rows alone (before) | report (frame rows) | report + Parquet, each its own rows | \
+        "| window | counters | report (frame rows) | report + Parquet, each its own rows | \
          report + Parquet, one frame | report per thread |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|");
     let ms = |d: Duration| format!("{:.1} ms", d.as_secs_f64() * 1e3);
     for (what, set, options) in [
         ("software set", &software, &RowOptions::default()),
         ("Sapphire Rapids Level 2", &topdown, &with_topdown),
     ] {
-        let [alone, table, apart, shared] = medians(set, options);
+        let [table, apart, shared] = medians(set, options);
         println!(
-            "| {THREADS} threads, {what} | {} | {} | {} | {} | {} | {:.2} us |",
+            "| {THREADS} threads, {what} | {} | {} | {} | {} | {:.2} us |",
             set.counters.len(),
-            ms(alone),
             ms(table),
             ms(apart),
             ms(shared),

@@ -195,3 +195,46 @@ fn the_reader_finds_rooms_in_nested_groups() {
         "use a; \n\nx"
     );
 }
+
+/// One road: outside the model (and the attributor that names usage), no room makes rows of
+/// its own. Every output, the live view, `report` and `plot` take them from a window's
+/// `model::frame::Frame`, which names and computes each grouping's rows once (`rows::rows` is
+/// the model's own; naming usage into rows, `attrib::named::name*`, is checked here). Tests
+/// may build rows as they like.
+#[test]
+fn rows_are_made_only_through_the_frame() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut checked = 0;
+    let mut outside: Vec<String> = Vec::new();
+    for file in files {
+        let relative = file
+            .strip_prefix(&src)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        if relative.starts_with("model/") || relative.starts_with("attrib/") {
+            continue;
+        }
+        let text = fs::read_to_string(&file).unwrap();
+        let production = text.split("#[cfg(test)]").next().unwrap_or_default();
+        let code = without_comments(production);
+        checked += 1;
+        let grouped = code.match_indices("named::{").any(|(at, _)| {
+            let group = &code[at..];
+            let end = group.find('}').unwrap_or(group.len());
+            group[..end]
+                .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .any(|word| word == "name" || word == "name_threads")
+        });
+        if grouped || code.contains("named::name") || code.contains("name_threads") {
+            outside.push(relative);
+        }
+    }
+    assert!(checked > 50, "the reader saw the rooms: {checked} files");
+    assert!(
+        outside.is_empty(),
+        "rows named outside the model (take them from the frame): {outside:?}"
+    );
+}

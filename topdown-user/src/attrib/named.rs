@@ -40,7 +40,7 @@ pub struct Named {
 }
 
 /// `window`'s threads, each with its cgroup's path, or its cgroups grouped as `grouping` asks.
-pub fn name(
+pub(crate) fn name(
     window: &Window,
     names: &mut CgroupNames,
     grouping: Option<&GroupOptions>,
@@ -73,7 +73,7 @@ pub fn name(
 
 /// `window`'s threads, each with its cgroup's path, one at a time (the rows of a window with
 /// many threads are built from them without a list of these in between).
-pub fn name_threads<'w>(
+pub(crate) fn name_threads<'w>(
     window: &'w Window,
     names: &'w mut CgroupNames,
 ) -> impl Iterator<Item = Named> + 'w {

@@ -133,8 +133,9 @@ impl RowOptions {
 }
 
 /// The rows of `window`'s `named` usage, sorted and cut; also how many there were before the
-/// cut.
-pub fn rows(
+/// cut. Only the model makes rows: every output takes them from a window's
+/// [`super::frame::Frame`], which makes each grouping's once.
+pub(in crate::model) fn rows(
     window: &Window,
     named: impl IntoIterator<Item = Named>,
     set: &CounterSet,

@@ -187,10 +187,9 @@ mod tests {
     use crate::{
         attrib::{
             cgroups::CgroupNames,
-            named,
             usage::{CounterValue, ThreadUsage},
         },
-        model::{columns, rows},
+        model::{columns, frame::Frame},
         pmu::counter_set::{Counter, CounterSet, EventAttr, Unit},
     };
 
@@ -225,9 +224,9 @@ mod tests {
             ..Window::default()
         };
         let options = RowOptions::default();
-        let named = named::name(&window, &mut CgroupNames::at(None), None);
-        let (rows, _) = rows::rows(&window, named, &set, &options);
-        let rows: Vec<&Row> = rows.iter().collect();
+        let mut names = CgroupNames::at(None);
+        let frame = Frame::new(&window, &mut names, &set, None);
+        let rows = frame.rows(&options).rows;
         let columns = columns::columns(&set);
         let shown = Shown {
             set: &set,

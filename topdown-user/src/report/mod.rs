@@ -280,16 +280,28 @@ mod tests {
 
     use std::time::Duration;
 
-    use crate::attrib::{cgroups::CgroupNames, named::name};
+    use crate::attrib::cgroups::CgroupNames;
 
     use super::*;
-    use crate::model::{rows::rows, sort::SortKey};
+    use crate::model::{rows::Row, sort::SortKey};
     use crate::{
         attrib::usage::{CounterValue, ThreadUsage},
         pmu::counter_set::{Counter, EventAttr, Unit},
         tma::Model,
         tma::view::TopdownView,
     };
+
+    /// The rows of `window` as every output gets them: through its frame (owned here).
+    fn rows(
+        window: &Window,
+        names: &mut CgroupNames,
+        set: &CounterSet,
+        options: &RowOptions,
+    ) -> (Vec<Row>, usize) {
+        let frame = Frame::new(window, names, set, options.topdown.as_ref());
+        let WindowRows { rows, total } = frame.rows(options);
+        (rows.into_iter().cloned().collect(), total)
+    }
 
     /// A thread that spent its slots 10 % frontend, 5 % bad speculation, 60 % backend, 25 %
     /// retiring, with one counter multiplexed half the time.
@@ -436,7 +448,7 @@ mod tests {
     fn per_thread_topdown_shows_nodes_bottleneck_and_run_percent() {
         let (window, set) = spr_window();
         let mut names = CgroupNames::at(None);
-        let (rows, total) = rows(&window, name(&window, &mut names, None), &set, &options());
+        let (rows, total) = rows(&window, &mut names, &set, &options());
         let text = block(&window, &rows, total, &set, &options());
         let header = text.lines().nth(1).unwrap();
         for column in [
@@ -510,7 +522,7 @@ mod tests {
         };
         let plain = RowOptions::default();
         let mut names = CgroupNames::at(None);
-        let (rows, total) = rows(&window, name(&window, &mut names, None), &set, &plain);
+        let (rows, total) = rows(&window, &mut names, &set, &plain);
         let text = block(&window, &rows, total, &set, &plain);
         let mut lines = text.lines().skip(1);
         let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
@@ -566,7 +578,7 @@ mod tests {
         };
         let plain = RowOptions::default();
         let mut names = CgroupNames::at(None);
-        let (rows, total) = rows(&window, name(&window, &mut names, None), &set, &plain);
+        let (rows, total) = rows(&window, &mut names, &set, &plain);
         let row = &rows[0];
         let columns = columns::for_rows(&columns::columns(&set), false);
         assert!(columns.iter().any(|c| c.key == "ipc"));
@@ -611,7 +623,7 @@ mod tests {
         window.threads[0].counters[5] =
             CounterValue::new(1_000_000_000, 1_000_000_000, 1_000_000_000);
         let mut names = CgroupNames::at(None);
-        let (rows, total) = rows(&window, name(&window, &mut names, None), &set, &options());
+        let (rows, total) = rows(&window, &mut names, &set, &options());
         let td = rows[0].topdown[0].as_ref().unwrap();
         let frontend = td.value("tma_frontend_bound").unwrap();
         assert!(
@@ -636,7 +648,7 @@ mod tests {
         // topdown-retiring counted only part of the time (raw = true x running / enabled).
         let (window, set) = spr_window();
         let mut names = CgroupNames::at(None);
-        let (truth, _) = rows(&window, name(&window, &mut names, None), &set, &options());
+        let (truth, _) = rows(&window, &mut names, &set, &options());
         let mut sampled = window.clone();
         let enabled = 1_000_000_000;
         for (slot, running) in [(1usize, 400_000_000u64), (5, 100_000_000)] {
@@ -644,7 +656,7 @@ mod tests {
             value.reading.count = value.reading.count * running / enabled;
             value.reading.running_ns = running;
         }
-        let (scaled, total) = rows(&sampled, name(&sampled, &mut names, None), &set, &options());
+        let (scaled, total) = rows(&sampled, &mut names, &set, &options());
         let (a, b) = (
             truth[0].topdown[0].as_ref().unwrap(),
             scaled[0].topdown[0].as_ref().unwrap(),
@@ -704,7 +716,7 @@ mod tests {
             verbose: true,
             ..options()
         };
-        let (rows, total) = rows(&window, name(&window, &mut names, None), &set, &verbose);
+        let (rows, total) = rows(&window, &mut names, &set, &verbose);
         let td = rows[0].topdown[0].as_ref().unwrap();
         assert_eq!(td.value("tma_frontend_bound"), None, "reads UOP_DROPPING");
         assert_eq!(td.value("tma_bad_speculation"), None, "1 - the others");
