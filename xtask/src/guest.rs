@@ -706,16 +706,9 @@ fn pack(
     Ok(archive)
 }
 
-/// Boots `suite`'s guest and reads its console until it says it is done, its time is up or
-/// QEMU ends; returns the tests passed and failed (a guest that did not finish counts one
-/// failure) and whether it finished.
-fn boot(kernel: &Path, initramfs: &Path, suite: &Suite) -> Result<(u64, u64, bool)> {
-    println!(
-        "\nxtask: booting the {} guest (emulated {}, {})",
-        suite.name,
-        suite.arch.debian(),
-        kernel.file_name().unwrap_or_default().to_string_lossy()
-    );
+/// QEMU started on `suite`'s guest: the kernel, the initramfs, its console on the serial port
+/// (standard output), no display, monitor, network or reboot.
+fn start_qemu(kernel: &Path, initramfs: &Path, suite: &Suite) -> Result<std::process::Child> {
     // x86: the clocksource watchdog finds the emulated TSC unstable and switches
     // `sched_clock` by patching kernel text, which QEMU's emulation of two CPUs does not
     // survive (6.12 died with "Oops: int3" in `sched_clock_cpu`): the TSC is declared reliable.
@@ -727,7 +720,7 @@ fn boot(kernel: &Path, initramfs: &Path, suite: &Suite) -> Result<(u64, u64, boo
             "ttyAMA0",
         ),
     };
-    let mut qemu = Command::new(qemu)
+    Command::new(qemu)
         .args(machine)
         .args(["-m", "2G"])
         .args(suite.qemu)
@@ -755,7 +748,12 @@ fn boot(kernel: &Path, initramfs: &Path, suite: &Suite) -> Result<(u64, u64, boo
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .with_context(|| format!("starting {qemu}"))?;
+        .with_context(|| format!("starting {qemu}"))
+}
+
+/// The lines `qemu` writes (its console and its own messages), as they come; the channel
+/// ends when both streams end.
+fn console_lines(qemu: &mut std::process::Child) -> mpsc::Receiver<String> {
     let (lines, received) = mpsc::channel();
     for stream in [
         qemu.stdout
@@ -777,7 +775,21 @@ fn boot(kernel: &Path, initramfs: &Path, suite: &Suite) -> Result<(u64, u64, boo
             }
         });
     }
-    drop(lines);
+    received
+}
+
+/// Boots `suite`'s guest and reads its console until it says it is done, its time is up or
+/// QEMU ends; returns the tests passed and failed (a guest that did not finish counts one
+/// failure) and whether it finished.
+fn boot(kernel: &Path, initramfs: &Path, suite: &Suite) -> Result<(u64, u64, bool)> {
+    println!(
+        "\nxtask: booting the {} guest (emulated {}, {})",
+        suite.name,
+        suite.arch.debian(),
+        kernel.file_name().unwrap_or_default().to_string_lossy()
+    );
+    let mut qemu = start_qemu(kernel, initramfs, suite)?;
+    let received = console_lines(&mut qemu);
     let deadline = Instant::now() + suite.limit;
     let (mut passed, mut failed) = (0u64, 0u64);
     let (mut done, mut panicked, mut verdict_in_command) = (false, false, false);

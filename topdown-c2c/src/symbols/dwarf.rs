@@ -115,71 +115,15 @@ pub(super) fn type_layout(
         | gimli::DW_TAG_restrict_type => inner.map_or((0, Layout::Leaf), |inner| {
             type_layout(dwarf, unit, inner, depth + 1)
         }),
-        gimli::DW_TAG_structure_type | gimli::DW_TAG_class_type | gimli::DW_TAG_union_type => {
-            let mut members = Vec::new();
-            if let Ok(mut tree) = unit.entries_tree(Some(offset))
-                && let Ok(root) = tree.root()
-            {
-                let mut children = root.children();
-                while let Ok(Some(child)) = children.next() {
-                    let member = child.entry();
-                    if member.tag() != gimli::DW_TAG_member {
-                        continue;
-                    }
-                    let name = member
-                        .attr_value(gimli::DW_AT_name)
-                        .and_then(|n| dwarf.attr_string(unit, n).ok())
-                        .map_or_else(
-                            || "<anonymous>".to_owned(),
-                            |n| n.to_string_lossy().into_owned(),
-                        );
-                    let at = member
-                        .attr_value(gimli::DW_AT_data_member_location)
-                        .and_then(|v| v.udata_value())
-                        .unwrap_or(0);
-                    let (size, layout) = match member.attr_value(gimli::DW_AT_type) {
-                        Some(AttributeValue::UnitRef(kind)) => {
-                            type_layout(dwarf, unit, kind, depth + 1)
-                        }
-                        _ => (0, Layout::Leaf),
-                    };
-                    members.push(Member {
-                        name,
-                        offset: at,
-                        size,
-                        layout,
-                    });
-                }
-            }
-            (size.unwrap_or(0), Layout::Struct(members))
-        }
+        gimli::DW_TAG_structure_type | gimli::DW_TAG_class_type | gimli::DW_TAG_union_type => (
+            size.unwrap_or(0),
+            Layout::Struct(members(dwarf, unit, offset, depth)),
+        ),
         gimli::DW_TAG_array_type => {
             let (element_size, element) = inner.map_or((0, Layout::Leaf), |inner| {
                 type_layout(dwarf, unit, inner, depth + 1)
             });
-            let mut count = 1u64;
-            if let Ok(mut tree) = unit.entries_tree(Some(offset))
-                && let Ok(root) = tree.root()
-            {
-                let mut children = root.children();
-                while let Ok(Some(child)) = children.next() {
-                    let range = child.entry();
-                    if range.tag() != gimli::DW_TAG_subrange_type {
-                        continue;
-                    }
-                    let length = range
-                        .attr_value(gimli::DW_AT_count)
-                        .and_then(|v| v.udata_value())
-                        .or_else(|| {
-                            range
-                                .attr_value(gimli::DW_AT_upper_bound)
-                                .and_then(|v| v.udata_value())
-                                .map(|upper| upper + 1)
-                        })
-                        .unwrap_or(0);
-                    count = count.saturating_mul(length);
-                }
-            }
+            let count = elements(unit, offset);
             (
                 size.unwrap_or(element_size.saturating_mul(count)),
                 Layout::Array {
@@ -190,6 +134,83 @@ pub(super) fn type_layout(
         }
         _ => (size.unwrap_or(0), Layout::Leaf),
     }
+}
+
+/// The members of the structure, class or union at `offset` of `unit` (`depth` deep), each
+/// with its name, offset and layout.
+fn members(
+    dwarf: &gimli::Dwarf<Reader<'_>>,
+    unit: &Unit<Reader<'_>>,
+    offset: UnitOffset,
+    depth: usize,
+) -> Vec<Member> {
+    let mut members = Vec::new();
+    let Ok(mut tree) = unit.entries_tree(Some(offset)) else {
+        return members;
+    };
+    let Ok(root) = tree.root() else {
+        return members;
+    };
+    let mut children = root.children();
+    while let Ok(Some(child)) = children.next() {
+        let member = child.entry();
+        if member.tag() != gimli::DW_TAG_member {
+            continue;
+        }
+        let name = member
+            .attr_value(gimli::DW_AT_name)
+            .and_then(|n| dwarf.attr_string(unit, n).ok())
+            .map_or_else(
+                || "<anonymous>".to_owned(),
+                |n| n.to_string_lossy().into_owned(),
+            );
+        let at = member
+            .attr_value(gimli::DW_AT_data_member_location)
+            .and_then(|v| v.udata_value())
+            .unwrap_or(0);
+        let (size, layout) = match member.attr_value(gimli::DW_AT_type) {
+            Some(AttributeValue::UnitRef(kind)) => type_layout(dwarf, unit, kind, depth + 1),
+            _ => (0, Layout::Leaf),
+        };
+        members.push(Member {
+            name,
+            offset: at,
+            size,
+            layout,
+        });
+    }
+    members
+}
+
+/// How many elements the array type at `offset` of `unit` holds: the product of its
+/// dimensions' lengths (`DW_AT_count`, else `DW_AT_upper_bound` + 1; 0 where neither).
+fn elements(unit: &Unit<Reader<'_>>, offset: UnitOffset) -> u64 {
+    let mut count = 1u64;
+    let Ok(mut tree) = unit.entries_tree(Some(offset)) else {
+        return count;
+    };
+    let Ok(root) = tree.root() else {
+        return count;
+    };
+    let mut children = root.children();
+    while let Ok(Some(child)) = children.next() {
+        let range = child.entry();
+        if range.tag() != gimli::DW_TAG_subrange_type {
+            continue;
+        }
+        let length = range
+            .attr_value(gimli::DW_AT_count)
+            .and_then(|v| v.udata_value())
+            .or_else(|| {
+                range
+                    .attr_value(gimli::DW_AT_upper_bound)
+                    .and_then(|v| v.udata_value())
+                    .map(|upper| upper + 1)
+            })
+            .unwrap_or(0);
+        count = count.saturating_mul(length);
+    }
+    count
 }
 
 #[cfg(test)]
