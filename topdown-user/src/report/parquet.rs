@@ -624,4 +624,50 @@ mod tests {
         );
         assert_eq!(column_name("r01C2:u"), "r01c2_u");
     }
+
+    /// docs/recordings.md's Parquet table names every column the writer makes, for a set with
+    /// every derived column (IPC, MPKI) and TopDown: each by its name in backticks, numbered
+    /// ones by their first (`wait_behind_1` .. `wait_behind_3`), a counter's and a node's by
+    /// their pattern (`<counter>_value`, `tma_<node>`). A column added without its line fails.
+    #[test]
+    fn the_docs_parquet_table_names_every_column() {
+        let docs = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/recordings.md"),
+        )
+        .unwrap();
+        let start = docs.find("## Parquet").expect("the Parquet section");
+        let section = &docs[start..];
+        let section = &section[..section[3..].find("\n## ").map_or(section.len(), |e| e + 3)];
+        let mut set = CounterSet::software(String::new());
+        for (name, config) in [("cycles", 0), ("instructions", 1), ("cache-misses", 3)] {
+            set.counters
+                .push(crate::pmu::counter_set::Counter::event(name, 0, config));
+        }
+        let model = crate::tma::Model::named("sapphirerapids").unwrap();
+        let view = TopdownView::single(model, 2, 8, false);
+        let meta = RunMeta {
+            host: "h".into(),
+            started_unix_ns: 0,
+            tool_version: "0".into(),
+        };
+        let file = tempfile::tempfile().unwrap();
+        let writer = ParquetWriter::to_file(file, meta, &set, Some(&view)).unwrap();
+        let prefixes = counter_prefixes(&set);
+        let mut missing = Vec::new();
+        for column in &writer.columns {
+            let name = column.name.replace("_2", "_1").replace("_3", "_1");
+            let pattern = if name.starts_with("tma_") {
+                "tma_<node>".to_owned()
+            } else if let Some(prefix) = prefixes.iter().find(|p| name.starts_with(p.as_str())) {
+                name.replacen(prefix.as_str(), "<counter>", 1)
+            } else {
+                name
+            };
+            if !section.contains(&format!("`{pattern}`")) {
+                missing.push(column.name.clone());
+            }
+        }
+        assert!(writer.columns.len() > 40, "{}", writer.columns.len());
+        assert!(missing.is_empty(), "docs/recordings.md lacks {missing:?}");
+    }
 }
