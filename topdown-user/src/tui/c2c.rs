@@ -108,32 +108,19 @@ pub struct C2cScreenful<'a> {
 
 /// Draws `data` in `state`.
 pub fn draw(frame: &mut Frame<'_>, state: &mut C2cState, data: &C2cScreenful<'_>) {
-    let [title, body, status, footer] = Layout::vertical([
-        Constraint::Length(1),
-        Constraint::Min(1),
-        Constraint::Length(1),
-        Constraint::Length(1),
-    ])
-    .areas(frame.area());
-    state.clamp(data.lines.len(), usize::from(body.height.saturating_sub(1)));
-    frame.render_widget(Paragraph::new(data.title.to_owned()), title);
-    match data.lines.get(state.selected) {
-        Some(line) if state.detail => draw_entries(frame, body, state, line),
-        _ => draw_lines(frame, body, state, data.lines),
-    }
-    frame.render_widget(
-        Paragraph::new(data.status.to_owned()).style(Style::new().add_modifier(Modifier::DIM)),
-        status,
-    );
     let keys = if state.detail {
         "Esc or Enter back to the lines  arrows scroll  q quit  ? help"
     } else {
         "q quit  arrows, PgUp, PgDn, Home, End select  Enter the line's entries  ? help"
     };
-    frame.render_widget(
-        Paragraph::new(keys).style(Style::new().add_modifier(Modifier::REVERSED)),
-        footer,
-    );
+    let bands = super::Bands::of(frame);
+    bands.draw(frame, data.title, data.status, keys);
+    let body = bands.body;
+    state.clamp(data.lines.len(), usize::from(body.height.saturating_sub(1)));
+    match data.lines.get(state.selected) {
+        Some(line) if state.detail => draw_entries(frame, body, state, line),
+        _ => draw_lines(frame, body, state, data.lines),
+    }
     if state.help {
         draw_help(frame);
     }

@@ -4,10 +4,10 @@
 
 use ratatui::{
     Frame,
-    layout::{Constraint, Layout},
+    layout::Constraint,
     style::{Modifier, Style},
     text::Line,
-    widgets::{Cell, Paragraph, Row, Table},
+    widgets::{Cell, Row, Table},
 };
 
 use super::{
@@ -65,16 +65,12 @@ pub struct CoresScreenful<'a> {
 
 /// Draws `data` in `state`.
 pub fn draw(frame: &mut Frame<'_>, state: &mut CoresState, data: &CoresScreenful<'_>) {
-    let [title, body, status, footer] = Layout::vertical([
-        Constraint::Length(1),
-        Constraint::Min(1),
-        Constraint::Length(1),
-        Constraint::Length(1),
-    ])
-    .areas(frame.area());
+    let bands = super::Bands::of(frame);
+    let keys = "q quit (the totals follow)  arrows, PgUp, PgDn, Home, End scroll";
+    bands.draw(frame, data.title, data.status, keys);
+    let body = bands.body;
     state.page = usize::from(body.height.saturating_sub(1)).max(1);
     state.scroll = state.scroll.min(data.rows.len().saturating_sub(state.page));
-    frame.render_widget(Paragraph::new(data.title.to_owned()), title);
     let topdown = !data.nodes.is_empty();
     let mut header: Vec<String> = vec!["CORE".into(), "CPUS".into()];
     header.extend(data.nodes.iter().map(|n| format!("{}%", n.short())));
@@ -123,15 +119,6 @@ pub fn draw(frame: &mut Frame<'_>, state: &mut CoresState, data: &CoresScreenful
     let header = Row::new(header.into_iter().map(Cell::from))
         .style(Style::new().add_modifier(Modifier::BOLD | Modifier::REVERSED));
     frame.render_widget(Table::new(rows, widths).header(header), body);
-    frame.render_widget(
-        Paragraph::new(data.status.to_owned()).style(Style::new().add_modifier(Modifier::DIM)),
-        status,
-    );
-    frame.render_widget(
-        Paragraph::new("q quit (the totals follow)  arrows, PgUp, PgDn, Home, End scroll")
-            .style(Style::new().add_modifier(Modifier::REVERSED)),
-        footer,
-    );
 }
 
 /// The per-core view open on the terminal.

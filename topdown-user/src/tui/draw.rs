@@ -69,17 +69,10 @@ const COMM_WIDTH: usize = 16;
 
 /// Draws `data` in `state` on `frame`, and records how many rows fit.
 pub fn draw(frame: &mut Frame<'_>, state: &mut ViewState, data: &Screenful<'_>) {
-    let [title, body, status, footer] = Layout::vertical([
-        Constraint::Length(1),
-        Constraint::Min(1),
-        Constraint::Length(1),
-        Constraint::Length(1),
-    ])
-    .areas(frame.area());
+    let bands = super::Bands::of(frame);
+    let body = bands.body;
     let page = usize::from(body.height.saturating_sub(1));
     state.clamp(data.rows.len(), page);
-
-    frame.render_widget(Paragraph::new(title_line(state, data)), title);
     draw_table(frame, body, state, data);
     if state.detail
         && let Some(row) = data.rows.get(state.selected)
@@ -94,10 +87,6 @@ pub fn draw(frame: &mut Frame<'_>, state: &mut ViewState, data: &Screenful<'_>) 
             data,
         );
     }
-    frame.render_widget(
-        Paragraph::new(status_line(data)).style(Style::new().add_modifier(Modifier::DIM)),
-        status,
-    );
     let keys = match &state.editing {
         Some(text) => format!("filter: {text}_   (Enter applies, Esc clears)"),
         None if state.detail => "Enter or Esc closes the history  q quit  ? help".to_owned(),
@@ -113,10 +102,7 @@ pub fn draw(frame: &mut Frame<'_>, state: &mut ViewState, data: &Screenful<'_>) 
                  Enter history  n behind  ? help"
             .to_owned(),
     };
-    frame.render_widget(
-        Paragraph::new(keys).style(Style::new().add_modifier(Modifier::REVERSED)),
-        footer,
-    );
+    bands.draw(frame, title_line(state, data), status_line(data), keys);
     if state.help {
         draw_help(frame, state);
     }

@@ -145,6 +145,60 @@ impl<S> FullScreen<S> {
     }
 }
 
+/// The bands every full-screen view has, top to bottom: its title, a body (the view draws
+/// into it), a status line (dim) and the keys it takes (reversed). The live view, the per-core
+/// view and the c2c browser share them.
+pub struct Bands {
+    /// Where the view draws what it shows.
+    pub body: ratatui::layout::Rect,
+    title: ratatui::layout::Rect,
+    status: ratatui::layout::Rect,
+    keys: ratatui::layout::Rect,
+}
+
+impl Bands {
+    /// `frame`'s area cut into the bands.
+    pub fn of(frame: &ratatui::Frame<'_>) -> Self {
+        use ratatui::layout::{Constraint, Layout};
+        let [title, body, status, keys] = Layout::vertical([
+            Constraint::Length(1),
+            Constraint::Min(1),
+            Constraint::Length(1),
+            Constraint::Length(1),
+        ])
+        .areas(frame.area());
+        Self {
+            body,
+            title,
+            status,
+            keys,
+        }
+    }
+
+    /// Draws the `title`, the `status` line and the `keys` in their bands.
+    pub fn draw<'t>(
+        &self,
+        frame: &mut ratatui::Frame<'_>,
+        title: impl Into<ratatui::text::Text<'t>>,
+        status: impl Into<ratatui::text::Text<'t>>,
+        keys: impl Into<ratatui::text::Text<'t>>,
+    ) {
+        use ratatui::{
+            style::{Modifier, Style},
+            widgets::Paragraph,
+        };
+        frame.render_widget(Paragraph::new(title), self.title);
+        frame.render_widget(
+            Paragraph::new(status).style(Style::new().add_modifier(Modifier::DIM)),
+            self.status,
+        );
+        frame.render_widget(
+            Paragraph::new(keys).style(Style::new().add_modifier(Modifier::REVERSED)),
+            self.keys,
+        );
+    }
+}
+
 /// The open view: the terminal and its keys, and what it shows. As a live session's sink it
 /// takes each window's frame and draws it; it also reads keys, so the session holds it apart
 /// from its other sinks.
