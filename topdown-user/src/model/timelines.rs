@@ -119,10 +119,10 @@ impl Metric {
     }
 
     /// Whether a row that was not charged in a window, between its first and last, had 0
-    /// there: on-CPU time, %CPU and switches (the kernel charged it nothing); not a ratio or a
-    /// node, which were not measured.
+    /// there: a column every row has (on-CPU time, %CPU, switches: the kernel charged it
+    /// nothing); not one that can be unmeasured (a ratio, a wait) or a node.
     fn zero_when_idle(&self) -> bool {
-        matches!(self, Self::Column(c) if matches!(c.key, "on_cpu_ns" | "cpu_percent" | "switches"))
+        matches!(self, Self::Column(c) if !c.may_be_missing())
     }
 }
 

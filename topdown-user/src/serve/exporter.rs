@@ -55,19 +55,16 @@ struct Exported {
     /// The id of the cgroup now at the path (the newest, when one was created again there).
     id: CgroupId,
     labels: Labels,
-    /// Label sets it has in the per-event and per-node families.
-    event_labels: Vec<Labels>,
-    node_labels: Vec<Labels>,
     /// Label sets it has in the c2c family.
     c2c_labels: Vec<Labels>,
     /// The culprits it has a `behind` series of its own for (at most [`TOP_CULPRITS`], first
-    /// come: any other is `behind="other"`), and every label set it has in that family.
+    /// come: any other is `behind="other"`).
     culprits: Vec<String>,
-    behind_labels: Vec<Labels>,
     /// Label sets it has in the suspects family (at most [`TOP_SUSPECTS`], the latest ranking).
     suspect_labels: Vec<Labels>,
     removed_at: Option<Instant>,
-    /// Its series, held: a window adds to them without hashing their labels again.
+    /// Its per-column, per-event, per-culprit and per-node series, held with their label sets
+    /// (which remove them): a window adds to them without hashing their labels again.
     held: Held,
 }
 
@@ -80,11 +77,11 @@ struct Held {
     /// By value column, in the exporter's order.
     values: Vec<Option<ValueSeries>>,
     /// By counter of the set.
-    events: Vec<Option<FloatCounter>>,
+    events: Vec<Option<(Labels, FloatCounter)>>,
     /// By culprit (`other`, `idle` and `unattributed` among them).
-    behind: Vec<(String, FloatCounter)>,
+    behind: Vec<(String, Labels, FloatCounter)>,
     /// By part of the view and node.
-    nodes: Vec<((usize, &'static str), FloatGauge)>,
+    nodes: Vec<((usize, &'static str), Labels, FloatGauge)>,
 }
 
 /// One value column's series of one cgroup.
@@ -455,11 +452,8 @@ impl Exporter {
             Exported {
                 id,
                 labels: labels_of(path),
-                event_labels: Vec::new(),
-                node_labels: Vec::new(),
                 c2c_labels: Vec::new(),
                 culprits: Vec::new(),
-                behind_labels: Vec::new(),
                 suspect_labels: Vec::new(),
                 removed_at: None,
                 held: Held::default(),
@@ -521,7 +515,7 @@ impl Exporter {
             if value.silent {
                 continue;
             }
-            let series = series.get_or_insert_with(|| {
+            let (_, series) = series.get_or_insert_with(|| {
                 let mut event = labels.clone();
                 event.push(("event".into(), counter.name.clone()));
                 let family = match counter.unit {
@@ -530,8 +524,7 @@ impl Exporter {
                     CounterUnit::Nanoseconds => &self.event_seconds,
                 };
                 let series = family.get_or_create_owned(&event);
-                entry.event_labels.push(event);
-                series
+                (event, series)
             });
             // A counter that did not run adds nothing: the series stays where it was.
             let scaled = value.scaled().unwrap_or(0.0);
@@ -557,26 +550,26 @@ impl Exporter {
             parts.push(("idle", behind.idle_ns));
             parts.push(("unattributed", behind.unattributed_ns));
             for (culprit, ns) in parts.into_iter().filter(|&(_, ns)| ns > 0) {
-                let at = match held.behind.iter().position(|(c, _)| c == culprit) {
+                let at = match held.behind.iter().position(|(c, ..)| c == culprit) {
                     Some(at) => at,
                     None => {
                         let mut behind_labels = labels.clone();
                         behind_labels.push(("behind".into(), culprit.to_owned()));
                         let series = self.wait_behind.get_or_create_owned(&behind_labels);
-                        entry.behind_labels.push(behind_labels);
-                        held.behind.push((culprit.to_owned(), series));
+                        held.behind
+                            .push((culprit.to_owned(), behind_labels, series));
                         held.behind.len() - 1
                     }
                 };
-                held.behind[at].1.inc_by(ns as f64 / 1e9);
+                held.behind[at].2.inc_by(ns as f64 / 1e9);
             }
         }
         if let Some(view) = &self.view {
             for (at, (part, td)) in view.parts.iter().zip(&row.topdown).enumerate() {
                 for node in td.iter().flat_map(|td| &td.nodes) {
                     let key = (at, node.node.name);
-                    let series = match held.nodes.iter().position(|(k, _)| *k == key) {
-                        Some(i) => &held.nodes[i].1,
+                    let at = match held.nodes.iter().position(|(k, ..)| *k == key) {
+                        Some(at) => at,
                         None => {
                             let mut node_labels = labels.clone();
                             node_labels.push(("node".into(), node.node.name.to_owned()));
@@ -584,18 +577,18 @@ impl Exporter {
                                 let pmu = part.prefix.trim_end_matches('/');
                                 node_labels.push(("pmu".into(), pmu.into()));
                             }
-                            held.nodes
-                                .push((key, self.tma.get_or_create_owned(&node_labels)));
-                            entry.node_labels.push(node_labels);
-                            &held.nodes[held.nodes.len() - 1].1
+                            let series = self.tma.get_or_create_owned(&node_labels);
+                            held.nodes.push((key, node_labels, series));
+                            held.nodes.len() - 1
                         }
                     };
-                    series.set(node.value);
+                    held.nodes[at].2.set(node.value);
                 }
             }
         }
     }
 
+    /// Drops the series of cgroups removed for longer than the grace period.
     fn drop_removed(&mut self, now: Instant) {
         let dropped: Vec<String> = self
             .exported
@@ -612,18 +605,18 @@ impl Exporter {
                 for (_, family) in &self.values {
                     family.remove(&entry.labels);
                 }
-                for labels in &entry.event_labels {
+                for (labels, _) in entry.held.events.iter().flatten() {
                     self.events.remove(labels);
                     self.cycles.remove(labels);
                     self.event_seconds.remove(labels);
                 }
-                for labels in &entry.node_labels {
+                for (_, labels, _) in &entry.held.nodes {
                     self.tma.remove(labels);
                 }
                 for labels in &entry.c2c_labels {
                     self.c2c.remove(labels);
                 }
-                for labels in &entry.behind_labels {
+                for (_, labels, _) in &entry.held.behind {
                     self.wait_behind.remove(labels);
                 }
                 for labels in &entry.suspect_labels {
