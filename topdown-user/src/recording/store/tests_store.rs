@@ -182,6 +182,16 @@ fn the_oldest_segments_go_first_and_the_budget_holds() {
     };
     let late = dir.path().join("late");
     stored(&late, &windows[..3], retention, Duration::ZERO);
+    // `--keep` judges a segment by when it was last written (its file's time): the test's
+    // clock, not the machine's (a real time after the test's "day later" kept them all).
+    let written = at(windows[2].start + windows[2].length);
+    for entry in std::fs::read_dir(&late).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "rec") {
+            let file = std::fs::File::options().write(true).open(&path).unwrap();
+            file.set_modified(written).unwrap();
+        }
+    }
     // Written a day later: the first run's segments are older than --keep by then.
     let (_, removed, _) = stored(
         &late,
