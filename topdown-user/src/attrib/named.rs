@@ -103,6 +103,15 @@ pub(crate) fn name_threads<'w>(
     })
 }
 
+/// One value that says whose a row is ([`Who::key_value`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyValue<'a> {
+    /// A thread, process or cgroup id.
+    Id(u64),
+    /// A name or path.
+    Text(&'a str),
+}
+
 /// Whose usage a report line holds.
 #[derive(Clone, Debug)]
 pub enum Who {
@@ -155,39 +164,58 @@ impl Who {
         values
     }
 
-    /// Hands each of [`Who::key_values`] to `each`, in order, as text to format (a CSV line
-    /// writes them into its own buffer).
+    /// Hands each of [`Who::key_values`] to `each`, in order, as text to format (a table's
+    /// line writes them into its own buffer).
     pub fn each_key_value(&self, decorate: bool, mut each: impl FnMut(std::fmt::Arguments<'_>)) {
-        match self {
-            Self::Thread(t) => {
-                each(format_args!("{}", t.tid));
-                each(format_args!("{}", t.pid));
-                if decorate && t.exited {
-                    each(format_args!("{} (exited)", t.comm));
-                } else {
-                    each(format_args!("{}", t.comm));
+        let mut i = 0;
+        while let Some(value) = self.key_value(i) {
+            match value {
+                KeyValue::Id(n) => each(format_args!("{n}")),
+                KeyValue::Text(s)
+                    if i == 2 && decorate && self.thread().is_some_and(|t| t.exited) =>
+                {
+                    each(format_args!("{s} (exited)"))
                 }
-                each(format_args!("{}", t.cgroup));
+                KeyValue::Text(s) => each(format_args!("{s}")),
             }
+            i += 1;
+        }
+    }
+
+    /// The `i`-th of [`Who::key_names`]' values; `None` past the last.
+    pub fn key_value(&self, i: usize) -> Option<KeyValue<'_>> {
+        let value = match self {
+            Self::Thread(t) => match i {
+                0 => KeyValue::Id(u64::from(t.tid.0)),
+                1 => KeyValue::Id(u64::from(t.pid.0)),
+                2 => KeyValue::Text(&t.comm),
+                3 => KeyValue::Text(&t.cgroup),
+                _ => return None,
+            },
             Self::Group {
                 by: GroupBy::Cgroup,
                 group,
-            } => {
-                each(format_args!("{}", group.path));
-                each(format_args!("{}", group.id));
-            }
+            } => match i {
+                0 => KeyValue::Text(&group.path),
+                1 => KeyValue::Id(group.id.0),
+                _ => return None,
+            },
             Self::Group {
                 by: GroupBy::Container,
                 group,
             } => {
                 let pod = group.owner.pod();
-                each(format_args!("{}", group.label));
-                each(format_args!("{}", group.owner.kind()));
-                each(format_args!("{}", pod.map_or("-", |p| p.uid.as_str())));
-                each(format_args!("{}", pod.map_or("-", |p| p.qos.name())));
-                each(format_args!("{}", group.path));
+                match i {
+                    0 => KeyValue::Text(&group.label),
+                    1 => KeyValue::Text(group.owner.kind()),
+                    2 => KeyValue::Text(pod.map_or("-", |p| p.uid.as_str())),
+                    3 => KeyValue::Text(pod.map_or("-", |p| p.qos.name())),
+                    4 => KeyValue::Text(&group.path),
+                    _ => return None,
+                }
             }
-        }
+        };
+        Some(value)
     }
 
     /// The thread, for thread rows.

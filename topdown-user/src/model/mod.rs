@@ -9,6 +9,7 @@ pub mod cores;
 pub mod diff;
 pub mod diff_rows;
 pub mod export;
+pub mod flat;
 pub mod frame;
 pub mod rows;
 pub mod sink;

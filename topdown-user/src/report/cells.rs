@@ -3,10 +3,7 @@
 //! lines. They format what the model computed; nothing here computes a value.
 
 use crate::{
-    attrib::{
-        Window,
-        neighbours::{Culprits, TOP_CULPRITS},
-    },
+    attrib::{Window, neighbours::Culprits},
     model::{
         columns::NodeColumn,
         rows::{Row, RowOptions},
@@ -139,61 +136,6 @@ pub fn wait_behind_thread_parts(behind: &Culprits) -> Vec<String> {
         parts.push(part("other threads", other));
     }
     parts
-}
-
-/// The flat fields of a row's split (CSV and Parquet), in this order: the top culprits' names
-/// and nanoseconds (`wait_behind_1`, `wait_behind_1_ns`, ...), what the rest waited, then the
-/// top culprit threads (`wait_behind_thread_1`, `wait_behind_thread_1_ns`, ...).
-pub fn wait_behind_keys() -> Vec<String> {
-    (1..=TOP_CULPRITS)
-        .flat_map(|i| [format!("wait_behind_{i}"), format!("wait_behind_{i}_ns")])
-        .chain(
-            [
-                "wait_behind_other_ns",
-                "wait_behind_idle_ns",
-                "wait_unattributed_ns",
-            ]
-            .map(String::from),
-        )
-        .chain((1..=TOP_CULPRITS).flat_map(|i| {
-            [
-                format!("wait_behind_thread_{i}"),
-                format!("wait_behind_thread_{i}_ns"),
-            ]
-        }))
-        .collect()
-}
-
-/// One flat field of a row's split ([`wait_behind_keys`]' order).
-pub enum SplitField<'a> {
-    /// A culprit's name; `None` where there is none (or nothing was measured).
-    Name(Option<&'a str>),
-    /// Nanoseconds; `None` where not measured.
-    Ns(Option<u64>),
-}
-
-/// `row`'s split as [`wait_behind_keys`] lists it.
-pub fn wait_behind_fields(row: &Row) -> Vec<SplitField<'_>> {
-    let behind = row.behind.as_deref();
-    let mut fields = Vec::with_capacity(4 * TOP_CULPRITS + 3);
-    for i in 0..TOP_CULPRITS {
-        let culprit = behind.and_then(|b| b.top.get(i));
-        fields.push(SplitField::Name(culprit.map(|(name, _)| &**name)));
-        fields.push(SplitField::Ns(
-            behind.map(|_| culprit.map_or(0, |(_, ns)| *ns)),
-        ));
-    }
-    fields.push(SplitField::Ns(behind.map(|b| b.other_ns)));
-    fields.push(SplitField::Ns(behind.map(|b| b.idle_ns)));
-    fields.push(SplitField::Ns(behind.map(|b| b.unattributed_ns)));
-    for i in 0..TOP_CULPRITS {
-        let culprit = behind.and_then(|b| b.threads.get(i));
-        fields.push(SplitField::Name(culprit.map(|(name, _)| &**name)));
-        fields.push(SplitField::Ns(
-            behind.map(|_| culprit.map_or(0, |(_, ns)| *ns)),
-        ));
-    }
-    fields
 }
 
 /// Whether a BOTTLENECK column can say anything of `window`'s rows: TopDown is measured, or a

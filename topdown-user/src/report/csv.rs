@@ -1,71 +1,42 @@
 //! Separated values (`--csv`, `-x SEP`), one line per thread (or group) per window.
 
-use super::{
-    NOT_COUNTED, Shown,
-    cells::{SplitField, wait_behind_fields, wait_behind_keys},
-};
+use super::Shown;
 use crate::{
     attrib::Window,
     model::{
-        columns::{NodeColumn, view_nodes},
-        rows::{Row, RowOptions, Who},
+        flat::{self, At, Cell, Field, Type},
+        rows::Row,
     },
     prefetch,
 };
 
-/// Every part's node columns; empty without TopDown.
-fn nodes(options: &RowOptions) -> Vec<NodeColumn> {
-    options.topdown.as_ref().map_or_else(Vec::new, view_nodes)
+/// The fields of `shown`'s rows.
+fn fields(shown: &Shown<'_>) -> Vec<Field> {
+    flat::csv(shown.set, shown.columns, shown.options)
 }
 
 /// The header line.
 pub fn header(shown: &Shown<'_>, sep: u8) -> String {
-    let Shown {
-        set,
-        columns,
-        options,
-        ..
-    } = *shown;
-    let mut fields: Vec<String> = std::iter::once("time_s")
-        .chain(Who::key_names(options.group_by()).iter().copied())
-        .chain(columns.iter().map(|c| c.key))
-        .map(String::from)
-        .collect();
-    for name in set.names() {
-        fields.push(name.to_owned());
-        fields.push(format!("{name}:run_percent"));
-    }
-    fields.extend(
-        nodes(options)
-            .into_iter()
-            .map(|c| format!("{}{}", c.prefix, c.node.name)),
-    );
-    if let Some(view) = &options.topdown {
-        fields.extend(view.parts.iter().map(|p| format!("{}bottleneck", p.prefix)));
-    }
-    fields.extend(wait_behind_keys());
-    fields.push("verdict".into());
-    if options.group.is_none() {
-        fields.push("exited".into());
-    }
-    records(sep, std::iter::once(fields))
+    let names = fields(shown).into_iter().map(|f| f.name);
+    records(sep, std::iter::once(names.collect()))
 }
 
 /// One line per row; the time field is the window's end, or `total` for the run summary.
 /// Fields are formatted into one buffer and handed to the CSV writer as they come (a window of
 /// 20,000 rows made a `String` per field, and a `Vec` per row, each interval).
 pub fn lines(window: &Window, rows: &[&Row], shown: &Shown<'_>, sep: u8, is_final: bool) -> String {
-    let Shown {
-        set,
-        columns,
-        options,
-        ..
-    } = *shown;
-    let nodes = nodes(options);
+    let fields = fields(shown);
     let time = if is_final {
         "total".to_owned()
     } else {
         format!("{:.6}", (window.start + window.length).as_secs_f64())
+    };
+    let at = At {
+        window,
+        time_s: &time,
+        host: "",
+        started_unix_ns: 0,
+        container: None,
     };
     let mut line = Line {
         writer: writer(sep, rows.len() * LINE_BYTES),
@@ -76,46 +47,8 @@ pub fn lines(window: &Window, rows: &[&Row], shown: &Shown<'_>, sep: u8, is_fina
         if let Some(ahead) = rows.get(i + prefetch::AHEAD) {
             prefetch::read(*ahead);
         }
-        line.put(format_args!("{time}"));
-        row.who.each_key_value(false, |value| line.put(value));
-        for column in columns {
-            line.field.clear();
-            column.write_field(row, &mut line.field);
-            line.write_field();
-        }
-        for value in row.counters.iter().take(set.counters.len()) {
-            match value.scaled() {
-                Some(count) => line.put(format_args!("{count:.0}")),
-                None => line.put(format_args!("{}", NOT_COUNTED)),
-            }
-            line.put(format_args!(
-                "{:.2}",
-                value.reading.running_fraction() * 100.0
-            ));
-        }
-        for column in &nodes {
-            match column.of(row) {
-                Some(node) => line.put(format_args!("{:.6}", node.value)),
-                None => line.put(format_args!("")),
-            }
-        }
-        for td in &row.topdown {
-            let bottleneck = td.as_ref().and_then(|td| td.bottleneck);
-            line.put(format_args!("{}", bottleneck.unwrap_or_default()));
-        }
-        for field in wait_behind_fields(row) {
-            match field {
-                SplitField::Name(name) => line.put(format_args!("{}", name.unwrap_or_default())),
-                SplitField::Ns(Some(ns)) => line.put(format_args!("{ns}")),
-                SplitField::Ns(None) => line.put(format_args!("")),
-            }
-        }
-        line.put(format_args!(
-            "{}",
-            row.verdict_words().as_deref().unwrap_or_default()
-        ));
-        if let Some(thread) = row.who.thread() {
-            line.put(format_args!("{}", u8::from(thread.exited)));
+        for field in &fields {
+            line.put(field, field.cell(row, &at));
         }
         line.end();
     }
@@ -132,17 +65,24 @@ struct Line {
 }
 
 impl Line {
-    /// Formats one field and writes it (quoted where CSV needs it).
-    fn put(&mut self, value: std::fmt::Arguments<'_>) {
+    /// Writes one field's cell as text (quoted where CSV needs it): floats to the field's
+    /// decimals, booleans as `1` or `0`, a missing value as the field says.
+    fn put(&mut self, field: &Field, cell: Cell<'_>) {
         use std::fmt::Write as _;
         self.field.clear();
         // Writing to a String cannot fail.
-        let _ = self.field.write_fmt(value);
-        self.write_field();
-    }
-
-    /// Writes the field formatted in `self.field`.
-    fn write_field(&mut self) {
+        let _ = match (cell, field.ty) {
+            (Cell::Int(Some(n)), _) => write!(self.field, "{n}"),
+            (Cell::Float(Some(x)), Type::Float { decimals }) => {
+                write!(self.field, "{x:.decimals$}")
+            }
+            (Cell::Float(Some(x)), _) => write!(self.field, "{x}"),
+            (Cell::Text(Some(s)), _) => self.field.write_str(&s),
+            (Cell::Bool(Some(b)), _) => write!(self.field, "{}", u8::from(b)),
+            (Cell::Int(None) | Cell::Float(None) | Cell::Text(None) | Cell::Bool(None), _) => {
+                self.field.write_str(field.missing)
+            }
+        };
         // Writing to memory cannot fail.
         let _ = self.writer.write_field(&self.field);
     }
@@ -189,8 +129,10 @@ mod tests {
             cgroups::CgroupNames,
             usage::{CounterValue, ThreadUsage},
         },
+        model::rows::RowOptions,
         model::{columns, frame::Frame},
         pmu::counter_set::{Counter, CounterSet, EventAttr, Unit},
+        report::NOT_COUNTED,
     };
 
     /// Every field of a thread's line, read back by a CSV reader under the header's names:
@@ -268,6 +210,71 @@ mod tests {
                 assert_eq!(field(line, name), expected, "{name} of {line:?}");
             }
         }
+    }
+
+    /// docs/live.md's CSV table names every field the header has, for threads, cgroups and
+    /// containers with every derived column and TopDown: each by its name in backticks, or by
+    /// its pattern (`<counter>`, `<counter>:run_percent`, `<node>`), numbered ones by their
+    /// first; value columns are the table above it (its own drift test). A field added
+    /// without its line fails.
+    #[test]
+    fn the_docs_csv_table_names_every_field() {
+        use crate::attrib::groups::{GroupBy, GroupOptions};
+        let docs = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/live.md"),
+        )
+        .unwrap();
+        let start = docs.find("## CSV fields").expect("the CSV section");
+        let section = &docs[start..];
+        let section = &section[..section[3..].find("\n## ").map_or(section.len(), |e| e + 3)];
+        let mut set = CounterSet::software(String::new());
+        for (name, config) in [("cycles", 0), ("instructions", 1), ("cache-misses", 3)] {
+            set.counters.push(Counter::event(name, 0, config));
+        }
+        let model = crate::tma::Model::named("sapphirerapids").unwrap();
+        let view = crate::tma::view::TopdownView::single(model, 2, 8, false);
+        let all = columns::columns(&set);
+        let mut missing = Vec::new();
+        for by in [None, Some(GroupBy::Cgroup), Some(GroupBy::Container)] {
+            let options = RowOptions {
+                topdown: Some(view.clone()),
+                group: by.map(|by| GroupOptions {
+                    by,
+                    rollup: false,
+                    keep: Vec::new(),
+                }),
+                ..RowOptions::default()
+            };
+            let columns = columns::for_rows(&all, by.is_some());
+            let shown = Shown {
+                set: &set,
+                columns: &columns,
+                options: &options,
+                suspects: &crate::model::suspects::Ranking::default(),
+            };
+            let header = header(&shown, b',');
+            for name in header.trim_end().split(',') {
+                let name = name.replace("_2", "_1").replace("_3", "_1");
+                let pattern = if name.starts_with("tma_") {
+                    "<node>".to_owned()
+                } else if let Some(counter) =
+                    set.counters.iter().find(|c| name.starts_with(&c.name))
+                {
+                    name.replacen(&counter.name, "<counter>", 1)
+                } else {
+                    name
+                };
+                let documented = section.contains(&format!("`{pattern}`"))
+                    || all.iter().any(|c| c.key == pattern);
+                if !documented {
+                    missing.push(pattern);
+                }
+            }
+        }
+        assert!(
+            missing.is_empty(),
+            "docs/live.md's CSV section lacks {missing:?}"
+        );
     }
 
     #[test]

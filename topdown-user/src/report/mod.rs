@@ -18,8 +18,7 @@ use std::io::{BufWriter, Write};
 
 use anyhow::{Context as _, Result};
 
-/// What tables and CSV show for a counter that was enabled and never running, as perf does.
-pub const NOT_COUNTED: &str = "<not counted>";
+pub use crate::model::flat::NOT_COUNTED;
 
 /// A scaled count as tables show it: whole, or [`NOT_COUNTED`].
 pub fn count_cell(count: Option<f64>) -> String {

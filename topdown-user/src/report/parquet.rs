@@ -6,7 +6,7 @@
 //! thread ran, never running, or never enabled) has a null value, never 0; a TopDown node that
 //! could not be computed is null.
 
-use std::{collections::HashSet, fs::File, io::BufWriter, path::Path, sync::Arc};
+use std::{fs::File, io::BufWriter, path::Path, sync::Arc};
 
 use anyhow::{Context as _, Result};
 use parquet::{
@@ -23,14 +23,12 @@ use parquet::{
 use crate::{
     attrib::Window,
     model::{
-        columns::{self, Column as ValueColumn, Kind as ValueKind, NodeColumn, Number, view_nodes},
         export::{self, ExportRow, ExportWindow, RunMeta},
+        flat::{self, At, Cell, Field},
         frame::Frame,
-        rows::Who,
         sink::WindowSink,
     },
     pmu::counter_set::CounterSet,
-    report::cells::{SplitField, wait_behind_fields, wait_behind_keys},
     tma::view::TopdownView,
 };
 
@@ -40,57 +38,26 @@ pub const SCHEMA: &str = "topdown-bpf/rows/v1";
 /// Rows buffered before they are written as one row group (and at the end).
 const ROWS_PER_GROUP: usize = 64 * 1024;
 
-/// A column's Parquet type.
-#[derive(Clone, Copy)]
-enum Kind {
-    Int,
-    /// Nanoseconds since the Unix epoch, UTC.
-    Time,
-    Float,
-    Text,
-    Bool,
-}
-
-/// One value of a row in its column's type (`None`: null).
-enum Cell {
-    Int(Option<i64>),
-    Float(Option<f64>),
-    Text(Option<String>),
-    Bool(Option<bool>),
-}
-
-/// A column: its name, type, whether it may be null, and the cells buffered for the next row
-/// group.
+/// A column: its field ([`flat::parquet`]) and the cells buffered for the next row group.
 struct Column {
-    name: String,
-    kind: Kind,
-    nullable: bool,
-    cells: Vec<Cell>,
+    field: Field,
+    cells: Vec<Cell<'static>>,
 }
 
 impl Column {
-    fn new(name: impl Into<String>, kind: Kind, nullable: bool) -> Self {
-        Self {
-            name: name.into(),
-            kind,
-            nullable,
-            cells: Vec::new(),
-        }
-    }
-
     fn schema(&self) -> Result<Type> {
-        let (physical, logical) = match self.kind {
-            Kind::Int => (Physical::INT64, None),
-            Kind::Time => (
+        let (physical, logical) = match self.field.ty {
+            flat::Type::Int => (Physical::INT64, None),
+            flat::Type::Time => (
                 Physical::INT64,
                 Some(LogicalType::timestamp(true, TimeUnit::NANOS)),
             ),
-            Kind::Float => (Physical::DOUBLE, None),
-            Kind::Text => (Physical::BYTE_ARRAY, Some(LogicalType::String)),
-            Kind::Bool => (Physical::BOOLEAN, None),
+            flat::Type::Float { .. } => (Physical::DOUBLE, None),
+            flat::Type::Text => (Physical::BYTE_ARRAY, Some(LogicalType::String)),
+            flat::Type::Bool => (Physical::BOOLEAN, None),
         };
-        Ok(Type::primitive_type_builder(&self.name, physical)
-            .with_repetition(if self.nullable {
+        Ok(Type::primitive_type_builder(&self.field.name, physical)
+            .with_repetition(if self.field.nullable {
                 Repetition::OPTIONAL
             } else {
                 Repetition::REQUIRED
@@ -102,21 +69,24 @@ impl Column {
     /// Writes the buffered cells as this column's chunk of a row group.
     fn write(&mut self, writer: &mut SerializedColumnWriter<'_>) -> Result<()> {
         let cells = std::mem::take(&mut self.cells);
-        match self.kind {
-            Kind::Int | Kind::Time => write_cells::<Int64Type>(writer, cells, self.nullable, |c| {
-                if let Cell::Int(v) = c { v } else { None }
-            }),
-            Kind::Float => write_cells::<DoubleType>(writer, cells, self.nullable, |c| {
+        let nullable = self.field.nullable;
+        match self.field.ty {
+            flat::Type::Int | flat::Type::Time => {
+                write_cells::<Int64Type>(writer, cells, nullable, |c| {
+                    if let Cell::Int(v) = c { v } else { None }
+                })
+            }
+            flat::Type::Float { .. } => write_cells::<DoubleType>(writer, cells, nullable, |c| {
                 if let Cell::Float(v) = c { v } else { None }
             }),
-            Kind::Text => write_cells::<ByteArrayType>(writer, cells, self.nullable, |c| {
+            flat::Type::Text => write_cells::<ByteArrayType>(writer, cells, nullable, |c| {
                 if let Cell::Text(v) = c {
-                    v.map(|s| ByteArray::from(s.into_bytes()))
+                    v.map(|s| ByteArray::from(s.into_owned().into_bytes()))
                 } else {
                     None
                 }
             }),
-            Kind::Bool => write_cells::<BoolType>(writer, cells, self.nullable, |c| {
+            flat::Type::Bool => write_cells::<BoolType>(writer, cells, nullable, |c| {
                 if let Cell::Bool(v) = c { v } else { None }
             }),
         }
@@ -126,9 +96,9 @@ impl Column {
 /// Writes `cells` (as `value` reads each) with definition levels when the column is nullable.
 fn write_cells<T: DataType>(
     writer: &mut SerializedColumnWriter<'_>,
-    cells: Vec<Cell>,
+    cells: Vec<Cell<'static>>,
     nullable: bool,
-    value: impl Fn(Cell) -> Option<T::T>,
+    value: impl Fn(Cell<'static>) -> Option<T::T>,
 ) -> Result<()> {
     let values: Vec<Option<T::T>> = cells.into_iter().map(value).collect();
     let levels: Option<Vec<i16>> =
@@ -140,89 +110,11 @@ fn write_cells<T: DataType>(
     Ok(())
 }
 
-/// The columns before the value columns, in the order [`ParquetWriter::push`] fills them.
-const FIXED_COLUMNS: [(&str, Kind, bool); 12] = [
-    ("kind", Kind::Text, false),
-    ("time", Kind::Time, false),
-    ("window_start_ns", Kind::Int, false),
-    ("window_length_ns", Kind::Int, false),
-    ("host", Kind::Text, false),
-    ("tid", Kind::Int, true),
-    ("pid", Kind::Int, true),
-    ("comm", Kind::Text, true),
-    ("exited", Kind::Bool, true),
-    ("cgroup", Kind::Text, false),
-    ("cgroup_id", Kind::Int, false),
-    ("container", Kind::Text, true),
-];
-
-/// A column name SQL can use unquoted: lowercase letters, digits and `_`.
-fn column_name(name: &str) -> String {
-    let mut out: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_lowercase()
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    while out.contains("__") {
-        out = out.replace("__", "_");
-    }
-    out.trim_matches('_').to_owned()
-}
-
-/// The counters' column prefixes, one per counter of the set, made unique.
-fn counter_prefixes(set: &CounterSet) -> Vec<String> {
-    let mut seen = HashSet::new();
-    set.counters
-        .iter()
-        .map(|counter| {
-            let base = column_name(&counter.name);
-            let mut name = base.clone();
-            let mut n = 2;
-            while !seen.insert(name.clone()) {
-                name = format!("{base}_{n}");
-                n += 1;
-            }
-            name
-        })
-        .collect()
-}
-
-/// The TopDown columns: every node of every part, named `<pmu>_<node>` with several core
-/// types.
-fn node_columns(view: Option<&TopdownView>) -> Vec<(NodeColumn, String)> {
-    let Some(view) = view else {
-        return Vec::new();
-    };
-    let several = view.parts.len() > 1;
-    view_nodes(view)
-        .into_iter()
-        .map(|column| {
-            let name = if several {
-                format!("{}_{}", column_name(&column.prefix), column.node.name)
-            } else {
-                column.node.name.to_owned()
-            };
-            (column, name)
-        })
-        .collect()
-}
-
 /// Writes rows into a Parquet file, a row group at a time.
 pub struct ParquetWriter {
     writer: SerializedFileWriter<BufWriter<File>>,
     meta: RunMeta,
     columns: Vec<Column>,
-    /// The value columns of the set's rows, after the fixed ones (then `run_percent`).
-    values: Vec<ValueColumn>,
-    /// How many counters the set has (four columns each).
-    counters: usize,
-    /// The TopDown columns, in column order.
-    nodes: Vec<NodeColumn>,
     rows: usize,
 }
 
@@ -234,47 +126,14 @@ impl ParquetWriter {
         set: &CounterSet,
         view: Option<&TopdownView>,
     ) -> Result<Self> {
-        let mut columns: Vec<Column> = FIXED_COLUMNS
-            .iter()
-            .map(|&(name, kind, nullable)| Column::new(name, kind, nullable))
+        let columns: Vec<Column> = flat::parquet(set, view)
+            .into_iter()
+            .map(|field| Column {
+                field,
+                cells: Vec::new(),
+            })
             .collect();
-        let values = columns::columns(set);
-        for value in &values {
-            let kind = match value.kind {
-                ValueKind::Nanoseconds | ValueKind::Count => Kind::Int,
-                ValueKind::Percent | ValueKind::Ratio => Kind::Float,
-            };
-            columns.push(Column::new(value.key, kind, value.may_be_missing()));
-        }
-        columns.push(Column::new("run_percent", Kind::Float, false));
-        columns.push(Column::new("bottleneck", Kind::Text, true));
-        for key in wait_behind_keys() {
-            let kind = if key.ends_with("_ns") {
-                Kind::Int
-            } else {
-                Kind::Text
-            };
-            columns.push(Column::new(key, kind, true));
-        }
-        let prefixes = counter_prefixes(set);
-        for prefix in &prefixes {
-            columns.push(Column::new(format!("{prefix}_value"), Kind::Int, true));
-            columns.push(Column::new(format!("{prefix}_scaled"), Kind::Float, true));
-            columns.push(Column::new(
-                format!("{prefix}_enabled_ns"),
-                Kind::Int,
-                false,
-            ));
-            columns.push(Column::new(
-                format!("{prefix}_running_ns"),
-                Kind::Int,
-                false,
-            ));
-        }
-        let node_columns = node_columns(view);
-        for (_, name) in &node_columns {
-            columns.push(Column::new(name.clone(), Kind::Float, true));
-        }
+        let prefixes = flat::counter_prefixes(set);
         let fields = columns
             .iter()
             .map(|c| c.schema().map(Arc::new))
@@ -308,20 +167,14 @@ impl ParquetWriter {
             writer,
             meta,
             columns,
-            values,
-            counters: set.counters.len(),
-            nodes: node_columns.into_iter().map(|(column, _)| column).collect(),
             rows: 0,
         })
     }
 
     /// Buffers one window's rows; writes a row group when enough are buffered.
     pub fn window(&mut self, window: &Window, rows: &ExportWindow) -> Result<()> {
-        for row in &rows.threads {
-            self.push(window, row, "thread");
-        }
-        for row in &rows.cgroups {
-            self.push(window, row, "cgroup");
+        for row in rows.threads.iter().chain(&rows.cgroups) {
+            self.push(window, row);
         }
         if self.rows >= ROWS_PER_GROUP {
             self.flush()?;
@@ -329,70 +182,18 @@ impl ParquetWriter {
         Ok(())
     }
 
-    fn push(&mut self, window: &Window, export: &ExportRow, kind: &str) {
-        let row = export.row;
-        let start_ns = window.start.as_nanos() as i64;
-        let (tid, pid, comm, exited, cgroup, cgroup_id) = match &row.who {
-            Who::Thread(t) => (
-                Some(i64::from(t.tid.0)),
-                Some(i64::from(t.pid.0)),
-                Some(t.comm.to_string()),
-                Some(t.exited),
-                t.cgroup.to_string(),
-                t.cgroup_id,
-            ),
-            Who::Group { group, .. } => (None, None, None, None, group.path.clone(), group.id),
+    fn push(&mut self, window: &Window, export: &ExportRow) {
+        let at = At {
+            window,
+            time_s: "",
+            host: &self.meta.host,
+            started_unix_ns: self.meta.started_unix_ns,
+            container: export.container.as_deref(),
         };
-        // In column order: FIXED_COLUMNS, the value columns, run_percent, the bottleneck, the
-        // wait's split, four per counter, then the nodes.
-        let mut cells = vec![
-            Cell::Text(Some(kind.to_owned())),
-            Cell::Int(Some(
-                (self.meta.started_unix_ns as i64).saturating_add(start_ns),
-            )),
-            Cell::Int(Some(start_ns)),
-            Cell::Int(Some(window.length.as_nanos() as i64)),
-            Cell::Text(Some(self.meta.host.clone())),
-            Cell::Int(tid),
-            Cell::Int(pid),
-            Cell::Text(comm),
-            Cell::Bool(exited),
-            Cell::Text(Some(cgroup)),
-            Cell::Int(Some(cgroup_id.0 as i64)),
-            Cell::Text(export.container.clone()),
-        ];
-        for value in &self.values {
-            cells.push(match (value.value(row), value.kind) {
-                (Some(Number::Int(n)), _) => Cell::Int(Some(n as i64)),
-                (Some(Number::Float(x)), _) => Cell::Float(Some(x)),
-                (None, ValueKind::Nanoseconds | ValueKind::Count) => Cell::Int(None),
-                (None, ValueKind::Percent | ValueKind::Ratio) => Cell::Float(None),
-            });
-        }
-        cells.push(Cell::Float(Some(row.run_fraction * 100.0)));
-        cells.push(Cell::Text(
-            row.bottleneck().map(std::borrow::Cow::into_owned),
-        ));
-        for field in wait_behind_fields(row) {
-            cells.push(match field {
-                SplitField::Name(name) => Cell::Text(name.map(str::to_owned)),
-                SplitField::Ns(ns) => Cell::Int(ns.map(|ns| ns as i64)),
-            });
-        }
-        for i in 0..self.counters {
-            let value = row.counters.get(i).copied().unwrap_or_default();
-            let counted = value.reading.running_ns > 0;
-            cells.push(Cell::Int(counted.then_some(value.reading.count as i64)));
-            cells.push(Cell::Float(value.scaled().filter(|_| counted)));
-            cells.push(Cell::Int(Some(value.reading.enabled_ns as i64)));
-            cells.push(Cell::Int(Some(value.reading.running_ns as i64)));
-        }
-        for column in &self.nodes {
-            cells.push(Cell::Float(column.value(row)));
-        }
-        debug_assert_eq!(cells.len(), self.columns.len());
-        for (column, cell) in self.columns.iter_mut().zip(cells) {
-            column.cells.push(cell);
+        for column in &mut self.columns {
+            column
+                .cells
+                .push(column.field.cell(export.row, &at).into_owned());
         }
         self.rows += 1;
     }
@@ -617,12 +418,12 @@ mod tests {
 
     #[test]
     fn column_names_are_plain_sql_identifiers() {
-        assert_eq!(column_name("cpu-clock"), "cpu_clock");
+        assert_eq!(flat::column_name("cpu-clock"), "cpu_clock");
         assert_eq!(
-            column_name("cpu_core/topdown-retiring/"),
+            flat::column_name("cpu_core/topdown-retiring/"),
             "cpu_core_topdown_retiring"
         );
-        assert_eq!(column_name("r01C2:u"), "r01c2_u");
+        assert_eq!(flat::column_name("r01C2:u"), "r01c2_u");
     }
 
     /// docs/recordings.md's Parquet table names every column the writer makes, for a set with
@@ -652,10 +453,10 @@ mod tests {
         };
         let file = tempfile::tempfile().unwrap();
         let writer = ParquetWriter::to_file(file, meta, &set, Some(&view)).unwrap();
-        let prefixes = counter_prefixes(&set);
+        let prefixes = flat::counter_prefixes(&set);
         let mut missing = Vec::new();
         for column in &writer.columns {
-            let name = column.name.replace("_2", "_1").replace("_3", "_1");
+            let name = column.field.name.replace("_2", "_1").replace("_3", "_1");
             let pattern = if name.starts_with("tma_") {
                 "tma_<node>".to_owned()
             } else if let Some(prefix) = prefixes.iter().find(|p| name.starts_with(p.as_str())) {
@@ -664,7 +465,7 @@ mod tests {
                 name
             };
             if !section.contains(&format!("`{pattern}`")) {
-                missing.push(column.name.clone());
+                missing.push(column.field.name.clone());
             }
         }
         assert!(writer.columns.len() > 40, "{}", writer.columns.len());
