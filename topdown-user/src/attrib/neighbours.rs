@@ -3,7 +3,7 @@
 //! deltas per thread and sums per cgroup, then named the way rows are (container, cgroup path)
 //! and cut to the top [`TOP_CULPRITS`] and the rest.
 
-use std::{fmt::Write as _, sync::Arc};
+use std::sync::Arc;
 
 use foldhash::{HashMap, HashMapExt as _};
 use smallvec::SmallVec;
@@ -51,10 +51,12 @@ const INDEX_FROM: usize = 16;
 /// Where each id sits in a [`Behind`]'s long lists: adding a cgroup's threads' culprits walked
 /// every culprit the cgroup had for each (with 20,000 busy threads in one cgroup, a third of the
 /// tool's time). It only mirrors the lists, so two are always equal.
+/// Each map is made the first time its list is long: a thread's never is, and a map made is a
+/// seed drawn, for each of a busy host's thousands of threads twice a window.
 #[derive(Clone, Debug, Default)]
 pub struct ListIndex {
-    by: HashMap<CgroupId, usize>,
-    threads: HashMap<Tid, usize>,
+    by: Option<Box<HashMap<CgroupId, usize>>>,
+    threads: Option<Box<HashMap<Tid, usize>>>,
 }
 
 impl PartialEq for ListIndex {
@@ -69,7 +71,7 @@ impl Eq for ListIndex {}
 /// index caught up with what was pushed without it).
 fn add_to<K: Copy + Eq + std::hash::Hash, const N: usize>(
     list: &mut SmallVec<[(K, u64); N]>,
-    index: &mut HashMap<K, usize>,
+    index: &mut Option<Box<HashMap<K, usize>>>,
     id: K,
     ns: u64,
 ) where
@@ -82,6 +84,7 @@ fn add_to<K: Copy + Eq + std::hash::Hash, const N: usize>(
         }
         return;
     }
+    let index = index.get_or_insert_with(Box::default);
     if index.len() != list.len() {
         index.clear();
         index.extend(list.iter().enumerate().map(|(at, &(id, _))| (id, at)));
@@ -169,11 +172,11 @@ impl Behind {
     pub fn bound_for_run(&mut self) {
         if self.by.len() >= 2 * RUN_CULPRITS {
             self.rest.other_ns += keep_largest(&mut self.by);
-            self.index.by.clear();
+            self.index.by = None;
         }
         if self.threads.len() >= 2 * RUN_CULPRITS {
             keep_largest(&mut self.threads);
-            self.index.threads.clear();
+            self.index.threads = None;
         }
     }
 }
@@ -184,9 +187,17 @@ fn keep_largest<K: Copy + Ord, const N: usize>(list: &mut SmallVec<[(K, u64); N]
 where
     [(K, u64); N]: smallvec::Array<Item = (K, u64)>,
 {
-    list.sort_unstable_by(|(a, x), (b, y)| y.cmp(x).then_with(|| a.cmp(b)));
+    let largest_first = |(a, x): &(K, u64), (b, y): &(K, u64)| y.cmp(x).then_with(|| a.cmp(b));
+    if list.len() <= RUN_CULPRITS {
+        list.sort_unstable_by(largest_first);
+        return 0;
+    }
+    // The largest in front (in no order), then only those sorted: a busy cgroup's thousands of
+    // culprit threads are never sorted whole.
+    list.select_nth_unstable_by(RUN_CULPRITS - 1, largest_first);
     let cut = list.iter().skip(RUN_CULPRITS).map(|(_, ns)| ns).sum();
     list.truncate(RUN_CULPRITS);
+    list.sort_unstable_by(largest_first);
     cut
 }
 
@@ -334,12 +345,17 @@ impl<'w> CulpritNames<'w> {
                 .collect()
         });
         // Written where it fits (a comm, `/` and a tid fit a `CompactString` inline), then one
-        // allocation for the shared name.
+        // allocation for the shared name; pieces, not `write!` (its machinery was most of the
+        // cost of naming a busy host's culprits).
         let mut text = compact_str::CompactString::const_new("");
-        let _ = match index.get(&tid) {
-            Some(&i) => write!(text, "{}/{tid}", threads[i].comm),
-            None => write!(text, "tid {tid}"),
-        };
+        match index.get(&tid) {
+            Some(&i) => {
+                text.push_str(&threads[i].comm);
+                text.push('/');
+            }
+            None => text.push_str("tid "),
+        }
+        text.push_str(itoa::Buffer::new().format(tid.0));
         let name: Arc<str> = Arc::from(text.as_str());
         self.thread_names.insert(tid, name.clone());
         name
