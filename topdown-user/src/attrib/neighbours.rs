@@ -337,12 +337,15 @@ impl<'w> CulpritNames<'w> {
         }
         let threads = self.threads;
         let index = self.index.get_or_insert_with(|| {
-            threads
-                .iter()
-                .enumerate()
-                .filter(|(_, t)| t.folded == 0)
-                .map(|(i, t)| (t.tid, i))
-                .collect()
+            let mut index = HashMap::with_capacity(threads.len());
+            index.extend(
+                threads
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, t)| t.folded == 0)
+                    .map(|(i, t)| (t.tid, i)),
+            );
+            index
         });
         // Written where it fits (a comm, `/` and a tid fit a `CompactString` inline), then one
         // allocation for the shared name; pieces, not `write!` (its machinery was most of the
