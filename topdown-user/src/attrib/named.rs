@@ -172,7 +172,9 @@ impl Who {
             match value {
                 KeyValue::Id(n) => each(format_args!("{n}")),
                 KeyValue::Text(s)
-                    if i == 2 && decorate && self.thread().is_some_and(|t| t.exited) =>
+                    if i == Self::COMM_KEY
+                        && decorate
+                        && self.thread().is_some_and(|t| t.exited) =>
                 {
                     each(format_args!("{s} (exited)"))
                 }
@@ -182,13 +184,16 @@ impl Who {
         }
     }
 
+    /// Where a thread row's name (`comm`) is among its [`Who::key_names`].
+    const COMM_KEY: usize = 2;
+
     /// The `i`-th of [`Who::key_names`]' values; `None` past the last.
     pub fn key_value(&self, i: usize) -> Option<KeyValue<'_>> {
         let value = match self {
             Self::Thread(t) => match i {
                 0 => KeyValue::Id(u64::from(t.tid.0)),
                 1 => KeyValue::Id(u64::from(t.pid.0)),
-                2 => KeyValue::Text(&t.comm),
+                Self::COMM_KEY => KeyValue::Text(&t.comm),
                 3 => KeyValue::Text(&t.cgroup),
                 _ => return None,
             },

@@ -51,6 +51,7 @@ const INDEX_FROM: usize = 16;
 /// Where each id sits in a [`Behind`]'s long lists: adding a cgroup's threads' culprits walked
 /// every culprit the cgroup had for each (with 20,000 busy threads in one cgroup, a third of the
 /// tool's time). It only mirrors the lists, so two are always equal.
+///
 /// Each map is made the first time its list is long: a thread's never is, and a map made is a
 /// seed drawn, for each of a busy host's thousands of threads twice a window.
 #[derive(Clone, Debug, Default)]

@@ -227,13 +227,20 @@ fn counter(row: &Row, slot: usize, of: Of) -> Cell<'_> {
     }
 }
 
-/// The type a value column is written with.
-fn column_type(column: &Column) -> Type {
-    match column.kind {
+/// A value column as a field: under its key, an integer or a float to its kind's decimals,
+/// missing where the column can be.
+fn column_field(column: Column) -> Field {
+    let ty = match column.kind {
         Kind::Nanoseconds | Kind::Count => Type::Int,
         Kind::Ratio => Type::Float { decimals: 4 },
         Kind::Percent => Type::Float { decimals: 2 },
-    }
+    };
+    Field::new(
+        column.key,
+        ty,
+        column.may_be_missing(),
+        Value::Column(column),
+    )
 }
 
 /// A TopDown node's value, a fraction of the slots.
@@ -254,11 +261,7 @@ pub fn csv(set: &CounterSet, columns: &[Column], options: &RowOptions) -> Vec<Fi
         };
         fields.push(Field::new(*name, ty, false, Value::Key(i)));
     }
-    fields.extend(
-        columns
-            .iter()
-            .map(|c| Field::new(c.key, column_type(c), c.may_be_missing(), Value::Column(*c))),
-    );
+    fields.extend(columns.iter().copied().map(column_field));
     for (slot, counter) in set.counters.iter().enumerate() {
         fields.push(Field {
             missing: NOT_COUNTED,
@@ -317,11 +320,7 @@ pub fn parquet(set: &CounterSet, view: Option<&TopdownView>) -> Vec<Field> {
     .into_iter()
     .map(|(name, ty, nullable, value)| Field::new(name, ty, nullable, value))
     .collect();
-    fields.extend(
-        columns::columns(set)
-            .into_iter()
-            .map(|c| Field::new(c.key, column_type(&c), c.may_be_missing(), Value::Column(c))),
-    );
+    fields.extend(columns::columns(set).into_iter().map(column_field));
     fields.push(Field::new(
         "run_percent",
         Type::Float { decimals: 2 },
@@ -452,6 +451,49 @@ fn wait_behind(behind: Option<&Culprits>, k: usize) -> Cell<'_> {
     }
 }
 
+/// What the flat layouts' tests (and the docs' drift tests of CSV and Parquet) build rows of:
+/// a set with every derived column (IPC, MPKI), and TopDown on it.
+#[cfg(test)]
+pub(crate) mod fixture {
+    use crate::{
+        attrib::groups::{GroupBy, GroupOptions},
+        model::rows::RowOptions,
+        pmu::counter_set::{Counter, CounterSet},
+        tma::{Model, view::TopdownView},
+    };
+
+    /// The software set with cycles, instructions and cache misses beside it.
+    pub fn every_derived_column() -> CounterSet {
+        let mut set = CounterSet::software(String::new());
+        for (name, config) in [("cycles", 0), ("instructions", 1), ("cache-misses", 3)] {
+            set.counters.push(Counter::event(name, 0, config));
+        }
+        set
+    }
+
+    /// TopDown Level 1 and 2 of a Sapphire Rapids.
+    pub fn topdown() -> TopdownView {
+        TopdownView::single(Model::named("sapphirerapids").unwrap(), 2, 8, false)
+    }
+
+    /// Rows per thread (`None`) or grouped `by`, with `topdown`.
+    pub fn options(by: Option<GroupBy>, topdown: &TopdownView) -> RowOptions {
+        RowOptions {
+            topdown: Some(topdown.clone()),
+            group: by.map(|by| GroupOptions {
+                by,
+                rollup: false,
+                keep: Vec::new(),
+            }),
+            ..RowOptions::default()
+        }
+    }
+
+    /// Rows per thread, per cgroup and per container.
+    pub const GROUPINGS: [Option<GroupBy>; 3] =
+        [None, Some(GroupBy::Cgroup), Some(GroupBy::Container)];
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -462,12 +504,9 @@ mod tests {
     use crate::{
         attrib::{
             cgroups::CgroupNames,
-            groups::{GroupBy, GroupOptions},
             usage::{CounterValue, ThreadUsage},
         },
         model::frame::Frame,
-        pmu::counter_set::Counter,
-        tma::Model,
     };
 
     /// Whether `cell` is of `field`'s type, and missing only where the field may be.
@@ -492,10 +531,7 @@ mod tests {
     /// without, TopDown nodes not computable, in both layouts. Names are each once.
     #[test]
     fn every_cell_is_of_its_fields_type_and_missing_only_where_allowed() {
-        let mut set = CounterSet::software(String::new());
-        for (name, config) in [("cycles", 0), ("instructions", 1), ("cache-misses", 3)] {
-            set.counters.push(Counter::event(name, 0, config));
-        }
+        let set = fixture::every_derived_column();
         let mut counted = ThreadUsage::clocked(7, 7, CgroupId(1), 2_000_000, 3);
         counted.counters = vec![CounterValue::new(1_000, 400, 200); 3];
         let mut never_ran = ThreadUsage::clocked(8, 7, CgroupId(2), 1_000_000, 1);
@@ -509,12 +545,7 @@ mod tests {
             threads: vec![counted, never_ran, gone],
             ..Window::default()
         };
-        let view = crate::tma::view::TopdownView::single(
-            Model::named("sapphirerapids").unwrap(),
-            2,
-            8,
-            false,
-        );
+        let view = fixture::topdown();
         let mut names = CgroupNames::at(None);
         let frame = Frame::new(&window, &mut names, &set, None);
         let at = At {
@@ -528,18 +559,9 @@ mod tests {
             top: [("batch".into(), 10)].into_iter().collect(),
             ..Culprits::default()
         };
-        let groups = [None, Some(GroupBy::Cgroup), Some(GroupBy::Container)];
         let mut checked = 0;
-        for by in groups {
-            let options = RowOptions {
-                topdown: Some(view.clone()),
-                group: by.map(|by| GroupOptions {
-                    by,
-                    rollup: false,
-                    keep: Vec::new(),
-                }),
-                ..RowOptions::default()
-            };
+        for by in fixture::GROUPINGS {
+            let options = fixture::options(by, &view);
             let columns = columns::for_rows(&columns::columns(&set), by.is_some());
             for fields in [csv(&set, &columns, &options), parquet(&set, Some(&view))] {
                 let mut seen = HashSet::new();

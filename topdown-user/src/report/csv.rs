@@ -219,7 +219,7 @@ mod tests {
     /// without its line fails.
     #[test]
     fn the_docs_csv_table_names_every_field() {
-        use crate::attrib::groups::{GroupBy, GroupOptions};
+        use crate::model::flat::fixture;
         let docs = std::fs::read_to_string(
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/live.md"),
         )
@@ -227,24 +227,12 @@ mod tests {
         let start = docs.find("## CSV fields").expect("the CSV section");
         let section = &docs[start..];
         let section = &section[..section[3..].find("\n## ").map_or(section.len(), |e| e + 3)];
-        let mut set = CounterSet::software(String::new());
-        for (name, config) in [("cycles", 0), ("instructions", 1), ("cache-misses", 3)] {
-            set.counters.push(Counter::event(name, 0, config));
-        }
-        let model = crate::tma::Model::named("sapphirerapids").unwrap();
-        let view = crate::tma::view::TopdownView::single(model, 2, 8, false);
+        let set = fixture::every_derived_column();
+        let view = fixture::topdown();
         let all = columns::columns(&set);
         let mut missing = Vec::new();
-        for by in [None, Some(GroupBy::Cgroup), Some(GroupBy::Container)] {
-            let options = RowOptions {
-                topdown: Some(view.clone()),
-                group: by.map(|by| GroupOptions {
-                    by,
-                    rollup: false,
-                    keep: Vec::new(),
-                }),
-                ..RowOptions::default()
-            };
+        for by in fixture::GROUPINGS {
+            let options = fixture::options(by, &view);
             let columns = columns::for_rows(&all, by.is_some());
             let shown = Shown {
                 set: &set,

@@ -439,13 +439,8 @@ mod tests {
         let start = docs.find("## Parquet").expect("the Parquet section");
         let section = &docs[start..];
         let section = &section[..section[3..].find("\n## ").map_or(section.len(), |e| e + 3)];
-        let mut set = CounterSet::software(String::new());
-        for (name, config) in [("cycles", 0), ("instructions", 1), ("cache-misses", 3)] {
-            set.counters
-                .push(crate::pmu::counter_set::Counter::event(name, 0, config));
-        }
-        let model = crate::tma::Model::named("sapphirerapids").unwrap();
-        let view = TopdownView::single(model, 2, 8, false);
+        let set = flat::fixture::every_derived_column();
+        let view = flat::fixture::topdown();
         let meta = RunMeta {
             host: "h".into(),
             started_unix_ns: 0,
