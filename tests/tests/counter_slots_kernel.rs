@@ -193,7 +193,13 @@ fn check(set: &CounterSet) {
                     if i == first_clock {
                         run.assert_clock(&what, value.reading.count, thread, on_cpu);
                     } else {
-                        assert_read_together(&what, value.reading.count, first, charges(thread));
+                        assert_read_together(
+                            &what,
+                            value.reading.count,
+                            first,
+                            charges(thread),
+                            run.stolen,
+                        );
                     }
                 }
                 // Counted after the switch tracepoint: a thread is charged its switches in.
