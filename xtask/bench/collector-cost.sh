@@ -19,7 +19,8 @@
 #  6. Only with BASELINE=/path/to/another/topdown-bpf: the whole switch program (machine-wide,
 #     software set) of TOPDOWN_BPF, with and without neighbours (TOPDOWN_BPF_NO_NEIGHBOURS),
 #     and narrowed (`-p` of another process: every switch unwatched), against BASELINE's,
-#     interleaved, with per-run differences.
+#     interleaved (each run in another order: the order alone moved medians by 10 ns), with
+#     per-run differences.
 #  7. The migrate program (tp_btf/sched_migrate_task: a queued thread's wait on the CPU it
 #     leaves, split over that CPU's history from Linux 5.19) under `perf bench sched messaging
 #     -g 4 -l 1500` unpinned (160 threads on every CPU: wakeup migrations, most of them of a
@@ -234,12 +235,26 @@ if [[ $tables == *6* && -n ${BASELINE:-} ]]; then
 echo "## 6. The whole switch program against $BASELINE" >&2
 base_ns=(); this_ns=(); off_ns=(); diffs=(); off_diffs=()
 base_nar=(); this_nar=(); nar_diffs=()
+# One of the five builds' switch program, ns per run: baseline, this build, this build without
+# neighbours, and the first two narrowed.
+switch_ns() {
+  case $1 in
+    0) with_collector sched_switch "$BASELINE" --duration 600 -o /dev/null ;;
+    1) with_collector sched_switch "$topdown" --duration 600 -o /dev/null ;;
+    2) with_collector sched_switch env TOPDOWN_BPF_NO_NEIGHBOURS=1 "$topdown" --duration 600 -o /dev/null ;;
+    3) with_collector sched_switch "$BASELINE" -p "$idle_pid" --duration 600 -o /dev/null ;;
+    4) with_collector sched_switch "$topdown" -p "$idle_pid" --duration 600 -o /dev/null ;;
+  esac | awk '{print $2}'
+}
 for i in $(seq 1 "$runs"); do
-  read -r _ b < <(with_collector sched_switch "$BASELINE" --duration 600 -o /dev/null)
-  read -r _ t < <(with_collector sched_switch "$topdown" --duration 600 -o /dev/null)
-  read -r _ o < <(with_collector sched_switch env TOPDOWN_BPF_NO_NEIGHBOURS=1 "$topdown" --duration 600 -o /dev/null)
-  read -r _ bn < <(with_collector sched_switch "$BASELINE" -p "$idle_pid" --duration 600 -o /dev/null)
-  read -r _ tn < <(with_collector sched_switch "$topdown" -p "$idle_pid" --duration 600 -o /dev/null)
+  # Each run starts one build later: a build that always ran after another ran slower in
+  # session 36 (12 and 14 of 15 rounds) for no reason in its code.
+  got=()
+  for k in 0 1 2 3 4; do
+    j=$(( (k + i) % 5 ))
+    got[j]=$(switch_ns "$j")
+  done
+  b=${got[0]} t=${got[1]} o=${got[2]} bn=${got[3]} tn=${got[4]}
   base_ns+=("$b"); this_ns+=("$t"); off_ns+=("$o"); base_nar+=("$bn"); this_nar+=("$tn")
   [ "$b" = n/a ] || [ "$t" = n/a ] || diffs+=("$((t - b))")
   [ "$b" = n/a ] || [ "$o" = n/a ] || off_diffs+=("$((o - b))")

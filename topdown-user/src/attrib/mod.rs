@@ -805,6 +805,81 @@ mod tests {
         }
     }
 
+    /// A live thread's row and its share of its cgroup are taken once: each cgroup's usage is
+    /// what charging it its threads' records adds (the road every other record takes), with
+    /// waits split over culprits and a counter, over two windows.
+    #[test]
+    fn a_cgroup_is_charged_what_its_threads_rows_hold() {
+        use topdown_common::neighbours::Culprit;
+        let thread = |tid: u32, cgroup: u64, grown: u64| {
+            let mut t = ThreadTotals::new(tid, 1);
+            let ns = 1_000 * grown;
+            t.charged.slots[0] = Reading {
+                count: ns,
+                enabled_ns: ns,
+                running_ns: ns,
+            };
+            t.charged.slots[1] = Reading {
+                count: 3 * ns,
+                enabled_ns: ns,
+                running_ns: ns / 2,
+            };
+            t.header.switches = grown;
+            t.header.cgroup_id = cgroup;
+            t.header.waited_ns = 300 * grown;
+            t.header.behind.cgroups[0] = Culprit {
+                id: 40 + u64::from(tid),
+                ns: 200 * grown,
+                assigned: 1,
+                last: 1,
+            };
+            t.header.behind.threads[0] = Culprit {
+                id: 400 + u64::from(tid),
+                ns: 200 * grown,
+                assigned: 1,
+                last: 1,
+            };
+            t.header.behind.rest.idle_ns = 100 * grown;
+            t.header.behind.rest.preempted = grown;
+            ThreadRecord::from_totals(&t, 2)
+        };
+        let t0 = Instant::now();
+        let mut attrib = Attributor::new(1, Target::All);
+        attrib.start(t0);
+        let mut before: Vec<ThreadRecord> = Vec::new();
+        for grown in [1, 3] {
+            let now = vec![
+                thread(5, 7, grown),
+                thread(6, 7, grown * 2),
+                thread(9, 8, grown),
+            ];
+            let mut live = snapshot(t0, now.clone(), vec![]);
+            live.waits_measured = true;
+            live.neighbours_measured = true;
+            let window = attrib.window(&live);
+            for id in [7, 8] {
+                let mut expected = CgroupUsage::new(CgroupId(id), 1);
+                for record in now.iter().filter(|r| r.cgroup() == CgroupId(id)) {
+                    let was = before.iter().find(|b| b.tid() == record.tid());
+                    expected.charge(was, record);
+                }
+                let charged = window
+                    .cgroups
+                    .iter()
+                    .find(|c| c.id == CgroupId(id))
+                    .unwrap();
+                assert_eq!(charged, &expected, "cgroup {id}, window of growth {grown}");
+            }
+            let seven = window.cgroups.iter().find(|c| c.id == CgroupId(7)).unwrap();
+            // Threads 5 and 6 grew by 1 and 2 (first window), by 2 and 4 (second) units.
+            let units = if grown == 1 { 3 } else { 6 };
+            assert_eq!(seven.waited.as_nanos(), 300 * units);
+            assert_eq!(seven.behind.rest.idle_ns, 100 * units as u64);
+            assert_eq!(seven.behind.by.len(), 2, "each thread's own culprit");
+            before = now;
+        }
+    }
+
     #[test]
     fn a_thread_that_moves_charges_each_cgroup_its_own_time() {
         let moved = ThreadHeader::FLAG_MOVED;

@@ -48,11 +48,15 @@ impl<'s> Pass<'s> {
 
     /// Charges cgroup `id` what the thread ran from `before` to `now`.
     fn charge(&mut self, id: CgroupId, before: Option<&ThreadRecord>, now: &ThreadRecord) {
+        self.cgroup(id).charge(before, now);
+    }
+
+    /// Cgroup `id`'s usage in the window, made on its first charge.
+    fn cgroup(&mut self, id: CgroupId) -> &mut CgroupUsage {
         let nr = self.nr;
         self.cgroups
             .entry(id)
             .or_insert_with(|| CgroupUsage::new(id, nr))
-            .charge(before, now);
     }
 }
 
@@ -132,6 +136,17 @@ impl Attributor {
                     Some(record) => {
                         pass.charge(now.cgroup(), Some(record), now);
                         now
+                    }
+                    // Its row and its cgroup's charge are the same usage: taken once (a
+                    // busy host's every thread comes here).
+                    None if target.keeps(&now.header) => {
+                        let usage = ThreadUsage::between(before, now, nr);
+                        pass.cgroup(now.cgroup()).charge_usage(&usage);
+                        if !usage.is_idle() {
+                            pass.threads.push(usage);
+                        }
+                        Self::keep(entry, now, pass.kept.as_mut());
+                        continue;
                     }
                     None => {
                         pass.charge(now.cgroup(), before, now);

@@ -234,6 +234,16 @@ impl CgroupUsage {
         add_counters(&mut self.counters, &delta);
     }
 
+    /// Charges a thread's usage, already taken between two of its records: what
+    /// [`CgroupUsage::charge`] of the same records adds, without taking it again.
+    pub fn charge_usage(&mut self, usage: &ThreadUsage) {
+        self.switches += usage.switches;
+        self.on_cpu += usage.on_cpu;
+        self.waited += usage.waited;
+        self.behind.add(&usage.behind);
+        add_counters(&mut self.counters, &usage.counters);
+    }
+
     /// On-CPU nanoseconds, as the kernel's books (`cpu.stat`) count them.
     pub fn on_cpu_ns(&self) -> u64 {
         duration_ns(self.on_cpu)
