@@ -71,12 +71,15 @@ impl Session {
         self.command.is_some() && self.command_status.is_none()
     }
 
-    /// Waits for the next tick, the end of the duration, a signal or the command's exit.
+    /// Waits for the next tick, the end of the duration, a signal or the command's exit. An
+    /// end that is due with a tick wins: `-I 1000 --duration 4` ends at its fourth tick with
+    /// four windows, not with a fifth of a few milliseconds (the tick and the deadline fall in
+    /// the same millisecond, and an unbiased select took either).
     pub async fn wake(&mut self) -> Wake {
         let deadline = self.deadline;
         let running = self.command_running();
         tokio::select! {
-            _ = self.tick.tick() => Wake::Tick,
+            biased;
             () = async { sleep_until(deadline.unwrap_or_else(far_future)).await }, if deadline.is_some() => Wake::Deadline,
             status = wait(self.command.as_mut()), if running => {
                 if let Ok(status) = &status {
@@ -87,6 +90,7 @@ impl Session {
             _ = tokio::signal::ctrl_c() => Wake::Signal(libc::SIGINT),
             _ = self.sigterm.recv() => Wake::Signal(libc::SIGTERM),
             _ = self.sighup.recv() => Wake::Signal(libc::SIGHUP),
+            _ = self.tick.tick() => Wake::Tick,
         }
     }
 
@@ -113,5 +117,33 @@ async fn wait(child: Option<&mut Child>) -> std::io::Result<ExitStatus> {
     match child {
         Some(child) => child.wait().await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A duration that is a whole number of periods ends at the last of those ticks: the
+    /// deadline and the tick are due at the same instant, and the deadline is taken, every
+    /// time (an unbiased select took the tick about every other time, then ended a moment
+    /// later with a window of nothing).
+    #[tokio::test(start_paused = true)]
+    async fn a_whole_number_of_periods_ends_at_its_last_tick() {
+        for _ in 0..20 {
+            let started = tokio::time::Instant::now();
+            let mut session =
+                Session::new(started.into_std(), Duration::from_millis(500), Some(2.0)).unwrap();
+            let mut ticks = 0;
+            loop {
+                match session.wake().await {
+                    Wake::Tick => ticks += 1,
+                    Wake::Deadline => break,
+                    other => panic!("{other:?}"),
+                }
+            }
+            assert_eq!(ticks, 3, "three ticks, then the end with the fourth window");
+            assert_eq!(started.elapsed(), Duration::from_secs(2));
+        }
     }
 }
