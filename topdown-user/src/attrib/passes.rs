@@ -128,39 +128,38 @@ impl Attributor {
                 // The thread's previous totals (a record sent is the same thread, so they are
                 // its too).
                 let before = old.filter(|before| before.same_thread(now));
-                let newest = match sent {
+                // With no record since, the row's usage is what its cgroup is charged: taken
+                // once (a busy host's every thread comes here).
+                let (newest, usage) = match sent {
                     // Died after the map was read: its final record is charged already.
                     Some(record) if record.exited() => continue,
                     // Left its cgroup after the map was read: the record is the later.
-                    Some(record) if record.on_cpu_ns() > now.on_cpu_ns() => record,
+                    Some(record) if record.on_cpu_ns() > now.on_cpu_ns() => (record, None),
                     Some(record) => {
                         pass.charge(now.cgroup(), Some(record), now);
-                        now
-                    }
-                    // Its row and its cgroup's charge are the same usage: taken once (a
-                    // busy host's every thread comes here).
-                    None if target.keeps(&now.header) => {
-                        let usage = ThreadUsage::between(before, now, nr);
-                        pass.cgroup(now.cgroup()).charge_usage(&usage);
-                        if !usage.is_idle() {
-                            pass.threads.push(usage);
-                        }
-                        Self::keep(entry, now, pass.kept.as_mut());
-                        continue;
+                        (now, None)
                     }
                     None => {
-                        pass.charge(now.cgroup(), before, now);
-                        now
+                        let usage = target
+                            .keeps(&now.header)
+                            .then(|| ThreadUsage::between(before, now, nr));
+                        match &usage {
+                            Some(usage) => pass.cgroup(now.cgroup()).charge_usage(usage),
+                            None => pass.charge(now.cgroup(), before, now),
+                        }
+                        (now, usage)
                     }
                 };
-                if target.keeps(&newest.header) {
-                    let usage = ThreadUsage::between(before, newest, nr);
-                    if !usage.is_idle() {
-                        pass.threads.push(ThreadUsage {
-                            cgroup_id: now.cgroup(),
-                            ..usage
-                        });
-                    }
+                let usage = usage.or_else(|| {
+                    target
+                        .keeps(&newest.header)
+                        .then(|| ThreadUsage::between(before, newest, nr))
+                });
+                if let Some(usage) = usage.filter(|usage| !usage.is_idle()) {
+                    pass.threads.push(ThreadUsage {
+                        cgroup_id: now.cgroup(),
+                        ..usage
+                    });
                 }
                 Self::keep(entry, newest, pass.kept.as_mut());
             }

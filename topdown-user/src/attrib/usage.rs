@@ -75,6 +75,19 @@ impl CounterValue {
     }
 }
 
+/// Adds `$from`'s sums to `$to`'s: the switches, on-CPU time, run-queue wait, its split over
+/// culprits and counters that a thread's row and a cgroup's usage both hold, added alike
+/// wherever one usage is added to another.
+macro_rules! add_sums {
+    ($to:expr, $from:expr) => {{
+        $to.switches += $from.switches;
+        $to.on_cpu += $from.on_cpu;
+        $to.waited += $from.waited;
+        $to.behind.add(&$from.behind);
+        add_counters(&mut $to.counters, &$from.counters);
+    }};
+}
+
 /// What one thread used over a window (or, folded, several exited threads).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ThreadUsage {
@@ -145,11 +158,7 @@ impl ThreadUsage {
     /// Adds the same thread's usage over a later window: its switches and counters, its
     /// latest cgroup, its exit.
     pub fn add(&mut self, later: &Self) {
-        self.switches += later.switches;
-        self.on_cpu += later.on_cpu;
-        self.waited += later.waited;
-        self.behind.add(&later.behind);
-        add_counters(&mut self.counters, &later.counters);
+        add_sums!(self, later);
         self.cgroup_id = later.cgroup_id;
         self.exited |= later.exited;
         self.folded += later.folded;
@@ -157,11 +166,7 @@ impl ThreadUsage {
 
     /// Adds `other`'s usage to this row (which then folds one more thread, or `other`'s).
     pub fn absorb(&mut self, other: &Self) {
-        self.switches += other.switches;
-        self.on_cpu += other.on_cpu;
-        self.waited += other.waited;
-        self.behind.add(&other.behind);
-        add_counters(&mut self.counters, &other.counters);
+        add_sums!(self, other);
         self.folded += other.folded.max(1);
     }
 }
@@ -237,11 +242,7 @@ impl CgroupUsage {
     /// Charges a thread's usage, already taken between two of its records: what
     /// [`CgroupUsage::charge`] of the same records adds, without taking it again.
     pub fn charge_usage(&mut self, usage: &ThreadUsage) {
-        self.switches += usage.switches;
-        self.on_cpu += usage.on_cpu;
-        self.waited += usage.waited;
-        self.behind.add(&usage.behind);
-        add_counters(&mut self.counters, &usage.counters);
+        add_sums!(self, usage);
     }
 
     /// On-CPU nanoseconds, as the kernel's books (`cpu.stat`) count them.
@@ -256,11 +257,7 @@ impl CgroupUsage {
 
     /// Adds `other`'s usage to this one (a roll-up or a container's cgroups).
     pub fn absorb(&mut self, other: &Self) {
-        self.switches += other.switches;
-        self.on_cpu += other.on_cpu;
-        self.waited += other.waited;
-        self.behind.add(&other.behind);
-        add_counters(&mut self.counters, &other.counters);
+        add_sums!(self, other);
     }
 }
 
