@@ -41,7 +41,7 @@ impl Literal {
 
 /// What the generated formulas read: the count of a model's event by its index in the model's
 /// event list ([`crate::Model::events`]), and the machine's literals. A set bound once
-/// ([`Model::evaluate_bound`](crate::Model::evaluate_bound)) reads a slot per index, with
+/// ([`Model::evaluate_into`](crate::Model::evaluate_into)) reads a slot per index, with
 /// no name looked up per row.
 pub trait Counts {
     /// The count of the model's event `index`; NaN when it was not counted.

@@ -181,15 +181,15 @@ impl Model {
         }
     }
 
-    /// The nodes of `td` outside [0, 1], each with the counts its formula reads (`reads`:
+    /// The `nodes` outside [0, 1], each with the counts its formula reads (`reads`:
     /// [`Model::node_inputs`]) as `count` gives them: only counts that contradict each other
     /// give such a node (perf's formulas subtract measured counts).
     pub fn out_of_range(
-        td: &TopDown,
+        nodes: &[NodeValue],
         reads: &[(&'static str, Vec<&'static str>)],
         count: impl Fn(&str) -> Option<f64>,
     ) -> Vec<OutOfRange> {
-        td.nodes
+        nodes
             .iter()
             .filter(|n| n.value.is_finite() && !(0.0..=1.0).contains(&n.value))
             .map(|n| {
@@ -214,7 +214,7 @@ impl Model {
 
     /// The buffers this model's formulas write into, with each value's node as this model has
     /// it and where its threshold verdict is: made once per binding (a counter set, a view),
-    /// reused for every row evaluated with [`Model::evaluate_bound`].
+    /// reused for every row evaluated with [`Model::evaluate_into`].
     pub fn scratch(&self) -> Scratch {
         let has = |name: &str| self.nodes.contains(&name);
         let table: Vec<(Option<Node>, Option<usize>)> = self
@@ -325,18 +325,27 @@ impl Model {
             events: self.events,
             inputs,
         };
-        self.evaluate_bound(&counts, max_level, &mut self.scratch())
+        let mut nodes = Vec::new();
+        let bottleneck = self.evaluate_into(&counts, max_level, &mut self.scratch(), &mut nodes);
+        TopDown {
+            nodes: nodes.into(),
+            bottleneck,
+            out_of_range: Vec::new(),
+        }
     }
 
     /// [`Model::evaluate`] from counts by index (a counter set bound once: [`inputs::BoundCounts`]),
     /// the formulas writing into `scratch` ([`Model::scratch`] of this model, reused from row
-    /// to row: no allocation but the result's, no lock, no name looked up).
-    pub fn evaluate_bound(
+    /// to row) and the nodes appended to `nodes` in tree order (a buffer many rows share, see
+    /// [`NodeValues`]): no allocation once the buffers have grown, no lock, no name looked up.
+    /// Returns the bottleneck among the appended nodes.
+    pub fn evaluate_into(
         &self,
         counts: &dyn Counts,
         max_level: u8,
         scratch: &mut Scratch,
-    ) -> TopDown {
+        nodes: &mut Vec<NodeValue>,
+    ) -> Option<&'static str> {
         debug_assert_eq!(
             scratch.table.len(),
             self.nodes.len(),
@@ -360,7 +369,6 @@ impl Model {
         }
         // Tree order, the nodes down to `max_level`; the bottleneck by index (see
         // [`TopDown::bottleneck`]): the last of the deepest, largest ones, as `max_by` picks.
-        let mut nodes = Vec::with_capacity(tree_order.len());
         let mut bottleneck: Option<(u8, f64, &'static str)> = None;
         for &i in tree_order.iter() {
             let Some(node) = table[i].0.filter(|node| node.level <= max_level) else {
@@ -372,6 +380,7 @@ impl Model {
                 value,
                 run_fraction: 1.0,
                 over_threshold: node_over[i],
+                multiplexed_apart: false,
             });
             let under_over = match node.parent {
                 None => true,
@@ -386,12 +395,7 @@ impl Model {
                 }
             }
         }
-        TopDown {
-            nodes,
-            bottleneck: bottleneck.map(|(_, _, name)| name),
-            out_of_range: Vec::new(),
-            multiplexed_apart: Vec::new(),
-        }
+        bottleneck.map(|(_, _, name)| name)
     }
 }
 
@@ -410,6 +414,13 @@ pub struct Scratch {
     parents: Vec<Option<usize>>,
     /// The values' indices in tree order (values with a node only).
     tree_order: Vec<usize>,
+}
+
+impl Scratch {
+    /// The most nodes one evaluation with it gives (every node of the model's tree).
+    pub fn nodes(&self) -> usize {
+        self.tree_order.len()
+    }
 }
 
 /// Each node's input events, by node name ([`Model::node_inputs`]).
@@ -439,22 +450,85 @@ pub struct NodeValue {
     /// The lowest share of its enabled time any of its input counters was running (1.0: never
     /// multiplexed, or not known).
     pub run_fraction: f64,
+    /// Its inputs were counted in counter groups the kernel multiplexed apart: each count is
+    /// scaled by its own running time, but they need not cover the same moments (set by
+    /// `topdown-user`'s view over a counter set).
+    pub multiplexed_apart: bool,
+}
+
+/// The nodes of one evaluation, in tree order: a range of a buffer that many evaluations (a
+/// window's rows) share, so a row's TopDown costs no allocation of its own. Reads as a slice.
+#[derive(Clone, Default)]
+pub struct NodeValues {
+    all: Option<Arc<Vec<NodeValue>>>,
+    start: u32,
+    end: u32,
+}
+
+impl NodeValues {
+    /// The nodes at `range` of `all`, a buffer shared with other evaluations (`None` where
+    /// `range` is not in it).
+    pub fn shared(all: &Arc<Vec<NodeValue>>, range: std::ops::Range<usize>) -> Option<Self> {
+        all.get(range.clone())?;
+        Some(Self {
+            all: Some(Arc::clone(all)),
+            start: u32::try_from(range.start).ok()?,
+            end: u32::try_from(range.end).ok()?,
+        })
+    }
+}
+
+impl From<Vec<NodeValue>> for NodeValues {
+    fn from(nodes: Vec<NodeValue>) -> Self {
+        let end = u32::try_from(nodes.len()).unwrap_or(u32::MAX);
+        Self {
+            all: Some(Arc::new(nodes)),
+            start: 0,
+            end,
+        }
+    }
+}
+
+impl std::ops::Deref for NodeValues {
+    type Target = [NodeValue];
+    fn deref(&self) -> &[NodeValue] {
+        self.all
+            .as_deref()
+            .and_then(|all| all.get(self.start as usize..self.end as usize))
+            .unwrap_or_default()
+    }
+}
+
+impl<'a> IntoIterator for &'a NodeValues {
+    type Item = &'a NodeValue;
+    type IntoIter = std::slice::Iter<'a, NodeValue>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl PartialEq for NodeValues {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl std::fmt::Debug for NodeValues {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
 }
 
 /// TopDown nodes for one thread (or CPU, or file) and the bottleneck among them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TopDown {
     /// Nodes in tree order (each L1 node followed by its children).
-    pub nodes: Vec<NodeValue>,
+    pub nodes: NodeValues,
     /// The deepest node over its threshold whose parent is over its own (toplev's `<==`).
     pub bottleneck: Option<&'static str>,
     /// Nodes outside [0, 1] and the counts their formulas read (filled where the counts are at
     /// hand: `topdown-user`'s view over a counter set).
     pub out_of_range: Vec<OutOfRange>,
-    /// Nodes whose inputs were counted in counter groups the kernel multiplexed apart: each
-    /// count is scaled by its own running time, but they need not cover the same moments
-    /// (filled by `topdown-user`'s view over a counter set).
-    pub multiplexed_apart: Vec<&'static str>,
 }
 
 impl TopDown {
@@ -464,6 +538,15 @@ impl TopDown {
             .iter()
             .find(|n| n.node.name == name)
             .map(|n| n.value)
+    }
+
+    /// The nodes whose inputs were counted in groups multiplexed apart
+    /// ([`NodeValue::multiplexed_apart`]), in tree order.
+    pub fn multiplexed_apart(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.nodes
+            .iter()
+            .filter(|n| n.multiplexed_apart)
+            .map(|n| n.node.name)
     }
 }
 

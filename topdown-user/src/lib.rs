@@ -12,6 +12,8 @@
 //! The second entry point, [`region`], measures TopDown of a region of code from inside a program
 //! (RDPMC of the `slots` and PERF_METRICS counters, as Linux's `topdown.txt` describes).
 
+#[cfg(test)]
+mod allocations;
 pub mod attrib;
 pub mod c2c;
 pub mod cli;

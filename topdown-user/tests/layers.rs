@@ -14,6 +14,8 @@ use std::{
 
 /// The rooms, lowest first.
 const ORDER: &[&str] = &[
+    // Unit tests' count of heap allocations (the test binary's allocator), for every room.
+    "allocations",
     // Crates of their own, re-exported (`topdown-c2c`): perf.data and names of addresses.
     "perf_file",
     "symbols",

@@ -190,9 +190,15 @@ impl Analysis {
             .into_iter()
             .filter(|e| asked.as_ref().is_none_or(|a| a.contains(&e.as_str())))
             .collect();
-        td.nodes.retain(|n| n.value.is_finite());
+        let finite: Vec<_> = td
+            .nodes
+            .iter()
+            .filter(|n| n.value.is_finite())
+            .copied()
+            .collect();
+        td.nodes = finite.into();
         let reads = model.node_inputs(args.smt, args.system_wide);
-        let out_of_range = Model::out_of_range(&td, &reads, |event| inputs.count(event));
+        let out_of_range = Model::out_of_range(&td.nodes, &reads, |event| inputs.count(event));
         Ok(Self {
             td,
             missing,

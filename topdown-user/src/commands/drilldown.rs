@@ -30,9 +30,9 @@ pub fn probe(set: &CounterSet, view: &TopdownView) -> Result<Vec<String>> {
     std::thread::sleep(PROBE);
     let summed = sum_over_cpus(&counters.read()?, set.counters.len());
     let mut targets: Vec<&'static str> = Vec::new();
-    for (part, td) in view.parts.iter().zip(view.of(set, &summed)) {
+    for (part, td) in view.parts.iter().zip(&view.of(set, &summed)) {
         let Some(td) = td else { continue };
-        for node in part.model.drill_targets(&td) {
+        for node in part.model.drill_targets(td) {
             if !targets.contains(&node) {
                 targets.push(node);
             }

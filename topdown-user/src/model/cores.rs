@@ -42,7 +42,7 @@ pub fn rows(
                 .map(u32::to_string)
                 .collect::<Vec<_>>()
                 .join(","),
-            topdown: view.and_then(|v| v.of(set, &core.counters).into_iter().next().flatten()),
+            topdown: view.and_then(|v| v.of(set, &core.counters).first().cloned().flatten()),
             counters: core.counters.iter().map(CounterValue::scaled).collect(),
             values: columns
                 .iter()

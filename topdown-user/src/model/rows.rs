@@ -17,7 +17,7 @@ use crate::{
         verdict::Verdict,
     },
     pmu::counter_set::CounterSet,
-    tma::{TopDown, view::TopdownView},
+    tma::view::{RowTopDown, TopdownView},
 };
 
 /// One line of a report: a thread, or a group of cgroups.
@@ -47,7 +47,7 @@ pub struct Row {
     pub counters: Vec<CounterValue>,
     /// TopDown per part of the view (one per core type), from this row's counts: only the
     /// nodes it measured; `None` for a part whose core type it never ran on.
-    pub topdown: Vec<Option<TopDown>>,
+    pub topdown: RowTopDown,
     /// Lowest share of its enabled time any counter of the set was running (1.0: never
     /// multiplexed).
     pub run_fraction: f64,
@@ -143,6 +143,8 @@ pub(in crate::model) fn rows(
 ) -> (Vec<Row>, usize) {
     let wall_ns = window.length.as_nanos().max(1) as f64;
     let topdown = options.topdown.as_ref().map(|view| view.bind(set));
+    // Each row's TopDown is evaluated into one batch for all of them, handed out once done.
+    let mut batch_rows = Vec::new();
     let mut rows: Vec<Row> = named
         .into_iter()
         .map(
@@ -165,9 +167,12 @@ pub(in crate::model) fn rows(
                     verdict: Verdict::of(on_cpu, waited, stalls.as_ref(), window.length),
                     stalls,
                     switches,
-                    topdown: topdown
-                        .as_ref()
-                        .map_or_else(Vec::new, |view| view.of(&counters)),
+                    topdown: {
+                        if let Some(view) = &topdown {
+                            batch_rows.push(view.evaluate(&counters));
+                        }
+                        RowTopDown::default()
+                    },
                     run_fraction: counters
                         .iter()
                         .map(|v| v.reading.running_fraction())
@@ -178,6 +183,12 @@ pub(in crate::model) fn rows(
             },
         )
         .collect();
+    if let Some(view) = topdown {
+        let batch = view.finish();
+        for (row, at) in rows.iter_mut().zip(batch_rows) {
+            row.topdown = batch.row(at);
+        }
+    }
     sort(&mut rows, set, &options.sort);
     let total = rows.len();
     if let Some(top) = options.top {
@@ -256,6 +267,58 @@ mod tests {
         let mut tsc = set.clone();
         tsc.counters = crate::recording::fixtures::set().counters;
         assert!(SortKey::Field("msr/tsc/".into()).validate(&tsc).is_ok());
+    }
+
+    /// Rows with TopDown, evaluated into one batch and then sorted: each row carries the
+    /// TopDown of its own counts (as evaluated alone), whatever its place after the sort.
+    #[test]
+    fn each_sorted_row_carries_the_topdown_of_its_own_counts() {
+        let recording = crate::recording::fixtures::topdown_recording();
+        let set = &recording.set;
+        let view = recording.topdown.clone().unwrap();
+        // Level 1 counts a little different per thread (retiring grows with the tid), their
+        // on-CPU time growing with it too, so sorting by it reverses the rows.
+        let threads: Vec<ThreadUsage> = (1..=40u32)
+            .map(|tid| {
+                let ns = 1_000_000 * u64::from(tid);
+                ThreadUsage {
+                    counters: [4000, 600 + 10 * u64::from(tid), 200, 400, 2400, 0]
+                        .iter()
+                        .map(|&raw| CounterValue::new(raw * ns / 1000, ns, ns))
+                        .collect(),
+                    ..usage(tid, ns, 1)
+                }
+            })
+            .collect();
+        let window = Window {
+            length: Duration::from_secs(1),
+            threads,
+            ..Window::default()
+        };
+        let opts = RowOptions {
+            sort: "switches".parse().unwrap(),
+            topdown: Some(view.clone()),
+            ..RowOptions::default()
+        };
+        let mut names = CgroupNames::at(None);
+        for sort in [SortKey::ON_CPU, "switches".parse().unwrap()] {
+            let opts = RowOptions {
+                sort,
+                ..opts.clone()
+            };
+            let (rows, _) = rows(&window, name(&window, &mut names, None), set, &opts);
+            assert_eq!(rows.len(), 40);
+            let mut retiring = Vec::new();
+            for row in &rows {
+                let alone = view.of(set, &row.counters);
+                assert_eq!(&*row.topdown, &*alone);
+                retiring.push(row.topdown[0].as_ref().unwrap().value("tma_retiring"));
+            }
+            retiring.dedup();
+            assert_eq!(retiring.len(), 40, "every row its own");
+            let first = rows[0].who.thread().unwrap().tid.0;
+            assert_eq!(first, if opts.sort == SortKey::ON_CPU { 40 } else { 1 });
+        }
     }
 
     /// A row's verdict takes its cgroup's throttling and its own wait; a thread row has no

@@ -224,7 +224,8 @@ fn add_level1(
     for thread in &window.threads {
         add_counters(&mut sum, &thread.counters);
     }
-    let td = view.of(set, &sum).into_iter().flatten().next();
+    let parts = view.of(set, &sum);
+    let td = parts.iter().flatten().next();
     for node in td
         .iter()
         .flat_map(|td| &td.nodes)

@@ -18,7 +18,7 @@ use crate::{
         usage::{CounterValue, add_counters},
     },
     pmu::counter_set::CounterSet,
-    tma::view::BoundView,
+    tma::view::RowTopDown,
 };
 
 /// `rows` (sorted, filtered) arranged as a tree; `reverse` reverses every level's order.
@@ -53,15 +53,31 @@ fn processes(rows: Vec<Row>, set: &CounterSet, options: &RowOptions, reverse: bo
             })
             .push(row);
     }
+    // Process rows' TopDown is evaluated into one batch, handed out once all are made.
+    let mut batch_rows = Vec::new();
     let mut tops: Vec<(Row, Vec<Row>)> = pids
         .into_iter()
         .filter_map(|pid| by_pid.remove(&pid))
         .map(|threads| match threads.len() {
             1 => (threads.into_iter().next(), Vec::new()),
-            _ => (Some(process_row(&threads, set, topdown.as_ref())), threads),
+            _ => {
+                let head = process_row(&threads, set);
+                if let Some(view) = &topdown {
+                    batch_rows.push(view.evaluate(&head.counters));
+                }
+                (Some(head), threads)
+            }
         })
         .filter_map(|(head, threads)| Some((head?, threads)))
         .collect();
+    if let Some(view) = topdown {
+        let batch = view.finish();
+        // The process rows, in the order they were evaluated (those with several threads).
+        let heads = tops.iter_mut().filter(|(_, threads)| !threads.is_empty());
+        for ((head, _), at) in heads.zip(batch_rows) {
+            head.topdown = batch.row(at);
+        }
+    }
     // Processes in the sort's order of their own rows; threads keep the order they came in.
     let by = order(set, &options.sort);
     tops.sort_by(|a, b| by(&a.0, &b.0));
@@ -88,7 +104,8 @@ fn processes(rows: Vec<Row>, set: &CounterSet, options: &RowOptions, reverse: bo
 }
 
 /// A process's row: its threads summed, named as its main thread (or its first thread).
-fn process_row(threads: &[Row], set: &CounterSet, topdown: Option<&BoundView<'_>>) -> Row {
+/// Its TopDown is left to the caller (evaluated with its other process rows).
+fn process_row(threads: &[Row], set: &CounterSet) -> Row {
     let first = threads[0]
         .who
         .thread()
@@ -142,7 +159,7 @@ fn process_row(threads: &[Row], set: &CounterSet, topdown: Option<&BoundView<'_>
         },
         stalls: None,
         switches: threads.iter().map(|r| r.switches).sum(),
-        topdown: topdown.map_or_else(Vec::new, |view| view.of(&counters)),
+        topdown: RowTopDown::default(),
         run_fraction: threads.iter().map(|r| r.run_fraction).fold(1.0, f64::min),
         counters,
         tree: Some(TreeMark {
@@ -260,7 +277,7 @@ mod tests {
             stalls: None,
             switches: 2,
             counters,
-            topdown: vec![],
+            topdown: RowTopDown::default(),
             run_fraction: 1.0,
             tree: None,
         }
@@ -288,7 +305,7 @@ mod tests {
             stalls: None,
             switches: 1,
             counters,
-            topdown: vec![],
+            topdown: RowTopDown::default(),
             run_fraction: 1.0,
             tree: None,
         }
@@ -354,6 +371,62 @@ mod tests {
                 s("11", 1, 0, true)
             ]
         );
+    }
+
+    /// Process rows get the TopDown of their summed counts (evaluated together, handed out
+    /// after): each its own, whatever the sort does with them; lone threads keep theirs.
+    #[test]
+    fn process_rows_carry_the_topdown_of_their_summed_counts() {
+        let recording = crate::recording::fixtures::topdown_recording();
+        let (set, view) = (&recording.set, recording.topdown.clone().unwrap());
+        // Level 1 counts that differ per thread (retiring grows with the tid).
+        let with_counts = |tid: u32, pid: u32, ms: u64| {
+            let ns = ms * 1_000_000;
+            let counters: Vec<CounterValue> = [4000, 500 + 20 * u64::from(tid), 200, 400, 2400, 0]
+                .iter()
+                .map(|&raw| CounterValue::new(raw * ns / 1000, ns, ns))
+                .collect();
+            Row {
+                topdown: view.of(set, &counters),
+                counters,
+                ..thread(tid, pid, ms)
+            }
+        };
+        let rows = vec![
+            with_counts(31, 30, 70),
+            with_counts(11, 10, 50),
+            with_counts(20, 20, 30),
+            with_counts(30, 30, 20),
+            with_counts(10, 10, 5),
+            with_counts(32, 30, 1),
+        ];
+        let options = RowOptions {
+            topdown: Some(view.clone()),
+            ..RowOptions::default()
+        };
+        for reverse in [false, true] {
+            let tree = arrange(rows.clone(), set, &options, reverse);
+            let heads: Vec<&Row> = tree
+                .iter()
+                .filter(|r| r.tree.is_some_and(|t| t.depth == 0))
+                .collect();
+            assert_eq!(heads.len(), 2);
+            let retiring: Vec<f64> = heads
+                .iter()
+                .map(|head| {
+                    assert_eq!(&*head.topdown, &*view.of(set, &head.counters));
+                    head.topdown[0]
+                        .as_ref()
+                        .unwrap()
+                        .value("tma_retiring")
+                        .unwrap()
+                })
+                .collect();
+            assert!(retiring[0] != retiring[1], "{retiring:?}");
+            for row in tree.iter().filter(|r| r.tree.is_none_or(|t| t.depth == 1)) {
+                assert_eq!(&*row.topdown, &*view.of(set, &row.counters));
+            }
+        }
     }
 
     #[test]

@@ -41,7 +41,7 @@ pub fn node_cell(row: &Row, column: &NodeColumn, verbose: bool) -> String {
         "!"
     } else if value.run_fraction < LOW_RUN {
         "?"
-    } else if td.multiplexed_apart.contains(&node.name) {
+    } else if value.multiplexed_apart {
         "~"
     } else {
         ""

@@ -155,7 +155,7 @@ struct TopdownDoc<'a> {
     /// `{metric name: percent}`: how much of the time each node's least measured input ran.
     run_percent: BTreeMap<&'static str, f64>,
     /// Nodes whose inputs were in counter groups the kernel multiplexed apart.
-    multiplexed_apart: &'a [&'static str],
+    multiplexed_apart: Vec<&'static str>,
     /// perf's per-thread estimate with SMT on (Haswell to Cascade Lake; the set's reason says
     /// what it assumes), not an exact count.
     estimate: bool,
@@ -197,7 +197,7 @@ fn topdown<'a>(row: &'a Row, view: Option<&'a TopdownView>) -> Option<Vec<Topdow
                         .iter()
                         .map(|n| (n.node.name, n.run_fraction * 100.0))
                         .collect(),
-                    multiplexed_apart: &td.multiplexed_apart,
+                    multiplexed_apart: td.multiplexed_apart().collect(),
                     estimate: view.is_estimate(),
                 })
             })

@@ -51,6 +51,7 @@ mod tests {
             value,
             over_threshold: over,
             run_fraction: 1.0,
+            multiplexed_apart: false,
         };
         TopDown {
             nodes: vec![
@@ -58,10 +59,10 @@ mod tests {
                 node("tma_fetch_latency", 0.05, false),
                 node("tma_backend_bound", 0.6, true),
                 node("tma_memory_bound", 0.5, true),
-            ],
+            ]
+            .into(),
             bottleneck: Some("tma_memory_bound"),
             out_of_range: Vec::new(),
-            multiplexed_apart: Vec::new(),
         }
     }
 

@@ -1,13 +1,13 @@
 //! TopDown over a counter set's values: which model reads which counters (one part per core
 //! type on hybrid parts), at which level, with which literals.
 
-use std::{cell::RefCell, collections::HashMap};
+use std::{cell::RefCell, collections::HashMap, ops::Range, sync::Arc};
 
 use crate::{
     attrib::usage::CounterValue,
     pmu::counter_set::CounterSet,
     tma::{
-        Model, NodeInputs, Scratch, TopDown,
+        Model, NodeInputs, NodeValue, NodeValues, OutOfRange, Scratch, TopDown,
         inputs::{BoundCounts, Literals},
     },
 };
@@ -101,9 +101,12 @@ impl TopdownView {
 
     /// The thread's TopDown per part from its counters (named as the set names them); `None`
     /// for a part where no node could be computed (it never ran on that core type's PMU). For
-    /// many rows, [`TopdownView::bind`] once and evaluate each row with [`BoundView::of`].
-    pub fn of(&self, set: &CounterSet, counters: &[CounterValue]) -> Vec<Option<TopDown>> {
-        self.bind(set).of(counters)
+    /// many rows, [`TopdownView::bind`] once, [`BoundView::evaluate`] each row and
+    /// [`BoundView::finish`] the batch.
+    pub fn of(&self, set: &CounterSet, counters: &[CounterValue]) -> RowTopDown {
+        let bound = self.bind(set);
+        let row = bound.evaluate(counters);
+        bound.finish().row(row)
     }
 
     /// This view over `set`'s counters: which slot each formula name is, and which slots each
@@ -150,6 +153,7 @@ impl TopdownView {
         BoundView {
             view: self,
             values: RefCell::new(Vec::with_capacity(set.counters.len())),
+            batch: RefCell::default(),
             groups: set
                 .counters
                 .iter()
@@ -161,11 +165,14 @@ impl TopdownView {
     }
 }
 
-/// A [`TopdownView`] bound to a counter set ([`TopdownView::bind`]).
+/// A [`TopdownView`] bound to a counter set ([`TopdownView::bind`]): rows are evaluated into
+/// one batch ([`BoundView::evaluate`]), which [`BoundView::finish`] hands out.
 pub struct BoundView<'a> {
     view: &'a TopdownView,
     /// A row's counters scaled, kept from row to row.
     values: RefCell<Vec<Option<f64>>>,
+    /// The rows evaluated so far.
+    batch: RefCell<Pending>,
     /// Each slot's counter group: its leader's slot, its own when it leads.
     groups: Vec<usize>,
     parts: Vec<BoundPart<'a>>,
@@ -184,10 +191,112 @@ struct BoundPart<'a> {
     slot_split: [Option<u16>; 4],
 }
 
+/// The rows a [`BoundView`] has evaluated, before they are shared: their nodes in buffers of
+/// [`CHUNK_BYTES`] (rows after rows; a window's in one buffer would be tens of megabytes, whose
+/// pages the system maps afresh each window, where chunks of this size are reused from the
+/// heap), each part's TopDown with its range of one.
+#[derive(Default)]
+struct Pending {
+    chunks: Vec<Vec<NodeValue>>,
+    parts: Vec<Option<PendingPart>>,
+}
+
+/// The size of a buffer of rows' nodes: under the system allocator's threshold for mapping
+/// memory of its own (glibc's is 128 KiB at first).
+const CHUNK_BYTES: usize = 64 * 1024;
+
+impl Pending {
+    /// The buffer the next row's nodes go to, with room for `most` more.
+    fn chunk(&mut self, most: usize) -> (usize, &mut Vec<NodeValue>) {
+        let full = self
+            .chunks
+            .last()
+            .is_none_or(|chunk| chunk.capacity() - chunk.len() < most);
+        if full {
+            let nodes = (CHUNK_BYTES / size_of::<NodeValue>()).max(most);
+            self.chunks.push(Vec::with_capacity(nodes));
+        }
+        let at = self.chunks.len() - 1;
+        (at, &mut self.chunks[at])
+    }
+}
+
+/// One part's TopDown of one row, its nodes a range of one of [`Pending::chunks`].
+struct PendingPart {
+    chunk: usize,
+    nodes: Range<usize>,
+    bottleneck: Option<&'static str>,
+    out_of_range: Vec<OutOfRange>,
+}
+
+/// One row's place in a batch: its parts' range of the batch's TopDowns.
+#[derive(Clone, Copy, Debug)]
+pub struct BatchRow(u32, u32);
+
+/// The TopDowns of the rows one [`BoundView`] evaluated: one buffer of nodes and one list of
+/// TopDowns for all of them, so a row's TopDown costs no allocation of its own.
+#[derive(Debug, Default)]
+pub struct Batch {
+    parts: Vec<Option<TopDown>>,
+}
+
+impl Batch {
+    /// The TopDown per part of `row`, one of this batch's.
+    pub fn row(self: &Arc<Self>, row: BatchRow) -> RowTopDown {
+        RowTopDown {
+            batch: Some(Arc::clone(self)),
+            start: row.0,
+            end: row.1,
+        }
+    }
+}
+
+/// A row's TopDown per part of the view (one per core type): `None` for a part whose core type
+/// it never ran on. Reads as a slice; empty where no TopDown is measured. Its TopDowns live in
+/// the [`Batch`] of the rows they were evaluated with.
+#[derive(Clone, Debug, Default)]
+pub struct RowTopDown {
+    batch: Option<Arc<Batch>>,
+    start: u32,
+    end: u32,
+}
+
+impl std::ops::Deref for RowTopDown {
+    type Target = [Option<TopDown>];
+    fn deref(&self) -> &[Option<TopDown>] {
+        self.batch
+            .as_deref()
+            .and_then(|batch| batch.parts.get(self.start as usize..self.end as usize))
+            .unwrap_or_default()
+    }
+}
+
+impl<'a> IntoIterator for &'a RowTopDown {
+    type Item = &'a Option<TopDown>;
+    type IntoIter = std::slice::Iter<'a, Option<TopDown>>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl From<Vec<Option<TopDown>>> for RowTopDown {
+    /// TopDowns made one at a time (tests, a single count): a batch of their own.
+    fn from(parts: Vec<Option<TopDown>>) -> Self {
+        let end = u32::try_from(parts.len()).unwrap_or(u32::MAX);
+        Self {
+            batch: Some(Arc::new(Batch { parts })),
+            start: 0,
+            end,
+        }
+    }
+}
+
 impl BoundView<'_> {
-    /// A row's TopDown per part from its counters (one per slot of the bound set); see
-    /// [`TopdownView::of`].
-    pub fn of(&self, counters: &[CounterValue]) -> Vec<Option<TopDown>> {
+    /// Evaluates a row's TopDown per part from its counters (one per slot of the bound set)
+    /// into this view's batch; its place there, for the batch [`BoundView::finish`] returns.
+    /// The nodes go into one buffer for all rows: no allocation per row once it has grown
+    /// (but for nodes outside [0, 1], which carry their inputs' names).
+    pub fn evaluate(&self, counters: &[CounterValue]) -> BatchRow {
         // A counter enabled but never running (its group never got the PMU) has no count: the
         // nodes that read it are not computed, never computed from a 0.
         let mut values = self.values.borrow_mut();
@@ -195,67 +304,112 @@ impl BoundView<'_> {
         values.extend(counters.iter().map(CounterValue::scaled));
         let values = &*values;
         let literals = self.view.literals();
-        self.view
-            .parts
-            .iter()
-            .zip(&self.parts)
-            .map(|(part, bound)| {
-                let counts = BoundCounts {
-                    slots: &bound.slots,
-                    values,
-                    literals,
+        let mut batch = self.batch.borrow_mut();
+        let first = batch.parts.len();
+        for (part, bound) in self.view.parts.iter().zip(&self.parts) {
+            let most = bound.scratch.borrow().nodes();
+            let (chunk, nodes) = batch.chunk(most);
+            let counts = BoundCounts {
+                slots: &bound.slots,
+                values,
+                literals,
+            };
+            let start = nodes.len();
+            let mut bottleneck = part.model.evaluate_into(
+                &counts,
+                self.view.level,
+                &mut bound.scratch.borrow_mut(),
+                nodes,
+            );
+            retain_from(nodes, start, |n| n.value.is_finite());
+            let td = &mut nodes[start..];
+            // The four Level 1 nodes split the slots: with one of them not computed (an
+            // input not counted), no node can be said to be the bottleneck.
+            let computed = |order: &Option<u16>| td.iter().any(|n| Some(n.node.order) == *order);
+            if !bound.slot_split.iter().all(computed) {
+                bottleneck = None;
+            }
+            // Each node's run %: the least its own inputs ran (a multiplexed counter is
+            // scaled by its own enabled/running time; a node is only as sure as its least
+            // measured input).
+            let running = |slot: usize| counters.get(slot).map(|v| v.reading.running_fraction());
+            for node in td.iter_mut() {
+                let Ok(at) = bound
+                    .reads
+                    .binary_search_by_key(&node.node.order, |(order, _)| *order)
+                else {
+                    continue;
                 };
-                let mut td = part.model.evaluate_bound(
-                    &counts,
-                    self.view.level,
-                    &mut bound.scratch.borrow_mut(),
-                );
-                td.nodes.retain(|n| n.value.is_finite());
-                // The four Level 1 nodes split the slots: with one of them not computed (an
-                // input not counted), no node can be said to be the bottleneck.
-                let computed =
-                    |order: &Option<u16>| td.nodes.iter().any(|n| Some(n.node.order) == *order);
-                if !bound.slot_split.iter().all(computed) {
-                    td.bottleneck = None;
+                let slots = &bound.reads[at].1;
+                node.run_fraction = slots.iter().filter_map(|&s| running(s)).fold(1.0, f64::min);
+                // Inputs that ran only part of the time, in different groups: scaled each
+                // on its own, not measured over the same moments.
+                let mut groups = slots
+                    .iter()
+                    .filter(|&&s| running(s).is_some_and(|r| r < 1.0))
+                    .filter_map(|&s| self.groups.get(s).copied());
+                if let Some(first) = groups.next()
+                    && groups.any(|group| group != first)
+                {
+                    node.multiplexed_apart = true;
                 }
-                // Each node's run %: the least its own inputs ran (a multiplexed counter is
-                // scaled by its own enabled/running time; a node is only as sure as its least
-                // measured input).
-                let running =
-                    |slot: usize| counters.get(slot).map(|v| v.reading.running_fraction());
-                for node in &mut td.nodes {
-                    let Ok(at) = bound
-                        .reads
-                        .binary_search_by_key(&node.node.order, |(order, _)| *order)
-                    else {
-                        continue;
-                    };
-                    let slots = &bound.reads[at].1;
-                    node.run_fraction =
-                        slots.iter().filter_map(|&s| running(s)).fold(1.0, f64::min);
-                    // Inputs that ran only part of the time, in different groups: scaled each
-                    // on its own, not measured over the same moments.
-                    let mut groups = slots
-                        .iter()
-                        .filter(|&&s| running(s).is_some_and(|r| r < 1.0))
-                        .filter_map(|&s| self.groups.get(s).copied());
-                    if let Some(first) = groups.next()
-                        && groups.any(|group| group != first)
-                    {
-                        td.multiplexed_apart.push(node.node.name);
-                    }
-                }
-                // Values stay as the formulas give them; those outside [0, 1] are flagged with
-                // the counts behind them.
+            }
+            // Values stay as the formulas give them; those outside [0, 1] are flagged with
+            // the counts behind them.
+            let out_of_range = if td.iter().all(|n| (0.0..=1.0).contains(&n.value)) {
+                Vec::new()
+            } else {
                 let count = |event: &str| {
                     let slot = *bound.index.get(event)?;
                     values.get(slot).copied().flatten()
                 };
-                td.out_of_range = Model::out_of_range(&td, &bound.node_inputs, count);
-                (!td.nodes.is_empty()).then_some(td)
-            })
-            .collect()
+                Model::out_of_range(td, &bound.node_inputs, count)
+            };
+            let part = (!td.is_empty()).then_some(PendingPart {
+                chunk,
+                nodes: start..nodes.len(),
+                bottleneck,
+                out_of_range,
+            });
+            batch.parts.push(part);
+        }
+        BatchRow(index(first), index(batch.parts.len()))
     }
+
+    /// The rows evaluated, their nodes in one shared buffer.
+    pub fn finish(self) -> Arc<Batch> {
+        let Pending { chunks, parts } = self.batch.into_inner();
+        let chunks: Vec<Arc<Vec<NodeValue>>> = chunks.into_iter().map(Arc::new).collect();
+        let parts = parts
+            .into_iter()
+            .map(|part| {
+                let part = part?;
+                Some(TopDown {
+                    nodes: NodeValues::shared(chunks.get(part.chunk)?, part.nodes)?,
+                    bottleneck: part.bottleneck,
+                    out_of_range: part.out_of_range,
+                })
+            })
+            .collect();
+        Arc::new(Batch { parts })
+    }
+}
+
+/// An index into a batch (which never holds 4 G entries: a window's rows times parts).
+fn index(i: usize) -> u32 {
+    u32::try_from(i).unwrap_or(u32::MAX)
+}
+
+/// Keeps, of `nodes[start..]`, those `keep` says, in order.
+fn retain_from(nodes: &mut Vec<NodeValue>, start: usize, keep: impl Fn(&NodeValue) -> bool) {
+    let mut kept = start;
+    for i in start..nodes.len() {
+        if keep(&nodes[i]) {
+            nodes.swap(kept, i);
+            kept += 1;
+        }
+    }
+    nodes.truncate(kept);
 }
 
 #[cfg(test)]
@@ -340,10 +494,14 @@ mod tests {
             );
         }
         assert_eq!(
-            scaled.multiplexed_apart,
+            scaled.multiplexed_apart().collect::<Vec<_>>(),
             ["tma_memory_bound", "tma_core_bound"]
         );
-        assert!(true_td.multiplexed_apart.is_empty(), "nothing multiplexed");
+        assert_eq!(
+            true_td.multiplexed_apart().count(),
+            0,
+            "nothing multiplexed"
+        );
         let run = |name: &str| {
             scaled
                 .nodes
@@ -382,6 +540,84 @@ mod tests {
             partial.value("tma_retiring"),
             true_td.value("tma_retiring"),
             "PERF_METRICS nodes are pinned"
+        );
+    }
+
+    /// A window's rows evaluated into one batch: each row's TopDown is the one it gets
+    /// evaluated alone (nodes not computed left out, multiplexed ones marked, run fractions),
+    /// and the batch allocates a buffer per many rows, never per row.
+    #[test]
+    fn rows_evaluated_in_one_batch_are_each_their_own_and_allocate_nothing_per_row() {
+        let model = Model::named("icelake").unwrap();
+        let set = topdown_set(&SysRoot::fixture("icelake"), "cpu", &model, 2).unwrap();
+        // The two multiplexed groups of general counters, as the test above finds them.
+        let leaders: Vec<usize> = (0..set.counters.len())
+            .filter(|&i| {
+                let c = &set.counters[i];
+                c.attr.leader.is_none()
+                    && !c.attr.pinned
+                    && set.counters.iter().any(|m| m.attr.leader == Some(i))
+            })
+            .collect();
+        assert_eq!(leaders.len(), 2, "two multiplexed groups");
+        let group = |i: usize| set.counters[i].attr.leader.unwrap_or(i);
+        // Rows of distinct, plausible counts (slots well above every metric: no node out of
+        // range); every third row's second group never ran (the nodes reading it are not
+        // computed), every other row's groups ran half the time each (nodes reading both are
+        // multiplexed apart).
+        let enabled = 1_000_000_000u64;
+        let rows: Vec<Vec<CounterValue>> = (0..2_000u64)
+            .map(|row| {
+                (0..set.counters.len())
+                    .map(|i| {
+                        let running = match (leaders.iter().position(|&l| l == group(i)), row) {
+                            (Some(1), row) if row % 3 == 0 => 0,
+                            (Some(_), row) if row % 2 == 1 => enabled / 2,
+                            _ => enabled,
+                        };
+                        let truth = match set.counters[i].name.as_str() {
+                            "TOPDOWN.SLOTS" => 40_000_000_000,
+                            name if name.starts_with("topdown-") => 5_000_000_000 + i as u64,
+                            _ => 300_000_000 + i as u64 * 7_919_000,
+                        } / 100
+                            * (100 + row % 50);
+                        let raw = u128::from(truth) * u128::from(running) / u128::from(enabled);
+                        CounterValue::new(raw as u64, enabled, running)
+                    })
+                    .collect()
+            })
+            .collect();
+        let view = TopdownView::single(model, 2, 5, false);
+        let bound = view.bind(&set);
+        let _ = bound.evaluate(&rows[0]);
+        let (at, allocations) = crate::allocations::count(|| {
+            let at: Vec<BatchRow> = rows[1..].iter().map(|c| bound.evaluate(c)).collect();
+            (at, bound.finish())
+        });
+        let (at, batch) = at;
+        // A buffer of nodes per ~70 rows (64 KiB of ~13 nodes of 72 bytes), shared as one
+        // `Arc` each, and the list of parts growing: 64 for these 1,999 rows, where a `Vec`
+        // per row and part made two per row.
+        assert!(
+            allocations < rows.len() / 20,
+            "{allocations} allocations for {} rows",
+            rows.len() - 1
+        );
+        let (mut marked, mut short) = (0, 0);
+        for (counters, at) in rows[1..].iter().zip(at) {
+            let alone = view.of(&set, counters);
+            let batched = batch.row(at);
+            assert_eq!(&*batched, &*alone);
+            let td = batched[0].as_ref().unwrap();
+            assert!(td.out_of_range.is_empty(), "{:?}", td.out_of_range);
+            marked += usize::from(td.multiplexed_apart().count() > 0);
+            short += usize::from(td.value("tma_memory_bound").is_none());
+        }
+        // Rows 1, 3, 5, ... ran multiplexed; rows 3, 6, 9, ... never ran the second group.
+        assert_eq!(
+            (marked, short),
+            (1_000 - 333, 666),
+            "{marked} marked, {short} short"
         );
     }
 

@@ -642,6 +642,7 @@ mod tests {
     use topdown_common::cgroup::CgroupId;
 
     use crate::model::sort::SortKey;
+    use crate::tma::view::RowTopDown;
     use topdown_common::thread::{Pid, Tid};
 
     use std::time::Duration;
@@ -676,7 +677,7 @@ mod tests {
             stalls: None,
             switches: 7,
             counters: vec![],
-            topdown: vec![],
+            topdown: RowTopDown::default(),
             run_fraction: 1.0,
             tree: None,
         }
@@ -834,7 +835,7 @@ mod tests {
             ("tma_retiring", -0.02),
         ];
         let mut row = thread(7, "busy", "/", 900);
-        row.topdown = vec![Some(TopDown {
+        row.topdown = RowTopDown::from(vec![Some(TopDown {
             nodes: level1
                 .iter()
                 .map(|(name, value)| NodeValue {
@@ -842,12 +843,13 @@ mod tests {
                     value: *value,
                     over_threshold: *value > 0.2,
                     run_fraction: 1.0,
+                    multiplexed_apart: false,
                 })
-                .collect(),
+                .collect::<Vec<_>>()
+                .into(),
             bottleneck: Some("tma_backend_bound"),
             out_of_range: Vec::new(),
-            multiplexed_apart: Vec::new(),
-        })];
+        })]);
         let options = RowOptions {
             sort: SortKey::ON_CPU,
             top: None,

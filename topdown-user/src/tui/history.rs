@@ -127,6 +127,8 @@ mod tests {
     use topdown_common::cgroup::CgroupId;
     use topdown_common::thread::{Pid, Tid};
 
+    use crate::tma::view::RowTopDown;
+
     use super::*;
     use crate::{
         attrib::usage::CounterValue,
@@ -154,7 +156,7 @@ mod tests {
             stalls: None,
             switches: 1,
             counters: vec![CounterValue::default()],
-            topdown: vec![],
+            topdown: RowTopDown::default(),
             run_fraction: 1.0,
             tree: None,
         }
