@@ -173,8 +173,6 @@ impl C2cStats {
     /// - anything else -> `noparse`; classified samples without a mapping -> `nomap`.
     pub fn add_sample(&mut self, data_src: u64, daddr: u64, mapped: bool) -> Decoded {
         let src = DataSrc::decode(data_src);
-        let (level, sn, sx) = (src.lvl, src.snoop, src.snoopx);
-        let mrem = src.mrem();
         self.nr_entries += 1;
         if src.lock & flags::LOCKED != 0 {
             self.locks += 1;
@@ -191,80 +189,14 @@ impl C2cStats {
                 self.ld_noadrs += 1;
                 return Decoded::NoAddress;
             }
-            if level & lvl::HIT != 0 {
-                if level & lvl::UNC != 0 {
-                    self.ld_uncache += 1;
-                }
-                if level & lvl::IO != 0 {
-                    self.ld_io += 1;
-                }
-                if level & lvl::LFB != 0 {
-                    self.ld_fbhit += 1;
-                }
-                if level & lvl::L1 != 0 {
-                    self.ld_l1hit += 1;
-                }
-                if level & lvl::L2 != 0 {
-                    self.ld_l2hit += 1;
-                    if sx & snoopx::PEER != 0 {
-                        self.peer_local();
-                    }
-                }
-                if level & lvl::L3 != 0 {
-                    if sn & snoop::HITM != 0 {
-                        self.lcl_hitm += 1;
-                        self.tot_hitm += 1;
-                    } else {
-                        self.ld_llchit += 1;
-                    }
-                    if sx & snoopx::PEER != 0 {
-                        self.peer_local();
-                    }
-                }
-                if level & lvl::LOC_RAM != 0 {
-                    self.lcl_dram += 1;
-                    self.dram_sharing(sn);
-                }
-                if level & (lvl::REM_RAM1 | lvl::REM_RAM2) != 0 || mrem {
-                    self.rmt_dram += 1;
-                    self.dram_sharing(sn);
-                }
-            }
-            if level & (lvl::REM_CCE1 | lvl::REM_CCE2) != 0 || mrem {
-                if sn & snoop::HIT != 0 {
-                    self.rmt_hit += 1;
-                } else if sn & snoop::HITM != 0 {
-                    self.rmt_hitm += 1;
-                    self.tot_hitm += 1;
-                } else if sx & snoopx::PEER != 0 {
-                    self.rmt_hit += 1;
-                    self.rmt_peer += 1;
-                    self.tot_peer += 1;
-                }
-            }
-            if level & lvl::MISS != 0 {
-                self.ld_miss += 1;
-            }
+            self.add_load(&src);
         } else if src.op & op::STORE != 0 {
             self.store += 1;
             if daddr == 0 {
                 self.st_noadrs += 1;
                 return Decoded::NoAddress;
             }
-            if level & lvl::HIT != 0 {
-                if level & lvl::UNC != 0 {
-                    self.st_uncache += 1;
-                }
-                if level & lvl::L1 != 0 {
-                    self.st_l1hit += 1;
-                }
-            }
-            if level & lvl::MISS != 0 && level & lvl::L1 != 0 {
-                self.st_l1miss += 1;
-            }
-            if level & lvl::NA != 0 {
-                self.st_na += 1;
-            }
+            self.add_store(src.lvl);
         } else {
             self.noparse += 1;
             return Decoded::Unparsable;
@@ -274,6 +206,87 @@ impl C2cStats {
             return Decoded::NoMap;
         }
         Decoded::Full
+    }
+
+    /// A load with a data address, as [`C2cStats::add_sample`] says.
+    #[inline(always)]
+    fn add_load(&mut self, src: &DataSrc) {
+        let (level, sn, sx) = (src.lvl, src.snoop, src.snoopx);
+        let mrem = src.mrem();
+        if level & lvl::HIT != 0 {
+            if level & lvl::UNC != 0 {
+                self.ld_uncache += 1;
+            }
+            if level & lvl::IO != 0 {
+                self.ld_io += 1;
+            }
+            if level & lvl::LFB != 0 {
+                self.ld_fbhit += 1;
+            }
+            if level & lvl::L1 != 0 {
+                self.ld_l1hit += 1;
+            }
+            if level & lvl::L2 != 0 {
+                self.ld_l2hit += 1;
+                if sx & snoopx::PEER != 0 {
+                    self.peer_local();
+                }
+            }
+            if level & lvl::L3 != 0 {
+                if sn & snoop::HITM != 0 {
+                    self.lcl_hitm += 1;
+                    self.tot_hitm += 1;
+                } else {
+                    self.ld_llchit += 1;
+                }
+                if sx & snoopx::PEER != 0 {
+                    self.peer_local();
+                }
+            }
+            if level & lvl::LOC_RAM != 0 {
+                self.lcl_dram += 1;
+                self.dram_sharing(sn);
+            }
+            if level & (lvl::REM_RAM1 | lvl::REM_RAM2) != 0 || mrem {
+                self.rmt_dram += 1;
+                self.dram_sharing(sn);
+            }
+        }
+        if level & (lvl::REM_CCE1 | lvl::REM_CCE2) != 0 || mrem {
+            if sn & snoop::HIT != 0 {
+                self.rmt_hit += 1;
+            } else if sn & snoop::HITM != 0 {
+                self.rmt_hitm += 1;
+                self.tot_hitm += 1;
+            } else if sx & snoopx::PEER != 0 {
+                self.rmt_hit += 1;
+                self.rmt_peer += 1;
+                self.tot_peer += 1;
+            }
+        }
+        if level & lvl::MISS != 0 {
+            self.ld_miss += 1;
+        }
+    }
+
+    /// A store with a data address at cache level bits `level`, as
+    /// [`C2cStats::add_sample`] says.
+    #[inline(always)]
+    fn add_store(&mut self, level: u64) {
+        if level & lvl::HIT != 0 {
+            if level & lvl::UNC != 0 {
+                self.st_uncache += 1;
+            }
+            if level & lvl::L1 != 0 {
+                self.st_l1hit += 1;
+            }
+        }
+        if level & lvl::MISS != 0 && level & lvl::L1 != 0 {
+            self.st_l1miss += 1;
+        }
+        if level & lvl::NA != 0 {
+            self.st_na += 1;
+        }
     }
 
     /// Adds `other`'s counts (perf's `c2c_add_stats`).

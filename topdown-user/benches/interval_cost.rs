@@ -3,7 +3,7 @@
 //! written; then the run's totals and their document, once, as at the end of a run. Not a test:
 //! run with `cargo xtask bench interval-cost`; results go to BENCHMARKS.md (issues 33 and 55).
 //!
-//! Two shapes of input (`SHAPE=quiet`, the default, or `SHAPE=busy`), both with the software set
+//! Three shapes of input (`SHAPE=quiet`, the default, `SHAPE=busy` or `SHAPE=busy-off`), with the software set
 //! (what these machines and the scale bench run), run times, switches and run-queue delays drawn
 //! from a pseudo-random generator, threads read as the kernel listed them (`live_complete`
 //! unset):
@@ -11,7 +11,8 @@
 //!   live threads, a different fifth of them running in each interval (6,000 rows);
 //! - busy: issue 55's host, where every thread runs in every interval: 20,000 threads of one
 //!   cgroup (as `sleepers 20000 1000` makes them), each wait split by the kernel over two of
-//!   the others (culprit thread slots drawn at random, so a cgroup's sum has thousands).
+//!   the others (culprit thread slots drawn at random, so a cgroup's sum has thousands);
+//! - busy-off: the same host with `--no-neighbours` (no wait split, none measured).
 //!
 //! Not measured here: the `bpf()` lookups of the listed threads and the write to standard
 //! output (the document goes to a sink).
@@ -46,6 +47,8 @@ struct Shape {
     share: u32,
     /// Whether each wait is split over culprit threads (the kernel's neighbours split).
     culprits: bool,
+    /// Whether the kernel split waits at all (`--no-neighbours` leaves it off).
+    neighbours: bool,
 }
 
 impl Shape {
@@ -56,13 +59,21 @@ impl Shape {
                 threads: 20_000,
                 share: 1,
                 culprits: true,
+                neighbours: true,
+            },
+            Ok("busy-off") => Self {
+                threads: 20_000,
+                share: 1,
+                culprits: false,
+                neighbours: false,
             },
             Ok("quiet") | Err(_) => Self {
                 threads: 30_000,
                 share: 5,
                 culprits: false,
+                neighbours: true,
             },
-            Ok(other) => panic!("SHAPE={other}: quiet or busy"),
+            Ok(other) => panic!("SHAPE={other}: quiet, busy or busy-off"),
         }
     }
 }
@@ -131,7 +142,7 @@ impl Books {
             removed_cgroups: Vec::new(),
             stats,
             waits_measured: true,
-            neighbours_measured: true,
+            neighbours_measured: shape.neighbours,
         }
     }
 }

@@ -108,6 +108,11 @@ impl Behind {
     pub fn between(before: Option<&WaitBehind>, now: &WaitBehind) -> Self {
         let zero = WaitBehind::ZERO;
         let before = before.unwrap_or(&zero);
+        // Nothing split since (a thread that did not wait, every thread with neighbours off):
+        // nothing to take apart.
+        if before == now {
+            return Self::default();
+        }
         let mut recounted = 0;
         let mut by = SmallVec::new();
         for (was, is) in before.cgroups.iter().zip(&now.cgroups) {
