@@ -21,9 +21,47 @@ use super::{cgroups::CgroupNames, containers::Owner, groups::GroupBy, usage::Thr
 pub const TOP_CULPRITS: usize = 3;
 
 /// Where a thread's or a cgroup's run-queue waits went over a window, and its preemptions. The
-/// parts add up to the row's wait ([`Behind::total_ns`]).
+/// parts add up to the row's wait ([`BehindParts::total_ns`]). Held out of line, and only where
+/// something was split: most of a window's threads have nothing (none waited, or the split is
+/// off), and a busy host's 20,000 usages a window each carrying the parts inline cost the
+/// attributor four times the cache misses (BENCHMARKS.md, session 38). Reads as its parts
+/// (empty when there are none); a write makes them.
+#[derive(Clone, Debug, Default)]
+pub struct Behind(Option<Box<BehindParts>>);
+
+/// No parts: what an empty [`Behind`] reads as.
+static NO_PARTS: std::sync::LazyLock<BehindParts> = std::sync::LazyLock::new(BehindParts::default);
+
+impl std::ops::Deref for Behind {
+    type Target = BehindParts;
+    fn deref(&self) -> &BehindParts {
+        self.0.as_deref().unwrap_or(&NO_PARTS)
+    }
+}
+
+impl std::ops::DerefMut for Behind {
+    fn deref_mut(&mut self) -> &mut BehindParts {
+        self.0.get_or_insert_with(Box::default)
+    }
+}
+
+impl PartialEq for Behind {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for Behind {}
+
+impl From<BehindParts> for Behind {
+    fn from(parts: BehindParts) -> Self {
+        Self(Some(Box::new(parts)))
+    }
+}
+
+/// The parts of a [`Behind`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Behind {
+pub struct BehindParts {
     /// Nanoseconds waited behind each culprit cgroup (one entry per cgroup, in no order).
     pub by: SmallVec<[(CgroupId, u64); BEHIND_SLOTS]>,
     /// Nanoseconds waited behind each culprit thread the kernel kept a slot for (a split of
@@ -34,7 +72,7 @@ pub struct Behind {
     /// thread keeps [`BEHIND_SLOTS`], given to its latest culprits).
     pub rest: WaitRest,
     /// Where each culprit sits in `by` and `threads` once they are long (a cgroup's sum over
-    /// its threads, a run's over its windows), so [`Behind::add`] looks each up once.
+    /// its threads, a run's over its windows), so [`BehindParts::add`] looks each up once.
     pub index: ListIndex,
 }
 
@@ -145,14 +183,31 @@ impl Behind {
             .collect();
         let mut rest = now.rest.since(&before.rest);
         rest.other_ns = rest.other_ns.saturating_sub(recounted);
-        Self {
+        Self::from(BehindParts {
             by,
             threads,
             rest,
             index: ListIndex::default(),
+        })
+    }
+
+    /// Adds `other`'s (a later window, another thread of the cgroup, a child cgroup); nothing
+    /// is made where it has nothing.
+    pub fn add(&mut self, other: &Self) {
+        if let Some(other) = &other.0 {
+            (**self).add(other);
         }
     }
 
+    /// Bounds a total kept for the whole run ([`BehindParts::bound_for_run`]).
+    pub fn bound_for_run(&mut self) {
+        if let Some(parts) = &mut self.0 {
+            parts.bound_for_run();
+        }
+    }
+}
+
+impl BehindParts {
     /// Adds `other`'s (a later window, another thread of the cgroup, a child cgroup).
     pub fn add(&mut self, other: &Self) {
         for &(id, ns) in &other.by {
@@ -421,6 +476,34 @@ impl<'w> CulpritNames<'w> {
 mod tests {
     use super::*;
 
+    /// A usage with nothing split (no wait, or the split off) holds a pointer's worth for it
+    /// and makes nothing, summed or not; one with a split holds it, and sums add it up.
+    #[test]
+    fn nothing_split_costs_a_pointer_and_no_allocation() {
+        assert_eq!(size_of::<Behind>(), size_of::<usize>());
+        let mut kernel = WaitBehind::ZERO;
+        let ((), made) = crate::allocations::count(|| {
+            let mut sum = Behind::default();
+            for _ in 0..1_000 {
+                sum.add(&Behind::between(Some(&kernel), &kernel));
+                sum.add(&Behind::between(None, &kernel));
+            }
+            sum.bound_for_run();
+            assert_eq!(sum, Behind::default());
+            assert_eq!((sum.total_ns(), sum.by.len()), (0, 0));
+        });
+        assert_eq!(made, 0);
+        kernel.begin_split();
+        kernel.charge(5, 105, 40);
+        let split = Behind::between(None, &kernel);
+        let mut sum = Behind::default();
+        sum.add(&split);
+        sum.add(&split);
+        assert_eq!(sum.by.as_slice(), [(CgroupId(5), 80)]);
+        assert_eq!(sum.total_ns(), 80);
+        assert_ne!(sum, Behind::default());
+    }
+
     #[test]
     fn deltas_are_taken_within_a_slots_assignment_and_add_up_to_the_waits_growth() {
         let mut kernel = WaitBehind::ZERO;
@@ -471,10 +554,12 @@ mod tests {
 
     #[test]
     fn sums_merge_by_cgroup_and_thread() {
-        let part = |by: &[(u64, u64)], threads: &[(u32, u64)]| Behind {
-            by: by.iter().map(|&(id, ns)| (CgroupId(id), ns)).collect(),
-            threads: threads.iter().map(|&(t, ns)| (Tid(t), ns)).collect(),
-            ..Behind::default()
+        let part = |by: &[(u64, u64)], threads: &[(u32, u64)]| {
+            Behind::from(BehindParts {
+                by: by.iter().map(|&(id, ns)| (CgroupId(id), ns)).collect(),
+                threads: threads.iter().map(|&(t, ns)| (Tid(t), ns)).collect(),
+                ..BehindParts::default()
+            })
         };
         let mut sum = part(&[(5, 30), (9, 20)], &[(1, 10)]);
         sum.add(&part(&[(9, 5), (11, 1)], &[(1, 2), (2, 3)]));
@@ -496,11 +581,11 @@ mod tests {
         let mut by_expected: Vec<(CgroupId, u64)> = Vec::new();
         for i in 0..3_000u32 {
             let (tid, cgroup) = (Tid(i * 7 % 1_009), CgroupId(u64::from(i % 40)));
-            let part = Behind {
+            let part = Behind::from(BehindParts {
                 by: [(cgroup, 2)].into_iter().collect(),
                 threads: [(tid, u64::from(i))].into_iter().collect(),
-                ..Behind::default()
-            };
+                ..BehindParts::default()
+            });
             sum.add(&part);
             match expected.iter_mut().find(|(t, _)| *t == tid) {
                 Some((_, ns)) => *ns += u64::from(i),
@@ -529,7 +614,7 @@ mod tests {
         let mut run = Behind::default();
         let mut waited = 0;
         for window in 0..10_000u64 {
-            let part = Behind {
+            let part = Behind::from(BehindParts {
                 by: [(CgroupId(1), 50), (CgroupId(100 + window), 1 + window % 7)]
                     .into_iter()
                     .collect(),
@@ -540,8 +625,8 @@ mod tests {
                     idle_ns: 2,
                     ..WaitRest::ZERO
                 },
-                ..Behind::default()
-            };
+                ..BehindParts::default()
+            });
             waited += part.total_ns();
             run.add(&part);
             run.bound_for_run();
@@ -566,10 +651,10 @@ mod tests {
             "the cut cgroups' parts moved to other"
         );
         // Adding to a cut list finds its entries again (the index was rebuilt).
-        run.add(&Behind {
+        run.add(&Behind::from(BehindParts {
             by: [(CgroupId(1), 5)].into_iter().collect(),
-            ..Behind::default()
-        });
+            ..BehindParts::default()
+        }));
         assert_eq!(run.by.iter().filter(|(c, _)| c.0 == 1).count(), 1);
     }
 
@@ -589,10 +674,10 @@ mod tests {
                     (Tid(1 + i * 13 % 997), 1 + (seed >> 60) % 5)
                 })
                 .collect();
-            let behind = Behind {
+            let behind = Behind::from(BehindParts {
                 threads,
-                ..Behind::default()
-            };
+                ..BehindParts::default()
+            });
             let mut all: Vec<(String, u64)> = behind
                 .threads
                 .iter()
@@ -617,7 +702,7 @@ mod tests {
         for (id, path) in [(2, "/a"), (3, "/b"), (4, "/c"), (5, "/d")] {
             names.learn(CgroupId(id), path.into());
         }
-        let behind = Behind {
+        let behind = Behind::from(BehindParts {
             by: [(2, 10), (3, 40), (4, 30), (5, 30)]
                 .into_iter()
                 .map(|(id, ns)| (CgroupId(id), ns))
@@ -630,8 +715,8 @@ mod tests {
                 migrated_ns: 1,
                 ..WaitRest::ZERO
             },
-            ..Behind::default()
-        };
+            ..BehindParts::default()
+        });
         let hog = ThreadUsage::clocked(7, 7, CgroupId(3), 100, 1);
         let culprits = CulpritNames::new(Some(GroupBy::Cgroup), std::slice::from_ref(&hog))
             .culprits(&behind, &mut names);

@@ -17,7 +17,7 @@ use topdown_common::stats::Stat;
 use crate::{
     attrib::{
         Window,
-        neighbours::Behind,
+        neighbours::{Behind, BehindParts},
         stalls::CpuStalls,
         usage::{CgroupUsage, CounterValue, ThreadUsage, duration_ns},
     },
@@ -292,7 +292,10 @@ impl BehindLine {
     }
 
     fn into_behind(self) -> Behind {
-        Behind {
+        if self.is_empty() {
+            return Behind::default();
+        }
+        Behind::from(BehindParts {
             by: self
                 .by
                 .into_iter()
@@ -312,7 +315,7 @@ impl BehindLine {
                 preempted_by_other: self.preempted_by_other,
             },
             index: Default::default(),
-        }
+        })
     }
 
     fn is_empty(&self) -> bool {

@@ -708,7 +708,7 @@ mod tests {
         attrib::{
             Window,
             cgroups::CgroupNames,
-            neighbours::Behind,
+            neighbours::{Behind, BehindParts},
             usage::{CgroupUsage, CounterValue},
         },
         c2c::forwarded::classify,
@@ -925,7 +925,7 @@ mod tests {
             (vec![(f, ms(2))], 0, 0, 0),
         ];
         for (by, other_ns, idle_ns, unknown_ns) in windows {
-            let behind = Behind {
+            let behind = Behind::from(BehindParts {
                 by: by.into_iter().collect(),
                 rest: WaitRest {
                     other_ns,
@@ -933,8 +933,8 @@ mod tests {
                     unknown_ns,
                     ..WaitRest::ZERO
                 },
-                ..Behind::default()
-            };
+                ..BehindParts::default()
+            });
             let mut w = window(vec![CgroupUsage {
                 waited: Duration::from_nanos(behind.total_ns()),
                 behind,
