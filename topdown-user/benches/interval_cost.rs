@@ -3,10 +3,10 @@
 //! written; then the run's totals and their document, once, as at the end of a run. Not a test:
 //! run with `cargo xtask bench interval-cost`; results go to BENCHMARKS.md (issues 33 and 55).
 //!
-//! Three shapes of input (`SHAPE=quiet`, the default, `SHAPE=busy` or `SHAPE=busy-off`), with the software set
-//! (what these machines and the scale bench run), run times, switches and run-queue delays drawn
-//! from a pseudo-random generator, threads read as the kernel listed them (`live_complete`
-//! unset):
+//! Three shapes of input (`SHAPE=quiet`, the default, `SHAPE=busy` or `SHAPE=busy-off`), with
+//! the software set (what these machines and the scale bench run), run times, switches and
+//! run-queue delays drawn from a pseudo-random generator, threads read as the kernel listed
+//! them (`live_complete` unset):
 //! - quiet: the scale bench's pool of mostly idle threads (`scale.sh`, the 5 s shape): 30,000
 //!   live threads, a different fifth of them running in each interval (6,000 rows);
 //! - busy: issue 55's host, where every thread runs in every interval: 20,000 threads of one

@@ -17,7 +17,7 @@ use crate::{
         verdict::Verdict,
     },
     pmu::counter_set::CounterSet,
-    tma::view::{RowTopDown, TopdownView},
+    tma::view::{BatchRow, BoundView, RowTopDown, TopdownView},
 };
 
 /// One line of a report: a thread, or a group of cgroups.
@@ -157,6 +157,9 @@ pub(in crate::model) fn rows(
                  stalls,
                  counters,
              }| {
+                if let Some(view) = &topdown {
+                    batch_rows.push(view.evaluate(&counters));
+                }
                 Row {
                     who,
                     on_cpu,
@@ -167,12 +170,7 @@ pub(in crate::model) fn rows(
                     verdict: Verdict::of(on_cpu, waited, stalls.as_ref(), window.length),
                     stalls,
                     switches,
-                    topdown: {
-                        if let Some(view) = &topdown {
-                            batch_rows.push(view.evaluate(&counters));
-                        }
-                        RowTopDown::default()
-                    },
+                    topdown: RowTopDown::default(),
                     run_fraction: counters
                         .iter()
                         .map(|v| v.reading.running_fraction())
@@ -183,18 +181,29 @@ pub(in crate::model) fn rows(
             },
         )
         .collect();
-    if let Some(view) = topdown {
-        let batch = view.finish();
-        for (row, at) in rows.iter_mut().zip(batch_rows) {
-            row.topdown = batch.row(at);
-        }
-    }
+    hand_out(topdown, batch_rows, &mut rows);
     sort(&mut rows, set, &options.sort);
     let total = rows.len();
     if let Some(top) = options.top {
         rows.truncate(top);
     }
     (rows, total)
+}
+
+/// Gives each of `rows` its TopDown from `view`'s batch, their places `at` in the order they
+/// were evaluated (nothing without a view).
+pub(in crate::model) fn hand_out<'r>(
+    view: Option<BoundView<'_>>,
+    at: Vec<BatchRow>,
+    rows: impl IntoIterator<Item = &'r mut Row>,
+) {
+    let Some(view) = view else {
+        return;
+    };
+    let batch = view.finish();
+    for (row, at) in rows.into_iter().zip(at) {
+        row.topdown = batch.row(at);
+    }
 }
 
 #[cfg(test)]
@@ -295,16 +304,12 @@ mod tests {
             threads,
             ..Window::default()
         };
-        let opts = RowOptions {
-            sort: "switches".parse().unwrap(),
-            topdown: Some(view.clone()),
-            ..RowOptions::default()
-        };
         let mut names = CgroupNames::at(None);
         for sort in [SortKey::ON_CPU, "switches".parse().unwrap()] {
             let opts = RowOptions {
                 sort,
-                ..opts.clone()
+                topdown: Some(view.clone()),
+                ..RowOptions::default()
             };
             let (rows, _) = rows(&window, name(&window, &mut names, None), set, &opts);
             assert_eq!(rows.len(), 40);

@@ -8,7 +8,7 @@ use topdown_common::cgroup::CgroupId;
 use topdown_common::thread::{Pid, Tid};
 
 use super::{
-    rows::{Row, RowOptions, ThreadKey, TreeMark, Who},
+    rows::{Row, RowOptions, ThreadKey, TreeMark, Who, hand_out},
     sort::order,
     verdict::Verdict,
 };
@@ -70,14 +70,12 @@ fn processes(rows: Vec<Row>, set: &CounterSet, options: &RowOptions, reverse: bo
         })
         .filter_map(|(head, threads)| Some((head?, threads)))
         .collect();
-    if let Some(view) = topdown {
-        let batch = view.finish();
-        // The process rows, in the order they were evaluated (those with several threads).
-        let heads = tops.iter_mut().filter(|(_, threads)| !threads.is_empty());
-        for ((head, _), at) in heads.zip(batch_rows) {
-            head.topdown = batch.row(at);
-        }
-    }
+    // The process rows, in the order they were evaluated (those with several threads).
+    let heads = tops
+        .iter_mut()
+        .filter(|(_, threads)| !threads.is_empty())
+        .map(|(head, _)| head);
+    hand_out(topdown, batch_rows, heads);
     // Processes in the sort's order of their own rows; threads keep the order they came in.
     let by = order(set, &options.sort);
     tops.sort_by(|a, b| by(&a.0, &b.0));

@@ -233,8 +233,8 @@ struct PendingPart {
 #[derive(Clone, Copy, Debug)]
 pub struct BatchRow(u32, u32);
 
-/// The TopDowns of the rows one [`BoundView`] evaluated: one buffer of nodes and one list of
-/// TopDowns for all of them, so a row's TopDown costs no allocation of its own.
+/// The TopDowns of the rows one [`BoundView`] evaluated: their nodes in shared buffers and one
+/// list of TopDowns for all of them, so a row's TopDown costs no allocation of its own.
 #[derive(Debug, Default)]
 pub struct Batch {
     parts: Vec<Option<TopDown>>,
@@ -294,8 +294,8 @@ impl From<Vec<Option<TopDown>>> for RowTopDown {
 impl BoundView<'_> {
     /// Evaluates a row's TopDown per part from its counters (one per slot of the bound set)
     /// into this view's batch; its place there, for the batch [`BoundView::finish`] returns.
-    /// The nodes go into one buffer for all rows: no allocation per row once it has grown
-    /// (but for nodes outside [0, 1], which carry their inputs' names).
+    /// The nodes go into buffers shared by many rows: no allocation per row (but for nodes
+    /// outside [0, 1], which carry their inputs' names).
     pub fn evaluate(&self, counters: &[CounterValue]) -> BatchRow {
         // A counter enabled but never running (its group never got the PMU) has no count: the
         // nodes that read it are not computed, never computed from a 0.
@@ -356,15 +356,11 @@ impl BoundView<'_> {
             }
             // Values stay as the formulas give them; those outside [0, 1] are flagged with
             // the counts behind them.
-            let out_of_range = if td.iter().all(|n| (0.0..=1.0).contains(&n.value)) {
-                Vec::new()
-            } else {
-                let count = |event: &str| {
-                    let slot = *bound.index.get(event)?;
-                    values.get(slot).copied().flatten()
-                };
-                Model::out_of_range(td, &bound.node_inputs, count)
+            let count = |event: &str| {
+                let slot = *bound.index.get(event)?;
+                values.get(slot).copied().flatten()
             };
+            let out_of_range = Model::out_of_range(td, &bound.node_inputs, count);
             let part = (!td.is_empty()).then_some(PendingPart {
                 chunk,
                 nodes: start..nodes.len(),
@@ -376,7 +372,7 @@ impl BoundView<'_> {
         BatchRow(index(first), index(batch.parts.len()))
     }
 
-    /// The rows evaluated, their nodes in one shared buffer.
+    /// The rows evaluated, their nodes in shared buffers.
     pub fn finish(self) -> Arc<Batch> {
         let Pending { chunks, parts } = self.batch.into_inner();
         let chunks: Vec<Arc<Vec<NodeValue>>> = chunks.into_iter().map(Arc::new).collect();
@@ -423,6 +419,21 @@ mod tests {
         tma::plan::topdown_set,
     };
 
+    /// The leaders of the Ice Lake Level 2 set's two groups of general counters (the ones the
+    /// kernel multiplexes), in slot order.
+    fn multiplexed_leaders(set: &CounterSet) -> Vec<usize> {
+        let leaders: Vec<usize> = (0..set.counters.len())
+            .filter(|&i| {
+                let c = &set.counters[i];
+                c.attr.leader.is_none()
+                    && !c.attr.pinned
+                    && set.counters.iter().any(|m| m.attr.leader == Some(i))
+            })
+            .collect();
+        assert_eq!(leaders.len(), 2, "two multiplexed groups");
+        leaders
+    }
+
     /// Ice Lake Level 2 on its fixture: the general-counter events are two groups the kernel
     /// multiplexes (8 counters, 15 events), slots and its metrics are pinned, fixed counters
     /// run all the time. Synthetic readings whose true counts are known: each group counted
@@ -444,19 +455,7 @@ mod tests {
             .collect();
         // Group leaders among the general counters, in slot order: the first runs the first
         // half, the second the second half; everything else all the time.
-        let mut leaders: Vec<usize> = set
-            .counters
-            .iter()
-            .enumerate()
-            .filter(|(i, c)| {
-                c.attr.leader.is_none()
-                    && !c.attr.pinned
-                    && set.counters.iter().any(|m| m.attr.leader == Some(*i))
-            })
-            .map(|(i, _)| i)
-            .collect();
-        leaders.sort_unstable();
-        assert_eq!(leaders.len(), 2, "two multiplexed groups");
+        let leaders = multiplexed_leaders(&set);
         let running = |i: usize| {
             let group = set.counters[i].attr.leader.unwrap_or(i);
             if leaders.contains(&group) {
@@ -550,16 +549,7 @@ mod tests {
     fn rows_evaluated_in_one_batch_are_each_their_own_and_allocate_nothing_per_row() {
         let model = Model::named("icelake").unwrap();
         let set = topdown_set(&SysRoot::fixture("icelake"), "cpu", &model, 2).unwrap();
-        // The two multiplexed groups of general counters, as the test above finds them.
-        let leaders: Vec<usize> = (0..set.counters.len())
-            .filter(|&i| {
-                let c = &set.counters[i];
-                c.attr.leader.is_none()
-                    && !c.attr.pinned
-                    && set.counters.iter().any(|m| m.attr.leader == Some(i))
-            })
-            .collect();
-        assert_eq!(leaders.len(), 2, "two multiplexed groups");
+        let leaders = multiplexed_leaders(&set);
         let group = |i: usize| set.counters[i].attr.leader.unwrap_or(i);
         // Rows of distinct, plausible counts (slots well above every metric: no node out of
         // range); every third row's second group never ran (the nodes reading it are not
