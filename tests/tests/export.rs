@@ -459,10 +459,14 @@ fn the_trace_holds_every_windows_threads_with_the_recordings_values() {
     assert!(windows.len() >= 2, "windows of 200 ms: {}", windows.len());
 
     let of = |ph: &'static str| events.iter().filter(move |e| e["ph"] == ph);
-    let slices: HashMap<(u64, u64), &Value> = of("X")
+    // By process too: a window's folds of exited threads (a row per process beyond the ones
+    // shown, one for other processes: see attrib::exited) all have tid 0, and a machine-wide
+    // recording has them wherever enough of the host's threads exit in a window.
+    let slices: HashMap<(u64, u64, u64), &Value> = of("X")
         .map(|e| {
             (
                 (
+                    u64_of(&e["pid"]),
                     u64_of(&e["tid"]),
                     (e["ts"].as_f64().unwrap() * 1000.0).round() as u64,
                 ),
@@ -470,11 +474,12 @@ fn the_trace_holds_every_windows_threads_with_the_recordings_values() {
             )
         })
         .collect();
-    let samples: HashMap<(String, String, u64), f64> = of("C")
+    let samples: HashMap<(String, u64, String, u64), f64> = of("C")
         .map(|e| {
             (
                 (
                     e["name"].as_str().unwrap().to_owned(),
+                    u64_of(&e["pid"]),
                     e["id"].as_str().unwrap().to_owned(),
                     (e["ts"].as_f64().unwrap() * 1000.0).round() as u64,
                 ),
@@ -489,11 +494,11 @@ fn the_trace_holds_every_windows_threads_with_the_recordings_values() {
         let start_ns = (window["interval"]["start_s"].as_f64().unwrap() * 1e9).round() as u64;
         for thread in window["threads"].as_array().unwrap() {
             rows += 1;
-            let tid = u64_of(&thread["tid"]);
+            let (pid, tid) = (u64_of(&thread["pid"]), u64_of(&thread["tid"]));
             // Nanosecond times through f64 microseconds: within a microsecond.
             let slice = (start_ns.saturating_sub(1000)..=start_ns + 1000)
-                .find_map(|ts| slices.get(&(tid, ts)))
-                .unwrap_or_else(|| panic!("no slice of {tid} at {start_ns} ns"));
+                .find_map(|ts| slices.get(&(pid, tid, ts)))
+                .unwrap_or_else(|| panic!("no slice of {pid}/{tid} at {start_ns} ns"));
             let args = &slice["args"];
             assert_eq!(u64_of(&slice["pid"]), u64_of(&thread["pid"]));
             assert_eq!(args["on_cpu_ns"], thread["on_cpu_ns"], "{tid}");
@@ -512,15 +517,23 @@ fn the_trace_holds_every_windows_threads_with_the_recordings_values() {
             }
             let ts = (slice["ts"].as_f64().unwrap() * 1000.0).round() as u64;
             let sample = samples
-                .get(&("%CPU".to_owned(), tid.to_string(), ts))
-                .unwrap_or_else(|| panic!("no %CPU sample of {tid}"));
+                .get(&("%CPU".to_owned(), pid, tid.to_string(), ts))
+                .unwrap_or_else(|| panic!("no %CPU sample of {pid}/{tid}"));
             assert_eq!(Some(*sample), thread["cpu_percent"].as_f64(), "{tid}");
             if thread["exited"] == true {
                 exited += 1;
-                assert!(
-                    of("i").any(|e| e["name"] == "exit" && u64_of(&e["tid"]) == tid),
-                    "{tid} exited: an exit instant"
-                );
+                let instant = of("i").any(|e| {
+                    e["name"] == "exit" && u64_of(&e["pid"]) == pid && u64_of(&e["tid"]) == tid
+                });
+                // A fold of exited threads is no one thread: it has no exit instant.
+                if thread["folded_threads"] == 0 {
+                    assert!(instant, "{pid}/{tid} exited: an exit instant");
+                } else {
+                    assert!(
+                        !instant,
+                        "{pid}/{tid} folds exited threads: no exit instant"
+                    );
+                }
             }
             latest_comm.insert((u64_of(&thread["pid"]), tid), thread["comm"].clone());
         }
