@@ -640,10 +640,14 @@ fn a_store_is_kept_within_its_size_and_read_while_written_and_after_a_kill() {
     );
 }
 
-/// `diff` on real runs: two recordings of the same workload (a thread working 20 % of every 10
+/// `diff` on real runs: two recordings of the same workload (a thread working 10 % of every 10
 /// ms) show no change of what the workload decides (its %CPU) beyond the windows' own
 /// variation, with the defaults (Welch's t per row and field, Holm-adjusted, p < 0.01 and at
 /// least 5 %); a third where that thread works twice as long flags exactly that thread's %CPU.
+/// Both duties stay well under a loaded CPU's fair share: on a machine running two test suites
+/// and a build on 2 vCPUs (a fair share near a third of a CPU), a 40 % duty could not be met,
+/// fell behind its periods and caught up in bursts, and its windows' %CPU spread so wide that
+/// the doubling was not flagged (CI, 2026-12-07: Holm-adjusted p 0.010); 20 % stays met there.
 /// Waits are the machine's, not the workload's: a run-queue wait that grew between two runs
 /// (CI, 2026-12-06: the duty thread waited 1.9 % of each window, then 8.9 %, the VM's other
 /// load and steal) is a change the diff rightly reports, so they are not asserted here.
@@ -675,9 +679,9 @@ fn diff_flags_nothing_between_runs_alike_and_exactly_a_doubled_thread() {
         file
     };
     let (first, again, doubled) = (
-        record("first.rec", "20"),
-        record("again.rec", "20"),
-        record("doubled.rec", "40"),
+        record("first.rec", "10"),
+        record("again.rec", "10"),
+        record("doubled.rec", "20"),
     );
     let diff = |before: &Path, after: &Path| -> Value {
         let text = stdout_of(
@@ -703,8 +707,8 @@ fn diff_flags_nothing_between_runs_alike_and_exactly_a_doubled_thread() {
         .expect("the duty thread, lined up by process and thread name");
     let before = duty["before"].as_f64().unwrap();
     assert!(
-        (15.0..=25.0).contains(&before),
-        "{before} %CPU for a 20 % duty"
+        (7.5..=12.5).contains(&before),
+        "{before} %CPU for a 10 % duty"
     );
     assert!(flagged(&alike).is_empty(), "{alike}");
     let changed = diff(&first, &doubled);
