@@ -203,6 +203,8 @@ fn medians(set: &CounterSet, options: &RowOptions) -> [Duration; 3] {
 }
 
 fn main() {
+    // As the tool does at start: what the bench measures is what the tool runs.
+    topdown_user::heap::keep_freed_memory();
     let model = Model::named("sapphirerapids").expect("a known model");
     let mut topdown = CounterSet::software("bench".into());
     topdown

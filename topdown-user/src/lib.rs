@@ -19,6 +19,7 @@ pub mod c2c;
 pub mod cli;
 pub mod collect;
 pub mod commands;
+pub mod heap;
 pub mod import;
 pub mod model;
 pub mod picture;

@@ -6,12 +6,14 @@ use clap::Parser as _;
 use topdown_user::{
     cli::{Cli, Command},
     commands::{analyze, c2c, check, decode, diff, generate, plot, report, serve, stat},
+    heap,
     pmu::machine,
     privileges,
     recording::store::writer::Retention,
 };
 
 fn main() -> ExitCode {
+    heap::keep_freed_memory();
     let cli = Cli::parse();
     init_logging(cli.verbose);
     std::panic::set_hook(Box::new(|info| {

@@ -16,6 +16,8 @@ use std::{
 const ORDER: &[&str] = &[
     // Unit tests' count of heap allocations (the test binary's allocator), for every room.
     "allocations",
+    // The heap's settings: freed memory kept between windows.
+    "heap",
     // Crates of their own, re-exported (`topdown-c2c`): perf.data and names of addresses.
     "perf_file",
     "symbols",
