@@ -65,9 +65,6 @@ pub struct ThreadHeader {
     pub flags: u32,
     /// Thread name as of the latest charge (NUL-padded).
     pub comm: [u8; COMM_LEN],
-    /// Whom its waits (`waited_ns`) were spent behind, and its preemptions; all zero when the
-    /// loader turned neighbours off.
-    pub behind: WaitBehind,
 }
 
 impl ThreadHeader {
@@ -88,12 +85,16 @@ impl ThreadHeader {
 /// charge in each `LIST_EPOCH` puts its tid on the `CHARGED` list, so userspace reads only the
 /// threads that ran (see the kernel's `account::list`). Records about
 /// a thread (it died, it changed cgroup) go to userspace through the `THREAD_RECORDS` ring
-/// buffer as the header followed by only the set's slots ([`record_len`]).
+/// buffer as the header and the split followed by only the set's slots ([`record_len`]).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ThreadTotals {
     /// Who, where, how often.
     pub header: ThreadHeader,
+    /// Whom its waits (`header.waited_ns`) were spent behind, and its preemptions; all zero
+    /// when the loader turned neighbours off. Apart from the header, so userspace copies it
+    /// only where the split is on; sent in records between the header and the slots.
+    pub behind: WaitBehind,
     /// Sums of the per-slice counter deltas.
     pub charged: Readings,
     /// The kernel's count of cgroup moves when `header.cgroup_id` was last read (not sent in
@@ -109,7 +110,7 @@ pub struct ThreadTotals {
     /// in records): listed once per epoch, at its first charge in it.
     pub listed_epoch: u64,
     /// The task's `nivcsw` (involuntary switches out) at its latest charge (not sent in
-    /// records): each charge adds its growth since to `header.behind.preempted`.
+    /// records): each charge adds its growth since to `behind.rest.preempted`.
     pub nivcsw: u64,
 }
 
@@ -127,8 +128,8 @@ impl ThreadTotals {
                 last_cpu: 0,
                 flags: 0,
                 comm: [0; COMM_LEN],
-                behind: WaitBehind::ZERO,
             },
+            behind: WaitBehind::ZERO,
             charged: Readings::ZERO,
             cgroup_moves: 0,
             runtime_ns: 0,
@@ -153,6 +154,16 @@ pub struct ListedThread {
     pub slot: u32,
 }
 
+/// Where a record's (and [`ThreadTotals`]') split begins: right after the header.
+pub const RECORD_BEHIND_AT: usize = size_of::<ThreadHeader>();
+
+/// Where a record's counter slots begin: after the header and the split, as in
+/// [`ThreadTotals`] (a record is the first [`record_len`] bytes of one).
+pub const RECORD_SLOTS_AT: usize = RECORD_BEHIND_AT + size_of::<WaitBehind>();
+
+const _: () = assert!(core::mem::offset_of!(ThreadTotals, behind) == RECORD_BEHIND_AT);
+const _: () = assert!(core::mem::offset_of!(ThreadTotals, charged) == RECORD_SLOTS_AT);
+
 /// Bytes of a thread record carrying the first `slots` counter slots (at most all of them).
 pub const fn record_len(slots: usize) -> usize {
     let slots = if slots > crate::MAX_COUNTERS {
@@ -160,7 +171,7 @@ pub const fn record_len(slots: usize) -> usize {
     } else {
         slots
     };
-    size_of::<ThreadHeader>() + slots * size_of::<Reading>()
+    RECORD_SLOTS_AT + slots * size_of::<Reading>()
 }
 
 #[cfg(feature = "user")]

@@ -457,7 +457,7 @@ pub fn charge_current(
         // The wait ended as the thread was switched in, where the CPU's history ends: only
         // this thread ran here since.
         if waited > 0 && neighbours {
-            state.history.split(waited, &mut totals.header.behind);
+            state.history.split(waited, &mut totals.behind);
         }
     }
     if neighbours {
@@ -516,13 +516,13 @@ fn count_preemptions(
     if grown == 0 {
         return;
     }
-    totals.header.behind.rest.preempted += grown;
+    totals.behind.rest.preempted += grown;
     // This switch was involuntary: the kernel counts it before the tracepoint.
     if let Some(Switch { prev, next }) = switch
         && next.tid() != 0
         && !next.shares_cgroup(prev)
     {
-        totals.header.behind.rest.preempted_by_other += 1;
+        totals.behind.rest.preempted_by_other += 1;
     }
 }
 
@@ -555,8 +555,8 @@ pub fn on_migrate<const SPLIT: bool>(task: Task) {
     }
     totals.header.waited_ns += waited;
     totals.run_delay_ns = delay;
-    if !(SPLIT && split_on_cpu_left(task, waited, &mut totals.header.behind)) {
-        totals.header.behind.rest.migrated_ns += waited;
+    if !(SPLIT && split_on_cpu_left(task, waited, &mut totals.behind)) {
+        totals.behind.rest.migrated_ns += waited;
     }
     if let Some(state) = cpu_state() {
         list(state, totals, slot);
@@ -607,14 +607,15 @@ fn split_on_cpu_left(task: Task, waited: u64, behind: &mut WaitBehind) -> bool {
 }
 
 /// Gives `totals`' slot (`slot`, held by thread `tid`, whose final record is sent) back: its
-/// tid cleared first (a reader copying the slot then sees another tid), its header and the
-/// set's slots zeroed (what a reader could see of it before the next thread's tid), then its
+/// tid cleared first (a reader copying the slot then sees another tid), its header, split and
+/// the set's slots zeroed (what a reader could see of it before the next thread's tid), then its
 /// index entry.
 #[inline(always)]
 fn free_slot(state: &mut CpuState, totals: &mut ThreadTotals, tid: u32, slot: u32) {
     // SAFETY: a field of the thread's own slot.
     unsafe { core::ptr::write_volatile(&mut totals.header.tid, 0) };
     totals.header = ThreadTotals::new(0, 0).header;
+    totals.behind = WaitBehind::ZERO;
     zero_set_slots(&mut totals.charged);
     if let Some(index) = THREAD_SLOTS.get_ptr_mut(tid) {
         // SAFETY: this thread's own index entry; only the CPU running it writes it.
@@ -722,6 +723,7 @@ fn totals_of(
         // Only the set's slots: zeroing all `MAX_COUNTERS` cost a short thread's one switch
         // more than the rest of its accounting (records and snapshots carry only the set's).
         (*scratch).header = ThreadTotals::new(tid, tgid).header;
+        (*scratch).behind = WaitBehind::ZERO;
         (*scratch).runtime_ns = 0;
         (*scratch).run_delay_ns = 0;
         (*scratch).listed_epoch = 0;

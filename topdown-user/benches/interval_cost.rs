@@ -106,6 +106,7 @@ impl Books {
     fn interval(&mut self, share: u32, rng: &mut Lcg, at: Instant) -> Snapshot {
         let shape = self.shape;
         let mut live = Vec::with_capacity((shape.threads / shape.share) as usize);
+        let mut live_splits = Vec::new();
         for (i, totals) in self.threads.iter_mut().enumerate() {
             if i as u32 % shape.share != share {
                 continue;
@@ -122,7 +123,7 @@ impl Books {
             let waited = rng.next() % 20_000;
             totals.header.waited_ns += waited;
             if shape.culprits {
-                let behind = &mut totals.header.behind;
+                let behind = &mut totals.behind;
                 behind.begin_split();
                 let mut culprit = || 1_000 + (rng.next() % u64::from(shape.threads)) as u32;
                 let (first, second) = (culprit(), culprit());
@@ -130,14 +131,20 @@ impl Books {
                 behind.charge(1, second, waited - waited / 2);
             }
             live.push(ThreadRecord::from_totals(totals, self.nr));
+            // As the collector reads them: a split per record only where the kernel splits.
+            if shape.neighbours {
+                live_splits.push(totals.behind);
+            }
         }
         let mut stats = Stats::default();
         stats.set(Stat::Switches, 12_000);
         Snapshot {
             at,
             live,
+            live_splits,
             live_complete: false,
             records: Vec::new(),
+            record_splits: Vec::new(),
             idle: vec![Duration::from_millis(900); 2],
             removed_cgroups: Vec::new(),
             stats,

@@ -24,7 +24,8 @@ Usage: busy.py TOPDOWN_BPF SLEEPERS ROUNDS
    - `--per-container -I 1000 --json`, measured as in 1.
    The cgroups are created before and removed after.
 
-BASELINE=BINARY runs another build of the tool the same way in the same rounds, interleaved.
+BASELINE=BINARY runs another build of the tool the same way in the same rounds, interleaved;
+BASELINE=A:B runs two (named "baseline" and "baseline 2").
 
 The figures are the tool's CPU (the nanoseconds on CPU the scheduler books for each of its
 threads, /proc/PID/task/*/schedstat) per interval (per second for serve), per live thread or
@@ -45,8 +46,9 @@ from host import cgroup2_mount, cpu_seconds
 
 TOPDOWN, SLEEPERS, ROUNDS = sys.argv[1], sys.argv[2], int(sys.argv[3])
 # The builds measured: (name, binary).
-BUILDS = [("", TOPDOWN)] + ([("baseline", os.environ["BASELINE"])]
-                           if os.environ.get("BASELINE") else [])
+BUILDS = [("", TOPDOWN)] + [
+    ("baseline" if i == 0 else f"baseline {i + 1}", binary)
+    for i, binary in enumerate(b for b in os.environ.get("BASELINE", "").split(":") if b)]
 THREADS = [int(n) for n in os.environ.get("THREADS", "20000 100000").split()]
 CGROUPS = [int(n) for n in os.environ.get("CGROUPS", "5000 20000").split()]
 WINDOWS = int(os.environ.get("WINDOWS", "10"))

@@ -22,6 +22,7 @@ use std::{
     time::Duration,
 };
 use topdown_common::cgroup::CgroupId;
+use topdown_common::neighbours::WaitBehind;
 use topdown_common::thread::{Pid, Tid};
 
 use self::{
@@ -31,7 +32,7 @@ use self::{
     target::Target,
     usage::{CgroupUsage, CounterValue, ThreadUsage},
 };
-use crate::collect::{Snapshot, Stats, ThreadRecord};
+use crate::collect::{Books, Snapshot, Stats, ThreadRecord};
 
 /// How many threads read [`Attributor::window`] warms the cache for at a time: enough misses
 /// to overlap, few enough that their kept totals stay in the first-level cache.
@@ -185,6 +186,43 @@ impl Window {
     }
 }
 
+/// A live thread's latest totals as the attributor keeps them: its record, and beside it its
+/// split of its waits (all zero, and never copied, where the kernel does not split them). Held
+/// inline: boxed, it made a busy host's interval a fifth slower with the split on (each box
+/// among the window's own allocations of its size), for 0.4 ms less at 20,000 threads with it
+/// off (BENCHMARKS.md, session 39).
+#[derive(Clone, Debug)]
+struct Kept {
+    record: ThreadRecord,
+    split: WaitBehind,
+}
+
+impl Kept {
+    /// `books`, kept.
+    fn of(books: Books<'_>) -> Self {
+        Self {
+            record: books.record.clone(),
+            split: *books.split(),
+        }
+    }
+
+    /// The totals as books to take a usage from.
+    fn books(&self) -> Books<'_> {
+        Books {
+            record: &self.record,
+            split: Some(&self.split),
+        }
+    }
+
+    /// Takes `books` in place of the totals kept (the slots' memory reused).
+    fn set(&mut self, books: Books<'_>) {
+        self.record.clone_from(books.record);
+        if let Some(split) = books.split {
+            self.split = *split;
+        }
+    }
+}
+
 /// Keeps the previous snapshot's totals to turn the next one into deltas, for threads and for
 /// the cgroups they ran in.
 #[derive(Debug)]
@@ -192,7 +230,7 @@ pub struct Attributor {
     nr_counters: usize,
     target: Target,
     /// Latest totals of every live thread, reported or not (its cgroup is charged from them).
-    live: HashMap<Tid, ThreadRecord>,
+    live: HashMap<Tid, Kept>,
     /// Reported threads that died, for the run's totals.
     exited: ExitedThreads,
     /// How many exited threads keep their own rows in a window (the rest fold per process).
@@ -270,30 +308,24 @@ impl Attributor {
     }
 
     /// The previous totals of the thread `record` is about, if it is the same thread.
-    fn before<'a>(
-        live: &'a HashMap<Tid, ThreadRecord>,
-        record: &ThreadRecord,
-    ) -> Option<&'a ThreadRecord> {
+    fn before<'a>(live: &'a HashMap<Tid, Kept>, record: &ThreadRecord) -> Option<Books<'a>> {
         live.get(&record.tid())
+            .map(Kept::books)
             .filter(|before| before.same_thread(record))
     }
 
-    /// Keeps `record` as its thread's latest totals in `entry` (its tid's), in place of the
+    /// Keeps `books` as its thread's latest totals in `entry` (its tid's), in place of the
     /// previous ones (their slots' memory reused), and notes its tid in `kept` where the
     /// snapshot was read whole.
-    fn keep(
-        entry: Entry<'_, Tid, ThreadRecord>,
-        record: &ThreadRecord,
-        kept: Option<&mut HashSet<Tid>>,
-    ) {
+    fn keep(entry: Entry<'_, Tid, Kept>, books: Books<'_>, kept: Option<&mut HashSet<Tid>>) {
         match entry {
-            Entry::Occupied(mut slot) => slot.get_mut().clone_from(record),
+            Entry::Occupied(mut slot) => slot.get_mut().set(books),
             Entry::Vacant(slot) => {
-                slot.insert(record.clone());
+                slot.insert(Kept::of(books));
             }
         }
         if let Some(kept) = kept {
-            kept.insert(record.tid());
+            kept.insert(books.tid());
         }
     }
 
@@ -354,8 +386,8 @@ impl Attributor {
         let mut threads: Vec<ThreadUsage> = self
             .live
             .values()
-            .filter(|record| self.target.keeps(&record.header))
-            .map(|record| ThreadUsage::between(None, record, self.nr_counters))
+            .filter(|kept| self.target.keeps(&kept.record.header))
+            .map(|kept| ThreadUsage::between(None, kept.books(), self.nr_counters))
             .chain(self.exited.rows())
             .filter(|usage| !usage.is_idle())
             .collect();
@@ -438,8 +470,10 @@ mod tests {
         Snapshot {
             at,
             live,
+            live_splits: vec![],
             live_complete: true,
             records,
+            record_splits: vec![],
             idle: vec![],
             removed_cgroups: vec![],
             stats: Stats::default(),
@@ -827,41 +861,48 @@ mod tests {
             t.header.switches = grown;
             t.header.cgroup_id = cgroup;
             t.header.waited_ns = 300 * grown;
-            t.header.behind.cgroups[0] = Culprit {
+            t.behind.cgroups[0] = Culprit {
                 id: 40 + u64::from(tid),
                 ns: 200 * grown,
                 assigned: 1,
                 last: 1,
             };
-            t.header.behind.threads[0] = Culprit {
+            t.behind.threads[0] = Culprit {
                 id: 400 + u64::from(tid),
                 ns: 200 * grown,
                 assigned: 1,
                 last: 1,
             };
-            t.header.behind.rest.idle_ns = 100 * grown;
-            t.header.behind.rest.preempted = grown;
-            ThreadRecord::from_totals(&t, 2)
+            t.behind.rest.idle_ns = 100 * grown;
+            t.behind.rest.preempted = grown;
+            (ThreadRecord::from_totals(&t, 2), t.behind)
         };
         let t0 = Instant::now();
         let mut attrib = Attributor::new(1, Target::All);
         attrib.start(t0);
-        let mut before: Vec<ThreadRecord> = Vec::new();
+        fn books((record, split): &(ThreadRecord, WaitBehind)) -> Books<'_> {
+            Books {
+                record,
+                split: Some(split),
+            }
+        }
+        let mut before: Vec<(ThreadRecord, WaitBehind)> = Vec::new();
         for grown in [1, 3] {
             let now = vec![
                 thread(5, 7, grown),
                 thread(6, 7, grown * 2),
                 thread(9, 8, grown),
             ];
-            let mut live = snapshot(t0, now.clone(), vec![]);
+            let mut live = snapshot(t0, now.iter().map(|(r, _)| r.clone()).collect(), vec![]);
+            live.live_splits = now.iter().map(|(_, split)| *split).collect();
             live.waits_measured = true;
             live.neighbours_measured = true;
             let window = attrib.window(&live);
             for id in [7, 8] {
                 let mut expected = CgroupUsage::new(CgroupId(id), 1);
-                for record in now.iter().filter(|r| r.cgroup() == CgroupId(id)) {
-                    let was = before.iter().find(|b| b.tid() == record.tid());
-                    expected.charge(was, record);
+                for now in now.iter().filter(|(r, _)| r.cgroup() == CgroupId(id)) {
+                    let was = before.iter().find(|(b, _)| b.tid() == now.0.tid());
+                    expected.charge(was.map(books), books(now));
                 }
                 let charged = window
                     .cgroups

@@ -14,7 +14,7 @@ use super::{
     rows_of,
     usage::{CgroupUsage, ThreadUsage},
 };
-use crate::collect::{Snapshot, ThreadRecord};
+use crate::collect::{Books, Snapshot};
 
 /// One window's attribution under way.
 pub(super) struct Pass<'s> {
@@ -24,7 +24,7 @@ pub(super) struct Pass<'s> {
     cgroups: HashMap<CgroupId, CgroupUsage>,
     /// Each thread's latest record of this snapshot, in the order they were sent, and whether
     /// the map was read for its tid.
-    latest: HashMap<Tid, (&'s ThreadRecord, bool)>,
+    latest: HashMap<Tid, (Books<'s>, bool)>,
     /// The window's thread rows.
     threads: Vec<ThreadUsage>,
     /// The tids of live threads kept, where the snapshot read every live thread (those not
@@ -47,7 +47,7 @@ impl<'s> Pass<'s> {
     }
 
     /// Charges cgroup `id` what the thread ran from `before` to `now`.
-    fn charge(&mut self, id: CgroupId, before: Option<&ThreadRecord>, now: &ThreadRecord) {
+    fn charge(&mut self, id: CgroupId, before: Option<Books<'_>>, now: Books<'_>) {
         self.cgroup(id).charge(before, now);
     }
 
@@ -67,17 +67,17 @@ impl Attributor {
     pub(super) fn charge_records<'s>(&mut self, pass: &mut Pass<'s>, snapshot: &'s Snapshot) {
         let nr = pass.nr;
         let mut exits = ExitedThreads::new(self.window_exit_rows);
-        for record in &snapshot.records {
+        for record in snapshot.record_books() {
             let before = pass
                 .latest
                 .get(&record.tid())
                 .map(|&(r, _)| r)
-                .filter(|r| r.same_thread(record))
-                .or_else(|| Self::before(&self.live, record));
+                .filter(|r| r.same_thread(&record))
+                .or_else(|| Self::before(&self.live, &record));
             pass.charge(record.cgroup(), before, record);
             pass.latest.insert(record.tid(), (record, false));
             if record.exited() && self.target.keeps(&record.header) {
-                let usage = ThreadUsage::between(Self::before(&self.live, record), record, nr);
+                let usage = ThreadUsage::between(Self::before(&self.live, &record), record, nr);
                 self.exited.add(ThreadUsage::between(None, record, nr));
                 exits.add(usage);
             }
@@ -97,29 +97,31 @@ impl Attributor {
     pub(super) fn charge_live(&mut self, pass: &mut Pass<'_>, snapshot: &Snapshot) {
         let nr = pass.nr;
         let (live, target) = (&mut self.live, &self.target);
-        for chunk in snapshot.live.chunks(WARM_CHUNK) {
-            for now in chunk {
+        for chunk in (0..snapshot.live.len()).step_by(WARM_CHUNK) {
+            let chunk = chunk..(chunk + WARM_CHUNK).min(snapshot.live.len());
+            for now in &snapshot.live[chunk.clone()] {
                 if let Some(kept) = live.get(&now.tid()) {
                     crate::prefetch::read(kept);
                 }
             }
-            for now in chunk {
+            for at in chunk {
+                let now = snapshot.live_books(at);
                 let sent = match pass.latest.get_mut(&now.tid()) {
                     Some((record, read)) => {
                         *read = true;
-                        Some(*record).filter(|r| r.same_thread(now))
+                        Some(*record).filter(|r| r.same_thread(&now))
                     }
                     None => None,
                 };
                 let entry = live.entry(now.tid());
                 let old = match &entry {
-                    Entry::Occupied(slot) => Some(slot.get()),
+                    Entry::Occupied(slot) => Some(slot.get().books()),
                     Entry::Vacant(_) => None,
                 };
                 // Most live threads on a large host did not run since the previous snapshot:
                 // their totals are the ones kept, which stay (nothing to charge, no row, no
                 // copy).
-                if sent.is_none() && old.is_some_and(|old| old.unchanged_in(now)) {
+                if sent.is_none() && old.is_some_and(|old| old.unchanged_in(&now)) {
                     if let Some(kept) = pass.kept.as_mut() {
                         kept.insert(now.tid());
                     }
@@ -127,7 +129,7 @@ impl Attributor {
                 }
                 // The thread's previous totals (a record sent is the same thread, so they are
                 // its too).
-                let before = old.filter(|before| before.same_thread(now));
+                let before = old.filter(|before| before.same_thread(&now));
                 // With no record since, the row's usage is what its cgroup is charged: taken
                 // once (a busy host's every thread comes here).
                 let (newest, usage) = match sent {
@@ -174,7 +176,8 @@ impl Attributor {
                 continue;
             }
             if self.target.keeps(&record.header) {
-                let usage = ThreadUsage::between(Self::before(&self.live, record), record, pass.nr);
+                let usage =
+                    ThreadUsage::between(Self::before(&self.live, &record), record, pass.nr);
                 if !usage.is_idle() {
                     pass.threads.push(usage);
                 }

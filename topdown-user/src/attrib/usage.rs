@@ -10,7 +10,10 @@ use topdown_common::{
 };
 
 use super::neighbours::Behind;
-use crate::{collect::ThreadRecord, pmu::counter_set::CounterSet};
+use crate::{
+    collect::{Books, ThreadRecord},
+    pmu::counter_set::CounterSet,
+};
 
 /// One counter over a window: the kernel's reading of it (a delta: [`Reading::since`]), and
 /// whether its event counts at all on this PMU.
@@ -120,8 +123,8 @@ pub struct ThreadUsage {
 
 impl ThreadUsage {
     /// `now` minus `before` (a zero-charged thread when `before` is `None`), for `nr` counters.
-    pub fn between(before: Option<&ThreadRecord>, now: &ThreadRecord, nr: usize) -> Self {
-        let before_slots = before.map(|t| t.slots.as_slice());
+    pub fn between(before: Option<Books<'_>>, now: Books<'_>, nr: usize) -> Self {
+        let before_slots = before.map(|t| t.record.slots.as_slice());
         Self {
             tid: now.tid(),
             pid: now.pid(),
@@ -132,8 +135,8 @@ impl ThreadUsage {
                 .switches
                 .saturating_sub(before.map_or(0, |t| t.header.switches)),
             on_cpu: clock_delta(before_slots, &now.slots),
-            waited: waited_delta(before, now),
-            behind: Behind::between(before.map(|t| &t.header.behind), &now.header.behind),
+            waited: waited_delta(before.as_deref(), &now),
+            behind: Behind::between(before.map(|t| t.split()), now.split()),
             counters: deltas(before_slots, &now.slots, nr),
             exited: now.exited(),
             folded: 0,
@@ -223,18 +226,16 @@ impl CgroupUsage {
     }
 
     /// Charges a thread's usage between two of its records.
-    pub fn charge(&mut self, before: Option<&ThreadRecord>, now: &ThreadRecord) {
+    pub fn charge(&mut self, before: Option<Books<'_>>, now: Books<'_>) {
         self.switches += now
             .header
             .switches
             .saturating_sub(before.map_or(0, |t| t.header.switches));
-        let before_slots = before.map(|t| t.slots.as_slice());
+        let before_slots = before.map(|t| t.record.slots.as_slice());
         self.on_cpu += clock_delta(before_slots, &now.slots);
-        self.waited += waited_delta(before, now);
-        self.behind.add(&Behind::between(
-            before.map(|t| &t.header.behind),
-            &now.header.behind,
-        ));
+        self.waited += waited_delta(before.as_deref(), &now);
+        self.behind
+            .add(&Behind::between(before.map(|t| t.split()), now.split()));
         let delta = deltas(before_slots, &now.slots, self.counters.len());
         add_counters(&mut self.counters, &delta);
     }
@@ -334,13 +335,13 @@ mod tests {
     fn window_is_the_difference_of_cumulative_totals() {
         let before = totals(42, 1_000, 3);
         let now = totals(42, 5_500, 10);
-        let usage = ThreadUsage::between(Some(&before), &now, 0);
+        let usage = ThreadUsage::between(Some(Books::unsplit(&before)), Books::unsplit(&now), 0);
         assert_eq!(usage.on_cpu_ns(), 4_500);
         assert_eq!(usage.switches, 7);
         assert_eq!(usage.comm, "work");
         assert_eq!(usage.pid, Pid(7));
         assert!(usage.counters.is_empty(), "the clock is no counter");
-        let fresh = ThreadUsage::between(None, &now, 0);
+        let fresh = ThreadUsage::between(None, Books::unsplit(&now), 0);
         assert_eq!(fresh.on_cpu_ns(), 5_500);
     }
 
@@ -348,11 +349,12 @@ mod tests {
     fn names_are_read_up_to_their_nul_and_invalid_bytes_replaced() {
         let mut t = topdown_common::thread::ThreadTotals::new(9, 9);
         t.header.comm = *b"fifteen-bytes-x\0";
-        let full = ThreadUsage::between(None, &ThreadRecord::from_totals(&t, 1), 0);
+        let full = ThreadUsage::between(None, Books::unsplit(&ThreadRecord::from_totals(&t, 1)), 0);
         assert_eq!(full.comm, "fifteen-bytes-x");
         t.header.comm = [0; 16];
         t.header.comm[..4].copy_from_slice(&[b'a', 0xff, b'b', 0]);
-        let invalid = ThreadUsage::between(None, &ThreadRecord::from_totals(&t, 1), 0);
+        let invalid =
+            ThreadUsage::between(None, Books::unsplit(&ThreadRecord::from_totals(&t, 1)), 0);
         assert_eq!(invalid.comm, "a\u{fffd}b");
     }
 
@@ -364,15 +366,15 @@ mod tests {
         before.header.waited_ns = 700;
         let mut now = totals(42, 5_500, 10);
         now.header.waited_ns = 2_000;
-        let usage = ThreadUsage::between(Some(&before), &now, 0);
+        let usage = ThreadUsage::between(Some(Books::unsplit(&before)), Books::unsplit(&now), 0);
         assert_eq!(usage.waited, Duration::from_nanos(1_300));
         assert_eq!(
-            ThreadUsage::between(None, &now, 0).waited,
+            ThreadUsage::between(None, Books::unsplit(&now), 0).waited,
             Duration::from_nanos(2_000)
         );
         let mut cgroup = CgroupUsage::new(CgroupId(1), 0);
-        cgroup.charge(None, &before);
-        cgroup.charge(Some(&before), &now);
+        cgroup.charge(None, Books::unsplit(&before));
+        cgroup.charge(Some(Books::unsplit(&before)), Books::unsplit(&now));
         assert_eq!(cgroup.waited, Duration::from_nanos(2_000));
         let mut sum = usage.clone();
         sum.add(&usage);

@@ -23,7 +23,7 @@ use std::{
 
 use memmap2::{MmapOptions, MmapRaw};
 
-use topdown_common::{reading::Reading, thread::ThreadTotals};
+use topdown_common::{neighbours::WaitBehind, reading::Reading, thread::ThreadTotals};
 
 use super::snapshot::{Slots, ThreadRecord};
 use crate::prefetch;
@@ -41,14 +41,18 @@ pub struct MappedThreads {
     mapped: u32,
     /// Slots of the array.
     slots: u32,
+    /// Whether a thread's split ([`ThreadTotals::behind`]) is copied: with the split off the
+    /// kernel never writes it.
+    split: bool,
 }
 
 /// Slots mapped at first (864 KB).
 const FIRST_SLOTS: u32 = 1024;
 
 impl MappedThreads {
-    /// Maps the first slots of the array of `slots` slots behind `fd` read-only.
-    pub fn map(fd: BorrowedFd<'_>, slots: u32) -> io::Result<Self> {
+    /// Maps the first slots of the array of `slots` slots behind `fd` read-only; threads are
+    /// read with their split where `split`.
+    pub fn map(fd: BorrowedFd<'_>, slots: u32, split: bool) -> io::Result<Self> {
         let fd = fd.try_clone_to_owned()?;
         let map = map_slots(&fd, FIRST_SLOTS.min(slots))?;
         Ok(Self {
@@ -56,6 +60,7 @@ impl MappedThreads {
             map: Some(map),
             mapped: FIRST_SLOTS.min(slots),
             slots,
+            split,
         })
     }
 
@@ -89,20 +94,31 @@ impl MappedThreads {
         }
     }
 
-    /// The header and first `nr` slots of live thread `tid` from slot `slot`; `None` when
-    /// the slot does not hold `tid` (it exited: its final record is in the ring) or is beyond
-    /// the mapping (see [`Self::cover`]).
-    pub fn get(&self, slot: u32, tid: u32, nr: usize) -> Option<ThreadRecord> {
-        let record = self.copy(slot, nr)?;
-        (record.header.tid == tid).then_some(record)
+    /// The header and first `nr` slots of live thread `tid` from slot `slot`, and its split
+    /// where splits are read; `None` when the slot does not hold `tid` (it exited: its final
+    /// record is in the ring) or is beyond the mapping (see [`Self::cover`]).
+    pub fn get(
+        &self,
+        slot: u32,
+        tid: u32,
+        nr: usize,
+    ) -> Option<(ThreadRecord, Option<WaitBehind>)> {
+        let copied = self.copy(slot, nr)?;
+        (copied.0.header.tid == tid).then_some(copied)
     }
 
     /// Hands the live thread of every mapped slot below `high` (the highest slot the kernel
-    /// took, plus one: see [`Self::cover`]) to `each`, with its first `nr` slots.
-    pub fn each(&self, high: u32, nr: usize, mut each: impl FnMut(ThreadRecord)) {
+    /// took, plus one: see [`Self::cover`]) to `each`, with its first `nr` slots and its split
+    /// where splits are read.
+    pub fn each(
+        &self,
+        high: u32,
+        nr: usize,
+        mut each: impl FnMut(ThreadRecord, Option<WaitBehind>),
+    ) {
         for slot in 0..high.min(self.mapped) {
-            if let Some(record) = self.copy(slot, nr) {
-                each(record);
+            if let Some((record, split)) = self.copy(slot, nr) {
+                each(record, split);
             }
         }
     }
@@ -130,9 +146,9 @@ impl MappedThreads {
         })
     }
 
-    /// Slot `slot`'s thread, copied as the module's note says; `None` when free, beyond the
-    /// array, or taken by another thread during the copy.
-    fn copy(&self, slot: u32, nr: usize) -> Option<ThreadRecord> {
+    /// Slot `slot`'s thread, copied as the module's note says, with its split where splits are
+    /// read; `None` when free, beyond the array, or taken by another thread during the copy.
+    fn copy(&self, slot: u32, nr: usize) -> Option<(ThreadRecord, Option<WaitBehind>)> {
         let totals = self.slot(slot)?;
         // SAFETY: a slot inside the mapping; its fields are plain old data, read whole
         // (volatile: the kernel writes them while we read).
@@ -143,6 +159,9 @@ impl MappedThreads {
             }
             std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
             let header = (&raw const (*totals).header).read_volatile();
+            let split = self
+                .split
+                .then(|| (&raw const (*totals).behind).read_volatile());
             let charged = &raw const (*totals).charged.slots;
             let slots: Slots = (0..nr.min(topdown_common::MAX_COUNTERS))
                 .map(|i| charged.cast::<Reading>().add(i).read_volatile())
@@ -150,7 +169,7 @@ impl MappedThreads {
             std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
             let again = (&raw const (*totals).header.tid).read_volatile();
             (header.tid == tid && header.tgid != 0 && again == tid)
-                .then_some(ThreadRecord { header, slots })
+                .then_some((ThreadRecord { header, slots }, split))
         }
     }
 
@@ -228,6 +247,7 @@ mod tests {
         let mut totals = ThreadTotals::new(tid, tgid);
         totals.charged.slots[0].count = count;
         totals.charged.slots[1].count = count + 1;
+        totals.behind.rest.idle_ns = count;
         totals
     }
 
@@ -244,10 +264,18 @@ mod tests {
         write(&fd, 4000, &totals(42, 40, 2000));
         // A freed slot: tid and header zeroed, readings left.
         write(&fd, 5, &totals(0, 0, 77));
-        let mut mapped = MappedThreads::map(fd.as_fd(), 5000).unwrap();
+        let mut mapped = MappedThreads::map(fd.as_fd(), 5000, true).unwrap();
 
-        let read = mapped.get(3, 41, 2).expect("slot 3 holds thread 41");
+        let (read, split) = mapped.get(3, 41, 2).expect("slot 3 holds thread 41");
         assert_eq!((read.header.tid, read.header.tgid), (41, 40));
+        assert_eq!(split.map(|s| s.rest.idle_ns), Some(1000), "its split, read");
+        let unsplit = MappedThreads::map(fd.as_fd(), 5000, false).unwrap();
+        let (lean, none) = unsplit.get(3, 41, 2).expect("slot 3 holds thread 41");
+        assert_eq!(
+            (none, lean.slots.clone()),
+            (None, read.slots.clone()),
+            "with the split off, not read"
+        );
         assert_eq!(
             read.slots.iter().map(|r| r.count).collect::<Vec<_>>(),
             [1000, 1001]
@@ -263,11 +291,11 @@ mod tests {
         );
 
         mapped.cover(4001).unwrap();
-        let far = mapped.get(4000, 42, 1).expect("covered now");
+        let (far, _) = mapped.get(4000, 42, 1).expect("covered now");
         assert_eq!(far.slots.len(), 1);
         assert_eq!(far.slots[0].count, 2000);
         let mut all = Vec::new();
-        mapped.each(4001, 2, |record| all.push(record.header.tid));
+        mapped.each(4001, 2, |record, _| all.push(record.header.tid));
         assert_eq!(all, [41, 42], "every thread once, a freed slot left out");
         assert_eq!(mapped.tids(4001).collect::<Vec<_>>(), [(41, 40), (42, 40)]);
 

@@ -27,12 +27,13 @@ use aya::{
     },
     util::KernelVersion,
 };
-pub use snapshot::{Snapshot, Stats, ThreadRecord};
+pub use snapshot::{Books, Snapshot, Stats, ThreadRecord};
 use topdown_common::{
     MAX_COUNTERS,
     cgroup::{CgroupId, CgroupRemoved},
     cpu::CpuState,
     names::{global, map, program},
+    neighbours::WaitBehind,
     stats::Stat,
 };
 
@@ -268,7 +269,11 @@ impl Collector {
             .context("setting each CPU's counter slots")?;
         let listing =
             listing::Listing::start(&mut bpf, options.read_whole, options.wait_out_charges)?;
-        let threads = map_threads(&mut bpf, options.max_threads)?;
+        let threads = map_threads(
+            &mut bpf,
+            options.max_threads,
+            options.neighbours && offsets.waits(),
+        )?;
 
         attach_programs(&mut bpf, options, &cpus, migrate)?;
 
@@ -376,8 +381,14 @@ impl Collector {
         // Memory holds a record of the set's slots per thread, not the kernel's whole value
         // (every slot a set may have).
         let mut live = Vec::with_capacity(if whole { high as usize } else { listed.len() });
+        let mut live_splits = Vec::with_capacity(if self.neighbours { live.capacity() } else { 0 });
+        let mut keep = |(record, split): (ThreadRecord, Option<WaitBehind>)| {
+            live.push(record);
+            live_splits.extend(split);
+        };
         if whole {
-            self.threads.each(high, self.nr, |record| live.push(record));
+            self.threads
+                .each(high, self.nr, |record, split| keep((record, split)));
         } else {
             // A thread gone since it was listed exited: its final record is in `records`.
             // The slots of the threads that ran are spread over the map: each is asked for
@@ -386,10 +397,15 @@ impl Collector {
                 if let Some(ahead) = listed.get(i + prefetch::AHEAD) {
                     self.threads.prefetch(ahead.slot, self.nr);
                 }
-                live.extend(self.threads.get(thread.slot, thread.tid, self.nr));
+                if let Some(copied) = self.threads.get(thread.slot, thread.tid, self.nr) {
+                    keep(copied);
+                }
             }
         }
-        let records = self.records.take();
+        let (records, mut record_splits) = self.records.take();
+        if !self.neighbours {
+            record_splits.clear();
+        }
         let states = self.cpu_states()?;
         let idle = if self.narrow {
             Vec::new()
@@ -402,8 +418,10 @@ impl Collector {
         Ok(Snapshot {
             at: std::time::Instant::now(),
             live,
+            live_splits,
             live_complete: whole,
             records,
+            record_splits,
             idle,
             removed_cgroups: self.removed_cgroups(),
             stats: sum_stats(&states),
@@ -464,7 +482,10 @@ impl Collector {
         self.threads
             .cover(slot.saturating_add(1))
             .context("mapping more of the kernel's thread map")?;
-        Ok(self.threads.get(slot, tid, self.nr))
+        Ok(self
+            .threads
+            .get(slot, tid, self.nr)
+            .map(|(record, _)| record))
     }
 
     /// Ids and paths of the cgroups removed since the previous call.
@@ -494,8 +515,9 @@ fn slots_high(states: &[CpuState]) -> u32 {
 }
 
 /// Fills the kernel's stack of free slots of the thread map (`max_threads` of them, slot 0 on
-/// top) and maps the map's slots read-only. Before the programs attach.
-fn map_threads(bpf: &mut Ebpf, max_threads: u32) -> Result<mapped::MappedThreads> {
+/// top) and maps the map's slots read-only, reading threads' splits where `split` (the kernel
+/// splits waits). Before the programs attach.
+fn map_threads(bpf: &mut Ebpf, max_threads: u32, split: bool) -> Result<mapped::MappedThreads> {
     let mut free: Stack<_, u32> = Stack::try_from(map(bpf, map::FREE_SLOTS)?)?;
     for slot in (0..max_threads).rev() {
         free.push(&slot, 0)
@@ -505,7 +527,7 @@ fn map_threads(bpf: &mut Ebpf, max_threads: u32) -> Result<mapped::MappedThreads
     let aya::maps::Map::Array(data) = threads else {
         bail!("the BPF object's THREADS map is not an array");
     };
-    mapped::MappedThreads::map(data.fd().as_fd(), max_threads).context(
+    mapped::MappedThreads::map(data.fd().as_fd(), max_threads, split).context(
         "mapping the kernel's thread map (needs Linux 5.5 or newer: memory-mapped BPF arrays)",
     )
 }

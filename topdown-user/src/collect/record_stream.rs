@@ -13,6 +13,8 @@ use std::{
 use anyhow::{Context as _, Result};
 use aya::maps::{MapData, RingBuf};
 
+use topdown_common::neighbours::WaitBehind;
+
 use super::snapshot::ThreadRecord;
 use crate::privileges::Phase;
 
@@ -28,6 +30,8 @@ const POLL_MS: i32 = 100;
 struct Inner {
     ring: RingBuf<MapData>,
     pending: Vec<ThreadRecord>,
+    /// Each pending record's split of its waits, by its place in `pending`.
+    pending_splits: Vec<WaitBehind>,
     /// Slots per record.
     nr: usize,
 }
@@ -41,8 +45,9 @@ impl Inner {
         while let Some(item) = self.ring.next() {
             // A record shorter than the set's is not ours to guess at; the kernel writes whole
             // records, so this does not happen.
-            if let Some(record) = ThreadRecord::decode(&item, self.nr) {
+            if let Some((record, split)) = ThreadRecord::decode(&item, self.nr) {
                 self.pending.push(record);
+                self.pending_splits.push(split);
             }
         }
     }
@@ -80,6 +85,7 @@ impl RecordStream {
         let inner = Arc::new(Mutex::new(Inner {
             ring,
             pending: Vec::new(),
+            pending_splits: Vec::new(),
             nr,
         }));
         let stop = Arc::new(AtomicBool::new(false));
@@ -139,11 +145,15 @@ impl RecordStream {
             .context("the record thread")
     }
 
-    /// Every record sent so far and not yet taken, in the order the kernel sent them.
-    pub fn take(&self) -> Vec<ThreadRecord> {
+    /// Every record sent so far and not yet taken, in the order the kernel sent them, and
+    /// their splits (by place).
+    pub fn take(&self) -> (Vec<ThreadRecord>, Vec<WaitBehind>) {
         let mut inner = lock(&self.inner);
         inner.drain();
-        std::mem::take(&mut inner.pending)
+        (
+            std::mem::take(&mut inner.pending),
+            std::mem::take(&mut inner.pending_splits),
+        )
     }
 }
 

@@ -6,9 +6,10 @@ use smallvec::SmallVec;
 
 use topdown_common::{
     cgroup::CgroupId,
+    neighbours::WaitBehind,
     reading::Reading,
     stats::{NR_STATS, Stat},
-    thread::{Pid, ThreadHeader, ThreadTotals, Tid},
+    thread::{Pid, RECORD_BEHIND_AT, RECORD_SLOTS_AT, ThreadHeader, ThreadTotals, Tid},
 };
 
 /// What the kernel says about one thread: who it is, and its cumulative totals for the set's
@@ -58,16 +59,24 @@ impl ThreadRecord {
         }
     }
 
-    /// Decodes a ring-buffer record: a [`ThreadHeader`] followed by `nr` slots. `None` when it
-    /// is too short.
-    pub fn decode(bytes: &[u8], nr: usize) -> Option<Self> {
-        let header_len = size_of::<ThreadHeader>();
+    /// Decodes a ring-buffer record: a [`ThreadHeader`], the thread's split of its waits, then
+    /// `nr` slots; the record and the split. `None` when it is too short.
+    pub fn decode(bytes: &[u8], nr: usize) -> Option<(Self, WaitBehind)> {
         if bytes.len() < topdown_common::thread::record_len(nr) {
             return None;
         }
-        // SAFETY: the length was checked; ThreadHeader is plain old data (any bytes are valid).
-        let header = unsafe { bytes.as_ptr().cast::<ThreadHeader>().read_unaligned() };
-        let slots = bytes[header_len..]
+        // SAFETY: the length was checked; ThreadHeader and WaitBehind are plain old data (any
+        // bytes are valid), the split at its offset before the slots.
+        let (header, split) = unsafe {
+            (
+                bytes.as_ptr().cast::<ThreadHeader>().read_unaligned(),
+                bytes[RECORD_BEHIND_AT..]
+                    .as_ptr()
+                    .cast::<WaitBehind>()
+                    .read_unaligned(),
+            )
+        };
+        let slots = bytes[RECORD_SLOTS_AT..]
             .as_chunks::<{ size_of::<Reading>() }>()
             .0
             .iter()
@@ -77,7 +86,7 @@ impl ThreadRecord {
                 unsafe { chunk.as_ptr().cast::<Reading>().read_unaligned() }
             })
             .collect();
-        Some(Self { header, slots })
+        Some((Self { header, slots }, split))
     }
 
     /// Thread id.
@@ -117,6 +126,41 @@ impl ThreadRecord {
     }
 }
 
+/// A thread's record and its split of its waits, wherever each is held (a snapshot keeps the
+/// splits apart from the records, the attributor beside its kept totals): what a usage is taken
+/// between. Reads as the record.
+#[derive(Clone, Copy, Debug)]
+pub struct Books<'a> {
+    /// Its header and slots.
+    pub record: &'a ThreadRecord,
+    /// Whom its waits were spent behind, and its preemptions; `None` where the kernel does not
+    /// split waits (read as all zero).
+    pub split: Option<&'a WaitBehind>,
+}
+
+impl<'a> Books<'a> {
+    /// `record` with no split (the kernel did not split its waits).
+    pub const fn unsplit(record: &'a ThreadRecord) -> Self {
+        Self {
+            record,
+            split: None,
+        }
+    }
+
+    /// Its split (all zero where there is none).
+    pub fn split(&self) -> &'a WaitBehind {
+        self.split.unwrap_or(&WaitBehind::ZERO)
+    }
+}
+
+impl std::ops::Deref for Books<'_> {
+    type Target = ThreadRecord;
+
+    fn deref(&self) -> &ThreadRecord {
+        self.record
+    }
+}
+
 /// Cumulative totals as of one moment.
 #[derive(Clone, Debug)]
 pub struct Snapshot {
@@ -127,12 +171,19 @@ pub struct Snapshot {
     /// snapshot (and some charged just before it), or every live thread when
     /// [`Snapshot::live_complete`].
     pub live: Vec<ThreadRecord>,
+    /// Each live thread's split of its waits ([`WaitBehind`], 248 bytes), by its place in
+    /// `live`: read only where the kernel splits waits (empty otherwise), and held apart so a
+    /// record of a host's worth of threads with the split off is its header and slots alone.
+    pub live_splits: Vec<WaitBehind>,
     /// Whether `live` holds every live thread: a thread not in it is gone from the map. When
     /// not, a live thread not in it was not charged since the previous snapshot.
     pub live_complete: bool,
     /// Records sent since the previous snapshot, in the order they were sent: threads that
     /// died, and threads as they left a cgroup.
     pub records: Vec<ThreadRecord>,
+    /// Each record's split, by its place in `records` (empty where the kernel does not split
+    /// waits).
+    pub record_splits: Vec<WaitBehind>,
     /// Each CPU's idle task's time on it so far (its clock slot), by CPU number; empty when the
     /// collector is narrowed to some processes (idle is not measured then).
     pub idle: Vec<std::time::Duration>,
@@ -144,8 +195,26 @@ pub struct Snapshot {
     /// has `sched_info`.
     pub waits_measured: bool,
     /// Whether the kernel side splits waits over neighbours and counts preemptions
-    /// (`ThreadHeader::behind`): waits are measured and `--no-neighbours` was not given.
+    /// (`ThreadTotals::behind`, in [`Snapshot::live_splits`]): waits are measured and `--no-neighbours` was not given.
     pub neighbours_measured: bool,
+}
+
+impl Snapshot {
+    /// Live thread `at`'s record and split.
+    pub fn live_books(&self, at: usize) -> Books<'_> {
+        Books {
+            record: &self.live[at],
+            split: self.live_splits.get(at),
+        }
+    }
+
+    /// The records sent, each with its split, in the order sent.
+    pub fn record_books(&self) -> impl Iterator<Item = Books<'_>> {
+        self.records.iter().enumerate().map(|(at, record)| Books {
+            record,
+            split: self.record_splits.get(at),
+        })
+    }
 }
 
 /// The kernel side's loss and activity counters, summed over CPUs.
@@ -183,9 +252,14 @@ mod tests {
     use topdown_common::thread::record_len;
 
     #[test]
-    fn records_carry_the_header_and_only_the_sets_slots() {
+    fn records_carry_the_header_the_split_and_only_the_sets_slots() {
         let mut totals = ThreadTotals::new(7, 5);
         totals.header.flags = ThreadHeader::FLAG_EXITED;
+        totals.header.waited_ns = 900;
+        totals.behind.begin_split();
+        totals.behind.charge(42, 420, 600);
+        totals.behind.rest.idle_ns = 300;
+        totals.behind.rest.preempted = 2;
         for (i, slot) in totals.charged.slots.iter_mut().enumerate() {
             slot.count = 100 + i as u64;
             slot.enabled_ns = 200 + i as u64;
@@ -195,7 +269,12 @@ mod tests {
         let bytes = unsafe {
             std::slice::from_raw_parts((&raw const totals).cast::<u8>(), size_of::<ThreadTotals>())
         };
-        let record = ThreadRecord::decode(&bytes[..record_len(3)], 3).unwrap();
+        let (record, split) = ThreadRecord::decode(&bytes[..record_len(3)], 3).unwrap();
+        assert_eq!(
+            split, totals.behind,
+            "the split, between the header and the slots"
+        );
+        assert_eq!(split.total_ns(), 900);
         assert_eq!(record.tid(), Tid(7));
         assert!(record.exited() && record.header.flags & ThreadHeader::FLAG_MOVED == 0);
         assert_eq!(record.slots.len(), 3);
