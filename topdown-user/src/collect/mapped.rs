@@ -1,8 +1,8 @@
 //! The kernel's live-thread totals read where they are: the `THREADS` array is created
 //! mmap-able (`BPF_F_MMAPABLE`, Linux 5.5) and mapped here read-only, so reading a thread that
-//! ran is a copy of its header and the set's slots out of memory, not a `bpf()` lookup that
-//! walks a hash bucket and copies every slot a set may have (~1.5 us each at 30,000 threads,
-//! a third of the tool's time; issue 33).
+//! ran is a copy of its header and the set's slots (and its split, where the kernel splits
+//! waits) out of memory, not a `bpf()` lookup that walks a hash bucket and copies every slot a
+//! set may have (~1.5 us each at 30,000 threads, a third of the tool's time; issue 33).
 //!
 //! A slot holds one live thread's [`ThreadTotals`] while its tid is there (0: free). The kernel
 //! writes a slot's tid after the rest when a thread takes it, clears it before the thread's
