@@ -186,39 +186,56 @@ impl Window {
     }
 }
 
-/// A live thread's latest totals as the attributor keeps them: its record, and beside it its
-/// split of its waits (all zero, and never copied, where the kernel does not split them). Held
-/// inline: boxed, it made a busy host's interval a fifth slower with the split on (each box
-/// among the window's own allocations of its size), for 0.4 ms less at 20,000 threads with it
-/// off (BENCHMARKS.md, session 39).
+/// A live thread's latest totals as the attributor keeps them: its record, and where the
+/// kernel splits waits the place of its split in [`KeptSplits`].
 #[derive(Clone, Debug)]
 struct Kept {
     record: ThreadRecord,
-    split: WaitBehind,
+    split: u32,
 }
 
-impl Kept {
-    /// `books`, kept.
-    fn of(books: Books<'_>) -> Self {
-        Self {
-            record: books.record.clone(),
-            split: *books.split(),
-        }
-    }
+/// No split kept.
+const NO_SPLIT: u32 = u32::MAX;
 
+impl Kept {
     /// The totals as books to take a usage from.
-    fn books(&self) -> Books<'_> {
+    fn books<'a>(&'a self, splits: &'a KeptSplits) -> Books<'a> {
         Books {
             record: &self.record,
-            split: Some(&self.split),
+            split: splits.all.get(self.split as usize),
+        }
+    }
+}
+
+/// The kept threads' splits, in one array of their own (filled only where the kernel splits
+/// waits), each at the place its thread's [`Kept`] names; places of forgotten threads reused.
+#[derive(Debug, Default)]
+struct KeptSplits {
+    all: Vec<WaitBehind>,
+    free: Vec<u32>,
+}
+
+impl KeptSplits {
+    /// Keeps `split` at `*at`, given a place first where it has none.
+    fn set(&mut self, at: &mut u32, split: Option<&WaitBehind>) {
+        let Some(split) = split else {
+            return;
+        };
+        if *at == NO_SPLIT {
+            *at = self.free.pop().unwrap_or_else(|| {
+                self.all.push(WaitBehind::ZERO);
+                u32::try_from(self.all.len() - 1).unwrap_or(NO_SPLIT)
+            });
+        }
+        if let Some(kept) = self.all.get_mut(*at as usize) {
+            *kept = *split;
         }
     }
 
-    /// Takes `books` in place of the totals kept (the slots' memory reused).
-    fn set(&mut self, books: Books<'_>) {
-        self.record.clone_from(books.record);
-        if let Some(split) = books.split {
-            self.split = *split;
+    /// Gives place `at` back.
+    fn release(&mut self, at: u32) {
+        if at != NO_SPLIT {
+            self.free.push(at);
         }
     }
 }
@@ -231,6 +248,8 @@ pub struct Attributor {
     target: Target,
     /// Latest totals of every live thread, reported or not (its cgroup is charged from them).
     live: HashMap<Tid, Kept>,
+    /// The live threads' splits, where the kernel splits waits.
+    kept_splits: KeptSplits,
     /// Reported threads that died, for the run's totals.
     exited: ExitedThreads,
     /// How many exited threads keep their own rows in a window (the rest fold per process).
@@ -271,6 +290,7 @@ impl Attributor {
             nr_counters,
             target,
             live: HashMap::new(),
+            kept_splits: KeptSplits::default(),
             exited: ExitedThreads::new(rows),
             window_exit_rows: match exits {
                 WindowExits::Fold => rows,
@@ -308,22 +328,41 @@ impl Attributor {
     }
 
     /// The previous totals of the thread `record` is about, if it is the same thread.
-    fn before<'a>(live: &'a HashMap<Tid, Kept>, record: &ThreadRecord) -> Option<Books<'a>> {
+    fn before<'a>(
+        live: &'a HashMap<Tid, Kept>,
+        splits: &'a KeptSplits,
+        record: &ThreadRecord,
+    ) -> Option<Books<'a>> {
         live.get(&record.tid())
-            .map(Kept::books)
+            .map(|kept| kept.books(splits))
             .filter(|before| before.same_thread(record))
     }
 
     /// Keeps `books` as its thread's latest totals in `entry` (its tid's), in place of the
     /// previous ones (their slots' memory reused), and notes its tid in `kept` where the
     /// snapshot was read whole.
-    fn keep(entry: Entry<'_, Tid, Kept>, books: Books<'_>, kept: Option<&mut HashSet<Tid>>) {
-        match entry {
-            Entry::Occupied(mut slot) => slot.get_mut().set(books),
-            Entry::Vacant(slot) => {
-                slot.insert(Kept::of(books));
+    fn keep(
+        entry: Entry<'_, Tid, Kept>,
+        splits: &mut KeptSplits,
+        books: Books<'_>,
+        kept: Option<&mut HashSet<Tid>>,
+    ) {
+        let at = match entry {
+            Entry::Occupied(slot) => {
+                let kept = slot.into_mut();
+                kept.record.clone_from(books.record);
+                &mut kept.split
             }
-        }
+            Entry::Vacant(slot) => {
+                &mut slot
+                    .insert(Kept {
+                        record: books.record.clone(),
+                        split: NO_SPLIT,
+                    })
+                    .split
+            }
+        };
+        splits.set(at, books.split);
         if let Some(kept) = kept {
             kept.insert(books.tid());
         }
@@ -387,7 +426,7 @@ impl Attributor {
             .live
             .values()
             .filter(|kept| self.target.keeps(&kept.record.header))
-            .map(|kept| ThreadUsage::between(None, kept.books(), self.nr_counters))
+            .map(|kept| ThreadUsage::between(None, kept.books(&self.kept_splits), self.nr_counters))
             .chain(self.exited.rows())
             .filter(|usage| !usage.is_idle())
             .collect();
@@ -430,6 +469,33 @@ fn rows_of<'a>(
 #[cfg(test)]
 mod tests {
     use std::time::Instant;
+
+    /// A kept split takes a place at its thread's first split, keeps it while the thread
+    /// lives (written over in place), and a forgotten thread's place goes to the next thread,
+    /// whose split replaces the old one whole; a thread never split takes none.
+    #[test]
+    fn kept_splits_take_places_only_where_split_and_reuse_forgotten_ones() {
+        let mut splits = KeptSplits::default();
+        let mut split = WaitBehind::ZERO;
+        split.rest.idle_ns = 5;
+        let (mut a, mut b, mut calm) = (NO_SPLIT, NO_SPLIT, NO_SPLIT);
+        splits.set(&mut a, Some(&split));
+        split.rest.idle_ns = 7;
+        splits.set(&mut b, Some(&split));
+        splits.set(&mut calm, None);
+        assert_eq!((a, b, calm), (0, 1, NO_SPLIT));
+        split.rest.idle_ns = 9;
+        splits.set(&mut a, Some(&split));
+        assert_eq!((a, splits.all[0].rest.idle_ns, splits.all.len()), (0, 9, 2));
+        splits.release(a);
+        splits.release(calm);
+        let mut c = NO_SPLIT;
+        split.rest.idle_ns = 11;
+        splits.set(&mut c, Some(&split));
+        assert_eq!((c, splits.all.len()), (0, 2), "the forgotten place, reused");
+        assert_eq!(splits.all[0], split);
+        assert_eq!(splits.all[1].rest.idle_ns, 7, "the others' untouched");
+    }
 
     use topdown_common::{
         reading::Reading,

@@ -73,11 +73,15 @@ impl Attributor {
                 .get(&record.tid())
                 .map(|&(r, _)| r)
                 .filter(|r| r.same_thread(&record))
-                .or_else(|| Self::before(&self.live, &record));
+                .or_else(|| Self::before(&self.live, &self.kept_splits, &record));
             pass.charge(record.cgroup(), before, record);
             pass.latest.insert(record.tid(), (record, false));
             if record.exited() && self.target.keeps(&record.header) {
-                let usage = ThreadUsage::between(Self::before(&self.live, &record), record, nr);
+                let usage = ThreadUsage::between(
+                    Self::before(&self.live, &self.kept_splits, &record),
+                    record,
+                    nr,
+                );
                 self.exited.add(ThreadUsage::between(None, record, nr));
                 exits.add(usage);
             }
@@ -96,7 +100,7 @@ impl Attributor {
     /// window's time there).
     pub(super) fn charge_live(&mut self, pass: &mut Pass<'_>, snapshot: &Snapshot) {
         let nr = pass.nr;
-        let (live, target) = (&mut self.live, &self.target);
+        let (live, splits, target) = (&mut self.live, &mut self.kept_splits, &self.target);
         for chunk in (0..snapshot.live.len()).step_by(WARM_CHUNK) {
             let chunk = chunk..(chunk + WARM_CHUNK).min(snapshot.live.len());
             for now in &snapshot.live[chunk.clone()] {
@@ -115,7 +119,7 @@ impl Attributor {
                 };
                 let entry = live.entry(now.tid());
                 let old = match &entry {
-                    Entry::Occupied(slot) => Some(slot.get().books()),
+                    Entry::Occupied(slot) => Some(slot.get().books(splits)),
                     Entry::Vacant(_) => None,
                 };
                 // Most live threads on a large host did not run since the previous snapshot:
@@ -163,7 +167,7 @@ impl Attributor {
                         ..usage
                     });
                 }
-                Self::keep(entry, newest, pass.kept.as_mut());
+                Self::keep(entry, splits, newest, pass.kept.as_mut());
             }
         }
     }
@@ -176,13 +180,21 @@ impl Attributor {
                 continue;
             }
             if self.target.keeps(&record.header) {
-                let usage =
-                    ThreadUsage::between(Self::before(&self.live, &record), record, pass.nr);
+                let usage = ThreadUsage::between(
+                    Self::before(&self.live, &self.kept_splits, &record),
+                    record,
+                    pass.nr,
+                );
                 if !usage.is_idle() {
                     pass.threads.push(usage);
                 }
             }
-            Self::keep(self.live.entry(record.tid()), record, pass.kept.as_mut());
+            Self::keep(
+                self.live.entry(record.tid()),
+                &mut self.kept_splits,
+                record,
+                pass.kept.as_mut(),
+            );
         }
     }
 
@@ -191,11 +203,20 @@ impl Attributor {
     /// charged to scratch space, map full, counted); else those whose final record came.
     pub(super) fn forget_gone(&mut self, kept: Option<HashSet<Tid>>, snapshot: &Snapshot) {
         if let Some(kept) = kept {
-            self.live.retain(|tid, _| kept.contains(tid));
+            let splits = &mut self.kept_splits;
+            self.live.retain(|tid, gone| {
+                let keep = kept.contains(tid);
+                if !keep {
+                    splits.release(gone.split);
+                }
+                keep
+            });
         } else {
             for record in snapshot.records.iter().filter(|r| r.exited()) {
-                if Self::before(&self.live, record).is_some() {
-                    self.live.remove(&record.tid());
+                if Self::before(&self.live, &self.kept_splits, record).is_some()
+                    && let Some(gone) = self.live.remove(&record.tid())
+                {
+                    self.kept_splits.release(gone.split);
                 }
             }
         }
