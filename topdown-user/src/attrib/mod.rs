@@ -216,12 +216,16 @@ struct KeptSplits {
 }
 
 impl KeptSplits {
-    /// Keeps `split` at `*at`, given a place first where it has none.
+    /// Keeps `split` at `*at`, given a place first where it has none; a split all zero takes
+    /// no place (none reads as all zero): a quiet host's never-queued threads hold none.
     fn set(&mut self, at: &mut u32, split: Option<&WaitBehind>) {
         let Some(split) = split else {
             return;
         };
         if *at == NO_SPLIT {
+            if *split == WaitBehind::ZERO {
+                return;
+            }
             *at = self.free.pop().unwrap_or_else(|| {
                 self.all.push(WaitBehind::ZERO);
                 u32::try_from(self.all.len() - 1).unwrap_or(NO_SPLIT)
@@ -471,8 +475,8 @@ mod tests {
     use std::time::Instant;
 
     /// A kept split takes a place at its thread's first split, keeps it while the thread
-    /// lives (written over in place), and a forgotten thread's place goes to the next thread,
-    /// whose split replaces the old one whole; a thread never split takes none.
+    /// lives (written over in place, all zero included), and a forgotten thread's place goes to
+    /// the next thread, whose split replaces the old one whole; a thread never split takes none.
     #[test]
     fn kept_splits_take_places_only_where_split_and_reuse_forgotten_ones() {
         let mut splits = KeptSplits::default();
@@ -483,7 +487,9 @@ mod tests {
         split.rest.idle_ns = 7;
         splits.set(&mut b, Some(&split));
         splits.set(&mut calm, None);
-        assert_eq!((a, b, calm), (0, 1, NO_SPLIT));
+        let mut quiet = NO_SPLIT;
+        splits.set(&mut quiet, Some(&WaitBehind::ZERO));
+        assert_eq!((a, b, calm, quiet), (0, 1, NO_SPLIT, NO_SPLIT));
         split.rest.idle_ns = 9;
         splits.set(&mut a, Some(&split));
         assert_eq!((a, splits.all[0].rest.idle_ns, splits.all.len()), (0, 9, 2));
@@ -495,6 +501,12 @@ mod tests {
         assert_eq!((c, splits.all.len()), (0, 2), "the forgotten place, reused");
         assert_eq!(splits.all[0], split);
         assert_eq!(splits.all[1].rest.idle_ns, 7, "the others' untouched");
+        splits.set(&mut c, Some(&WaitBehind::ZERO));
+        assert_eq!(
+            (c, splits.all[0]),
+            (0, WaitBehind::ZERO),
+            "a place, once taken, is kept"
+        );
     }
 
     use topdown_common::{
