@@ -1,6 +1,6 @@
 //! Progress of long reads, on stderr when it is a terminal: nothing for work done within half
-//! a second, then one line rewritten at most five times a second, and its last state with
-//! `done` at the end (or from the start, wherever stderr goes: [`Progress::always`]). Safe to
+//! a second, then one line rewritten at most five times a second (and at once when a read moves
+//! to its next stage, so that no stage goes unsaid), and its last state with `done` at the end (or from the start, wherever stderr goes: [`Progress::always`]). Safe to
 //! update from any thread.
 
 use std::{
@@ -19,8 +19,8 @@ pub struct Progress {
     started: Instant,
     /// How long after `started` the line is first due.
     after: Duration,
-    /// When the line was last written; `None` while nothing was.
-    last: Mutex<Option<Instant>>,
+    /// When the line was last written, and the stage it told; `None` while nothing was.
+    last: Mutex<Option<(Instant, u32)>>,
     on: bool,
     /// Whether stderr is a terminal: the line is rewritten in place; elsewhere each update is
     /// a line of its own (no escape sequences in a log).
@@ -59,16 +59,22 @@ impl Progress {
 
     /// Says `what` (made only when due) if the line is due.
     pub fn show(&self, what: impl FnOnce() -> String) {
+        self.show_in(0, what);
+    }
+
+    /// Says `what`, an update in `stage` (a read's pass), if the line is due: it is due at once
+    /// when the stage is not the one it last told, however soon after that it comes.
+    pub fn show_in(&self, stage: u32, what: impl FnOnce() -> String) {
         if !self.on {
             return;
         }
         let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
         let due = match *last {
             None => self.started.elapsed() >= self.after,
-            Some(at) => at.elapsed() >= EVERY,
+            Some((at, told)) => told != stage || at.elapsed() >= EVERY,
         };
         if due {
-            *last = Some(Instant::now());
+            *last = Some((Instant::now(), stage));
             if self.terminal {
                 eprint!("\r{}\x1b[K", what());
             } else {
@@ -120,6 +126,23 @@ mod tests {
         assert!(progress.shown());
         // Rewritten no sooner than EVERY.
         progress.show(|| unreachable!("just written"));
+    }
+
+    #[test]
+    fn a_new_stage_is_said_at_once() {
+        let progress = Progress::always();
+        let said = std::cell::Cell::new(0);
+        for stage in [1, 1, 2, 2] {
+            progress.show_in(stage, || {
+                said.set(said.get() + 1);
+                String::new()
+            });
+        }
+        assert_eq!(
+            said.get(),
+            2,
+            "each stage's first update, no other within EVERY"
+        );
     }
 
     #[test]

@@ -77,7 +77,7 @@ pub fn run(args: &C2cArgs) -> Result<()> {
             };
             let name = report_args.input.display().to_string();
             let (recording, mut data) = aggregate::read_file(&report_args.input, options, &|at| {
-                progress.show(|| {
+                progress.show_in(at.pass, || {
                     format!(
                         "reading {name}: pass {} of {}, {}%",
                         at.pass,
