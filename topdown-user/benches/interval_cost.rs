@@ -6,7 +6,7 @@
 //! Three shapes of input (`SHAPE=quiet`, the default, `SHAPE=busy` or `SHAPE=busy-off`), with
 //! the software set (what these machines and the scale bench run), run times, switches and
 //! run-queue delays drawn from a pseudo-random generator, threads read as the kernel listed
-//! them (`live_complete` unset):
+//! them (`live_complete` unset), in the order they ran (shuffled each interval):
 //! - quiet: the scale bench's pool of mostly idle threads (`scale.sh`, the 5 s shape): 30,000
 //!   live threads, a different fifth of them running in each interval (6,000 rows);
 //! - busy: issue 55's host, where every thread runs in every interval: 20,000 threads of one
@@ -107,10 +107,17 @@ impl Books {
         let shape = self.shape;
         let mut live = Vec::with_capacity((shape.threads / shape.share) as usize);
         let mut live_splits = Vec::new();
-        for (i, totals) in self.threads.iter_mut().enumerate() {
-            if i as u32 % shape.share != share {
-                continue;
-            }
+        // In the order they ran, as the kernel lists them: no order of tids (a Fisher-Yates
+        // shuffle each interval). Listed in tid order, the rows came out sorted and their sort
+        // cost nothing, which no host gives.
+        let mut ran: Vec<usize> = (0..self.threads.len())
+            .filter(|&i| i as u32 % shape.share == share)
+            .collect();
+        for i in (1..ran.len()).rev() {
+            ran.swap(i, (rng.next() % (i as u64 + 1)) as usize);
+        }
+        for i in ran {
+            let totals = &mut self.threads[i];
             let ran = 2_000 + rng.next() % 100_000;
             for slot in &mut totals.charged.slots[..self.nr] {
                 *slot = slot.plus(Reading {

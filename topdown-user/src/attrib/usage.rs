@@ -121,6 +121,16 @@ pub struct ThreadUsage {
     pub folded: u64,
 }
 
+/// The split between two of a thread's books ([`Behind::between`]); nothing compared where
+/// neither holds one (every thread with the split off, where comparing its zeros cost a busy
+/// host about 0.2 ms an interval at 20,000 threads).
+fn behind_between(before: Option<Books<'_>>, now: Books<'_>) -> Behind {
+    if now.split.is_none() && before.is_none_or(|b| b.split.is_none()) {
+        return Behind::default();
+    }
+    Behind::between(before.map(|t| t.split()), now.split())
+}
+
 impl ThreadUsage {
     /// `now` minus `before` (a zero-charged thread when `before` is `None`), for `nr` counters.
     pub fn between(before: Option<Books<'_>>, now: Books<'_>, nr: usize) -> Self {
@@ -136,7 +146,7 @@ impl ThreadUsage {
                 .saturating_sub(before.map_or(0, |t| t.header.switches)),
             on_cpu: clock_delta(before_slots, &now.slots),
             waited: waited_delta(before.as_deref(), &now),
-            behind: Behind::between(before.map(|t| t.split()), now.split()),
+            behind: behind_between(before, now),
             counters: deltas(before_slots, &now.slots, nr),
             exited: now.exited(),
             folded: 0,
@@ -234,8 +244,7 @@ impl CgroupUsage {
         let before_slots = before.map(|t| t.record.slots.as_slice());
         self.on_cpu += clock_delta(before_slots, &now.slots);
         self.waited += waited_delta(before.as_deref(), &now);
-        self.behind
-            .add(&Behind::between(before.map(|t| t.split()), now.split()));
+        self.behind.add(&behind_between(before, now));
         let delta = deltas(before_slots, &now.slots, self.counters.len());
         add_counters(&mut self.counters, &delta);
     }

@@ -23,7 +23,11 @@ use std::{
 
 use memmap2::{MmapOptions, MmapRaw};
 
-use topdown_common::{neighbours::WaitBehind, reading::Reading, thread::ThreadTotals};
+use topdown_common::{
+    neighbours::WaitBehind,
+    reading::Reading,
+    thread::{RECORD_SLOTS_AT, ThreadHeader, ThreadTotals},
+};
 
 use super::snapshot::{Slots, ThreadRecord};
 use crate::prefetch;
@@ -123,12 +127,24 @@ impl MappedThreads {
         }
     }
 
-    /// Asks the CPU for the part of slot `slot` that [`Self::get`] copies with `nr` slots, to be
-    /// read soon (see [`crate::prefetch`]); nothing beyond the mapping.
+    /// Asks the CPU for the parts of slot `slot` that [`Self::get`] copies with `nr` slots, to
+    /// be read soon (see [`crate::prefetch`]): the header, the split only where splits are
+    /// read, and the first `nr` counter slots; nothing beyond the mapping. (Asking for the
+    /// record's whole span brought the split's four lines in for every thread with the split
+    /// off, where a software-set record is one line.)
     pub fn prefetch(&self, slot: u32, nr: usize) {
-        if let Some(totals) = self.slot(slot) {
-            prefetch::bytes(totals.cast(), topdown_common::thread::record_len(nr));
+        let Some(totals) = self.slot(slot) else {
+            return;
+        };
+        let at = |offset: usize| totals.cast::<u8>().wrapping_add(offset);
+        let (header, behind) = (size_of::<ThreadHeader>(), size_of::<WaitBehind>());
+        if self.split {
+            prefetch::bytes(at(0), header + behind);
+        } else {
+            prefetch::bytes(at(0), header);
         }
+        let slots = nr.min(topdown_common::MAX_COUNTERS) * size_of::<Reading>();
+        prefetch::bytes(at(RECORD_SLOTS_AT), slots);
     }
 
     /// The tid and process of the live thread in each mapped slot below `high`.

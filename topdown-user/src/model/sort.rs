@@ -228,9 +228,28 @@ impl<'k> By<'k> {
     }
 }
 
-/// Sorts `rows` by `key` (a column, a counter of `set`, or a node), then by id and name.
-pub fn sort(rows: &mut [Row], set: &CounterSet, key: &SortKey) {
-    rows.sort_by(order(set, key));
+/// Sorts `rows` by `key` (a column, a counter of `set`, or a node), then by id and name, as
+/// [`order`] orders them. Where the key is a number, each row's place is computed once and the
+/// places are sorted, then the rows moved once each: sorting the rows themselves moved each
+/// several hundred bytes a row about `log2(n)` times and read two scattered rows at every
+/// comparison (a twentieth of a busy host's `--json` interval at 20,000 threads, whose threads
+/// come out of the attributor in no tid order: BENCHMARKS.md, session 40).
+pub fn sort(rows: &mut Vec<Row>, set: &CounterSet, key: &SortKey) {
+    let by = By::of(set, key);
+    let Some(mut keyed) = keyed(&by, rows.iter().enumerate()) else {
+        rows.sort_by(|a, b| then_by_id(&by, a, b));
+        return;
+    };
+    keyed.sort_by(|a, b| {
+        a.0.cmp(&b.0)
+            .then_with(|| rows[a.1].who.name().cmp(rows[b.1].who.name()))
+    });
+    let mut taken: Vec<Option<Row>> = rows.drain(..).map(Some).collect();
+    rows.extend(
+        keyed
+            .into_iter()
+            .filter_map(|(_, at)| taken.get_mut(at).and_then(Option::take)),
+    );
 }
 
 /// Sorts `rows` in [`order`], each row's place computed once where the key is a number: the
@@ -238,16 +257,7 @@ pub fn sort(rows: &mut [Row], set: &CounterSet, key: &SortKey) {
 /// rows by reading them at every comparison was a tenth of a live read's time: BENCHMARKS.md).
 pub fn sort_refs(rows: &mut Vec<&Row>, set: &CounterSet, key: &SortKey) {
     let by = By::of(set, key);
-    // One number per row: the rank in the high half, the id (the first tie-breaker) in the
-    // low; the name breaks what ties remain. `None` for a key that is not one number.
-    let keyed: Option<Vec<(u128, &Row)>> = rows
-        .iter()
-        .map(|&row| {
-            let rank = u128::from((by.rank(row)? as u64) ^ (1 << 63));
-            Some((rank << 64 | u128::from(row.who.id(false)), row))
-        })
-        .collect();
-    let Some(mut keyed) = keyed else {
+    let Some(mut keyed) = keyed(&by, rows.iter().map(|&row| (row, row))) else {
         rows.sort_by(|a, b| then_by_id(&by, a, b));
         return;
     };
@@ -257,6 +267,17 @@ pub fn sort_refs(rows: &mut Vec<&Row>, set: &CounterSet, key: &SortKey) {
     });
     rows.clear();
     rows.extend(keyed.into_iter().map(|(_, row)| row));
+}
+
+/// Each row's place in `by`'s order as one number, beside what it goes with (the row, or its
+/// index): the rank in the high half, the id (the first tie-breaker) in the low; the name
+/// breaks what ties remain. `None` for a key that is not one number.
+fn keyed<'r, T>(by: &By<'_>, rows: impl Iterator<Item = (T, &'r Row)>) -> Option<Vec<(u128, T)>> {
+    rows.map(|(with, row)| {
+        let rank = u128::from((by.rank(row)? as u64) ^ (1 << 63));
+        Some((rank << 64 | u128::from(row.who.id(false)), with))
+    })
+    .collect()
 }
 
 /// `x` as an integer ordered as [`f64::total_cmp`] orders floats (its own bit trick).
@@ -291,7 +312,8 @@ mod tests {
     };
 
     /// Every key's computed ranks sort rows exactly as the comparator does, ties (run time,
-    /// switches, waits, process, tid) broken alike.
+    /// switches, waits, process, tid) broken alike, whether the rows or references to them are
+    /// sorted.
     #[test]
     fn sorting_by_computed_ranks_keeps_the_comparators_order() {
         let mut threads = (0..300u32)
@@ -344,6 +366,14 @@ mod tests {
                     "{key:?}, waits measured: {waits_measured}"
                 );
                 assert_eq!(sorted.len(), expected.len());
+                // The rows themselves, moved into that order: the same rows, once each.
+                let mut owned = all.clone();
+                sort(&mut owned, &set, &key);
+                let who = |r: &Row| (r.who.id(false), r.who.id(true), r.on_cpu, r.switches);
+                assert!(
+                    owned.iter().map(who).eq(expected.iter().map(|r| who(r))),
+                    "{key:?}, waits measured: {waits_measured}"
+                );
             }
             threads = window.threads;
         }
