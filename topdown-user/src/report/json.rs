@@ -268,6 +268,11 @@ pub fn write_document(
         if let Some(ahead) = rows.get(i + prefetch::AHEAD) {
             prefetch::read(*ahead);
         }
+        // Then, once a row is in, what it points to where waits were split: its culprits (out
+        // of line), and a row later their names (each its own allocation).
+        if window.neighbours_measured {
+            prefetch_culprits(rows, i);
+        }
         write_entry(&mut batch, row, shown.columns, set, &order, view)?;
         if batch.len() >= ROW_BATCH_BYTES {
             out.write_all(&batch)?;
@@ -281,6 +286,22 @@ pub fn write_document(
 
 /// How many bytes of rows are serialized before they are written out.
 const ROW_BATCH_BYTES: usize = 64 * 1024;
+
+/// Asks for the culprits of the row half the prefetch distance ahead of row `i`, and for the
+/// names of the next row's (their rows and culprits asked for before).
+fn prefetch_culprits(rows: &[&Row], i: usize) {
+    if let Some(culprits) = rows
+        .get(i + prefetch::AHEAD / 2)
+        .and_then(|r| r.behind.as_deref())
+    {
+        prefetch::read(culprits);
+    }
+    if let Some(culprits) = rows.get(i + 1).and_then(|r| r.behind.as_deref()) {
+        for (name, _) in culprits.top.iter().chain(&culprits.threads) {
+            prefetch::bytes(name.as_ptr(), name.len());
+        }
+    }
+}
 
 /// One row's object: who it is, then its values, in the order docs/live.md gives.
 fn write_entry(
