@@ -235,17 +235,25 @@ impl<'k> By<'k> {
 /// comparison (2.5 % of the tool's time writing `--json` for 20,000 busy threads, which come
 /// out of the attributor in no tid order: BENCHMARKS.md, session 40).
 pub fn sort(rows: &mut [Row], set: &CounterSet, key: &SortKey) {
+    let mut from = places(rows, set, key);
+    permute(rows, &mut from);
+}
+
+/// The places of `rows` in [`order`] (the first is the place of the row that sorts first),
+/// each row's place computed once where the key is a number (as [`sort_refs`] does); the rows
+/// stay where they are.
+pub fn places(rows: &[Row], set: &CounterSet, key: &SortKey) -> Vec<usize> {
     let by = By::of(set, key);
     let Some(mut keyed) = keyed(&by, rows.iter().enumerate()) else {
-        rows.sort_by(|a, b| then_by_id(&by, a, b));
-        return;
+        let mut places: Vec<usize> = (0..rows.len()).collect();
+        places.sort_by(|&a, &b| then_by_id(&by, &rows[a], &rows[b]));
+        return places;
     };
     keyed.sort_by(|a, b| {
         a.0.cmp(&b.0)
             .then_with(|| rows[a.1].who.name().cmp(rows[b.1].who.name()))
     });
-    let mut from: Vec<usize> = keyed.into_iter().map(|(_, at)| at).collect();
-    permute(rows, &mut from);
+    keyed.into_iter().map(|(_, at)| at).collect()
 }
 
 /// Moves `rows` into their new order in place, `from[k]` the place of the row that goes to

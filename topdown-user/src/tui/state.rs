@@ -312,7 +312,7 @@ impl ViewState {
     }
 
     /// The rows the filter keeps, in the order asked (rows come sorted by [`Self::sort_key`]).
-    pub fn select(&self, rows: Vec<Row>) -> Vec<Row> {
+    pub fn select<'r>(&self, rows: impl IntoIterator<Item = &'r Row>) -> Vec<Row> {
         let needle = self.filter.to_lowercase();
         let mut kept: Vec<Row> = rows
             .into_iter()
@@ -324,6 +324,7 @@ impl ViewState {
                         .iter()
                         .any(|value| value.to_lowercase().contains(&needle))
             })
+            .cloned()
             .collect();
         // A tree reverses each level itself.
         if self.reverse && !self.shows_tree() {
