@@ -26,7 +26,7 @@ use memmap2::{MmapOptions, MmapRaw};
 use topdown_common::{
     neighbours::WaitBehind,
     reading::Reading,
-    thread::{RECORD_SLOTS_AT, ThreadHeader, ThreadTotals},
+    thread::{RECORD_BEHIND_AT, RECORD_SLOTS_AT, ThreadTotals, record_len},
 };
 
 use super::snapshot::{Slots, ThreadRecord};
@@ -136,15 +136,14 @@ impl MappedThreads {
         let Some(totals) = self.slot(slot) else {
             return;
         };
-        let at = |offset: usize| totals.cast::<u8>().wrapping_add(offset);
-        let (header, behind) = (size_of::<ThreadHeader>(), size_of::<WaitBehind>());
+        let start = totals.cast::<u8>();
+        let whole = record_len(nr);
         if self.split {
-            prefetch::bytes(at(0), header + behind);
+            prefetch::bytes(start, whole);
         } else {
-            prefetch::bytes(at(0), header);
+            prefetch::bytes(start, RECORD_BEHIND_AT);
+            prefetch::bytes(start.wrapping_add(RECORD_SLOTS_AT), whole - RECORD_SLOTS_AT);
         }
-        let slots = nr.min(topdown_common::MAX_COUNTERS) * size_of::<Reading>();
-        prefetch::bytes(at(RECORD_SLOTS_AT), slots);
     }
 
     /// The tid and process of the live thread in each mapped slot below `high`.

@@ -249,10 +249,7 @@ pub fn places(rows: &[Row], set: &CounterSet, key: &SortKey) -> Vec<usize> {
         places.sort_by(|&a, &b| then_by_id(&by, &rows[a], &rows[b]));
         return places;
     };
-    keyed.sort_by(|a, b| {
-        a.0.cmp(&b.0)
-            .then_with(|| rows[a.1].who.name().cmp(rows[b.1].who.name()))
-    });
+    sort_keyed(&mut keyed, |&at| &rows[at]);
     keyed.into_iter().map(|(_, at)| at).collect()
 }
 
@@ -282,10 +279,7 @@ pub fn sort_refs(rows: &mut Vec<&Row>, set: &CounterSet, key: &SortKey) {
         rows.sort_by(|a, b| then_by_id(&by, a, b));
         return;
     };
-    keyed.sort_by(|a, b| {
-        a.0.cmp(&b.0)
-            .then_with(|| a.1.who.name().cmp(b.1.who.name()))
-    });
+    sort_keyed(&mut keyed, |&row| row);
     rows.clear();
     rows.extend(keyed.into_iter().map(|(_, row)| row));
 }
@@ -299,6 +293,14 @@ fn keyed<'r, T>(by: &By<'_>, rows: impl Iterator<Item = (T, &'r Row)>) -> Option
         Some((rank << 64 | u128::from(row.who.id(false)), with))
     })
     .collect()
+}
+
+/// Sorts [`keyed`] rows by their numbers, ties broken by the name of the row each goes with.
+fn sort_keyed<'r, T>(keyed: &mut [(u128, T)], row: impl Fn(&T) -> &'r Row) {
+    keyed.sort_by(|a, b| {
+        a.0.cmp(&b.0)
+            .then_with(|| row(&a.1).who.name().cmp(row(&b.1).who.name()))
+    });
 }
 
 /// `x` as an integer ordered as [`f64::total_cmp`] orders floats (its own bit trick).
