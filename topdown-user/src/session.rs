@@ -32,6 +32,10 @@ pub enum Wake {
 pub struct Session {
     tick: Interval,
     deadline: Option<tokio::time::Instant>,
+    /// Ctrl-C's stream, held for the session's life: a signal that arrives while the command
+    /// works between two wakes is kept for the next (tokio's `ctrl_c()`, made afresh at each
+    /// wake, saw only signals sent after it was first polled, and lost the others).
+    sigint: Signal,
     sigterm: Signal,
     sighup: Signal,
     command: Option<Child>,
@@ -49,6 +53,7 @@ impl Session {
             tick,
             deadline: duration
                 .map(|s| tokio::time::Instant::from_std(started + Duration::from_secs_f64(s))),
+            sigint: signal(SignalKind::interrupt()).context("installing a SIGINT handler")?,
             sigterm: signal(SignalKind::terminate()).context("installing a SIGTERM handler")?,
             sighup: signal(SignalKind::hangup()).context("installing a SIGHUP handler")?,
             command: None,
@@ -87,7 +92,7 @@ impl Session {
                 }
                 Wake::CommandExited(status)
             }
-            _ = tokio::signal::ctrl_c() => Wake::Signal(libc::SIGINT),
+            _ = self.sigint.recv() => Wake::Signal(libc::SIGINT),
             _ = self.sigterm.recv() => Wake::Signal(libc::SIGTERM),
             _ = self.sighup.recv() => Wake::Signal(libc::SIGHUP),
             _ = self.tick.tick() => Wake::Tick,
@@ -145,5 +150,54 @@ mod tests {
             assert_eq!(ticks, 3, "three ticks, then the end with the fourth window");
             assert_eq!(started.elapsed(), Duration::from_secs(2));
         }
+    }
+
+    /// Set in the process [`a_ctrl_c_a_dropped_wake_saw_ends_the_session`] runs itself in.
+    const SIGNALLED_CHILD: &str = "TOPDOWN_SESSION_SIGNAL_TEST";
+
+    /// A Ctrl-C that reaches a wake which then loses its select (a key, or the watched
+    /// processes' end, ready at the same instant: `stat` drops the wake's future) ends the
+    /// session at the next wake. Tokio's `ctrl_c()`, made afresh at each wake, took the signal
+    /// with it when dropped, and the run went on to the end of `--duration`. Run in a process
+    /// of its own: a signal reaches every session in the process.
+    #[test]
+    fn a_ctrl_c_a_dropped_wake_saw_ends_the_session() {
+        if std::env::var_os(SIGNALLED_CHILD).is_none() {
+            let status = std::process::Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "--exact",
+                    "session::tests::a_ctrl_c_a_dropped_wake_saw_ends_the_session",
+                    "--test-threads=1",
+                ])
+                .env(SIGNALLED_CHILD, "1")
+                .status()
+                .unwrap();
+            assert!(status.success(), "the signalled test process: {status}");
+            return;
+        }
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let mut session = Session::new(Instant::now(), Duration::from_secs(60), None).unwrap();
+            let mut losing = Box::pin(session.wake());
+            // Polled once, as a select polls every branch: it waits for the signal now.
+            tokio::select! {
+                biased;
+                _ = &mut losing => panic!("a wake with nothing due"),
+                () = std::future::ready(()) => {}
+            }
+            // SAFETY: a signal to this process, whose SIGINT handler is tokio's.
+            unsafe { libc::kill(libc::getpid(), libc::SIGINT) };
+            // The runtime turns (the signal reaches the waiting wake), then the wake loses.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            drop(losing);
+            let woke = tokio::time::timeout(Duration::from_secs(20), session.wake()).await;
+            assert!(
+                matches!(woke, Ok(Wake::Signal(libc::SIGINT))),
+                "the SIGINT a dropped wake saw: {woke:?}"
+            );
+        });
     }
 }
