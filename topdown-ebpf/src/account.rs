@@ -161,13 +161,19 @@ impl Clocks {
     }
 }
 
-/// The two threads of a switch, for what only a switch tells (whom `prev` was preempted by).
+/// The two threads of a switch, for what only a switch tells (whom `prev` was preempted by),
+/// and their tids, read once for the whole switch (each read of a task's field is a checked
+/// load: on x86 the JIT guards it with about ten instructions).
 #[derive(Clone, Copy)]
 pub struct Switch {
     /// The thread switched out (the one charged).
     pub prev: Task,
     /// The thread switched in.
     pub next: Task,
+    /// `prev`'s tid.
+    pub prev_tid: u32,
+    /// `next`'s tid.
+    pub next_tid: u32,
 }
 
 /// Why the current slice ends.
@@ -218,11 +224,11 @@ pub fn neighbours() -> bool {
 /// own fields, not the helper: this runs at every switch of the host (session 30: 143 -> 103
 /// ns a narrowed run, BENCHMARKS.md).
 #[inline(always)]
-pub fn unwatched_switch(state: &mut CpuState, prev: Task, now: u64) {
+pub fn unwatched_switch(state: &mut CpuState, switch: Switch, now: u64) {
     if !neighbours() {
         return;
     }
-    let prev_tid = prev.tid();
+    let Switch { prev, prev_tid, .. } = switch;
     let cgroup = if prev_tid == 0 {
         IDLE
     } else {
@@ -243,9 +249,14 @@ pub fn narrowed() -> bool {
 /// neither is, nothing else runs. When only `next` is, this CPU's readings are taken now, so
 /// its slice is measured from its switch-in.
 #[inline(always)]
-pub fn switch_watched(state: &mut CpuState, prev: Task, next: Task, now: u64) -> bool {
-    let prev_watched = watched(state, prev);
-    let next_tid = next.tid();
+pub fn switch_watched(state: &mut CpuState, switch: Switch, now: u64) -> bool {
+    let Switch {
+        prev,
+        next,
+        prev_tid,
+        next_tid,
+    } = switch;
+    let prev_watched = watched(state, prev, prev_tid);
     let next_watched = follow::is_followed(next.tgid());
     state.current = if next_watched {
         next_tid | CpuState::WATCHED
@@ -264,8 +275,8 @@ pub fn switch_watched(state: &mut CpuState, prev: Task, next: Task, now: u64) ->
 /// Whether `task`, the thread now on this CPU, is watched: from the CPU's state when it is
 /// about this thread, else (a switch the kernel did not report, counted) from the followed set.
 #[inline(always)]
-fn watched(state: &mut CpuState, task: impl TaskFields) -> bool {
-    if state.current & !CpuState::WATCHED == task.tid() {
+fn watched(state: &mut CpuState, task: impl TaskFields, tid: u32) -> bool {
+    if state.current & !CpuState::WATCHED == tid {
         state.current & CpuState::WATCHED != 0
     } else {
         count_unreported(state);
@@ -321,7 +332,7 @@ fn count_unreported(state: &mut CpuState) {
 /// Whether `task`, the thread now on this CPU, is watched (always, when not narrowed).
 #[inline(always)]
 pub fn current_watched(state: &mut CpuState, task: impl TaskFields) -> bool {
-    !narrowed() || watched(state, task)
+    !narrowed() || watched(state, task, task.tid())
 }
 
 /// Charges this CPU's run time (on the scheduler's clock, see [`Clocks`]) and counter deltas
@@ -345,15 +356,18 @@ pub fn charge_current(
         read_counters(&mut Prev::of(state), cpu, None);
         state.last_ns = clocks.now();
         if neighbours {
-            if let Some(Switch { prev, .. }) = switch {
-                unwatched_switch(state, prev, clocks.now());
+            if let Some(switch) = switch {
+                unwatched_switch(state, switch, clocks.now());
             } else if state.history.switch_ns == 0 {
                 state.history.switch_ns = clocks.now();
             }
         }
         return;
     }
-    let tid = task.tid();
+    let tid = match switch {
+        Some(switch) => switch.prev_tid,
+        None => task.tid(),
+    };
     // The runqueue's clock never goes back, and a task's runtime is brought up to date at or
     // after its switch-in: the saturation only guards against a kernel that breaks that.
     let end_ns = if tid == 0 {
@@ -399,7 +413,7 @@ pub fn charge_current(
         }
         return;
     }
-    let Some((totals, slot)) = totals_of(state, task, &clocks, now, end) else {
+    let Some((totals, slot)) = totals_of(state, task, tid, &clocks, now, end) else {
         return;
     };
     if end != SliceEnd::Tick && crate::stops_at(crate::Stage::ThreadLookup) {
@@ -435,7 +449,8 @@ pub fn charge_current(
     // runtime is this slice (it first ran since this CPU began measuring), none of one that ran
     // before (its earlier waits are not the collector's); after that, its growth.
     let born_here = first && clocks.runtime <= slice;
-    if let Some(delay) = task.run_delay()
+    let delay = task.run_delay();
+    if let Some(delay) = delay
         && end == SliceEnd::Tick
     {
         // Waits are charged at switches, where they are split: a tick only sets a thread's
@@ -444,7 +459,7 @@ pub fn charge_current(
         if first && !born_here {
             totals.run_delay_ns = delay;
         }
-    } else if let Some(delay) = task.run_delay() {
+    } else if let Some(delay) = delay {
         let waited = if !first {
             delay.saturating_sub(totals.run_delay_ns)
         } else if born_here {
@@ -518,8 +533,13 @@ fn count_preemptions(
     }
     totals.behind.rest.preempted += grown;
     // This switch was involuntary: the kernel counts it before the tracepoint.
-    if let Some(Switch { prev, next }) = switch
-        && next.tid() != 0
+    if let Some(Switch {
+        prev,
+        next,
+        next_tid,
+        ..
+    }) = switch
+        && next_tid != 0
         && !next.shares_cgroup(prev)
     {
         totals.behind.rest.preempted_by_other += 1;
@@ -704,12 +724,11 @@ fn send(state: &mut CpuState, totals: &ThreadTotals) {
 fn totals_of(
     state: &mut CpuState,
     task: impl TaskFields,
+    tid: u32,
     clocks: &Clocks,
     now: u64,
     end: SliceEnd,
 ) -> Option<(*mut ThreadTotals, Option<u32>)> {
-    let tid = task.tid();
-    let tgid = task.tgid();
     // Its one slice started where its runtime began: every tick charge in it has a later clock.
     let never_charged = end == SliceEnd::Exit
         && task.switches_out() == 1
@@ -717,6 +736,7 @@ fn totals_of(
     if !never_charged && let Some((slot, totals)) = slot_of(tid) {
         return Some((totals, Some(slot)));
     }
+    let tgid = task.tgid();
     let scratch = SCRATCH.get_ptr_mut(0)?;
     // SAFETY: per-CPU scratch slot, not shared with another program run.
     unsafe {

@@ -54,16 +54,21 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
         run_end: prev.exec_start(),
         next_start,
     };
+    let switch = account::Switch {
+        prev,
+        next,
+        prev_tid: prev.tid(),
+        next_tid: next.tid(),
+    };
     let read = if account::narrowed() {
-        if !account::switch_watched(state, prev, next, next_start) {
-            account::unwatched_switch(state, prev, clocks.now());
+        if !account::switch_watched(state, switch, next_start) {
+            account::unwatched_switch(state, switch, clocks.now());
             return 0;
         }
         true
     } else {
-        let next_tid = next.tid();
-        let reported = account::note_switch(state, prev.tid(), next_tid);
-        account::reads_at_switch(state, next, next_tid, reported)
+        let reported = account::note_switch(state, switch.prev_tid, switch.next_tid);
+        account::reads_at_switch(state, next, switch.next_tid, reported)
     };
     let end = if prev.is_dead() {
         account::SliceEnd::Exit
@@ -73,7 +78,6 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
     if stops_at(Stage::Switch) {
         return 0;
     }
-    let switch = account::Switch { prev, next };
     account::charge_current(state, end, prev, Some(switch), clocks, read);
     0
 }

@@ -4,8 +4,8 @@
 //! - `build-ebpf`: builds the BPF object (installing bpf-linker and its LLVM when missing).
 //! - `run -- ARGS`: builds everything and runs `topdown-bpf ARGS` (through sudo when not root).
 //! - `test`: builds everything and runs the whole test suite.
-//! - `bench [collector|c2c-report|churn|cgroup-reads|model-step|interval-cost|scale|store|busy]`:
-//!   the benchmarks (see BENCHMARKS.md).
+//! - `bench [collector|switch-instructions|c2c-report|churn|cgroup-reads|model-step|
+//!   interval-cost|scale|store|busy]`: the benchmarks (see BENCHMARKS.md).
 //! - `fuzz [TARGET] [--seconds N] [--dev]`: the fuzz targets in `fuzz/` (cargo-fuzz, libFuzzer).
 //! - `install [--prefix DIR]`: the binary, its man pages and shell completions.
 
@@ -144,6 +144,9 @@ const TEST_FUZZ_SECONDS: u64 = 10;
 enum Bench {
     /// `xtask/bench/collector-cost.sh`.
     Collector,
+    /// `xtask/bench/switch-instructions.sh`: the switch program's instructions per run, exact,
+    /// in an amd64 guest under `-icount` (`BASELINE=BINARY`: against another build).
+    SwitchInstructions,
     /// `xtask/bench/c2c-report.sh`.
     C2cReport,
     /// `xtask/bench/churn.sh`: thread churn alone, under topdown-bpf and under perf stat.
@@ -362,6 +365,7 @@ fn fuzz_task(root: &Path, target: Option<&str>, seconds: u64, dev: bool) -> Resu
 fn bench(root: &Path, which: Bench, runs: usize) -> Result<()> {
     let script = match which {
         Bench::Collector => "xtask/bench/collector-cost.sh",
+        Bench::SwitchInstructions => "xtask/bench/switch-instructions.sh",
         Bench::C2cReport => "xtask/bench/c2c-report.sh",
         Bench::Churn => "xtask/bench/churn.sh",
         Bench::CgroupReads => "xtask/bench/cgroup-reads.sh",
