@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use compact_str::CompactString;
 use foldhash::{HashMap, HashMapExt as _};
 use smallvec::SmallVec;
 use topdown_common::{
@@ -268,8 +269,10 @@ pub struct Culprits {
     /// The named culprits, at most [`TOP_CULPRITS`], largest first (ties by name).
     pub top: SmallVec<[(Arc<str>, u64); TOP_CULPRITS]>,
     /// The culprit threads (`comm/tid`), at most [`TOP_CULPRITS`], largest first: a split of
-    /// the culprits' parts, not more wait.
-    pub threads: SmallVec<[(Arc<str>, u64); TOP_CULPRITS]>,
+    /// the culprits' parts, not more wait. A name fits a `CompactString` inline (a comm, `/`
+    /// and a tid): a busy host names 20,000 culprit threads a window, and shared names cost an
+    /// allocation, a map entry and a free each.
+    pub threads: SmallVec<[(CompactString, u64); TOP_CULPRITS]>,
     /// Waited behind any other culprit (named ones past the top, and cgroups the kernel kept
     /// no slot for).
     pub other_ns: u64,
@@ -306,7 +309,7 @@ impl Culprits {
     pub fn sum<'a>(parts: impl IntoIterator<Item = &'a Self>) -> Self {
         let mut sum = Self::default();
         let mut named: SmallVec<[(Arc<str>, u64); 8]> = SmallVec::new();
-        let mut threads: SmallVec<[(Arc<str>, u64); 8]> = SmallVec::new();
+        let mut threads: SmallVec<[(CompactString, u64); 8]> = SmallVec::new();
         for part in parts {
             merge(&mut named, &part.top);
             merge(&mut threads, &part.threads);
@@ -332,7 +335,7 @@ impl Culprits {
 }
 
 /// Adds `parts` into `named`, by name.
-fn merge(named: &mut SmallVec<[(Arc<str>, u64); 8]>, parts: &[(Arc<str>, u64)]) {
+fn merge<N: Clone + PartialEq>(named: &mut SmallVec<[(N, u64); 8]>, parts: &[(N, u64)]) {
     for (name, ns) in parts {
         match named.iter_mut().find(|(n, _)| n == name) {
             Some((_, total)) => *total += ns,
@@ -343,7 +346,7 @@ fn merge(named: &mut SmallVec<[(Arc<str>, u64); 8]>, parts: &[(Arc<str>, u64)]) 
 
 /// Sorts `named` largest first (ties by name) and cuts it to the top [`TOP_CULPRITS`];
 /// returns what the cut culprits waited.
-fn cut(named: &mut SmallVec<[(Arc<str>, u64); 8]>) -> u64 {
+fn cut<N: Ord>(named: &mut SmallVec<[(N, u64); 8]>) -> u64 {
     named.sort_by(|(a, x), (b, y)| y.cmp(x).then_with(|| a.cmp(b)));
     let rest = named.iter().skip(TOP_CULPRITS).map(|(_, ns)| ns).sum();
     named.truncate(TOP_CULPRITS);
@@ -376,7 +379,6 @@ pub struct CulpritNames<'w> {
     named: HashMap<CgroupId, Arc<str>>,
     threads: &'w [ThreadUsage],
     index: Option<HashMap<Tid, usize>>,
-    thread_names: HashMap<Tid, Arc<str>>,
 }
 
 impl<'w> CulpritNames<'w> {
@@ -388,14 +390,10 @@ impl<'w> CulpritNames<'w> {
             named: HashMap::new(),
             threads,
             index: None,
-            thread_names: HashMap::new(),
         }
     }
 
-    fn thread_name(&mut self, tid: Tid) -> Arc<str> {
-        if let Some(name) = self.thread_names.get(&tid) {
-            return name.clone();
-        }
+    fn thread_name(&mut self, tid: Tid) -> CompactString {
         let threads = self.threads;
         let index = self.index.get_or_insert_with(|| {
             let mut index = HashMap::with_capacity(threads.len());
@@ -408,10 +406,9 @@ impl<'w> CulpritNames<'w> {
             );
             index
         });
-        // Written where it fits (a comm, `/` and a tid fit a `CompactString` inline), then one
-        // allocation for the shared name; pieces, not `write!` (its machinery was most of the
-        // cost of naming a busy host's culprits).
-        let mut text = compact_str::CompactString::const_new("");
+        // Pieces, not `write!` (its machinery was most of the cost of naming a busy host's
+        // culprits).
+        let mut text = CompactString::const_new("");
         match index.get(&tid) {
             Some(&i) => {
                 text.push_str(&threads[i].comm);
@@ -420,9 +417,7 @@ impl<'w> CulpritNames<'w> {
             None => text.push_str("tid "),
         }
         text.push_str(itoa::Buffer::new().format(tid.0));
-        let name: Arc<str> = Arc::from(text.as_str());
-        self.thread_names.insert(tid, name.clone());
-        name
+        text
     }
 
     /// `behind`'s culprits named, cut to the top [`TOP_CULPRITS`].
@@ -440,7 +435,7 @@ impl<'w> CulpritNames<'w> {
         // each thread has its own name, so the top by time is the top of those holding at
         // least the top's least time, ties included.
         let least = top_least(&behind.threads);
-        let mut threads: SmallVec<[(Arc<str>, u64); 8]> = behind
+        let mut threads: SmallVec<[(CompactString, u64); 8]> = behind
             .threads
             .iter()
             .filter(|&&(_, ns)| ns >= least)

@@ -434,17 +434,22 @@ fn wait_behind_fields() -> Vec<Field> {
 /// The k-th field of [`wait_behind_fields`] from a row's split.
 fn wait_behind(behind: Option<&Culprits>, k: usize) -> Cell<'_> {
     let top = 2 * TOP_CULPRITS;
-    let (list, i) = match k {
-        k if k < top => (behind.map(|b| &b.top[..]), k),
+    match k {
+        k if k < top => culprit_field(behind.map(|b| &b.top[..]), k),
         k if k < top + 3 => {
-            return Cell::Int(
-                behind.map(|b| [b.other_ns, b.idle_ns, b.unattributed_ns][k - top] as i64),
-            );
+            Cell::Int(behind.map(|b| [b.other_ns, b.idle_ns, b.unattributed_ns][k - top] as i64))
         }
-        k => (behind.map(|b| &b.threads[..]), k - top - 3),
-    };
+        k => culprit_field(behind.map(|b| &b.threads[..]), k - top - 3),
+    }
+}
+
+/// Field `i` of a list of culprits, named and timed: the `i / 2`-th culprit's name, or its ns.
+fn culprit_field<N: std::ops::Deref<Target = str>>(
+    list: Option<&[(N, u64)]>,
+    i: usize,
+) -> Cell<'_> {
     let culprit = list.and_then(|list| list.get(i / 2));
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         Cell::Text(culprit.map(|(name, _)| Cow::Borrowed(&**name)))
     } else {
         Cell::Int(list.map(|_| culprit.map_or(0, |(_, ns)| *ns as i64)))

@@ -288,7 +288,8 @@ pub fn write_document(
 const ROW_BATCH_BYTES: usize = 64 * 1024;
 
 /// Asks for the culprits of the row half the prefetch distance ahead of row `i`, and for the
-/// names of the next row's (their rows and culprits asked for before).
+/// names of the next row's culprit cgroups (their rows and culprits asked for before; thread
+/// names lie in the culprits themselves).
 fn prefetch_culprits(rows: &[&Row], i: usize) {
     if let Some(culprits) = rows
         .get(i + prefetch::AHEAD / 2)
@@ -297,7 +298,7 @@ fn prefetch_culprits(rows: &[&Row], i: usize) {
         prefetch::read(culprits);
     }
     if let Some(culprits) = rows.get(i + 1).and_then(|r| r.behind.as_deref()) {
-        for (name, _) in culprits.top.iter().chain(&culprits.threads) {
+        for (name, _) in &culprits.top {
             prefetch::bytes(name.as_ptr(), name.len());
         }
     }
@@ -422,7 +423,12 @@ impl<'a> Object<'a> {
     }
 
     /// Named parts under `key` as a list of `{name, ns, share}`, each share of `total`.
-    fn parts(&mut self, key: &str, parts: &[(std::sync::Arc<str>, u64)], total: f64) -> Result<()> {
+    fn parts<N: std::ops::Deref<Target = str>>(
+        &mut self,
+        key: &str,
+        parts: &[(N, u64)],
+        total: f64,
+    ) -> Result<()> {
         self.key(key);
         self.out.push(b'[');
         for (i, (name, ns)) in parts.iter().enumerate() {
