@@ -9,8 +9,9 @@
 # its instructions per run as the kernel's own x86 JIT emitted them, plus the two clock reads
 # every build pays alike; two builds in the same guest differ only by what their programs
 # execute. Shape: a ping-pong of two processes over two pipes on the guest's one CPU (every
-# switch charges a thread that waited behind the other: each splits a wait, about half are
-# preemptions), N round trips, the tool machine-wide with the software set. Each round runs
+# switch charges a thread that waited behind the other, so each splits a wait; on the host,
+# pinned to one CPU, 45 % of its switches were involuntary by /proc/PID/status), N round
+# trips, the tool machine-wide with the software set. Each round runs
 # BASELINE, THIS and THIS with TOPDOWN_BPF_NO_NEIGHBOURS; the table has the median per build.
 # What this does not count: cache misses and branch mispredictions (none are emulated), so
 # it ranks changes to the program's path; the nanoseconds come from `cargo xtask bench

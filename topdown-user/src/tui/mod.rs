@@ -316,7 +316,6 @@ struct Computed {
     all: Rc<Vec<Row>>,
     /// Their order: places in `all`, sorted.
     order: Vec<usize>,
-    total: usize,
     /// The filter, reversed, tree: what `shown` was selected with.
     selection: Option<(String, bool, bool)>,
     shown: Vec<Row>,
@@ -491,13 +490,11 @@ impl ViewModel {
             // view's time at 20,000 rows a window); only the rows shown are copied, once
             // (`select`).
             let order = sort::places(all, set, &options.sort);
-            let total = order.len();
             self.computed = Some(Computed {
                 view,
                 sort,
                 all: Rc::clone(all),
                 order,
-                total,
                 selection: None,
                 shown: Vec::new(),
             });
@@ -532,7 +529,7 @@ impl ViewModel {
             &Screenful {
                 window: &latest.window,
                 rows: &computed.shown,
-                total: computed.total,
+                total: computed.order.len(),
                 set,
                 columns: &columns::for_rows(&self.columns, options.group.is_some()),
                 options: &options,
