@@ -98,31 +98,33 @@ impl MappedThreads {
         }
     }
 
-    /// The header and first `nr` slots of live thread `tid` from slot `slot`, and its split
-    /// where splits are read; `None` when the slot does not hold `tid` (it exited: its final
-    /// record is in the ring) or is beyond the mapping (see [`Self::cover`]).
+    /// The header and first `nr` slots of live thread `tid` from slot `slot`, its split pushed
+    /// onto `splits` where splits are read; `None` (and nothing pushed) when the slot does not
+    /// hold `tid` (it exited: its final record is in the ring) or is beyond the mapping (see
+    /// [`Self::cover`]).
     pub fn get(
         &self,
         slot: u32,
         tid: u32,
         nr: usize,
-    ) -> Option<(ThreadRecord, Option<WaitBehind>)> {
-        let copied = self.copy(slot, nr)?;
-        (copied.0.header.tid == tid).then_some(copied)
+        splits: &mut Vec<WaitBehind>,
+    ) -> Option<ThreadRecord> {
+        self.copy(slot, Some(tid), nr, splits)
     }
 
     /// Hands the live thread of every mapped slot below `high` (the highest slot the kernel
-    /// took, plus one: see [`Self::cover`]) to `each`, with its first `nr` slots and its split
-    /// where splits are read.
+    /// took, plus one: see [`Self::cover`]) to `each`, with its first `nr` slots, its split
+    /// pushed onto `splits` first where splits are read.
     pub fn each(
         &self,
         high: u32,
         nr: usize,
-        mut each: impl FnMut(ThreadRecord, Option<WaitBehind>),
+        splits: &mut Vec<WaitBehind>,
+        mut each: impl FnMut(ThreadRecord),
     ) {
         for slot in 0..high.min(self.mapped) {
-            if let Some((record, split)) = self.copy(slot, nr) {
-                each(record, split);
+            if let Some(record) = self.copy(slot, None, nr, splits) {
+                each(record);
             }
         }
     }
@@ -161,15 +163,24 @@ impl MappedThreads {
         })
     }
 
-    /// Slot `slot`'s thread, copied as the module's note says, with its split where splits are
-    /// read; `None` when free, beyond the array, or taken by another thread during the copy.
-    fn copy(&self, slot: u32, nr: usize) -> Option<(ThreadRecord, Option<WaitBehind>)> {
+    /// Slot `slot`'s thread (thread `tid`'s only, where given), copied as the module's note
+    /// says, its split pushed onto `splits` where splits are read; `None` (and nothing pushed)
+    /// when free, another thread's, beyond the array, or taken by another thread during the
+    /// copy. The split goes straight to `splits`: handed back beside the record, its 248 bytes
+    /// were moved with every record (a copy each) even where splits are not read.
+    fn copy(
+        &self,
+        slot: u32,
+        tid: Option<u32>,
+        nr: usize,
+        splits: &mut Vec<WaitBehind>,
+    ) -> Option<ThreadRecord> {
         let totals = self.slot(slot)?;
         // SAFETY: a slot inside the mapping; its fields are plain old data, read whole
         // (volatile: the kernel writes them while we read).
         unsafe {
-            let tid = (&raw const (*totals).header.tid).read_volatile();
-            if tid == 0 {
+            let held = (&raw const (*totals).header.tid).read_volatile();
+            if held == 0 || tid.is_some_and(|tid| tid != held) {
                 return None;
             }
             std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
@@ -183,8 +194,11 @@ impl MappedThreads {
                 .collect();
             std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
             let again = (&raw const (*totals).header.tid).read_volatile();
-            (header.tid == tid && header.tgid != 0 && again == tid)
-                .then_some((ThreadRecord { header, slots }, split))
+            if header.tid != held || header.tgid == 0 || again != held {
+                return None;
+            }
+            splits.extend(split);
+            Some(ThreadRecord { header, slots })
         }
     }
 
@@ -281,41 +295,67 @@ mod tests {
         write(&fd, 5, &totals(0, 0, 77));
         let mut mapped = MappedThreads::map(fd.as_fd(), 5000, true).unwrap();
 
-        let (read, split) = mapped.get(3, 41, 2).expect("slot 3 holds thread 41");
+        let mut splits = Vec::new();
+        let read = mapped
+            .get(3, 41, 2, &mut splits)
+            .expect("slot 3 holds thread 41");
         assert_eq!((read.header.tid, read.header.tgid), (41, 40));
-        assert_eq!(split.map(|s| s.rest.idle_ns), Some(1000), "its split, read");
-        let unsplit = MappedThreads::map(fd.as_fd(), 5000, false).unwrap();
-        let (lean, none) = unsplit.get(3, 41, 2).expect("slot 3 holds thread 41");
         assert_eq!(
-            (none, lean.slots.clone()),
-            (None, read.slots.clone()),
+            splits.iter().map(|s| s.rest.idle_ns).collect::<Vec<_>>(),
+            [1000],
+            "its split, read"
+        );
+        let unsplit = MappedThreads::map(fd.as_fd(), 5000, false).unwrap();
+        let mut none = Vec::new();
+        let lean = unsplit
+            .get(3, 41, 2, &mut none)
+            .expect("slot 3 holds thread 41");
+        assert_eq!(
+            (none.len(), lean.slots.clone()),
+            (0, read.slots.clone()),
             "with the split off, not read"
         );
         assert_eq!(
             read.slots.iter().map(|r| r.count).collect::<Vec<_>>(),
             [1000, 1001]
         );
+        let mut splits = Vec::new();
         assert!(
-            mapped.get(3, 99, 2).is_none(),
+            mapped.get(3, 99, 2, &mut splits).is_none(),
             "another tid: not that thread"
         );
-        assert!(mapped.get(5, 0, 2).is_none(), "a freed slot is no thread");
         assert!(
-            mapped.get(4000, 42, 2).is_none(),
+            mapped.get(5, 0, 2, &mut splits).is_none(),
+            "a freed slot is no thread"
+        );
+        assert!(
+            mapped.get(4000, 42, 2, &mut splits).is_none(),
             "beyond the first mapping"
         );
+        assert!(splits.is_empty(), "no split pushed for a thread not read");
 
         mapped.cover(4001).unwrap();
-        let (far, _) = mapped.get(4000, 42, 1).expect("covered now");
+        let far = mapped.get(4000, 42, 1, &mut splits).expect("covered now");
         assert_eq!(far.slots.len(), 1);
         assert_eq!(far.slots[0].count, 2000);
-        let mut all = Vec::new();
-        mapped.each(4001, 2, |record, _| all.push(record.header.tid));
+        let (mut all, mut splits) = (Vec::new(), Vec::new());
+        mapped.each(4001, 2, &mut splits, |record| all.push(record.header.tid));
         assert_eq!(all, [41, 42], "every thread once, a freed slot left out");
+        assert_eq!(
+            splits.iter().map(|s| s.rest.idle_ns).collect::<Vec<_>>(),
+            [1000, 2000],
+            "a split for each thread read, in its order"
+        );
         assert_eq!(mapped.tids(4001).collect::<Vec<_>>(), [(41, 40), (42, 40)]);
 
         mapped.cover(u32::MAX).unwrap();
-        assert!(mapped.get(4999, 1, 1).is_none(), "the last slot: free");
-        assert!(mapped.get(5000, 1, 1).is_none(), "beyond the array");
+        assert!(
+            mapped.get(4999, 1, 1, &mut splits).is_none(),
+            "the last slot: free"
+        );
+        assert!(
+            mapped.get(5000, 1, 1, &mut splits).is_none(),
+            "beyond the array"
+        );
     }
 }

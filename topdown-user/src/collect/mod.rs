@@ -33,7 +33,6 @@ use topdown_common::{
     cgroup::{CgroupId, CgroupRemoved},
     cpu::CpuState,
     names::{global, map, program},
-    neighbours::WaitBehind,
     stats::Stat,
 };
 
@@ -382,13 +381,9 @@ impl Collector {
         // (every slot a set may have).
         let mut live = Vec::with_capacity(if whole { high as usize } else { listed.len() });
         let mut live_splits = Vec::with_capacity(if self.neighbours { live.capacity() } else { 0 });
-        let mut keep = |(record, split): (ThreadRecord, Option<WaitBehind>)| {
-            live.push(record);
-            live_splits.extend(split);
-        };
         if whole {
             self.threads
-                .each(high, self.nr, |record, split| keep((record, split)));
+                .each(high, self.nr, &mut live_splits, |record| live.push(record));
         } else {
             // A thread gone since it was listed exited: its final record is in `records`.
             // The slots of the threads that ran are spread over the map: each is asked for
@@ -397,8 +392,11 @@ impl Collector {
                 if let Some(ahead) = listed.get(i + prefetch::AHEAD) {
                     self.threads.prefetch(ahead.slot, self.nr);
                 }
-                if let Some(copied) = self.threads.get(thread.slot, thread.tid, self.nr) {
-                    keep(copied);
+                if let Some(record) =
+                    self.threads
+                        .get(thread.slot, thread.tid, self.nr, &mut live_splits)
+                {
+                    live.push(record);
                 }
             }
         }
@@ -482,10 +480,8 @@ impl Collector {
         self.threads
             .cover(slot.saturating_add(1))
             .context("mapping more of the kernel's thread map")?;
-        Ok(self
-            .threads
-            .get(slot, tid, self.nr)
-            .map(|(record, _)| record))
+        // Its split (where splits are read) is not wanted here: dropped with the vector.
+        Ok(self.threads.get(slot, tid, self.nr, &mut Vec::new()))
     }
 
     /// Ids and paths of the cgroups removed since the previous call.
