@@ -139,6 +139,12 @@ fn add_to<K: Copy + Eq + std::hash::Hash, const N: usize>(
 }
 
 impl Behind {
+    /// Its parts, where anything was split (`None`: nothing), for a loop that asks for them
+    /// ahead (see [`crate::prefetch`]).
+    pub fn parts(&self) -> Option<&BehindParts> {
+        self.0.as_deref()
+    }
+
     /// The kernel's `now` minus `before` (none: a thread first seen), slot by slot: within one
     /// assignment of a slot, its growth; a slot given to a culprit since, all it holds. The
     /// kernel moves an evicted cgroup slot's whole value to `other_ns`, of which the part seen

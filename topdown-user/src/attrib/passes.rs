@@ -39,7 +39,10 @@ impl<'s> Pass<'s> {
             nr,
             cgroups: HashMap::new(),
             latest: HashMap::new(),
-            threads: Vec::new(),
+            // A usage for each record and each live thread read (where the snapshot lists
+            // the threads that ran, most are charged). Grown a push at a time, the vector was
+            // reallocated a dozen times a window on a busy host, each a copy of 184-byte usages.
+            threads: Vec::with_capacity(snapshot.live.len() + snapshot.records.len()),
             kept: snapshot
                 .live_complete
                 .then(|| HashSet::with_capacity(snapshot.live.len())),

@@ -235,8 +235,19 @@ impl<'k> By<'k> {
 /// comparison (2.5 % of the tool's time writing `--json` for 20,000 busy threads, which come
 /// out of the attributor in no tid order: BENCHMARKS.md, session 40).
 pub fn sort(rows: &mut [Row], set: &CounterSet, key: &SortKey) {
+    // Rows made in their order already (a window's threads by tid: `name_threads`) are
+    // found so a pair at a time, neighbours in memory, with nothing keyed or moved.
+    if rows.is_sorted_by(order_ok(set, key)) {
+        return;
+    }
     let mut from = places(rows, set, key);
     permute(rows, &mut from);
+}
+
+/// Whether `a` may come before `b` in [`order`].
+fn order_ok<'a>(set: &CounterSet, key: &'a SortKey) -> impl Fn(&Row, &Row) -> bool + 'a {
+    let order = order(set, key);
+    move |a, b| order(a, b) != Ordering::Greater
 }
 
 /// The places of `rows` in [`order`] (the first is the place of the row that sorts first),
@@ -317,11 +328,14 @@ pub fn sort_refs(rows: &mut Vec<&Row>, set: &CounterSet, key: &SortKey) {
 /// index): the rank in the high half, the id (the first tie-breaker) in the low; the name
 /// breaks what ties remain. `None` for a key that is not one number.
 fn keyed<'r, T>(by: &By<'_>, rows: impl Iterator<Item = (T, &'r Row)>) -> Option<Vec<(u128, T)>> {
-    rows.map(|(with, row)| {
+    // Made at its length: collected into an `Option`, the vector knew no length and grew by
+    // doubling (fifteen reallocations a window at 20,000 rows, each a copy).
+    let mut keyed = Vec::with_capacity(rows.size_hint().0);
+    for (with, row) in rows {
         let rank = u128::from((by.rank(row)? as u64) ^ (1 << 63));
-        Some((rank << 64 | u128::from(row.who.id(false)), with))
-    })
-    .collect()
+        keyed.push((rank << 64 | u128::from(row.who.id(false)), with));
+    }
+    Some(keyed)
 }
 
 /// Sorts [`keyed`] rows by their numbers, ties broken by the name of the row each goes with.
