@@ -24,6 +24,7 @@ Usage: busy.py TOPDOWN_BPF SLEEPERS ROUNDS
    - `--per-container -I 1000 --json`, measured as in 1.
    The cgroups are created before and removed after.
 
+OUTPUTS="json view record" (the default) picks part 1's outputs.
 BASELINE=BINARY runs another build of the tool the same way in the same rounds, interleaved;
 BASELINE=A:B runs two (named "baseline" and "baseline 2").
 
@@ -52,6 +53,10 @@ BUILDS = [("", TOPDOWN)] + [
 THREADS = [int(n) for n in os.environ.get("THREADS", "20000 100000").split()]
 CGROUPS = [int(n) for n in os.environ.get("CGROUPS", "5000 20000").split()]
 WINDOWS = int(os.environ.get("WINDOWS", "10"))
+# The thread part's outputs measured: any of json, view, record.
+OUTPUTS = os.environ.get("OUTPUTS", "json view record").split()
+if not OUTPUTS or set(OUTPUTS) - {"json", "view", "record"}:
+    sys.exit(f"busy: OUTPUTS={' '.join(OUTPUTS)!r}: name some of json, view, record")
 PORT = 19464
 
 
@@ -258,12 +263,15 @@ def threads_part(work):
         load = load_of(proc)
         ways = {}
         for build, tool in BUILDS:
-            ways.update({
-                f"--json{build and f' ({build})'}": lambda tool=tool: per_document(
-                    [tool, "--per-thread", "-I", "1000", "--json"]),
-                f"full-screen view{build and f' ({build})'}": lambda tool=tool: view(tool),
-                f"record{build and f' ({build})'}": lambda tool=tool: record(tool, work),
-            })
+            every = {
+                "json": (f"--json{build and f' ({build})'}", lambda tool=tool: per_document(
+                    [tool, "--per-thread", "-I", "1000", "--json"])),
+                "view": (f"full-screen view{build and f' ({build})'}",
+                         lambda tool=tool: view(tool)),
+                "record": (f"record{build and f' ({build})'}",
+                           lambda tool=tool: record(tool, work)),
+            }
+            ways.update(every[output] for output in OUTPUTS)
         results = {name: [] for name in ways}
         try:
             for _ in range(ROUNDS):

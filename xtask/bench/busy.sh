@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The tool's cost on a busy host: every thread running every interval, thousands of containers,
 # serve scraped every second (issue 55; busy.py says what it measures, BENCHMARKS.md has results).
-# Usage: busy.sh TOPDOWN_BPF ROUNDS   (THREADS="20000 100000", CGROUPS="5000 20000", WINDOWS=10)
+# Usage: busy.sh TOPDOWN_BPF ROUNDS   (THREADS="20000 100000", CGROUPS="5000 20000", WINDOWS=10,
+#                                     OUTPUTS="json view record")
 set -euo pipefail
 topdown=$1
 rounds=${2:-3}
