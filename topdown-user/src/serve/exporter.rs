@@ -1022,60 +1022,98 @@ mod tests {
         );
     }
 
-    #[test]
-    fn totals_accumulate_removed_cgroups_go_after_the_grace_and_the_cap_is_counted() {
-        let dir = tempfile::tempdir().unwrap();
-        let scope = format!("docker-{}.scope", "0f".repeat(32));
-        for path in [scope.as_str(), "b", "c"] {
-            fs::create_dir(dir.path().join(path)).unwrap();
-        }
-        let id = |p: &str| fs::metadata(dir.path().join(p)).unwrap().ino();
-        let (docker, b, c) = (id(&scope), id("b"), id("c"));
-        let mut names = CgroupNames::at(Some(dir.path().to_path_buf()));
-        // The docker scope as it will be once removed and created again.
-        let again = CgroupId(docker + (1 << 32));
-        names.learn(again, format!("/{scope}"));
-        let mut set = CounterSet::software("test".into());
-        set.counters.push(Counter {
-            name: "msr/tsc".into(),
-            unit: CounterUnit::Cycles,
-            attr: EventAttr::default(),
-            cpus: None,
-        });
-        let limits = Limits {
-            grace: Duration::from_secs(10),
-            max_cgroups: 2,
-        };
-        let mut exporter = Exporter::new(&set, None, limits);
-        let t0 = Instant::now();
-        // Each window's frame (the cgroups the kernel removed since the previous one in it),
-        // then the exporter.
-        let mut update =
-            |exporter: &mut Exporter, mut window: Window, removed: &[CgroupId], now| {
-                window.removed_cgroups = removed.to_vec();
-                exporter.update(&Frame::new(&window, &mut names, &set, None), now);
-            };
+    /// A docker scope, `b` and `c` under a cgroup root of a temporary directory (the scope also
+    /// as it will be once removed and made again: a newer id), and an exporter of the software
+    /// set and `msr/tsc`, holding two cgroups at most and keeping removed ones for 10 s.
+    struct Scene {
+        dir: tempfile::TempDir,
+        scope: String,
+        docker: u64,
+        b: u64,
+        c: u64,
+        again: CgroupId,
+        names: CgroupNames,
+        set: CounterSet,
+        exporter: Exporter,
+        t0: Instant,
+    }
 
-        update(
-            &mut exporter,
-            window(vec![usage(docker, 1_500_000_000, 7)]),
-            &[],
-            t0,
-        );
-        update(
-            &mut exporter,
-            window(vec![
-                usage(docker, 500_000_000, 3),
-                usage(b, 1_000_000, 1),
-                usage(c, 1, 1),
-            ]),
-            &[],
-            t0,
-        );
-        let text = exporter.encode();
-        let cpu = format!(
-            "topdown_cgroup_cpu_seconds_total{{cgroup=\"/{scope}\",container=\"docker:0f0f0f0f0f0f\",runtime=\"docker\"}} 2.0"
-        );
+    impl Scene {
+        fn new() -> Self {
+            let dir = tempfile::tempdir().unwrap();
+            let scope = format!("docker-{}.scope", "0f".repeat(32));
+            for path in [scope.as_str(), "b", "c"] {
+                fs::create_dir(dir.path().join(path)).unwrap();
+            }
+            let id = |p: &str| fs::metadata(dir.path().join(p)).unwrap().ino();
+            let (docker, b, c) = (id(&scope), id("b"), id("c"));
+            let mut names = CgroupNames::at(Some(dir.path().to_path_buf()));
+            let again = CgroupId(docker + (1 << 32));
+            names.learn(again, format!("/{scope}"));
+            let mut set = CounterSet::software("test".into());
+            set.counters.push(Counter {
+                name: "msr/tsc".into(),
+                unit: CounterUnit::Cycles,
+                attr: EventAttr::default(),
+                cpus: None,
+            });
+            let limits = Limits {
+                grace: Duration::from_secs(10),
+                max_cgroups: 2,
+            };
+            let exporter = Exporter::new(&set, None, limits);
+            Self {
+                dir,
+                scope,
+                docker,
+                b,
+                c,
+                again,
+                names,
+                set,
+                exporter,
+                t0: Instant::now(),
+            }
+        }
+
+        /// A window's frame (the cgroups the kernel removed since the previous one in it)
+        /// handed to the exporter at `now`.
+        fn update(&mut self, mut window: Window, removed: &[CgroupId], now: Instant) {
+            window.removed_cgroups = removed.to_vec();
+            let frame = Frame::new(&window, &mut self.names, &self.set, None);
+            self.exporter.update(&frame, now);
+        }
+
+        /// The docker scope charged twice (2 s in all), then `b` and `c` (`c` over the cap).
+        fn charged(mut self) -> Self {
+            let (docker, b, c, t0) = (self.docker, self.b, self.c, self.t0);
+            self.update(window(vec![usage(docker, 1_500_000_000, 7)]), &[], t0);
+            self.update(
+                window(vec![
+                    usage(docker, 500_000_000, 3),
+                    usage(b, 1_000_000, 1),
+                    usage(c, 1, 1),
+                ]),
+                &[],
+                t0,
+            );
+            self
+        }
+
+        /// The docker scope's on-CPU series line, with its value.
+        fn docker_cpu(&self, seconds: &str) -> String {
+            format!(
+                "topdown_cgroup_cpu_seconds_total{{cgroup=\"/{}\",container=\"docker:0f0f0f0f0f0f\",runtime=\"docker\"}} {seconds}",
+                self.scope
+            )
+        }
+    }
+
+    #[test]
+    fn totals_accumulate_and_the_cap_is_counted() {
+        let scene = Scene::new().charged();
+        let text = scene.exporter.encode();
+        let cpu = scene.docker_cpu("2.0");
         assert!(text.contains(&cpu), "{cpu} in\n{text}");
         assert!(
             text.contains("# TYPE topdown_cgroup_cpu_seconds counter"),
@@ -1110,58 +1148,56 @@ mod tests {
         );
         assert_eq!(tsc.and_then(|l| l.split(' ').nth(1)), Some("1.0"), "{text}");
         assert!(!text.contains("tma_ratio{"), "no TopDown without a PMU");
+    }
 
+    #[test]
+    fn removed_cgroups_go_after_the_grace() {
+        let mut scene = Scene::new().charged();
         // The kernel's rmdir record names b: its series stay for the grace period.
-        update(&mut exporter, window(vec![]), &[CgroupId(b)], t0);
+        scene.update(window(vec![]), &[CgroupId(scene.b)], scene.t0);
         assert!(
-            exporter.encode().contains("cgroup=\"/b\""),
+            scene.exporter.encode().contains("cgroup=\"/b\""),
             "kept during the grace period"
         );
-        update(
-            &mut exporter,
-            window(vec![]),
-            &[],
-            t0 + Duration::from_secs(11),
-        );
-        let text = exporter.encode();
+        scene.update(window(vec![]), &[], scene.t0 + Duration::from_secs(11));
+        let text = scene.exporter.encode();
         assert!(!text.contains("cgroup=\"/b\""), "{text}");
         assert!(text.contains("topdown_cgroups_exported 1"));
         // A late charge of the dropped cgroup adds nothing.
-        update(
-            &mut exporter,
-            window(vec![usage(b, 1_000_000, 1)]),
+        scene.update(
+            window(vec![usage(scene.b, 1_000_000, 1)]),
             &[],
-            t0 + Duration::from_secs(12),
+            scene.t0 + Duration::from_secs(12),
         );
-        assert!(!exporter.encode().contains("cgroup=\"/b\""));
+        assert!(!scene.exporter.encode().contains("cgroup=\"/b\""));
+    }
 
+    #[test]
+    fn a_cgroup_made_again_at_its_path_goes_on() {
+        let mut scene = Scene::new().charged();
         // The docker scope removed and created again at its path (a newer id, as cgroup2
         // gives): the series go on, and the old one's removal drops nothing.
-        update(&mut exporter, window(vec![]), &[CgroupId(docker)], t0);
-        update(
-            &mut exporter,
-            window(vec![usage(again.0, 500_000_000, 1)]),
+        scene.update(window(vec![]), &[CgroupId(scene.docker)], scene.t0);
+        scene.update(
+            window(vec![usage(scene.again.0, 500_000_000, 1)]),
             &[],
-            t0 + Duration::from_secs(1),
+            scene.t0 + Duration::from_secs(1),
         );
         // The old cgroup's removal seen again (a late record) is not the new one's.
-        update(
-            &mut exporter,
+        scene.update(
             window(vec![]),
-            &[CgroupId(docker)],
-            t0 + Duration::from_secs(2),
+            &[CgroupId(scene.docker)],
+            scene.t0 + Duration::from_secs(2),
         );
-        update(
-            &mut exporter,
-            window(vec![]),
-            &[],
-            t0 + Duration::from_secs(40),
-        );
-        let text = exporter.encode();
-        let cpu = format!(
-            "topdown_cgroup_cpu_seconds_total{{cgroup=\"/{scope}\",container=\"docker:0f0f0f0f0f0f\",runtime=\"docker\"}} 2.5"
-        );
+        scene.update(window(vec![]), &[], scene.t0 + Duration::from_secs(40));
+        let text = scene.exporter.encode();
+        let cpu = scene.docker_cpu("2.5");
         assert!(text.contains(&cpu), "{cpu} in\n{text}");
+    }
+
+    #[test]
+    fn c2c_samples_are_counted_by_cgroup_and_class() {
+        let mut scene = Scene::new().charged();
         // c2c: forwarded samples by cgroup and class, the kernel's count and losses.
         let record = |cgroup_id, data_src| C2cRecord {
             cgroup_id,
@@ -1181,9 +1217,9 @@ mod tests {
             src.encode()
         };
         let records = [
-            record(docker, hitm(false)),
-            record(docker, hitm(false)),
-            record(docker, hitm(true)),
+            record(scene.docker, hitm(false)),
+            record(scene.docker, hitm(false)),
+            record(scene.docker, hitm(true)),
         ];
         let counts = C2cCounts {
             forwarded: 3,
@@ -1192,13 +1228,13 @@ mod tests {
         };
         let mut counts = counts;
         counts.stats.nr_entries = 50;
-        let mut names = CgroupNames::at(Some(dir.path().to_path_buf()));
+        let mut names = CgroupNames::at(Some(scene.dir.path().to_path_buf()));
         let samples = classify(&records, |id| names.name(CgroupId(id)).to_string());
         assert_eq!(samples.len(), 3, "every HITM is in a class");
-        exporter.update_c2c(&samples, &counts);
-        let text = exporter.encode();
+        scene.exporter.update_c2c(&samples, &counts);
+        let text = scene.exporter.encode();
         let c2c = |class: &str| {
-            line(&text, &format!("topdown_cgroup_c2c_samples_total{{cgroup=\"/{scope}\",container=\"docker:0f0f0f0f0f0f\",runtime=\"docker\",class=\"{class}\"}}"))
+            line(&text, &format!("topdown_cgroup_c2c_samples_total{{cgroup=\"/{}\",container=\"docker:0f0f0f0f0f0f\",runtime=\"docker\",class=\"{class}\"}}", scene.scope))
                 .and_then(|l| l.rsplit(' ').next())
                 .map(str::to_owned)
         };

@@ -547,69 +547,70 @@ mod tests {
         );
     }
 
-    /// One fixture machine of each family added from Intel's perfmon data, AMD's Zen 5 and
-    /// Arm's Neoverse V3: the Level 1 set's exact attrs. Encodings are the data files' (code,
-    /// umask; data/README.md lists most of them): AMD's event select bits 8-11 go to
-    /// config bits 32-35; Intel's fixed-counter events are encoded as perf's jevents.py
-    /// spells them (cycles 0x3c, instructions 0xc0); Skymont's fixed counters 5 and 6 keep
-    /// the files' pseudo-encoding (event 0x00, umask = counter + 1), which perf does not rewrite.
-    #[test]
-    fn each_new_family_gets_its_level_one_events_encoded_from_the_data() {
-        let metrics = |first: &str| -> Vec<Row> {
-            let mut rows = vec![row("TOPDOWN.SLOTS", 4, 0x0400, true, None)];
-            for (i, m) in METRICS_ORDER[..4].iter().enumerate() {
-                rows.push(row(m, 4, 0x8000 + (i as u64) * 0x100, false, Some(0)));
-            }
-            rows.extend((!first.is_empty()).then(|| row(first, 4, 0x10ad, false, None)));
-            rows
-        };
-        // E-cores: every L1 node reads one TOPDOWN_* event and the clock. General-counter
-        // events in node order share one group (Frontend's leads where it is general); the
-        // clock and fixed-counter events (Skymont's FE and RET: fixed counters 5 and 6) stand
-        // alone after them, in name order.
-        let atom = |ty: u32, fe: u64, be: u64, ret: u64, names: [&str; 4]| {
-            let fixed = |config: u64| config >> 8 != 0 && config & 0xff == 0;
-            let all = [
-                (names[2], fe),
-                (names[0], 0x73),
-                (names[1], be),
-                (names[3], ret),
-            ];
-            let mut rows = Vec::new();
-            let mut leader = None;
-            for (name, config) in all.iter().filter(|(_, c)| !fixed(*c)) {
-                rows.push(row(name, ty, *config, false, leader));
-                leader = leader.or(Some(0));
-            }
-            let mut alone: Vec<(&str, u64)> = all
-                .iter()
-                .copied()
-                .filter(|(_, c)| fixed(*c))
-                .chain([("CPU_CLK_UNHALTED.CORE", 0x3c)])
-                .collect();
-            alone.sort_unstable();
-            rows.extend(alone.into_iter().map(|(n, c)| row(n, ty, c, false, None)));
-            rows
-        };
+    /// Level 1 of a family read from metrics: slots pinned, the four metrics in its group, and
+    /// `first` (none where empty) alone.
+    fn metric_rows(first: &str) -> Vec<Row> {
+        let mut rows = vec![row("TOPDOWN.SLOTS", 4, 0x0400, true, None)];
+        for (i, m) in METRICS_ORDER[..4].iter().enumerate() {
+            rows.push(row(m, 4, 0x8000 + (i as u64) * 0x100, false, Some(0)));
+        }
+        rows.extend((!first.is_empty()).then(|| row(first, 4, 0x10ad, false, None)));
+        rows
+    }
+
+    /// E-cores: every L1 node reads one TOPDOWN_* event and the clock. General-counter
+    /// events in node order share one group (Frontend's leads where it is general); the
+    /// clock and fixed-counter events (Skymont's FE and RET: fixed counters 5 and 6) stand
+    /// alone after them, in name order.
+    fn atom_rows(ty: u32, fe: u64, be: u64, ret: u64, names: [&str; 4]) -> Vec<Row> {
+        let fixed = |config: u64| config >> 8 != 0 && config & 0xff == 0;
+        let all = [
+            (names[2], fe),
+            (names[0], 0x73),
+            (names[1], be),
+            (names[3], ret),
+        ];
+        let mut rows = Vec::new();
+        let mut leader = None;
+        for (name, config) in all.iter().filter(|(_, c)| !fixed(*c)) {
+            rows.push(row(name, ty, *config, false, leader));
+            leader = leader.or(Some(0));
+        }
+        let mut alone: Vec<(&str, u64)> = all
+            .iter()
+            .copied()
+            .filter(|(_, c)| fixed(*c))
+            .chain([("CPU_CLK_UNHALTED.CORE", 0x3c)])
+            .collect();
+        alone.sort_unstable();
+        rows.extend(alone.into_iter().map(|(n, c)| row(n, ty, c, false, None)));
+        rows
+    }
+
+    /// A fixture, its core PMU, the model it selects and its Level 1 set.
+    type Case = (&'static str, &'static str, &'static str, Vec<Row>);
+
+    /// The families whose Level 1 reads metrics or TOPDOWN_* events (P-cores, E-cores).
+    fn level_one_cases() -> Vec<Case> {
         let all_p = [
             "TOPDOWN_BAD_SPECULATION.ALL_P",
             "TOPDOWN_BE_BOUND.ALL_P",
             "TOPDOWN_FE_BOUND.ALL_P",
             "TOPDOWN_RETIRING.ALL_P",
         ];
-        let cases: Vec<(&str, &str, &str, Vec<Row>)> = vec![
+        vec![
             (
                 "graniterapids",
                 "cpu",
                 "graniterapids",
-                metrics("INT_MISC.UOP_DROPPING"),
+                metric_rows("INT_MISC.UOP_DROPPING"),
             ),
-            ("lunarlake", "cpu_core", "lunarlake_core", metrics("")),
+            ("lunarlake", "cpu_core", "lunarlake_core", metric_rows("")),
             (
                 "lunarlake",
                 "cpu_atom",
                 "lunarlake_atom",
-                atom(
+                atom_rows(
                     10,
                     0x0600,
                     0x02a4,
@@ -626,14 +627,20 @@ mod tests {
                 "meteorlake",
                 "cpu_atom",
                 "crestmont",
-                atom(10, 0x71, 0x74, 0x72, all_p),
+                atom_rows(10, 0x71, 0x74, 0x72, all_p),
             ),
             (
                 "sierraforest",
                 "cpu",
                 "sierraforest",
-                atom(4, 0x71, 0x74, 0x72, all_p),
+                atom_rows(4, 0x71, 0x74, 0x72, all_p),
             ),
+        ]
+    }
+
+    /// The families whose Level 1 reads plain events into general counters.
+    fn level_one_event_cases() -> Vec<Case> {
+        vec![
             (
                 "tremont",
                 "cpu",
@@ -718,8 +725,20 @@ mod tests {
                     ),
                 ],
             ),
-        ];
-        for (fixture, pmu, model, want) in cases {
+        ]
+    }
+
+    /// One fixture machine of each family added from Intel's perfmon data, AMD's Zen 5 and
+    /// Arm's Neoverse V3: the Level 1 set's exact attrs. Encodings are the data files' (code,
+    /// umask; data/README.md lists most of them): AMD's event select bits 8-11 go to
+    /// config bits 32-35; Intel's fixed-counter events are encoded as perf's jevents.py
+    /// spells them (cycles 0x3c, instructions 0xc0); Skymont's fixed counters 5 and 6 keep
+    /// the files' pseudo-encoding (event 0x00, umask = counter + 1), which perf does not rewrite.
+    #[test]
+    fn each_new_family_gets_its_level_one_events_encoded_from_the_data() {
+        for (fixture, pmu, model, want) in
+            level_one_cases().into_iter().chain(level_one_event_cases())
+        {
             let sys = SysRoot::fixture(fixture);
             let machine = Machine::read(&sys).unwrap();
             assert_eq!(
@@ -729,15 +748,20 @@ mod tests {
             );
             assert_eq!(attrs(fixture, pmu, 1).unwrap(), want, "{fixture} {pmu}");
         }
-        // Tremont's Level 2 reads TOPDOWN_BAD_SPECULATION.MONUKE
-        // (Atom_TMA.csv), which Snow Ridge's event file keeps as a deprecated name of
-        // FASTNUKE (0x73/0x02): encoded as perf does.
-        // Level 3 needs more counters than a per-thread set holds: one line that says so.
+    }
+
+    /// Level 3 needs more counters than a per-thread set holds: one line that says so.
+    #[test]
+    fn a_level_past_the_counters_is_one_line_that_says_so() {
         let deep = attrs("graniterapids", "cpu", 3).unwrap_err().to_string();
         assert!(
             deep.contains("level 3") && deep.contains("--nodes"),
             "{deep}"
         );
+    }
+
+    #[test]
+    fn a_drilldown_under_memory_bound_fits_in_one_group() {
         // Drilling down under Memory Bound fits: slots and its 8 metrics, one group of the six
         // general-counter events (UOP_DROPPING and Memory Bound's five children's).
         let gnr = Model::named("graniterapids").unwrap();
@@ -756,12 +780,23 @@ mod tests {
             .map(|c| c.attr.leader)
             .collect();
         assert_eq!(group, [None, Some(9), Some(9), Some(9), Some(9), Some(9)]);
+    }
+
+    #[test]
+    fn tremont_level_two_reads_monuke_as_perf_encodes_it() {
+        // Tremont's Level 2 reads TOPDOWN_BAD_SPECULATION.MONUKE
+        // (Atom_TMA.csv), which Snow Ridge's event file keeps as a deprecated name of
+        // FASTNUKE (0x73/0x02): encoded as perf does.
         let tremont = attrs("tremont", "cpu", 2).unwrap();
         let monuke = tremont
             .iter()
             .find(|r| r.0 == "TOPDOWN_BAD_SPECULATION.MONUKE")
             .unwrap();
         assert_eq!(monuke.2, 0x0273);
+    }
+
+    #[test]
+    fn neoverse_v3_encodes_stall_frontend_flush_from_the_common_events() {
         // Neoverse V3 reads STALL_FRONTEND_FLUSH, which its sysfs does not list: encoded from
         // perf's common Arm events (0x8162), each event its own group.
         let v3 = attrs("neoverse-v3", "armv8_pmuv3_0", 1).unwrap();
