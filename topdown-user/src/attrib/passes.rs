@@ -40,7 +40,8 @@ impl<'s> Pass<'s> {
             cgroups: HashMap::new(),
             latest: HashMap::new(),
             // A usage for each record and each live thread read (where the snapshot lists
-            // the threads that ran, most are charged). Grown a push at a time, the vector was
+            // the threads that ran, most are charged; a whole read reserves for every live
+            // thread, untouched beyond those charged). Grown a push at a time, the vector was
             // reallocated a dozen times a window on a busy host, each a copy of 184-byte usages.
             threads: Vec::with_capacity(snapshot.live.len() + snapshot.records.len()),
             kept: snapshot
